@@ -1,0 +1,21 @@
+"""pagedlab: learn PagedAttention with a real allocator, real block tables and a Triton kernel.
+
+Import order matters: ``pagedlab.backend`` decides whether Triton compiles for a GPU or runs
+in its interpreter, and must do so before anything imports triton.
+"""
+
+from pagedlab import backend  # noqa: F401  (first: sets TRITON_INTERPRET before triton loads)
+from pagedlab.allocator import BlockAllocator, OutOfBlocksError
+from pagedlab.block_table import BlockTable, CopyOnWrite
+from pagedlab.environment import environment_report
+from pagedlab.events import Event
+
+__all__ = [
+    "BlockAllocator",
+    "BlockTable",
+    "CopyOnWrite",
+    "Event",
+    "OutOfBlocksError",
+    "environment_report",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,121 @@
+"""Property-based tests: the allocator's invariants hold after any sequence of operations."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    rule,
+)
+
+from pagedlab import BlockAllocator, BlockTable, OutOfBlocksError
+
+
+class Allocation(RuleBasedStateMachine):
+    tables = Bundle("tables")
+
+    @initialize(
+        num_blocks=st.integers(1, 12),
+        block_size=st.integers(1, 5),
+        shuffle=st.randoms(use_true_random=False),
+    )
+    def setup(self, num_blocks: int, block_size: int, shuffle) -> None:  # type: ignore[no-untyped-def]
+        order = list(range(num_blocks))
+        shuffle.shuffle(order)
+        self.alloc = BlockAllocator(num_blocks, block_size, free_order=order)
+        self.live: list[BlockTable] = []
+        self.slots: dict[int, list[tuple[int, int]]] = {}  # table id -> slot of each position
+
+    def _snapshot(self) -> tuple[object, ...]:
+        return (
+            self.alloc.refcounts(),
+            self.alloc.free_list(),
+            [(t.blocks, t.num_tokens) for t in self.live],
+        )
+
+    @rule(target=tables, n=st.integers(1, 10))
+    def new_sequence(self, n: int) -> BlockTable | None:
+        table = BlockTable(self.alloc)
+        before = self._snapshot()
+        try:
+            table.append_tokens(n)
+        except OutOfBlocksError:
+            assert self._snapshot() == before
+            return None
+        self.live.append(table)
+        self.slots[table.id] = [table.slot(p) for p in range(n)]
+        return table
+
+    @rule(table=tables, n=st.integers(1, 6))
+    def append(self, table: BlockTable | None, n: int) -> None:
+        if table is None or table.freed:
+            return
+        before = self._snapshot()
+        try:
+            copy = table.append_tokens(n)
+        except OutOfBlocksError:
+            assert self._snapshot() == before
+            return
+        old = self.slots[table.id]
+        size = self.alloc.block_size
+        full = len(old) - len(old) % size
+        now = [table.slot(p) for p in range(table.num_tokens)]
+        assert now[:full] == old[:full], "a position in a full block moved"
+        if copy is None:
+            assert now[: len(old)] == old, "a written position moved without a copy"
+        else:
+            assert all(block == copy.src for block, _ in old[full:])
+            assert all(block == copy.dst for block, _ in now[full : len(old)])
+        written = {block for block, _ in now[len(old) :]}
+        assert all(self.alloc.refcount(b) == 1 for b in written), "wrote into a shared block"
+        self.slots[table.id] = now
+
+    @rule(target=tables, table=tables)
+    def fork(self, table: BlockTable | None) -> BlockTable | None:
+        if table is None or table.freed:
+            return None
+        child = table.fork()
+        self.live.append(child)
+        self.slots[child.id] = list(self.slots[table.id])
+        return child
+
+    @rule(table=consumes(tables))
+    def free(self, table: BlockTable | None) -> None:
+        if table is None or table.freed:
+            return
+        table.free()
+        self.live.remove(table)
+
+    @invariant()
+    def refcount_is_the_number_of_holders(self) -> None:
+        holders = Counter(b for t in self.live for b in t.blocks)
+        assert self.alloc.refcounts() == [holders[b] for b in range(self.alloc.num_blocks)]
+
+    @invariant()
+    def free_list_is_exactly_the_unheld_blocks(self) -> None:
+        free = self.alloc.free_list()
+        assert len(free) == len(set(free)) == self.alloc.num_free
+        assert set(free) == {b for b, c in enumerate(self.alloc.refcounts()) if c == 0}
+
+    @invariant()
+    def only_the_last_block_has_empty_slots(self) -> None:
+        for t in self.live:
+            assert t.num_slots == len(t.blocks) * self.alloc.block_size
+            assert t.num_slots - self.alloc.block_size < t.num_tokens <= t.num_slots
+
+    def teardown(self) -> None:
+        for table in list(self.live):
+            table.free()
+        assert self.alloc.num_free == self.alloc.num_blocks
+        assert not any(self.alloc.refcounts())
+
+
+TestAllocation = Allocation.TestCase
+TestAllocation.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
