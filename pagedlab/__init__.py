@@ -4,7 +4,7 @@ Import order matters: ``pagedlab.backend`` decides whether Triton compiles for a
 in its interpreter, and must do so before anything imports triton.
 """
 
-from pagedlab import backend  # noqa: F401  (first: sets TRITON_INTERPRET before triton loads)
+import pagedlab.backend  # noqa: F401  (first: sets TRITON_INTERPRET before triton loads)
 from pagedlab.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.block_table import BlockTable, CopyOnWrite
 from pagedlab.environment import environment_report

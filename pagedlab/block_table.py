@@ -33,8 +33,23 @@ class CopyOnWrite(NamedTuple):
 class BlockTable:
     """A sequence's block table over ``allocator``; starts empty (0 tokens, no blocks)."""
 
+    __slots__ = (
+        "_alloc",
+        "_refcounts",
+        "_listeners",
+        "_block_size",
+        "_blocks",
+        "_num_tokens",
+        "_freed",
+        "id",
+    )
+
     def __init__(self, allocator: BlockAllocator) -> None:
         self._alloc = allocator
+        # The allocator's own ref-count list and listener list (never rebound), read on the
+        # fast path of append_tokens without going through the allocator object.
+        self._refcounts = allocator._refcounts
+        self._listeners = allocator._listeners
         self._block_size = allocator.block_size
         self._blocks: list[int] = []
         self._num_tokens = 0
@@ -89,13 +104,13 @@ class BlockTable:
         tokens = self._num_tokens
         # Fast path: one token into a partly filled last block that only this table holds.
         if (
-            n == 1
+            tokens % self._block_size
+            and n == 1
             and n.__class__ is int
-            and tokens % self._block_size
-            and self._alloc._refcounts[self._blocks[-1]] == 1
+            and self._refcounts[self._blocks[-1]] == 1
         ):
             self._num_tokens = tokens + 1
-            if self._alloc._listeners:
+            if self._listeners:
                 self._emit_writes(tokens, 1)
             return None
         return self._append_slow(check_int(n, "n", minimum=1))
