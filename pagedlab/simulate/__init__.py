@@ -1,0 +1,54 @@
+"""Memory at scale: contiguous reservation vs paging under continuous batching (Fig. 2, 13, 18b).
+
+``make_trace`` builds a seeded synthetic workload, ``simulate`` runs one policy over it
+(event-driven, exact per step), ``compare_table`` / ``block_size_sweep`` put the results beside
+the paper's. See each module's docstring for what is and is not modelled.
+"""
+
+from pagedlab.simulate.engine import CATEGORIES, SimResult, StepCost, simulate
+from pagedlab.simulate.memory import (
+    PAPER_POOL_SLOTS,
+    FirstFit,
+    Policy,
+    orca_max,
+    orca_oracle,
+    orca_pow2,
+    paper_policies,
+    vllm,
+)
+from pagedlab.simulate.report import (
+    PAPER_MEAN_BATCH,
+    PAPER_TOKEN_SHARE,
+    SweepRow,
+    block_size_sweep,
+    breakdown_table,
+    compare_table,
+    sweep_table,
+)
+from pagedlab.simulate.workload import MAX_LEN, WORKLOADS, Trace, make_trace
+
+__all__ = [
+    "CATEGORIES",
+    "MAX_LEN",
+    "PAPER_MEAN_BATCH",
+    "PAPER_POOL_SLOTS",
+    "PAPER_TOKEN_SHARE",
+    "WORKLOADS",
+    "FirstFit",
+    "Policy",
+    "SimResult",
+    "StepCost",
+    "SweepRow",
+    "Trace",
+    "block_size_sweep",
+    "breakdown_table",
+    "compare_table",
+    "make_trace",
+    "orca_max",
+    "orca_oracle",
+    "orca_pow2",
+    "paper_policies",
+    "simulate",
+    "sweep_table",
+    "vllm",
+]
