@@ -1,0 +1,102 @@
+"""Where pagedlab's Triton kernels run, decided once, before anything imports Triton.
+
+Three outcomes, exposed as ``BACKEND``:
+
+- ``"compiled"``: a CUDA device is visible and ``TRITON_INTERPRET`` is not set to a true
+  value. Kernels are compiled for the GPU and tensors live on ``device() == cuda``.
+- ``"interpreter"``: no CUDA device (or the user set ``TRITON_INTERPRET=1``). We set
+  ``TRITON_INTERPRET=1`` ourselves when the user left it unset; Triton then runs every
+  kernel program as plain Python/numpy on the CPU. Same kernel source, same results,
+  no speed. Tensors live on ``device() == cpu``.
+- ``"unavailable"``: the ``triton`` package is not installed (it ships for Linux x86_64
+  only), or the user forced ``TRITON_INTERPRET=0`` on a machine without CUDA. pagedlab
+  still imports; :func:`require_triton` raises a ``RuntimeError`` that points to
+  ``pagedlab.reference_attention``, the plain-torch path that works everywhere.
+
+Why the order matters: Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` decorates a
+function (``triton.knobs.runtime.interpret``), so the variable must be in the environment
+before :mod:`pagedlab.kernels` is imported. ``import torch`` does not import Triton (checked
+for torch 2.3-2.13; ``tests/test_kernel_grid.py`` checks it in a fresh interpreter), and
+this module never imports Triton itself: it only asks whether the package exists.
+
+Invariant: this module is imported first by ``pagedlab/__init__.py``; nothing in pagedlab
+imports ``triton`` except :mod:`pagedlab.kernels`, which imports this module first.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+from typing import Literal
+
+import torch
+
+Backend = Literal["compiled", "interpreter", "unavailable"]
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _decide() -> tuple[Backend, str]:
+    """Return the backend and a short reason; may set ``TRITON_INTERPRET=1``."""
+    if importlib.util.find_spec("triton") is None:
+        return "unavailable", (
+            f"the triton package is not installed (it ships for Linux x86_64; this is "
+            f"{platform.system()} {platform.machine()})"
+        )
+    user = os.environ.get("TRITON_INTERPRET")
+    if user is not None and user.strip().lower() in _TRUE:
+        return "interpreter", "TRITON_INTERPRET=1 was set by the user"
+    has_cuda = torch.cuda.is_available()
+    if user is not None and user.strip().lower() in _FALSE:
+        if has_cuda:
+            return "compiled", "CUDA device found (TRITON_INTERPRET=0 set by the user)"
+        return "unavailable", "TRITON_INTERPRET=0 was set by the user but no CUDA device exists"
+    if has_cuda:
+        return "compiled", "CUDA device found"
+    os.environ["TRITON_INTERPRET"] = "1"
+    return "interpreter", "no CUDA device, so pagedlab set TRITON_INTERPRET=1"
+
+
+BACKEND: Backend
+REASON: str
+BACKEND, REASON = _decide()
+
+
+def device() -> torch.device:
+    """The device pagedlab's kernels read from: ``cuda`` when compiled, else ``cpu``."""
+    return torch.device("cuda" if BACKEND == "compiled" else "cpu")
+
+
+def triton_version() -> str | None:
+    """Installed Triton version, or None; read from package metadata (no import)."""
+    try:
+        from importlib.metadata import version
+
+        return version("triton")
+    except Exception:  # PackageNotFoundError, or odd installs
+        return None
+
+
+def describe() -> str:
+    """One line for a notebook's environment cell."""
+    if BACKEND == "compiled":
+        name = torch.cuda.get_device_name(0)
+        return f"Triton {triton_version()} compiled for {name} ({REASON})"
+    if BACKEND == "interpreter":
+        return (
+            f"Triton {triton_version()} interpreter on the CPU ({REASON}): "
+            "checks correctness, not speed"
+        )
+    return f"Triton unavailable ({REASON}); use pagedlab.reference_attention"
+
+
+def require_triton() -> None:
+    """Raise RuntimeError with a way forward when the Triton kernels cannot run here."""
+    if BACKEND == "unavailable":
+        raise RuntimeError(
+            f"pagedlab's Triton kernels need Linux x86_64 with the triton package "
+            f"(and a CUDA GPU or TRITON_INTERPRET=1): {REASON}. "
+            "pagedlab.reference_attention computes the same result in plain torch."
+        )

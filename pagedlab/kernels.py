@@ -1,0 +1,311 @@
+"""The Triton kernels: paged decode attention and reshape-and-cache (writing K/V by slot).
+
+Read these as teaching material first. Both kernels take raw tensors plus strides and trust
+their inputs: every check lives in :mod:`pagedlab.attention` and :mod:`pagedlab.kv_cache`,
+which validate and then call the ``launch_*`` functions below.
+
+Paged decode attention (``paged_attention_kernel``)
+    One program per (sequence, kv head). The program owns the ``GROUP = num_heads //
+    num_kv_heads`` query heads that share that kv head (grouped-query attention), so each
+    K/V page is loaded once and used by the whole group. It walks the sequence's logical
+    blocks in order, ``PAGES`` blocks per step; for each it loads the *physical* block id
+    from the block table (an integer load: table entries past the sequence's last block
+    are padding and are masked off, never read), loads that page's K tile, scores it,
+    and folds it into an online softmax: a running max ``m``, a running sum ``l_sum`` and an
+    accumulator ``acc`` that is rescaled by ``exp(m_old - m_new)`` whenever the max grows.
+    All arithmetic is fp32 whatever the storage dtype; the output is cast back.
+
+    Any ``block_size >= 1`` and ``head_dim >= 1`` work: tiles are padded to the next power
+    of two (Triton's ``tl.arange`` needs one) and the padding is masked on load and store.
+
+Reshape-and-cache (``reshape_and_cache_kernel``)
+    One program per new token: read its flat slot ``s`` from the slot mapping, split it
+    into (physical block ``s // block_size``, offset ``s % block_size``) and store the
+    token's ``[num_kv_heads, head_dim]`` key and value there.
+
+Dtypes: fp32 and fp16 everywhere; bf16 natively where compiled. Older Triton interpreters
+have no bf16, so under the interpreter :mod:`pagedlab.attention` upcasts bf16 inputs to
+fp32 (exact) before launching and casts the result back; documented there.
+
+Interpreter note: the interpreter executes every ``tl`` call as numpy work, for every
+program of the grid, so its cost is (programs) x (loop steps) x (tl calls per step). The
+kernels keep the grid at (sequences x kv heads) and the loop body short; see
+``benchmarks/bench_kernel_cpu.py`` for the measured cost of the seed call.
+"""
+
+from __future__ import annotations
+
+from pagedlab import backend  # sets TRITON_INTERPRET before triton is imported
+
+backend.require_triton()
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+
+def next_power_of_two(n: int) -> int:
+    """Smallest power of two >= n (n >= 1)."""
+    return 1 << (n - 1).bit_length()
+
+
+@triton.jit
+def paged_attention_kernel(
+    out_ptr,  # [num_seqs, num_heads, head_dim]
+    q_ptr,  # [num_seqs, num_heads, head_dim]
+    k_cache_ptr,  # [num_blocks, block_size, num_kv_heads, head_dim]
+    v_cache_ptr,  # same shape as k_cache
+    block_tables_ptr,  # int32 [num_seqs, max_blocks_per_seq]
+    seq_lens_ptr,  # int32 [num_seqs]
+    scale,  # float: softmax scale, usually head_dim ** -0.5
+    stride_qs,
+    stride_qh,
+    stride_qd,
+    stride_kb,
+    stride_kt,
+    stride_kh,
+    stride_kd,
+    stride_vb,
+    stride_vt,
+    stride_vh,
+    stride_vd,
+    stride_bts,
+    stride_os,
+    stride_oh,
+    stride_od,
+    BLOCK_SIZE: tl.constexpr,  # positions per page (any value >= 1)
+    HEAD_DIM: tl.constexpr,  # any value >= 1
+    GROUP: tl.constexpr,  # query heads per kv head
+    PAGES: tl.constexpr,  # pages folded in per loop step (1 in the interpreter)
+    BLOCK_T: tl.constexpr,  # next power of two >= BLOCK_SIZE
+    BLOCK_D: tl.constexpr,  # next power of two >= HEAD_DIM
+    BLOCK_G: tl.constexpr,  # next power of two >= GROUP
+):
+    # Index arithmetic is int64: offsets into a large cache overflow int32, and (a bonus
+    # under the interpreter) int64 math skips the interpreter's per-op overflow checks.
+    seq = tl.program_id(0).to(tl.int64)
+    kv_head = tl.program_id(1).to(tl.int64)
+    seq_len = tl.load(seq_lens_ptr + seq)
+
+    # The group of query heads that read this kv head: [BLOCK_G, BLOCK_D], fp32, pre-scaled.
+    offs_g = tl.arange(0, BLOCK_G).to(tl.int64)
+    offs_d = tl.arange(0, BLOCK_D).to(tl.int64)
+    head = kv_head * GROUP + offs_g
+    gd_mask = (offs_g < GROUP)[:, None] & (offs_d < HEAD_DIM)[None, :]
+    q = tl.load(
+        q_ptr + seq * stride_qs + head[:, None] * stride_qh + offs_d[None, :] * stride_qd,
+        mask=gd_mask,
+        other=0.0,
+    ).to(tl.float32)
+    q = q * scale
+
+    # One step covers PAGES pages laid side by side: tile row j is (page j // BLOCK_T,
+    # offset j % BLOCK_T). Offsets >= BLOCK_SIZE are power-of-two padding, masked off.
+    # Everything that does not depend on the step is computed once, before the loop.
+    offs_j = tl.arange(0, PAGES * BLOCK_T).to(tl.int64)
+    page_in_step = offs_j // BLOCK_T
+    offset = offs_j % BLOCK_T
+    in_page = offset < BLOCK_SIZE
+    d_mask = (offs_d < HEAD_DIM)[None, :]
+    table_row = block_tables_ptr + seq * stride_bts
+    k_in_page = kv_head * stride_kh + offset[:, None] * stride_kt + offs_d[None, :] * stride_kd
+    v_in_page = kv_head * stride_vh + offset[:, None] * stride_vt + offs_d[None, :] * stride_vd
+
+    m = tl.full([BLOCK_G], float("-inf"), tl.float32)  # running max of the scores
+    l_sum = tl.full([BLOCK_G], 0.0, tl.float32)  # running sum of exp(score - m)
+    acc = tl.full([BLOCK_G, BLOCK_D], 0.0, tl.float32)  # running sum of exp(score - m) * v
+
+    num_pages = (seq_len + BLOCK_SIZE - 1) // BLOCK_SIZE  # ceil: the last page may be partial
+    for first in range(0, num_pages, PAGES):
+        logical = first + page_in_step  # logical block of each tile row
+        valid = in_page & (logical * BLOCK_SIZE + offset < seq_len)
+        # The one indirection of PagedAttention: logical block -> physical block.
+        # Masked: table entries past the last page (padding, e.g. -1) are never read.
+        physical = tl.load(table_row + logical, mask=valid, other=0).to(tl.int64)[:, None]
+        tile_mask = valid[:, None] & d_mask
+
+        k = tl.load(k_cache_ptr + physical * stride_kb + k_in_page, mask=tile_mask, other=0.0)
+        k = k.to(tl.float32)  # [PAGES * BLOCK_T, BLOCK_D]
+        # scores[g, j] = q[g] . k[j]; masked rows get -inf so that exp() gives 0.
+        scores = tl.sum(q[:, None, :] * k[None, :, :], axis=2)  # [BLOCK_G, PAGES * BLOCK_T]
+        scores = tl.where(valid[None, :], scores, float("-inf"))
+
+        m_new = tl.maximum(m, tl.max(scores, axis=1))
+        alpha = tl.exp(m - m_new)  # rescales everything summed under the old max
+        p = tl.exp(scores - m_new[:, None])
+        l_sum = l_sum * alpha + tl.sum(p, axis=1)
+
+        v = tl.load(v_cache_ptr + physical * stride_vb + v_in_page, mask=tile_mask, other=0.0)
+        v = v.to(tl.float32)
+        acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
+        m = m_new
+
+    out = acc / l_sum[:, None]
+    tl.store(
+        out_ptr + seq * stride_os + head[:, None] * stride_oh + offs_d[None, :] * stride_od,
+        out.to(out_ptr.dtype.element_ty),
+        mask=gd_mask,
+    )
+
+
+@triton.jit
+def reshape_and_cache_kernel(
+    key_ptr,  # [num_tokens, num_kv_heads, head_dim], the new tokens' keys
+    value_ptr,  # same shape, their values
+    k_cache_ptr,  # [num_blocks, block_size, num_kv_heads, head_dim]
+    v_cache_ptr,
+    slot_mapping_ptr,  # int64 [num_tokens]: block * block_size + offset
+    stride_kn,
+    stride_kh,
+    stride_kd,
+    stride_vn,
+    stride_vh,
+    stride_vd,
+    stride_ckb,
+    stride_ckt,
+    stride_ckh,
+    stride_ckd,
+    stride_cvb,
+    stride_cvt,
+    stride_cvh,
+    stride_cvd,
+    BLOCK_SIZE: tl.constexpr,
+    NUM_KV_HEADS: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    token = tl.program_id(0).to(tl.int64)
+    slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
+    block = slot // BLOCK_SIZE
+    offset = slot % BLOCK_SIZE
+
+    offs_h = tl.arange(0, BLOCK_H).to(tl.int64)
+    offs_d = tl.arange(0, BLOCK_D).to(tl.int64)
+    mask = (offs_h < NUM_KV_HEADS)[:, None] & (offs_d < HEAD_DIM)[None, :]
+
+    k = tl.load(
+        key_ptr + token * stride_kn + offs_h[:, None] * stride_kh + offs_d[None, :] * stride_kd,
+        mask=mask,
+    )
+    v = tl.load(
+        value_ptr + token * stride_vn + offs_h[:, None] * stride_vh + offs_d[None, :] * stride_vd,
+        mask=mask,
+    )
+    tl.store(
+        k_cache_ptr
+        + block * stride_ckb
+        + offset * stride_ckt
+        + offs_h[:, None] * stride_ckh
+        + offs_d[None, :] * stride_ckd,
+        k,
+        mask=mask,
+    )
+    tl.store(
+        v_cache_ptr
+        + block * stride_cvb
+        + offset * stride_cvt
+        + offs_h[:, None] * stride_cvh
+        + offs_d[None, :] * stride_cvd,
+        v,
+        mask=mask,
+    )
+
+
+def launch_paged_attention(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    max_pages: int,
+    pages_per_step: int | None = None,
+    num_warps: int | None = None,
+) -> torch.Tensor:
+    """Launch the decode kernel on already validated inputs; returns a new output tensor.
+
+    ``max_pages`` is the largest ``ceil(seq_len / block_size)`` of the batch.
+    ``pages_per_step`` (a power of two) is how many pages one loop step folds in:
+
+    - compiled, default ``64 // BLOCK_T`` pages (about 64 positions): several independent
+      page loads in flight per step, a fixed constexpr so the kernel compiles once per
+      block size;
+    - interpreter, default enough pages for the longest sequence, capped at 64 positions.
+      Each loop step costs the interpreter a fixed ~2 ms per reduction (``tl.sum`` and
+      ``tl.max`` are Triton device functions it re-enters), so fewer, wider steps keep
+      the seed call well under the 50 ms a slider can afford. Pass ``pages_per_step=1``
+      to watch the online softmax fold in one page at a time.
+    """
+    num_seqs, num_heads, head_dim = query.shape
+    _, block_size, num_kv_heads, _ = key_cache.shape
+    group = num_heads // num_kv_heads
+    block_t = next_power_of_two(block_size)
+    if pages_per_step is None:
+        cap = max(1, 64 // block_t)
+        if backend.BACKEND == "interpreter":
+            pages_per_step = min(next_power_of_two(max(1, max_pages)), cap)
+        else:
+            pages_per_step = cap
+    if num_warps is None:
+        num_warps = 4 if head_dim * block_t * pages_per_step <= 8192 else 8
+    out = torch.empty_like(query)
+    if num_seqs == 0:
+        return out
+    grid = (num_seqs, num_kv_heads)
+    paged_attention_kernel[grid](
+        out,
+        query,
+        key_cache,
+        value_cache,
+        block_tables,
+        seq_lens,
+        float(scale),
+        *query.stride(),
+        *key_cache.stride(),
+        *value_cache.stride(),
+        block_tables.stride(0),
+        *out.stride(),
+        BLOCK_SIZE=block_size,
+        HEAD_DIM=head_dim,
+        GROUP=group,
+        PAGES=pages_per_step,
+        BLOCK_T=block_t,
+        BLOCK_D=next_power_of_two(head_dim),
+        BLOCK_G=next_power_of_two(group),
+        num_warps=num_warps,
+    )
+    return out
+
+
+def launch_reshape_and_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """Write ``key[i]``/``value[i]`` into slot ``slot_mapping[i]`` of the caches, in place.
+
+    Inputs must already be validated (slots in range and distinct, shapes and dtypes
+    matching); see :meth:`pagedlab.kv_cache.PagedKVCache.write`.
+    """
+    num_tokens, num_kv_heads, head_dim = key.shape
+    if num_tokens == 0:
+        return
+    reshape_and_cache_kernel[(num_tokens,)](
+        key,
+        value,
+        key_cache,
+        value_cache,
+        slot_mapping,
+        *key.stride(),
+        *value.stride(),
+        *key_cache.stride(),
+        *value_cache.stride(),
+        BLOCK_SIZE=key_cache.shape[1],
+        NUM_KV_HEADS=num_kv_heads,
+        HEAD_DIM=head_dim,
+        BLOCK_H=next_power_of_two(num_kv_heads),
+        BLOCK_D=next_power_of_two(head_dim),
+    )
