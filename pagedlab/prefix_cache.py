@@ -1,0 +1,229 @@
+"""Prefix caching: full KV blocks found again by the content of everything before them.
+
+Each *full* block gets a hash chained over its prefix: ``hash(i) = sha256(hash(i - 1) ||
+token ids of block i)``, truncated to ``hash_bytes``. Two blocks have the same hash only if
+their whole prefixes match, so a new request can start on the cached blocks of its longest
+cached full-block prefix (``BlockTable.hold_prefix``) and compute only the rest.
+
+Rules (the usual causes of a "low hit rate"):
+
+- only full blocks are cached: the tokens of a partly filled last block are always computed;
+- the last prompt token is always computed (its logits pick the first output token), so at
+  most ``(len(prompt) - 1) // block_size`` blocks can hit, and a block-aligned prompt that is
+  entirely cached still recomputes its whole last block (a table starts on full blocks);
+- a hit compares token ids, so a hash collision is a miss (counted), never wrong KV.
+
+Freed blocks keep their hash and stay findable until the allocator hands them out again:
+the cache listens to the allocator's ``allocate`` events and forgets (evicts) a block at
+that moment. The free list is a queue that freed blocks join at the back, so blocks are
+evicted least recently used first; a hit on a free block takes it back (``reuse``).
+
+Invariants (tests/test_prefix_cache.py, tests/test_sharing_properties.py): every cached
+block holds the token ids it is cached under; a hash maps to exactly one block and back;
+no cached block has been handed out since it was cached.
+
+Not handled: multi-modal or LoRA extra keys, per-layer caches, explicit reset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pagedlab.allocator import BlockAllocator, OutOfBlocksError, check_int
+from pagedlab.block_table import BlockTable
+from pagedlab.events import Event
+
+ROOT_HASH = ""
+"""The parent hash of a sequence's first block."""
+
+
+def block_hashes(tokens: Sequence[int], block_size: int, hash_bytes: int = 8) -> list[str]:
+    """Chained hashes (hex) of the full blocks of ``tokens``; a partial tail gets none."""
+    block_size = check_int(block_size, "block_size", minimum=1)
+    ids = _token_ids(tokens)
+    hashes: list[str] = []
+    parent = ROOT_HASH
+    for start in range(0, len(ids) - block_size + 1, block_size):
+        parent = chain_hash(parent, ids[start : start + block_size], hash_bytes)
+        hashes.append(parent)
+    return hashes
+
+
+def chain_hash(parent: str, token_ids: Sequence[int], hash_bytes: int = 8) -> str:
+    """sha256 of the parent hash and the block's token ids (int64 little-endian), as hex."""
+    payload = parent.encode() + struct.pack(f"<{len(token_ids)}q", *token_ids)
+    return hashlib.sha256(payload).hexdigest()[: 2 * hash_bytes]
+
+
+def _token_ids(tokens: Sequence[int]) -> list[int]:
+    if isinstance(tokens, (str, bytes)):
+        raise ValueError(f"tokens must be a sequence of integer token ids, got {tokens!r}")
+    ids = [check_int(t, "token id") for t in tokens]
+    for t in ids:
+        if not -(2**63) <= t < 2**63:
+            raise ValueError(f"token id {t} does not fit in 64 bits")
+    return ids
+
+
+@dataclass
+class CacheStats:
+    """Counters since the cache was made. Hit rate is in tokens, like vLLM's metric."""
+
+    requests: int = 0
+    query_tokens: int = 0  # prompt tokens of every admitted request
+    hit_tokens: int = 0  # of those, tokens whose KV came from the cache
+    hit_blocks: int = 0
+    miss_blocks: int = 0  # full blocks that could have hit (within the limit) but did not
+    collisions: int = 0  # hash found, token ids differed: counted as a miss
+    evictions: int = 0  # cached blocks forgotten because the allocator handed them out
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hit_tokens / self.query_tokens if self.query_tokens else 0.0
+
+
+@dataclass(frozen=True)
+class Admission:
+    """One request's lookup: what hit, what was computed, and why the rest was not cached."""
+
+    table: BlockTable
+    hit_blocks: list[int]  # physical blocks the table starts on
+    miss_blocks: int  # cacheable full blocks (within the limit) that were not found
+    computed_tokens: int  # tokens whose KV this request computes
+    partial_tokens: int  # tokens in a partly filled last block: never cacheable
+    recomputed_last_block: bool  # the prompt was block-aligned and fully cached
+
+    @property
+    def hit_tokens(self) -> int:
+        return len(self.hit_blocks) * self.table.block_size
+
+
+class PrefixCache:
+    """Content-hashed full blocks of ``allocator``, shared across requests."""
+
+    def __init__(self, allocator: BlockAllocator, hash_bytes: int = 8) -> None:
+        self.hash_bytes = check_int(hash_bytes, "hash_bytes", minimum=1)
+        if self.hash_bytes > 32:
+            raise ValueError(f"hash_bytes must be <= 32 (sha256), got {self.hash_bytes}")
+        self.allocator = allocator
+        self.block_size = allocator.block_size
+        self.stats = CacheStats()
+        self._block_of: dict[str, int] = {}  # hash -> physical block
+        self._hash_of: dict[int, str] = {}  # physical block -> hash
+        self._tokens_of: dict[int, tuple[int, ...]] = {}
+        self._unsubscribe = allocator.subscribe(self._on_event)
+
+    def _on_event(self, event: Event) -> None:
+        if event.kind == "allocate" and event.block in self._hash_of:
+            self._forget(event.block)
+            self.stats.evictions += 1
+
+    def _forget(self, block: int) -> None:
+        del self._block_of[self._hash_of.pop(block)]
+        del self._tokens_of[block]
+
+    def close(self) -> None:
+        """Stop listening to the allocator (the cache then no longer tracks evictions)."""
+        self._unsubscribe()
+
+    # --- what is cached ---------------------------------------------------------------------
+    def cached_blocks(self) -> dict[int, str]:
+        """Physical block -> hash of every cached block (a copy)."""
+        return dict(self._hash_of)
+
+    def block_for(self, block_hash: str) -> int:
+        """The block cached under ``block_hash``; ValueError if evicted or never cached."""
+        if block_hash not in self._block_of:
+            raise ValueError(f"hash {block_hash!r} is not cached (evicted or never stored)")
+        return self._block_of[block_hash]
+
+    def tokens_of(self, block: int) -> tuple[int, ...]:
+        """The token ids block ``block`` is cached with; ValueError if it is not cached."""
+        if block not in self._tokens_of:
+            raise ValueError(f"block {block} is not cached (evicted or never stored)")
+        return self._tokens_of[block]
+
+    def hashes(self, tokens: Sequence[int]) -> list[str]:
+        return block_hashes(tokens, self.block_size, self.hash_bytes)
+
+    def lookup(self, tokens: Sequence[int]) -> tuple[list[int], int]:
+        """(cached blocks of the longest verified prefix, collisions met); changes nothing.
+
+        At most ``(len(tokens) - 1) // block_size`` blocks: the last token is always computed.
+        """
+        ids = _token_ids(tokens)
+        size, limit = self.block_size, (len(ids) - 1) // self.block_size
+        found: list[int] = []
+        for i, block_hash in enumerate(self.hashes(ids[: limit * size])):
+            block = self._block_of.get(block_hash)
+            if block is None:
+                break
+            if self._tokens_of[block] != tuple(ids[i * size : (i + 1) * size]):
+                return found, 1  # same hash, other tokens: a collision, treated as a miss
+            found.append(block)
+        return found, 0
+
+    # --- requests -----------------------------------------------------------------------------
+    def admit(self, tokens: Sequence[int]) -> Admission:
+        """A new table for prompt ``tokens``: cached prefix held, the rest appended, full
+        blocks then registered. Atomic (ValueError / OutOfBlocksError change nothing)."""
+        ids = _token_ids(tokens)
+        if not ids:
+            raise ValueError("tokens must hold at least one token id, got none")
+        size, alloc = self.block_size, self.allocator
+        hits, collisions = self.lookup(ids)
+        new_blocks = -(-len(ids) // size) - len(hits)
+        taken_back = sum(1 for b in hits if alloc.refcount(b) == 0)
+        if new_blocks + taken_back > alloc.num_free:
+            raise OutOfBlocksError(
+                f"admitting {len(ids)} tokens needs {new_blocks + taken_back} free block(s), "
+                f"but only {alloc.num_free} of {alloc.num_blocks} are free"
+            )
+        table = BlockTable(alloc)
+        table.hold_prefix(hits)  # before appending, so the new blocks cannot evict a hit
+        table.append_tokens(len(ids) - len(hits) * size)
+        self.register(table, ids)
+
+        limit = (len(ids) - 1) // size
+        admission = Admission(
+            table=table,
+            hit_blocks=hits,
+            miss_blocks=limit - len(hits),
+            computed_tokens=len(ids) - len(hits) * size,
+            partial_tokens=len(ids) % size,
+            recomputed_last_block=len(ids) % size == 0 and len(hits) == limit and limit > 0,
+        )
+        s = self.stats
+        s.requests += 1
+        s.query_tokens += len(ids)
+        s.hit_tokens += admission.hit_tokens
+        s.hit_blocks += len(hits)
+        s.miss_blocks += admission.miss_blocks
+        s.collisions += collisions
+        return admission
+
+    def register(self, table: BlockTable, tokens: Sequence[int]) -> int:
+        """Cache the full blocks of ``table`` whose KV holds ``tokens`` (its token ids so far).
+
+        Blocks whose hash is already cached (under another block) stay uncached duplicates.
+        Returns how many blocks were newly cached.
+        """
+        ids = _token_ids(tokens)
+        if table.freed or table.allocator is not self.allocator:
+            raise ValueError(f"table {table.id} is freed or belongs to another allocator")
+        if len(ids) != table.num_tokens:
+            raise ValueError(
+                f"tokens has {len(ids)} ids but table {table.id} holds {table.num_tokens}"
+            )
+        added, size = 0, self.block_size
+        for i, (block, block_hash) in enumerate(zip(table.blocks, self.hashes(ids), strict=False)):
+            if block_hash in self._block_of or block in self._hash_of:
+                continue
+            self._block_of[block_hash] = block
+            self._hash_of[block] = block_hash
+            self._tokens_of[block] = tuple(ids[i * size : (i + 1) * size])
+            added += 1
+        return added

@@ -1,0 +1,175 @@
+"""Sharing KV blocks between sequences: parallel sampling and beam search (paper §4.4).
+
+Both are built only from ``BlockTable.fork`` / ``append_tokens`` / ``free``, so the rules
+that make sharing safe live in one place (the block table):
+
+- a fork shares every block of its parent (each ref count + 1) and copies nothing;
+- a sequence that writes into a shared, partly filled last block first copies it
+  (copy-on-write); the caller's KV storage must perform the returned ``CopyOnWrite`` before
+  writing, e.g. ``PagedKVCache.copy_block(src, dst)``;
+- a block returns to the free list when its last holder frees it.
+
+``fork_samples`` makes n samples of one prompt (Fig. 8). ``beam_step`` is one step of beam
+search (Fig. 9): the survivors are forked from their parents, then every old candidate is
+freed (blocks reaching ref count 0 go back to the pool), then each survivor appends its new
+tokens. Forking before freeing means a parent with a single survivor hands its blocks over
+without any copy.
+
+Handled: any number of samples / beams >= 1, several tokens per step, parents that share a
+partly filled block. Not handled: scores and token choice (the caller picks the parents),
+swapping or recomputation when the pool runs out (``OutOfBlocksError`` with nothing changed).
+
+Invariants (tests/test_sharing_properties.py): the ref count of every block equals the
+number of live tables holding it; a block being written has ref count 1; freeing every
+table returns every block to the pool.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pagedlab.allocator import BlockAllocator, OutOfBlocksError, check_int
+from pagedlab.block_table import BlockTable, CopyOnWrite
+
+
+def fork_samples(prompt: BlockTable, n: int) -> list[BlockTable]:
+    """``n`` samples of one prompt: the prompt's own table first, then ``n - 1`` forks.
+
+    Every block of the prompt is then held by ``n`` tables. Raises ValueError (nothing
+    changed) if ``n < 1`` or the prompt table was freed.
+    """
+    n = check_int(n, "n (number of samples)", minimum=1)
+    if prompt.freed:
+        raise ValueError(f"cannot fork table {prompt.id}: it was already freed")
+    return [prompt] + [prompt.fork() for _ in range(n - 1)]
+
+
+@dataclass(frozen=True)
+class BeamStepResult:
+    """What one beam-search step did to the pool."""
+
+    beams: list[BlockTable]  # the new candidates, in the order of ``parents``
+    copies: list[CopyOnWrite]  # copy-on-writes the KV storage must perform, in order
+    freed: list[int]  # blocks whose ref count reached 0, in the order they were freed
+    allocated: list[int]  # blocks taken from the free list (new blocks and copy targets)
+
+
+def beam_step(
+    beams: Sequence[BlockTable], parents: Sequence[int], num_tokens: int = 1
+) -> BeamStepResult:
+    """Keep the candidates ``parents[i]`` (indices into ``beams``) and append ``num_tokens``.
+
+    ``len(parents)`` is the beam width k (>= 1); a parent may appear several times (it
+    keeps several continuations) or not at all (dropped). The old tables are all freed:
+    use the returned ``beams``. Atomic: bad input raises ValueError, a pool too small
+    raises OutOfBlocksError, and in both cases nothing changed.
+    """
+    if not beams:
+        raise ValueError("beams must hold at least one candidate, got none")
+    width = len(parents)
+    if width < 1:
+        raise ValueError(f"beam width (len(parents)) must be >= 1, got {width}")
+    num_tokens = check_int(num_tokens, "num_tokens", minimum=1)
+    allocator = beams[0].allocator
+    for table in beams:
+        if table.freed:
+            raise ValueError(f"beam table {table.id} was already freed")
+        if table.allocator is not allocator:
+            raise ValueError(f"beam table {table.id} uses a different allocator")
+    if len({id(t) for t in beams}) != len(beams):
+        raise ValueError("beams repeat a table")
+    checked = []
+    for p in parents:
+        index = check_int(p, "parent index")
+        if not 0 <= index < len(beams):
+            raise ValueError(f"parent index {index} is out of range [0, {len(beams)})")
+        checked.append(index)
+    needed, available = _blocks_needed(allocator, beams, checked, num_tokens)
+    if needed > available:
+        raise OutOfBlocksError(
+            f"beam step of width {width} needs {needed} free block(s), "
+            f"but only {available} of {allocator.num_blocks} would be free"
+        )
+
+    with allocator.record() as events:
+        survivors = [beams[i].fork() for i in checked]
+        for table in beams:
+            table.free()
+        copies = [c for c in (t.append_tokens(num_tokens) for t in survivors) if c is not None]
+    return BeamStepResult(
+        beams=survivors,
+        copies=copies,
+        freed=[e.block for e in events if e.kind == "free"],
+        allocated=[e.block for e in events if e.kind == "allocate"],
+    )
+
+
+def _blocks_needed(
+    allocator: BlockAllocator, beams: Sequence[BlockTable], parents: list[int], n: int
+) -> tuple[int, int]:
+    """(blocks the step will allocate, blocks free once the old candidates are dropped)."""
+    size = allocator.block_size
+    counts = Counter({b: allocator.refcount(b) for t in beams for b in t.blocks})
+    for table in beams:
+        counts.subtract(table.blocks)
+    for i in parents:
+        counts.update(beams[i].blocks)
+    available = allocator.num_free + sum(1 for c in counts.values() if c == 0)
+    needed = 0
+    for i in parents:
+        blocks, tokens = beams[i].blocks, beams[i].num_tokens
+        room = len(blocks) * size - tokens
+        if room and counts[blocks[-1]] > 1:  # this survivor copies its shared last block
+            counts[blocks[-1]] -= 1
+            needed += 1
+        needed += -(-(n - room) // size) if n > room else 0
+    return needed, available
+
+
+def holders(tables: Sequence[BlockTable]) -> dict[int, list[int]]:
+    """For each physical block, the ids of the live tables that hold it (for ref-count checks)."""
+    held: dict[int, list[int]] = {}
+    for table in tables:
+        for block in table.blocks:
+            held.setdefault(block, []).append(table.id)
+    return held
+
+
+# --- the paper's two figures, staged on a real allocator ---------------------------------
+
+
+def figure8() -> tuple[list[BlockTable], list[CopyOnWrite | None]]:
+    """Fig. 8: two samples of a 7-token prompt; A1 writes (copy 1 -> 3), then A2 (in place).
+
+    The free list is staged so that the prompt lands in physical blocks 7 and 1 and the
+    copy-on-write target is block 3. Returns the two tables and what each append returned.
+    """
+    order = [7, 1, 3] + [b for b in range(8) if b not in (7, 1, 3)]
+    prompt = BlockTable(BlockAllocator(8, 4, free_order=order))
+    prompt.append_tokens(7)  # "Four score and seven" | "years ago our"
+    a1, a2 = fork_samples(prompt, 2)
+    return [a1, a2], [a1.append_tokens(1), a2.append_tokens(1)]  # "fathers", "mothers"
+
+
+FIG9_HISTORY: tuple[tuple[int, ...], ...] = ((0, 0), (0, 1), (0, 0, 0, 1))
+"""Parents at each block-sized step that grow the tree of Fig. 9 from a one-block prompt."""
+
+
+def figure9_before(num_blocks: int = 16) -> list[BlockTable]:
+    """The four candidates of Fig. 9 just before the step, built by three beam steps.
+
+    Prompt in block 0; each earlier step appended a full block (4 tokens), so the tree is
+    block 0 -> {1, 2}, 1 -> 3, 2 -> 4, 3 -> {5, 6, 7}, 4 -> 8 on a fresh pool (0, 1, 2, ...).
+    """
+    prompt = BlockTable(BlockAllocator(num_blocks, 4))
+    prompt.append_tokens(4)
+    beams = [prompt]
+    for parents in FIG9_HISTORY:
+        beams = beam_step(beams, parents, num_tokens=4).beams
+    return beams
+
+
+FIG9_STEP: tuple[int, ...] = (1, 1, 2, 2)
+"""The new top 4 descend from candidates 1 and 2 (two each)."""

@@ -1,0 +1,259 @@
+"""Parallel sampling and beam search on shared blocks: the paper's Figs. 8 and 9, block for
+block, the K/V copy behind copy-on-write, bad inputs, and the memory-saving figures."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pagedlab import BlockAllocator, BlockTable, CopyOnWrite, OutOfBlocksError
+from pagedlab.savings import (
+    PAPER_SAVED,
+    beam_savings,
+    format_savings,
+    parallel_savings,
+    savings_table,
+    trace_savings,
+)
+from pagedlab.sharing import (
+    FIG9_STEP,
+    beam_step,
+    figure8,
+    figure9_before,
+    fork_samples,
+    holders,
+)
+
+
+def state(alloc: BlockAllocator) -> tuple[list[int], list[int]]:
+    return alloc.refcounts(), alloc.free_list()
+
+
+# --- Fig. 8: parallel sampling with copy-on-write ------------------------------------------
+
+
+def test_figure8_block_for_block() -> None:
+    order = [7, 1, 3, 0, 2, 4, 5, 6]
+    prompt = BlockTable(BlockAllocator(8, 4, free_order=order))
+    alloc = prompt.allocator
+    prompt.append_tokens(7)
+    a1, a2 = fork_samples(prompt, 2)
+    assert a1 is prompt
+    assert a1.blocks == a2.blocks == [7, 1]
+    assert (alloc.refcount(7), alloc.refcount(1)) == (2, 2)
+
+    with alloc.record() as events:
+        copy = a1.append_tokens(1)  # A1 writes "fathers" into the shared, partly filled block 1
+    assert copy == CopyOnWrite(src=1, dst=3)
+    assert a1.blocks == [7, 3] and a2.blocks == [7, 1]
+    assert (alloc.refcount(1), alloc.refcount(3), alloc.refcount(7)) == (1, 1, 2)
+    assert [(e.kind, e.block) for e in events] == [
+        ("allocate", 3),
+        ("copy", 3),
+        ("release", 1),
+        ("write", 3),
+    ]
+    assert events[1].src == 1
+
+    with alloc.record() as events:
+        assert a2.append_tokens(1) is None  # A2 writes "mothers" into block 1 in place
+    assert [(e.kind, e.block, e.offset) for e in events] == [("write", 1, 3)]
+    assert a2.blocks == [7, 1] and alloc.refcount(1) == 1
+
+
+def test_figure8_helper_matches() -> None:
+    (a1, a2), copies = figure8()
+    assert (a1.blocks, a2.blocks) == ([7, 3], [7, 1])
+    assert copies == [CopyOnWrite(1, 3), None]
+
+
+def test_kv_copy_on_write_gives_the_same_attention_as_private_copies() -> None:
+    kv_cache = pytest.importorskip("pagedlab.kv_cache")
+    attention = pytest.importorskip("pagedlab.attention")
+    torch.manual_seed(0)
+    heads, dim, size = 2, 8, 4
+    k_all = torch.randn(9, heads, dim)  # 7 prompt tokens, then one new token per sample
+    v_all = torch.randn(9, heads, dim)
+
+    (a1, a2), copies, cache = _fig8_on_cache(kv_cache, k_all, v_all)
+    # private copies: sample i alone in its own blocks, no sharing at all
+    private = kv_cache.PagedKVCache(8, size, heads, dim, device="cpu")
+    for s, new in enumerate((7, 8)):
+        rows = list(range(7)) + [new]
+        private.write_torch([8 * s + p for p in range(8)], k_all[rows], v_all[rows])
+    query = torch.randn(2, heads, dim)
+    lens = torch.tensor([8, 8], dtype=torch.int32)
+    shared_tables = attention.block_tables_tensor([a1.blocks, a2.blocks])
+    private_tables = attention.block_tables_tensor([[0, 1], [2, 3]])
+    want = attention.reference_attention(query, private.key, private.value, private_tables, lens)
+    got = attention.reference_attention(query, cache.key, cache.value, shared_tables, lens)
+    torch.testing.assert_close(got, want)
+    try:
+        kernel = attention.paged_attention(query, cache.key, cache.value, shared_tables, lens)
+    except RuntimeError as error:  # no Triton on this platform
+        pytest.skip(str(error))
+    torch.testing.assert_close(kernel, want)
+    assert copies == [CopyOnWrite(1, 3), None]
+
+
+def _fig8_on_cache(kv_cache, k_all, v_all):  # type: ignore[no-untyped-def]
+    """Fig. 8 with real K/V: prompt written once, A1's copy-on-write copies block 1 -> 3."""
+    order = [7, 1, 3, 0, 2, 4, 5, 6]
+    prompt = BlockTable(BlockAllocator(8, 4, free_order=order))
+    cache = kv_cache.PagedKVCache(8, 4, k_all.shape[1], k_all.shape[2], device="cpu")
+    prompt.append_tokens(7)
+    cache.write_torch(prompt.slot_mapping(), k_all[:7], v_all[:7])
+    samples = fork_samples(prompt, 2)
+    copies = []
+    for table, row in zip(samples, (7, 8), strict=True):
+        copy = table.append_tokens(1)
+        if copy is not None:
+            cache.copy_block(copy.src, copy.dst)
+        copies.append(copy)
+        cache.write_torch(table.slot_mapping()[-1:], k_all[row : row + 1], v_all[row : row + 1])
+    # the shared prompt's data is where it was; block 3 holds a copy of block 1's first 3
+    torch.testing.assert_close(cache.key[3, :3], cache.key[1, :3])
+    return samples, copies, cache
+
+
+# --- Fig. 9: beam search -----------------------------------------------------------------
+
+
+def test_figure9_block_for_block() -> None:
+    beams = figure9_before()
+    alloc = beams[0].allocator
+    assert [b.blocks for b in beams] == [[0, 1, 3, 5], [0, 1, 3, 6], [0, 1, 3, 7], [0, 2, 4, 8]]
+    assert all(b.num_tokens == 16 for b in beams)  # 4 full logical blocks each
+    assert alloc.refcount(0) == 4 and alloc.refcount(1) == alloc.refcount(3) == 3
+    assert alloc.free_list()[:4] == [9, 10, 11, 12]
+
+    step = beam_step(beams, FIG9_STEP)
+    assert sorted(step.freed) == [2, 4, 5, 8]
+    assert step.allocated == [9, 10, 11, 12]
+    assert step.copies == []
+    assert [b.blocks for b in step.beams] == [
+        [0, 1, 3, 6, 9],
+        [0, 1, 3, 6, 10],
+        [0, 1, 3, 7, 11],
+        [0, 1, 3, 7, 12],
+    ]
+    counts = alloc.refcounts()
+    assert [counts[b] for b in (0, 1, 3, 6, 7)] == [4, 4, 4, 2, 2]
+    assert all(counts[b] == 0 for b in (2, 4, 5, 8))
+    assert all(b.freed for b in beams)
+
+
+def test_beam_step_into_shared_partial_block_copies_all_but_the_last_holder() -> None:
+    prompt = BlockTable(BlockAllocator(16, 4))
+    prompt.append_tokens(6)  # blocks [0, 1], block 1 half full
+    step = beam_step([prompt], [0, 0, 0])
+    assert [c.src for c in step.copies] == [1, 1]  # the third survivor writes in place
+    assert [b.blocks for b in step.beams] == [[0, 2], [0, 3], [0, 1]]
+    alloc = prompt.allocator
+    for table in step.beams:
+        assert alloc.refcount(table.blocks[-1]) == 1  # the block being written
+    assert alloc.refcount(0) == 3
+
+
+def test_single_survivor_inherits_blocks_without_copying() -> None:
+    table = BlockTable(BlockAllocator(8, 4))
+    table.append_tokens(3)
+    step = beam_step([table], [0])
+    assert step.copies == [] and step.allocated == [] and step.freed == []
+    assert step.beams[0].blocks == [0] and step.beams[0].num_tokens == 4
+
+
+# --- bad inputs: clear ValueError, nothing changed ------------------------------------------
+
+
+def test_fork_samples_rejects_bad_n_and_freed_table() -> None:
+    table = BlockTable(BlockAllocator(8, 4))
+    table.append_tokens(5)
+    before = state(table.allocator)
+    with pytest.raises(ValueError, match="n \\(number of samples\\) must be >= 1, got 0"):
+        fork_samples(table, 0)
+    assert state(table.allocator) == before
+    table.free()
+    with pytest.raises(ValueError, match=f"cannot fork table {table.id}: it was already freed"):
+        fork_samples(table, 2)
+
+
+@pytest.mark.parametrize(
+    ("parents", "tokens", "message"),
+    [
+        ([], 1, "beam width \\(len\\(parents\\)\\) must be >= 1, got 0"),
+        ([0, 2], 1, "parent index 2 is out of range \\[0, 2\\)"),
+        ([0, -1], 1, "parent index -1 is out of range"),
+        ([0], 0, "num_tokens must be >= 1, got 0"),
+        ([0.5], 1, "parent index must be an integer, got 0.5"),
+    ],
+)
+def test_beam_step_bad_inputs_change_nothing(parents: list, tokens: int, message: str) -> None:
+    root = BlockTable(BlockAllocator(8, 4))
+    root.append_tokens(5)
+    beams = fork_samples(root, 2)
+    before = state(root.allocator)
+    with pytest.raises(ValueError, match=message):
+        beam_step(beams, parents, tokens)
+    assert state(root.allocator) == before
+    assert not any(b.freed for b in beams)
+
+
+def test_beam_step_rejects_freed_beam() -> None:
+    root = BlockTable(BlockAllocator(8, 4))
+    root.append_tokens(5)
+    a, b = fork_samples(root, 2)
+    b.free()
+    before = state(root.allocator)
+    with pytest.raises(ValueError, match=f"beam table {b.id} was already freed"):
+        beam_step([a, b], [0, 0])
+    assert state(root.allocator) == before
+
+
+def test_beam_step_out_of_blocks_changes_nothing() -> None:
+    root = BlockTable(BlockAllocator(4, 4))
+    root.append_tokens(6)  # blocks 0, 1; two free
+    before = state(root.allocator)
+    with pytest.raises(OutOfBlocksError, match="needs 3 free block"):
+        beam_step([root], [0, 0, 0, 0])  # three copies of block 1 needed, two free
+    assert state(root.allocator) == before and not root.freed
+    step = beam_step([root], [0, 0, 0])  # exactly fits: two copies
+    assert root.allocator.num_free == 0 and len(step.copies) == 2
+
+
+def test_holders_counts_match_refcounts() -> None:
+    beams = figure9_before()
+    counts = beams[0].allocator.refcounts()
+    assert {b: len(t) for b, t in holders(beams).items()} == {
+        b: c for b, c in enumerate(counts) if c
+    }
+
+
+# --- memory saved -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("p", "o", "n", "size"), [(19, 58, 4, 16), (7, 1, 2, 4), (16, 5, 3, 4)])
+def test_parallel_savings_match_closed_form(p: int, o: int, n: int, size: int) -> None:
+    result = parallel_savings(p, o, n, size)
+    shared = p // size  # full prompt blocks are shared; a partial one is copied per sample
+    per_sample = math.ceil((p + o) / size)
+    assert result.blocks_without == n * per_sample
+    assert result.blocks_with == shared + n * (per_sample - shared)
+
+
+def test_width_one_saves_nothing_and_beams_save_more_than_samples() -> None:
+    assert parallel_savings(19, 58, 1).final_saved == 0
+    assert beam_savings(19, 58, 1).mean_saved == 0
+    for width in (2, 4, 6):
+        assert beam_savings(19, 58, width).mean_saved > parallel_savings(19, 58, width).mean_saved
+
+
+def test_savings_table_prints_ours_beside_the_papers() -> None:
+    text = format_savings(savings_table())
+    assert text.count("6.1-9.8 %") == 3 and text.count("37.6-55.2 %") == 3
+    assert PAPER_SAVED["beam"] == (0.376, 0.552)
+    assert 0 < trace_savings("parallel", 2, num_requests=5) < trace_savings("beam", 2, 5)
+    with pytest.raises(ValueError, match="mode must be 'parallel' or 'beam', got 'greedy'"):
+        trace_savings("greedy", 2)
