@@ -1,4 +1,4 @@
-# Two commands for a fresh machine with Python 3.10+ and pip:
+# Two commands for a fresh machine with Python 3.11+ and pip:
 #   make lab    set everything up, then open JupyterLab on notebooks/ (127.0.0.1, token auth on)
 #   make test   set everything up, then lint, type-check and run every test and notebook
 # Both build .venv once and reuse it until pyproject.toml or constraints.txt change.
