@@ -136,3 +136,51 @@ class FirstFit:
         if self.size > end:
             out.append(self.size - end)
         return out
+
+
+@dataclass(frozen=True)
+class OneRequest:
+    """One request's memory under contiguous reservation and under paging (paper Fig. 3).
+
+    ``tokens`` slots hold KV now; a contiguous reservation of ``reserved_slots`` splits into
+    ``tokens + future + never_used``; paging holds ``ceil(tokens / B)`` blocks whose empty tail
+    ``paged_waste`` is always < B.
+    """
+
+    prompt: int
+    response: int
+    generated: int
+    reserved_slots: int
+    block_size: int
+
+    def __post_init__(self) -> None:
+        for name in ("prompt", "response", "reserved_slots", "block_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if not 0 <= self.generated <= self.response:
+            raise ValueError(f"generated must be in [0, {self.response}], got {self.generated!r}")
+        if self.prompt + self.response > self.reserved_slots:
+            raise ValueError(
+                f"prompt + response = {self.prompt + self.response} exceeds the reservation "
+                f"of {self.reserved_slots} slots"
+            )
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt + self.generated
+
+    @property
+    def future(self) -> int:  # reserved for tokens still to come
+        return self.prompt + self.response - self.tokens
+
+    @property
+    def never_used(self) -> int:  # internal fragmentation of the reservation
+        return self.reserved_slots - self.prompt - self.response
+
+    @property
+    def paged_blocks(self) -> int:
+        return -(-self.tokens // self.block_size)
+
+    @property
+    def paged_waste(self) -> int:
+        return self.paged_blocks * self.block_size - self.tokens

@@ -1,0 +1,154 @@
+"""Matplotlib pictures of KV memory: one request's reservation, Fig. 2, Fig. 13, block sweep.
+
+Pure functions: each takes results or a state object and returns a new ``Figure``; nothing is
+mutated and nothing is shown. ``to_png`` renders a figure to PNG bytes (for Image widgets)
+and closes it. Uses the Agg canvas directly, so no pyplot state is touched.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from pagedlab.simulate.engine import FIG2, SimResult
+from pagedlab.simulate.memory import OneRequest
+from pagedlab.simulate.report import PAPER_MEAN_BATCH, PAPER_TOKEN_SHARE, SweepRow
+
+COLORS = {
+    "tokens": "#2b8a3e",
+    "reserved": "#f59f00",
+    "internal": "#e03131",
+    "external": "#868e96",
+    "idle": "#e9ecef",
+}
+LABELS = {
+    "tokens": "token states",
+    "reserved": "reserved for future tokens",
+    "internal": "internal fragmentation",
+    "external": "external fragmentation & others",
+    "idle": "idle (nobody waiting)",
+}
+
+
+def _figure(w: float, h: float) -> Figure:
+    fig = Figure(figsize=(w, h), dpi=90)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def to_png(fig: Figure) -> bytes:
+    """PNG bytes of ``fig``."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return buf.getvalue()
+
+
+def plot_reservation(req: OneRequest, scale_max: int | None = None) -> Figure:
+    """Two bars for one request: contiguous reservation vs paged blocks, in slots."""
+    fig = _figure(8.0, 2.6)
+    ax = fig.add_subplot()
+    contiguous = [
+        ("tokens", req.tokens),
+        ("reserved", req.future),
+        ("internal", req.never_used),
+    ]
+    left = 0
+    for cat, n in contiguous:
+        ax.barh(1, n, left=left, color=COLORS[cat], edgecolor="black", lw=0.5, label=None)
+        left += n
+    ax.barh(0, req.tokens, color=COLORS["tokens"], edgecolor="black", lw=0.5)
+    ax.barh(
+        0, req.paged_waste, left=req.tokens, color=COLORS["internal"], edgecolor="black", lw=0.5
+    )
+    for b in range(1, req.paged_blocks):  # block boundaries
+        ax.plot([b * req.block_size] * 2, [-0.4, 0.4], color="black", lw=0.4)
+    ax.set_yticks(
+        [0, 1],
+        [
+            f"paged, B={req.block_size}\n{req.paged_blocks} blocks",
+            f"contiguous\n{req.reserved_slots} reserved",
+        ],
+    )
+    ax.set_xlim(0, scale_max or req.reserved_slots)
+    ax.set_xlabel("KV slots (one slot = one token's keys and values)")
+    ax.set_title(
+        f"used {req.tokens}, reserved for future {req.future}, never used {req.never_used}; "
+        f"paged waste {req.paged_waste} (< {req.block_size})",
+        fontsize=9,
+    )
+    handles = [
+        ax.barh(0, 0, color=COLORS[c], edgecolor="black", lw=0.5)[0]
+        for c in ("tokens", "reserved", "internal")
+    ]
+    ax.legend(
+        handles,
+        ["token states", "reserved for future tokens", "never used"],
+        loc="lower right",
+        fontsize=8,
+    )
+    return fig
+
+
+def plot_breakdown(results: Sequence[SimResult]) -> Figure:
+    """Fig. 2: stacked shares of the non-idle pool per system; the paper's token share as a dot."""
+    fig = _figure(8.0, 0.6 + 0.55 * len(results))
+    ax = fig.add_subplot()
+    names = [r.policy.name for r in results]
+    y = np.arange(len(results))[::-1]
+    left = np.zeros(len(results))
+    for cat in FIG2:
+        v = np.array([100 * r.fig2_shares()[cat] for r in results])
+        ax.barh(y, v, left=left, color=COLORS[cat], label=LABELS[cat], edgecolor="white")
+        left += v
+    paper = [100 * PAPER_TOKEN_SHARE.get(n, np.nan) for n in names]
+    ax.plot(paper, y, "kD", ms=6, label="paper: token states")
+    ax.set_yticks(y, names)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("% of KV memory (idle excluded)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, fontsize=8)
+    return fig
+
+
+def plot_batch(results: Sequence[SimResult]) -> Figure:
+    """Fig. 13: mean batched requests, ours beside the paper's."""
+    fig = _figure(6.0, 3.0)
+    ax = fig.add_subplot()
+    names = [r.policy.name for r in results]
+    x = np.arange(len(names))
+    ours = [r.mean_batch for r in results]
+    paper = [PAPER_MEAN_BATCH.get(n, np.nan) for n in names]
+    ax.bar(x - 0.2, ours, 0.4, label="simulated", color="#1971c2")
+    ax.bar(x + 0.2, paper, 0.4, label="paper (Fig. 13)", color="#adb5bd")
+    for xi, v in zip(x, ours, strict=True):
+        ax.text(xi - 0.2, v, f"{v:.1f}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(x, names, fontsize=8)
+    ax.set_ylabel("mean batched requests")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_block_sweep(rows: Sequence[SweepRow], highlight: int | None = 16) -> Figure:
+    """The block-size trade-off: internal fragmentation vs table entries vs shareable prompt."""
+    fig = _figure(10.0, 2.8)
+    b = [w.block_size for w in rows]
+    panels = [
+        ("internal fragmentation (% of pool)", [100 * w.internal_share for w in rows]),
+        ("block-table entries per sequence", [w.table_entries_mean for w in rows]),
+        ("prompt tokens in shareable blocks (%)", [100 * w.shareable_prompt for w in rows]),
+    ]
+    for i, (title, v) in enumerate(panels):
+        ax = fig.add_subplot(1, 3, i + 1)
+        ax.plot(b, v, "o-", color="#1971c2", ms=4)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("block size B (tokens)")
+        ax.set_title(title, fontsize=9)
+        if highlight is not None and highlight in b:
+            k = b.index(highlight)
+            ax.plot([highlight], [v[k]], "o", color="#e03131", ms=8)
+            ax.axvline(highlight, color="#e03131", lw=0.8, ls=":")
+    fig.tight_layout()
+    return fig
