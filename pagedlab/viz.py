@@ -486,7 +486,10 @@ def _corners(b: Box) -> list[tuple[float, float]]:
 HEAD_LEN, HEAD_HALF = 0.1, 0.045
 
 
-def _arrow(start: tuple[float, float], end: tuple[float, float]):  # type: ignore[no-untyped-def]
+Point = tuple[float, float]
+
+
+def _arrow(start: Point, end: Point) -> tuple[list[Point], list[Point]]:
     """A straight shaft stopping at the head, and a triangular head ending at ``end``."""
     (x0, y0), (x1, y1) = start, end
     length = max(float(np.hypot(x1 - x0, y1 - y0)), 1e-9)
