@@ -1,0 +1,146 @@
+"""Prefix caching: chained hashes, hits, misses, LRU eviction, collisions, and the two rules
+behind most "low hit rate" reports (only full blocks; the last prompt token is computed)."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+import pytest
+
+from pagedlab import BlockAllocator, OutOfBlocksError
+from pagedlab.prefix_cache import ROOT_HASH, PrefixCache, block_hashes, chain_hash
+
+
+def make(num_blocks: int = 8, block_size: int = 4, **kw: int) -> PrefixCache:
+    return PrefixCache(BlockAllocator(num_blocks, block_size), **kw)
+
+
+def test_hash_is_chained_sha256_over_the_prefix() -> None:
+    tokens = list(range(10))
+    hashes = block_hashes(tokens, 4)
+    assert len(hashes) == 2  # the partial tail (tokens 8, 9) has no hash
+    first = hashlib.sha256(ROOT_HASH.encode() + struct.pack("<4q", 0, 1, 2, 3)).hexdigest()[:16]
+    assert hashes[0] == first
+    assert hashes[1] == chain_hash(first, [4, 5, 6, 7])
+    # same block content after a different prefix: a different hash
+    assert block_hashes([9, 9, 9, 9, 4, 5, 6, 7], 4)[1] != hashes[1]
+
+
+def test_shared_prefix_hits_and_the_rest_is_computed() -> None:
+    cache = make()
+    first = cache.admit(list(range(10)))  # blocks 0, 1 full; block 2 holds 2 tokens
+    assert first.hit_blocks == [] and first.miss_blocks == 2
+    assert cache.cached_blocks().keys() == {0, 1}
+    second = cache.admit(list(range(8)) + [50, 51, 52])
+    assert second.hit_blocks == [0, 1] and second.computed_tokens == 3
+    assert second.table.blocks[:2] == [0, 1]
+    assert cache.allocator.refcount(0) == 2
+    assert cache.stats.hit_tokens == 8 and cache.stats.query_tokens == 21
+    assert cache.stats.hit_blocks == 2 and cache.stats.miss_blocks == 2
+
+
+def test_only_full_blocks_are_cached() -> None:
+    cache = make()
+    cache.admit([1, 2, 3, 4, 5, 6])  # one full block, two tokens in a partial one
+    again = cache.admit([1, 2, 3, 4, 5, 6, 7])
+    assert again.hit_blocks == [0]  # tokens 5 and 6 were computed before, but never cached
+    assert again.partial_tokens == 3 and again.computed_tokens == 3
+
+
+def test_last_prompt_token_is_always_computed() -> None:
+    cache = make()
+    cache.admit(list(range(8)))  # block-aligned: both blocks cached
+    assert len(cache.cached_blocks()) == 2
+    again = cache.admit(list(range(8)))
+    assert again.hit_blocks == [0]  # not [0, 1]: at most (8 - 1) // 4 = 1 block may hit
+    assert again.recomputed_last_block and again.computed_tokens == 4
+    assert again.table.blocks[1] != 1  # the last block is recomputed into a new block
+    assert cache.cached_blocks()[1] == cache.hashes(range(8))[1]  # the original stays cached
+    assert cache.stats.hit_rate == 4 / 16
+
+
+def test_freed_blocks_stay_cached_until_reallocated_lru_first() -> None:
+    cache = make(num_blocks=6)
+    a = cache.admit(list(range(9)))  # blocks 0, 1 cached, 2 partial
+    b = cache.admit(list(range(100, 109)))  # blocks 3, 4 cached, 5 partial
+    a.table.free()
+    b.table.free()
+    alloc = cache.allocator
+    assert alloc.free_list() == [2, 1, 0, 5, 4, 3]  # tail first: prefixes leave last
+    assert set(cache.cached_blocks()) == {0, 1, 3, 4}
+    hit = cache.admit(list(range(9)))  # still a hit after the free: reuse takes 0, 1 back
+    assert hit.hit_blocks == [0, 1] and alloc.refcount(0) == 1
+    assert cache.stats.evictions == 0
+    hit.table.free()
+    # An 11-token request takes 3 blocks from the front: 5, 4, 3 (request b's, least
+    # recently used); 4 and 3 were cached and are evicted, 5 was a partial block.
+    other = cache.admit(list(range(200, 211)))
+    assert other.table.blocks == [5, 4, 3]
+    assert cache.stats.evictions == 2
+    assert set(cache.cached_blocks()) == {0, 1, 5, 4}  # 5, 4 now cached with new tokens
+    assert cache.tokens_of(4) == (204, 205, 206, 207)
+    with pytest.raises(ValueError, match="block 3 is not cached \\(evicted or never stored\\)"):
+        cache.tokens_of(3)
+    evicted_hash = cache.hashes(range(100, 108))[0]
+    with pytest.raises(ValueError, match=f"hash '{evicted_hash}' is not cached"):
+        cache.block_for(evicted_hash)
+
+
+def test_collision_is_a_miss_not_wrong_kv() -> None:
+    cache = make(num_blocks=64, hash_bytes=1)  # 256 possible hashes: collisions are easy
+    cache.admit([0, 0, 0, 0, 1])
+    target = cache.hashes([0, 0, 0, 0])[0]
+    other = next([t, t, t, t] for t in range(1, 10_000) if cache.hashes([t, t, t, t])[0] == target)
+    result = cache.admit(other + [1])
+    assert result.hit_blocks == [] and cache.stats.collisions == 1
+    assert result.table.blocks[0] != 0
+    assert cache.tokens_of(0) == (0, 0, 0, 0)
+
+
+def test_decoded_blocks_can_be_registered() -> None:
+    cache = make()
+    first = cache.admit([1, 2, 3])
+    first.table.append_tokens(1)
+    assert cache.register(first.table, [1, 2, 3, 9]) == 1
+    assert cache.admit([1, 2, 3, 9, 5]).hit_blocks == [first.table.blocks[0]]
+    with pytest.raises(ValueError, match="tokens has 3 ids but table"):
+        cache.register(first.table, [1, 2, 3])
+
+
+@pytest.mark.parametrize(
+    ("tokens", "message"),
+    [
+        ([], "tokens must hold at least one token id, got none"),
+        ("abc", "tokens must be a sequence of integer token ids, got 'abc'"),
+        ([1, 2.5], "token id must be an integer, got 2.5"),
+        ([2**64], "token id 18446744073709551616 does not fit in 64 bits"),
+    ],
+)
+def test_bad_tokens_change_nothing(tokens: object, message: str) -> None:
+    cache = make()
+    cache.admit(list(range(6)))
+    before = (cache.allocator.refcounts(), cache.allocator.free_list(), cache.cached_blocks())
+    stats = repr(cache.stats)
+    with pytest.raises(ValueError, match=message):
+        cache.admit(tokens)  # type: ignore[arg-type]
+    assert (cache.allocator.refcounts(), cache.allocator.free_list(), cache.cached_blocks()) == (
+        before
+    )
+    assert repr(cache.stats) == stats
+
+
+def test_out_of_blocks_changes_nothing() -> None:
+    cache = make(num_blocks=4)
+    cache.admit(list(range(9))).table.free()  # blocks 0, 1 cached and free
+    before = (cache.allocator.free_list(), cache.cached_blocks(), repr(cache.stats))
+    with pytest.raises(OutOfBlocksError, match="needs 5 free block"):
+        cache.admit(list(range(8)) + list(range(50, 62)))  # 2 hits taken back + 3 new > 4
+    assert (cache.allocator.free_list(), cache.cached_blocks(), repr(cache.stats)) == before
+
+
+def test_bad_hash_bytes() -> None:
+    with pytest.raises(ValueError, match="hash_bytes must be <= 32 \\(sha256\\), got 33"):
+        make(hash_bytes=33)
+    with pytest.raises(ValueError, match="hash_bytes must be >= 1, got 0"):
+        make(hash_bytes=0)

@@ -1,0 +1,146 @@
+"""Stateful property test: fork / append / free / beam step / prefix reuse, in any order.
+
+A fake KV store (one token id per slot) is written exactly as a model would: the computed
+tokens at their slots, copy-on-write copies before writes. Invariants after every step:
+
+- the ref count of every block equals the number of live tables holding it;
+- every live table reads back its own token ids through its block table (so copy-on-write
+  copied what it had to, and a prefix-cache hit holds the same token ids);
+- every write went into a block of ref count 1;
+- every cached block that a table holds is cached with that table's token ids;
+- failed operations (OutOfBlocksError) changed nothing;
+- freeing everything returns every block to the pool.
+"""
+
+from __future__ import annotations
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from pagedlab import BlockAllocator, BlockTable, OutOfBlocksError
+from pagedlab.prefix_cache import PrefixCache
+from pagedlab.sharing import beam_step, holders
+
+SIZE, BLOCKS = 4, 16
+TOKENS = st.lists(st.integers(0, 2), min_size=1, max_size=12)  # few ids: many shared prefixes
+
+
+class Sharing(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.alloc = BlockAllocator(BLOCKS, SIZE)
+        self.cache = PrefixCache(self.alloc)
+        self.store = [[-1] * SIZE for _ in range(BLOCKS)]  # the fake KV: a token id per slot
+        self.live: list[tuple[BlockTable, list[int]]] = []
+        self.alloc.subscribe(self._check_write)
+
+    def _check_write(self, event) -> None:  # type: ignore[no-untyped-def]
+        if event.kind == "write":
+            assert event.refcount == 1, f"write into block {event.block} of ref count >1"
+
+    def _write(self, table: BlockTable, tokens: list[int], first: int) -> None:
+        for pos in range(first, len(tokens)):
+            block, offset = table.slot(pos)
+            self.store[block][offset] = tokens[pos]
+
+    def _snapshot(self) -> tuple[list[int], list[int], dict[int, str]]:
+        return self.alloc.refcounts(), self.alloc.free_list(), self.cache.cached_blocks()
+
+    @rule(tokens=TOKENS)
+    def admit(self, tokens: list[int]) -> None:
+        before = self._snapshot()
+        try:
+            result = self.cache.admit(tokens)
+        except OutOfBlocksError:
+            assert self._snapshot() == before
+            return
+        for i, block in enumerate(result.hit_blocks):  # a hit holds the same token ids
+            assert self.store[block] == tokens[i * SIZE : (i + 1) * SIZE]
+        self._write(result.table, tokens, result.hit_tokens)
+        self.live.append((result.table, list(tokens)))
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data())
+    def fork(self, data: st.DataObject) -> None:
+        table, tokens = data.draw(st.sampled_from(self.live))
+        self.live.append((table.fork(), list(tokens)))
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data(), new=TOKENS)
+    def append(self, data: st.DataObject, new: list[int]) -> None:
+        table, tokens = data.draw(st.sampled_from(self.live))
+        before = self._snapshot()
+        try:
+            copy = table.append_tokens(len(new))
+        except OutOfBlocksError:
+            assert self._snapshot() == before
+            return
+        if copy is not None:
+            self.store[copy.dst] = list(self.store[copy.src])
+        first = len(tokens)
+        tokens.extend(new)
+        self._write(table, tokens, first)
+        self.cache.register(table, tokens)
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data())
+    def free(self, data: st.DataObject) -> None:
+        index = data.draw(st.integers(0, len(self.live) - 1))
+        table, _ = self.live.pop(index)
+        table.free()
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data(), n=st.integers(1, 5), token=st.integers(0, 2))
+    def beam(self, data: st.DataObject, n: int, token: int) -> None:
+        chosen = data.draw(
+            st.lists(st.sampled_from(range(len(self.live))), min_size=1, max_size=3, unique=True)
+        )
+        beams = [self.live[i] for i in chosen]
+        parents = data.draw(st.lists(st.integers(0, len(beams) - 1), min_size=1, max_size=4))
+        before = self._snapshot()
+        try:
+            step = beam_step([t for t, _ in beams], parents, n)
+        except OutOfBlocksError:
+            assert self._snapshot() == before
+            return
+        for copy in step.copies:  # copies first, then writes (see beam_step)
+            self.store[copy.dst] = list(self.store[copy.src])
+        self.live = [item for i, item in enumerate(self.live) if i not in chosen]
+        for table, p in zip(step.beams, parents, strict=True):
+            tokens = beams[p][1] + [token] * n
+            self._write(table, tokens, len(beams[p][1]))
+            self.live.append((table, tokens))
+
+    @invariant()
+    def refcount_is_number_of_holders(self) -> None:
+        held = holders([t for t, _ in self.live])
+        counts = self.alloc.refcounts()
+        assert all(counts[b] == len(held.get(b, [])) for b in range(BLOCKS))
+        assert self.alloc.num_free == counts.count(0)
+
+    @invariant()
+    def every_table_reads_back_its_tokens(self) -> None:
+        for table, tokens in self.live:
+            assert table.num_tokens == len(tokens)
+            read = [self.store[b][o] for b, o in (table.slot(p) for p in range(len(tokens)))]
+            assert read == tokens
+
+    @invariant()
+    def held_cached_blocks_hold_their_tokens(self) -> None:
+        cached = self.cache.cached_blocks()
+        for table, tokens in self.live:
+            for i, block in enumerate(table.blocks):
+                if block in cached and (i + 1) * SIZE <= len(tokens):
+                    assert self.cache.tokens_of(block) == tuple(tokens[i * SIZE : (i + 1) * SIZE])
+                    assert self.cache.hashes(tokens)[i] == cached[block]
+
+    def teardown(self) -> None:
+        for table, _ in self.live:
+            table.free()
+        assert self.alloc.num_free == BLOCKS
+        assert set(self.alloc.refcounts()) == {0}
+
+
+TestSharing = Sharing.TestCase
+TestSharing.settings = settings(max_examples=80, stateful_step_count=30, deadline=None)
