@@ -1,0 +1,198 @@
+"""The Triton kernels against plain torch over a covering grid of shapes, and the backend.
+
+The grid. Axes: number of sequences 1-5; (heads, kv heads) (1,1) (4,1) (4,2) (8,8) (6,3);
+head_dim 1 8 12 16 64; block size 1 2 3 4 8 16; dtype fp32 / fp16; padding 0 / -1;
+loop width (pages folded per step) default / 1. The full product is 12,000 launches, far
+too slow for the interpreter, so we take a seeded covering set instead: ``CASES`` cases
+where case ``i`` takes value ``i mod len(axis)`` of each axis after that axis has been
+shuffled once with ``random.Random(2023)``. With ``CASES >= 6`` every value of every axis
+appears; the shuffles vary which values meet. Inside every case, sequence 0's length is a
+multiple of the block size and the others are random lengths that mostly are not, and
+each sequence's pages sit at randomly permuted physical blocks with spare blocks around.
+fp32 must match to 1e-5, fp16 to 2e-3 (the reference also rounds its output to fp16).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from pagedlab import backend, kernels
+from pagedlab.attention import block_tables_tensor, paged_attention, reference_attention
+from pagedlab.kv_cache import PagedKVCache
+
+AXES: dict[str, list] = {
+    "num_seqs": [1, 2, 3, 4, 5],
+    "heads": [(1, 1), (4, 1), (4, 2), (8, 8), (6, 3)],
+    "head_dim": [1, 8, 12, 16, 64],
+    "block_size": [1, 2, 3, 4, 8, 16],
+    "dtype": [torch.float32, torch.float16],
+    "pad": [-1, 0],
+    "pages_per_step": [None, 1],
+}
+CASES = 30
+
+
+def covering_set(cases: int, seed: int = 2023) -> list[dict]:
+    rng = random.Random(seed)
+    shuffled = {name: rng.sample(values, len(values)) for name, values in AXES.items()}
+    return [{name: vals[i % len(vals)] for name, vals in shuffled.items()} for i in range(cases)]
+
+
+GRID = covering_set(CASES)
+
+
+def test_covering_set_covers_every_value():
+    for name, values in AXES.items():
+        assert {repr(case[name]) for case in GRID} == {repr(v) for v in values}, name
+
+
+def build(case: dict, seed: int) -> tuple[tuple[torch.Tensor, ...], int | None]:
+    gen = torch.Generator().manual_seed(seed)
+    bs, (heads, kv_heads), dim = case["block_size"], case["heads"], case["head_dim"]
+    # Positions per sequence: keep the interpreter's work small for tiny blocks.
+    max_len = min(4 * bs + 3, 20) if case["pages_per_step"] == 1 else 4 * bs + 3
+    lens = [bs * int(torch.randint(1, 4, (1,), generator=gen))]  # a multiple of bs
+    lens += [
+        int(torch.randint(1, max_len + 1, (1,), generator=gen)) for _ in range(1, case["num_seqs"])
+    ]
+    pages = [-(-n // bs) for n in lens]
+    num_blocks = sum(pages) + 2
+    perm = torch.randperm(num_blocks, generator=gen).tolist()
+    tables, start = [], 0
+    for p in pages:
+        tables.append(perm[start : start + p])
+        start += p
+    shape = (num_blocks, bs, kv_heads, dim)
+    dtype = case["dtype"]
+    inputs = (
+        torch.randn(len(lens), heads, dim, generator=gen).to(dtype),
+        torch.randn(shape, generator=gen).to(dtype),
+        torch.randn(shape, generator=gen).to(dtype),
+        block_tables_tensor(tables, pad=case["pad"]),
+        torch.tensor(lens, dtype=torch.int32),
+    )
+    return inputs, case["pages_per_step"]
+
+
+@pytest.mark.parametrize("i", range(CASES), ids=lambda i: f"case{i}")
+def test_kernel_matches_reference_on_the_grid(i):
+    case = GRID[i]
+    inputs, pages_per_step = build(case, seed=i)
+    ref = reference_attention(*inputs)
+    if pages_per_step is None:
+        out = paged_attention(*inputs)
+    else:  # one page per loop step: the online softmax rescales at every page
+        q, kc, vc, bt, sl = inputs
+        max_pages = int(((sl + kc.shape[1] - 1) // kc.shape[1]).max())
+        out = kernels.launch_paged_attention(
+            q, kc, vc, bt, sl, q.shape[-1] ** -0.5, max_pages, pages_per_step=pages_per_step
+        )
+    tol = 1e-5 if case["dtype"] == torch.float32 else 2e-3
+    assert out.dtype == case["dtype"]
+    torch.testing.assert_close(
+        out.float(), ref.float(), rtol=tol, atol=tol, msg=lambda m: f"{case}\n{m}"
+    )
+
+
+@pytest.mark.parametrize("pages_per_step", [1, 2, 4, 8])
+def test_loop_width_does_not_change_the_answer(pages_per_step):
+    """A long sequence with a late large score: the running max must rescale correctly."""
+    gen = torch.Generator().manual_seed(7)
+    q = torch.randn(1, 2, 4, generator=gen)
+    kc = torch.randn(8, 2, 1, 4, generator=gen)
+    kc[5, 1] = 8 * q[0, 0]  # the last position's score dwarfs the earlier ones
+    vc = torch.randn(8, 2, 1, 4, generator=gen)
+    bt = torch.tensor([[0, 3, 1, 7, 2, 5, -1]], dtype=torch.int32)
+    sl = torch.tensor([12], dtype=torch.int32)
+    out = kernels.launch_paged_attention(q, kc, vc, bt, sl, 0.5, 6, pages_per_step=pages_per_step)
+    torch.testing.assert_close(out, reference_attention(q, kc, vc, bt, sl, scale=0.5))
+
+
+@pytest.mark.parametrize(
+    ("block_size", "heads", "dim", "dtype"),
+    [
+        (1, 1, 1, torch.float32),
+        (3, 3, 12, torch.float16),
+        (16, 2, 64, torch.float32),
+        (5, 4, 7, torch.float32),
+    ],
+)
+def test_reshape_and_cache_matches_torch_indexing(block_size, heads, dim, dtype):
+    gen = torch.Generator().manual_seed(block_size)
+    cache_a = PagedKVCache(6, block_size, heads, dim, dtype=dtype)
+    cache_b = PagedKVCache(6, block_size, heads, dim, dtype=dtype)
+    slots = torch.randperm(6 * block_size, generator=gen)[: 2 * block_size + 1]
+    k = torch.randn(len(slots), heads, dim, generator=gen).to(dtype)
+    v = torch.randn(len(slots), heads, dim, generator=gen).to(dtype)
+    kernels.launch_reshape_and_cache(k, v, cache_a.key, cache_a.value, slots)
+    cache_b.write_torch(slots, k, v)
+    assert torch.equal(cache_a.key, cache_b.key) and torch.equal(cache_a.value, cache_b.value)
+
+
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+
+
+@no_cuda
+def test_backend_is_the_interpreter_here():
+    assert backend.BACKEND == "interpreter"
+    assert os.environ["TRITON_INTERPRET"] == "1"
+    assert backend.device() == torch.device("cpu")
+    assert "interpreter" in backend.describe()
+
+
+def run_fresh(code: str, **env: str) -> str:
+    environment = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    environment.update(env)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@no_cuda
+def test_import_torch_does_not_import_triton_and_backend_sets_the_variable_first():
+    out = run_fresh(
+        """
+        import os, sys
+        import torch
+        print("triton" in sys.modules)
+        import pagedlab.backend as b
+        print("triton" in sys.modules, os.environ.get("TRITON_INTERPRET"), b.BACKEND)
+        """
+    )
+    assert out.splitlines() == ["False", "False 1 interpreter"]
+
+
+def test_user_choice_of_interpreter_is_respected():
+    out = run_fresh(
+        "import pagedlab.backend as b; print(b.BACKEND, b.REASON)", TRITON_INTERPRET="1"
+    )
+    assert out == "interpreter TRITON_INTERPRET=1 was set by the user"
+
+
+@no_cuda
+def test_forcing_compiled_mode_without_cuda_is_reported_not_crashed():
+    out = run_fresh(
+        """
+        import pagedlab.backend as b
+        print(b.BACKEND)
+        try:
+            b.require_triton()
+        except RuntimeError as e:
+            print("reference_attention" in str(e))
+        """,
+        TRITON_INTERPRET="0",
+    )
+    assert out.splitlines() == ["unavailable", "True"]
