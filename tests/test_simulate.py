@@ -1,0 +1,319 @@
+"""pagedlab.simulate: conservation, hand-checked cases, exactness of the event-driven engine
+against a naive step-by-step loop, paper ordering, bad input, widgets, and a cross-check of the
+paged accounting against a real BlockAllocator/BlockTable run."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pagedlab import BlockAllocator, BlockTable
+from pagedlab.simulate import (
+    CATEGORIES,
+    FirstFit,
+    Policy,
+    StepCost,
+    Trace,
+    block_size_sweep,
+    compare_table,
+    make_trace,
+    orca_max,
+    orca_oracle,
+    orca_pow2,
+    paper_policies,
+    simulate,
+    vllm,
+)
+from pagedlab.simulate.memory import OneRequest
+
+
+def one(prompt: int, output: int, duration: float = 100.0) -> Trace:
+    return Trace(np.zeros(1), np.array([prompt]), np.array([output]), duration)
+
+
+POLICIES = [orca_max(), orca_pow2(), orca_oracle(), vllm(1), vllm(4), vllm(16), vllm(256)]
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: f"{p.name}-{p.block_size}")
+def test_conservation_every_step(policy: Policy) -> None:
+    tr = make_trace(3.0, 60.0, seed=1)
+    r = simulate(tr, policy, pool_slots=6000, record=True)
+    h = r.history
+    assert h is not None and len(h["t"]) == r.steps > 0
+    total = sum(h[c] for c in CATEGORIES)
+    assert np.array_equal(total, np.full(r.steps, 6000.0))
+    for c in CATEGORIES:
+        assert h[c].min() >= 0, c
+    assert math.isclose(sum(r.shares().values()), 1.0)
+    assert math.isclose(sum(r.fig2_shares().values()), 1.0)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    rate=st.floats(0.5, 8.0),
+    block=st.sampled_from([1, 2, 3, 8, 16, 100]),
+    pool=st.integers(2100, 9000),
+)
+def test_paged_invariants(seed: int, rate: float, block: int, pool: int) -> None:
+    tr = make_trace(rate, 20.0, seed=seed)
+    r = simulate(tr, vllm(block), pool_slots=pool, record=True)
+    h = r.history
+    assert h is not None
+    assert np.array_equal(sum(h[c] for c in CATEGORIES), np.full(r.steps, float(pool)))
+    # internal fragmentation: less than one block per running sequence
+    assert np.all(h["internal"] <= h["batch"] * (block - 1))
+    assert np.all(h["reserved"] == 0)
+    # used slots are whole blocks that fit in the pool
+    used = h["tokens"] + h["internal"]
+    assert np.all(used % block == 0) and np.all(used <= (pool // block) * block)
+
+
+def test_five_tokens_block_four_wastes_three() -> None:
+    r = simulate(one(4, 1), vllm(4), pool_slots=64, record=True)
+    h = r.history
+    assert h is not None and r.steps == 1
+    assert (h["tokens"][0], h["internal"][0], h["idle"][0]) == (5, 3, 56)
+    assert OneRequest(4, 1, 1, 2048, 4).paged_waste == 3
+
+
+def test_max_reserves_2048() -> None:
+    r = simulate(one(10, 5), orca_max(), pool_slots=4096, record=True)
+    h = r.history
+    assert h is not None and r.steps == 5
+    assert list(h["tokens"]) == [11, 12, 13, 14, 15]
+    assert list(h["tokens"] + h["reserved"]) == [15] * 5
+    assert list(h["internal"]) == [2048 - 15] * 5
+    assert list(h["idle"]) == [4096 - 2048] * 5
+    assert list(orca_pow2().reservation(np.array([15, 16, 17, 2000]))) == [16, 16, 32, 2048]
+    assert list(orca_oracle().reservation(np.array([15, 17]))) == [15, 17]
+
+
+def test_paper_fig3_example() -> None:
+    s = OneRequest(prompt=8, response=2, generated=0, reserved_slots=2048, block_size=16)
+    assert (s.tokens, s.future, s.never_used, s.paged_blocks, s.paged_waste) == (8, 2, 2038, 1, 8)
+
+
+def test_first_fit_external_fragmentation() -> None:
+    ff = FirstFit(100)
+    a, b, c = ff.alloc(30), ff.alloc(30), ff.alloc(30)
+    assert (a, b, c) == (0, 30, 60)
+    ff.free(30)
+    assert ff.holes() == [30, 10]
+    assert ff.alloc(35) is None and ff.holes() == [30, 10]  # 40 free, no hole of 35
+    assert ff.alloc(25) == 30 and ff.holes() == [5, 10]
+    with pytest.raises(ValueError, match="17"):
+        ff.free(17)
+
+
+def test_waiting_request_makes_free_slots_external() -> None:
+    tr = Trace(np.zeros(2), np.array([10, 10]), np.array([20, 20]), 100.0)
+    r = simulate(tr, orca_max(), pool_slots=3000, record=True)
+    h = r.history
+    assert h is not None
+    assert h["external"][0] == 3000 - 2048 and h["idle"][0] == 0  # second request waits
+    assert h["idle"][-1] == 3000 - 2048 and h["external"][-1] == 0  # nobody waits
+
+
+def test_same_seed_same_result() -> None:
+    a = simulate(make_trace(2.0, 120.0, seed=7), vllm(16))
+    b = simulate(make_trace(2.0, 120.0, seed=7), vllm(16))
+    c = simulate(make_trace(2.0, 120.0, seed=8), vllm(16))
+    assert a.mean_slots == b.mean_slots and a.steps == b.steps
+    assert a.mean_slots != c.mean_slots
+
+
+def test_workload_means_and_caps() -> None:
+    tr = make_trace(10.0, 2000.0, seed=0)
+    assert abs(tr.prompt.mean() - 161.31) < 8 and abs(tr.output.mean() - 337.99) < 12
+    assert tr.final_len.max() <= 2048 and tr.prompt.min() >= 1 and tr.output.min() >= 1
+    assert np.all(np.diff(tr.arrival) >= 0) and tr.arrival.max() < 2000.0
+    al = make_trace(10.0, 2000.0, "alpaca", seed=0)
+    assert abs(al.prompt.mean() - 19.31) < 1.5 and abs(al.output.mean() - 58.45) < 3
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda: make_trace(0.0, 10.0), "rate must be > 0 requests/s, got 0.0"),
+        (lambda: make_trace(-1, 10.0), "got -1"),
+        (lambda: make_trace(1.0, 10.0, "wiki"), "'wiki'"),
+        (lambda: vllm(0), "block_size must be >= 1, got 0"),
+        (lambda: Policy("x", reserve="half"), "'half'"),
+        (lambda: simulate(one(10, 5), orca_max(), pool_slots=2000), "2048"),
+        (lambda: simulate(one(300, 200), vllm(16), pool_slots=480), "500 tokens"),
+        (lambda: simulate(one(3, 2), vllm(16), pool_slots=0), "got 0"),
+        (lambda: simulate(one(3, 2), vllm(16), watermark=1.5), "1.5"),
+        (lambda: OneRequest(8, 2, 3, 2048, 16), "got 3"),
+        (lambda: OneRequest(8, 2, 0, 9, 16), "9 slots"),
+    ],
+)
+def test_bad_parameters(call, needle: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match=__import__("re").escape(needle)):
+        call()
+
+
+def test_paper_ordering_and_magnitudes() -> None:
+    tr = make_trace(2.0, 900.0, seed=0)
+    res = [simulate(tr, p) for p in paper_policies(16)]
+    tok = [r.fig2_shares()["tokens"] for r in res]
+    batch = [r.mean_batch for r in res]
+    assert tok == sorted(tok) and batch == sorted(batch)
+    assert tok[0] < 0.30 and tok[3] > 0.90
+    assert math.isclose(batch[0], 7.0, abs_tol=0.05)  # floor(15728 / 2048) = 7
+    assert res[0].preemptions == res[1].preemptions == res[2].preemptions == 0
+    table = compare_table(res)
+    assert "Orca (Max)" in table and "96.3%" in table
+
+
+def test_block_sweep_tradeoff() -> None:
+    rows = block_size_sweep(make_trace(2.0, 120.0, seed=0), sizes=(1, 16, 256))
+    assert rows[0].internal_share == 0.0
+    assert rows[0].internal_share < rows[1].internal_share < rows[2].internal_share
+    assert [r.table_entries_max for r in rows] == [2048, 128, 8]
+    assert rows[0].shareable_prompt == 1.0 > rows[1].shareable_prompt > rows[2].shareable_prompt
+
+
+# --- exactness: the event-driven engine equals a naive loop, one step at a time -------------
+
+
+def naive(trace: Trace, policy: Policy, pool: int, cost: StepCost, wm: float = 0.01) -> dict:
+    """The module docstring's rules, one step at a time, no jumps."""
+    B = policy.block_size
+    nb = pool // B if policy.paged else 0
+    ctx, left = trace.prompt.tolist(), trace.output.tolist()
+    final = trace.final_len.tolist()
+    res = policy.reservation(trace.final_len).tolist() if not policy.paged else []
+    ff, off = FirstFit(pool), {}
+    run: list[int] = []
+    q: deque[int] = deque()
+    nxt, t, steps, pre, sums = 0, 0.0, 0, 0, dict.fromkeys(CATEGORIES, 0)
+    while t < trace.duration_s:
+        while nxt < len(trace) and trace.arrival[nxt] <= t:
+            q.append(nxt)
+            nxt += 1
+        new = []
+        if policy.paged:
+            use = sum(-(-(ctx[i] + 1) // B) for i in run)
+            while use > nb:
+                v = run.pop()
+                use -= -(-(ctx[v] + 1) // B)
+                q.appendleft(v)
+                pre += 1
+            while q:
+                need = -(-(ctx[q[0]] + 1) // B)
+                if use + need + (int(wm * nb) if run else 0) > nb:
+                    break
+                use += need
+                run.append(q.popleft())
+                new.append(run[-1])
+        else:
+            while q and (o := ff.alloc(res[q[0]])) is not None:
+                off[q[0]] = o
+                run.append(q.popleft())
+                new.append(run[-1])
+        if not run:
+            if nxt >= len(trace):
+                break
+            t = max(t, float(trace.arrival[nxt]))
+            continue
+        t += cost.seconds(len(run), sum(ctx[i] for i in new))
+        steps += 1
+        for i in run:
+            ctx[i] += 1
+            left[i] -= 1
+        tok = sum(ctx[i] for i in run)
+        if policy.paged:
+            used = B * sum(-(-ctx[i] // B) for i in run)
+            free = nb * B - used
+            sums["internal"] += used - tok
+            sums["external"] += pool - nb * B + (free if q else 0)
+        else:
+            free = pool - sum(res[i] for i in run)
+            sums["reserved"] += sum(final[i] for i in run) - tok
+            sums["internal"] += sum(res[i] - final[i] for i in run)
+            sums["external"] += free if q else 0
+        sums["idle"] += 0 if q else free
+        sums["tokens"] += tok
+        for i in [i for i in run if left[i] == 0]:
+            run.remove(i)
+            if not policy.paged:
+                ff.free(off.pop(i))
+    return {"steps": steps, "preemptions": pre, "sums": sums}
+
+
+@pytest.mark.parametrize("policy", [orca_max(), orca_pow2(), orca_oracle(), vllm(16), vllm(5)])
+def test_event_driven_equals_naive_loop(policy: Policy) -> None:
+    tr = make_trace(4.0, 30.0, seed=3)
+    cost = StepCost()
+    fast = simulate(tr, policy, pool_slots=5000, cost=cost)
+    ref = naive(tr, policy, 5000, cost)
+    assert fast.steps == ref["steps"]
+    assert fast.preemptions == ref["preemptions"]
+    if policy.paged:
+        assert fast.preemptions > 0  # the case exercises preemption
+    for c in CATEGORIES:
+        assert math.isclose(fast.mean_slots[c] * fast.steps, ref["sums"][c], abs_tol=1e-6), c
+
+
+# --- widgets, headless ----------------------------------------------------------------------
+
+
+def test_reservation_explorer_updates_by_assignment() -> None:
+    from pagedlab.widgets_memory import ReservationExplorer
+
+    e = ReservationExplorer()
+    assert "2038 never used" in e.readout.value and e.image.value[:4] == b"\x89PNG"
+    e.response.value = 100
+    e.generated.value = 50
+    assert "1940 never used" in e.readout.value and "6 empty slots" in e.readout.value
+    e.reserved.value = 64  # response clamps to 64 - 8 = 56
+    assert e.response.value == 56 and e.state.never_used == 0
+    e.block_size.value = 1
+    assert e.state.paged_waste == 0
+
+
+def test_block_size_explorer_indexes_the_sweep() -> None:
+    from pagedlab.widgets_memory import BlockSizeExplorer
+
+    rows = block_size_sweep(make_trace(2.0, 60.0, seed=0), sizes=(4, 16, 64))
+    e = BlockSizeExplorer(rows)
+    assert e.readout.value.startswith("B = 16:")
+    e.block_size.value = 64
+    assert e.readout.value.startswith("B = 64:") and e.image.value[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="32"):
+        BlockSizeExplorer(rows, value=32)
+
+
+# --- cross-check with the real allocator (DESIGN.md section 2) -------------------------------
+
+
+def test_paged_counts_match_block_allocator() -> None:
+    """All requests arrive at once into a roomy pool: per step, the simulator's held slots equal
+    the blocks a real BlockAllocator hands to BlockTables growing the same way."""
+    B, nb = 4, 64
+    prompt, output = np.array([3, 5, 8, 1]), np.array([6, 2, 9, 4])
+    tr = Trace(np.zeros(4), prompt, output, 100.0)
+    r = simulate(tr, vllm(B), pool_slots=nb * B, record=True)
+    h = r.history
+    assert h is not None and r.steps == int(output.max())
+    alloc = BlockAllocator(nb, B)
+    tables = [BlockTable(alloc) for _ in range(4)]
+    for step in range(r.steps):
+        live = [i for i in range(4) if step < output[i]]
+        for i in live:
+            tables[i].append_tokens(int(prompt[i]) + 1 if step == 0 else 1)
+        slots = sum(tables[i].num_slots for i in live)
+        tokens = sum(tables[i].num_tokens for i in live)
+        assert all(len(tables[i].blocks) == -(-tables[i].num_tokens // B) for i in live)
+        assert (nb - alloc.num_free) * B == slots == h["tokens"][step] + h["internal"][step]
+        assert tokens == h["tokens"][step] and slots - tokens == h["internal"][step]
+        for i in live:
+            if step + 1 == output[i]:
+                tables[i].free()
+    assert alloc.num_free == nb
