@@ -391,7 +391,7 @@ def scene(
     pool_title = f"physical pool: {allocator.num_blocks} blocks ({allocator.num_free} free)"
     d.labels.append(Label(4.45, top, pool_title, 9.0, ha="left"))
     if caption:
-        d.labels.append(Label(FIG_W - 0.1, 0.17, caption, 7.5, ha="right"))
+        d.labels.append(Label(0.15, 0.4, caption, 8.0, ha="left"))
     return d
 
 
