@@ -257,3 +257,53 @@ def test_savings_table_prints_ours_beside_the_papers() -> None:
     assert 0 < trace_savings("parallel", 2, num_requests=5) < trace_savings("beam", 2, 5)
     with pytest.raises(ValueError, match="mode must be 'parallel' or 'beam', got 'greedy'"):
         trace_savings("greedy", 2)
+
+
+# --- pictures and widgets (headless) -------------------------------------------------------
+
+
+def test_copy_on_write_is_its_own_frame() -> None:
+    from pagedlab.viz_sharing import event_frames
+
+    order = [7, 1, 3, 0, 2, 4, 5, 6]
+    prompt = BlockTable(BlockAllocator(8, 4, free_order=order))
+    prompt.append_tokens(7)
+    a1, a2 = fork_samples(prompt, 2)
+    frames = event_frames(prompt.allocator, lambda: [a1, a2], lambda: a1.append_tokens(1))
+    assert [f.caption for f in frames] == [
+        "before",
+        "table 0: allocate block 3 (ref count 1)",
+        "table 0: copy block 1 -> block 3",
+        "table 0: release block 1 (ref count 1)",
+        "table 0: position 7 -> block 3[3]",
+        "after",
+    ]
+    before, after = frames[0].drawing, frames[-1].drawing
+    badges = [r.block for r in before.rects if r.kind == "badge" and r.view == "pool"]
+    assert sorted(badges) == [1, 7]  # both prompt blocks shared before the write
+    assert [r.block for r in after.rects if r.kind == "badge" and r.view == "pool"] == [7]
+    assert frames[4].drawing.count("write") == 1
+
+
+def test_sharing_explorer_updates_by_assigning_state() -> None:
+    from pagedlab.widgets_sharing import SharingExplorer
+
+    explorer = SharingExplorer(width=2, prompt_len=7, steps=1)
+    assert explorer.state.blocks_with == 3 and explorer.state.copies == 1  # Fig. 8
+    first = explorer.picture.value
+    state = explorer.set(width=4)
+    assert state.blocks_with == 1 + 4 and state.blocks_without == 8
+    assert explorer.picture.value != first and "saved 38 %" in explorer.readout.value
+    beams = explorer.set(mode="beam search", steps=6)
+    assert len(beams.tables) == 4 and beams.blocks_with < beams.blocks_without
+
+
+def test_prefix_explorer_shows_both_low_hit_rate_rules() -> None:
+    from pagedlab.widgets_sharing import PrefixCacheExplorer
+
+    explorer = PrefixCacheExplorer(shared=6, prompt_len=10, requests=2, block_size=4)
+    second = explorer.state.admissions[1]
+    assert len(second.hit_blocks) == 1  # tokens 4, 5 of the shared 6 sit in a partial block
+    aligned = explorer.set(shared=8, prompt_len=8).admissions[1]
+    assert aligned.recomputed_last_block and len(aligned.hit_blocks) == 1
+    assert "hit rate <b>25 %</b>" in explorer.readout.value

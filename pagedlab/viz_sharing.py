@@ -1,0 +1,146 @@
+"""Pictures of shared blocks: several block tables over one pool, ref counts, copy-on-write.
+
+Built on ``pagedlab.viz`` (its ``Drawing`` / ``Canvas``, pool view with ``×n`` ref-count
+badges and Okabe-Ito palette); this module adds what is specific to sharing:
+
+- ``sharing_scene``: one block-table strip per sequence on the left (a cell of a block that
+  several tables hold is marked with its ref count), the physical pool on the right;
+- ``event_frames``: run an operation (a fork, an append, a beam step) while listening to the
+  allocator and take one drawing per event, so a copy-on-write is its own step: allocate
+  the target, copy, release the source, write. The block an event touches is outlined
+  (and the source of a copy too); the slot of a write is outlined as well.
+
+Everything is read from the allocator and tables (``refcounts()``, ``blocks``,
+``slot_mapping()``); nothing here writes. Frames are taken *during* an operation, so a
+table may still show its old block until the operation finishes: the caption says what
+the event did. Readable up to 6 tables and a 32-block pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pagedlab.allocator import BlockAllocator
+from pagedlab.block_table import BlockTable
+from pagedlab.events import Event
+from pagedlab.viz import (
+    FIG_H,
+    FIG_W,
+    HIGHLIGHT,
+    INK,
+    POOL_BOX,
+    TAB,
+    Box,
+    Canvas,
+    Drawing,
+    Label,
+    Rect,
+    pool_view,
+    table_color,
+)
+
+MAX_TABLES = 6
+STRIPS_BOX = Box(0.75, 0.45, 3.4, FIG_H - 0.55 - 0.45)
+
+
+def sharing_scene(
+    allocator: BlockAllocator,
+    tables: Sequence[BlockTable],
+    values: Sequence[Sequence[object] | None] | None = None,
+    highlight: Sequence[int] = (),
+    caption: str = "",
+    title: str = "",
+) -> Drawing:
+    """Block-table strips of up to 6 ``tables`` and the whole pool with ref counts."""
+    if len(tables) > MAX_TABLES:
+        raise ValueError(f"at most {MAX_TABLES} tables fit one picture, got {len(tables)}")
+    d = pool_view(allocator, tables, POOL_BOX, values, highlight)
+    refcounts = allocator.refcounts()
+    cells = max([8] + [len(t.blocks) for t in tables])
+    pitch = STRIPS_BOX.h / max(4, len(tables))
+    w, h = STRIPS_BOX.w / cells, min(0.28, pitch * 0.45)
+    for row, table in enumerate(tables):
+        color = table_color(row)
+        y = STRIPS_BOX.y + STRIPS_BOX.h - (row + 1) * pitch
+        name = f"seq {table.id}: {table.num_tokens} tokens"
+        d.labels.append(Label(STRIPS_BOX.x, y + h + 0.12, name, 7.5, ha="left"))
+        d.labels.append(Label(STRIPS_BOX.x - 0.08, y + h / 2, "blocks", 7.0, ha="right"))
+        for i, block in enumerate(table.blocks):
+            cell = Box(STRIPS_BOX.x + i * w, y, w, h)
+            shared = refcounts[block] > 1
+            edge, width = (HIGHLIGHT, 1.6) if block in highlight else (INK, 0.6)
+            d.rects.append(Rect(cell, color, edge, "table-cell", "table", block, width))
+            d.labels.append(Label(cell.x + w / 2, cell.y + h / 2, str(block), 7.0))
+            if shared:
+                mark = Box(cell.x + w - 0.17, cell.y + h - 0.04, 0.17, 0.12)
+                d.rects.append(Rect(mark, INK, INK, "badge", "table", block))
+                d.labels.append(
+                    Label(mark.x + 0.085, mark.y + 0.06, f"×{refcounts[block]}", 5.5, "white")
+                )
+    top = FIG_H - 0.3
+    heading = title or f"{len(tables)} sequences share one pool"
+    d.labels.append(Label(0.15, top, heading, 9.0, ha="left"))
+    pool_title = f"physical pool: {allocator.num_blocks} blocks ({allocator.num_free} free)"
+    d.labels.append(Label(POOL_BOX.x, top, pool_title, 9.0, ha="left"))
+    d.labels.append(
+        Label(POOL_BOX.x, 0.95, "×n: ref count (tables holding the block)", 7.0, ha="left")
+    )
+    if caption:
+        d.labels.append(Label(FIG_W - 0.1, 0.17, caption, 8.0, ha="right"))
+    return d
+
+
+def _outline_slot(d: Drawing, allocator: BlockAllocator, block: int, offset: int) -> None:
+    b = d.boxes[("pool", block)]
+    w = (b.w - TAB) / allocator.block_size
+    slot = Box(b.x + TAB + offset * w, b.y, w, b.h)
+    d.rects.append(Rect(slot, "none", HIGHLIGHT, "write", "pool", block, 2.0))
+
+
+@dataclass(frozen=True)
+class Frame:
+    drawing: Drawing
+    caption: str
+    event: Event | None  # None for the frames before and after the operation
+
+
+def event_frames(
+    allocator: BlockAllocator,
+    tables: Callable[[], Sequence[BlockTable]],
+    action: Callable[[], object],
+    values: Callable[[], Sequence[Sequence[object] | None] | None] = lambda: None,
+    title: str = "",
+) -> list[Frame]:
+    """One frame before ``action()``, one per allocator event during it, one after.
+
+    ``tables`` (and ``values``) are called at each frame, so an action that replaces the
+    tables (a beam step) is drawn with whatever is current.
+    """
+    frames = [
+        Frame(sharing_scene(allocator, tables(), values(), (), "before", title), "before", None)
+    ]
+
+    def snap(event: Event) -> None:
+        lit = [event.block] + ([event.src] if event.src is not None else [])
+        text = str(event)
+        d = sharing_scene(allocator, tables(), values(), lit, text, title)
+        if event.kind == "write" and event.offset is not None:
+            _outline_slot(d, allocator, event.block, event.offset)
+        frames.append(Frame(d, text, event))
+
+    unsubscribe = allocator.subscribe(snap)
+    try:
+        action()
+    finally:
+        unsubscribe()
+    frames.append(
+        Frame(sharing_scene(allocator, tables(), values(), (), "after", title), "after", None)
+    )
+    return frames
+
+
+def render_frames(frames: Sequence[Frame], canvas: Canvas | None = None) -> list[bytes]:
+    """PNG bytes of every frame, drawn on one reused canvas."""
+    canvas = canvas or Canvas(dpi=80)
+    return [canvas.render(f.drawing).png() for f in frames]
