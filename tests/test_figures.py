@@ -1,0 +1,17 @@
+"""python -m pagedlab.figures writes its files, deterministically and small."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pagedlab.figures import FILES, main
+
+
+def test_figures_command_writes_files(tmp_path: Path) -> None:
+    assert main([str(tmp_path / "a")]) == 0
+    first = {name: (tmp_path / "a" / name).read_bytes() for name in FILES}
+    for name, data in first.items():
+        assert data[:4] in (b"\x89PNG", b"GIF8"), name
+        assert len(data) < 400_000, name
+    main([str(tmp_path / "b")])
+    assert first == {name: (tmp_path / "b" / name).read_bytes() for name in FILES}

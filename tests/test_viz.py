@@ -1,0 +1,123 @@
+"""pagedlab.viz: the picture is drawn from the real state, counts match, nothing is mutated."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pagedlab import BlockAllocator, BlockTable
+from pagedlab.viz import PALETTE, Canvas, pool_contents, scene, table_color
+
+
+def snapshot(allocator: BlockAllocator, tables: list[BlockTable]) -> tuple:
+    return (
+        allocator.refcounts(),
+        allocator.free_list(),
+        [(t.blocks, t.num_tokens, t.freed) for t in tables],
+    )
+
+
+def seed() -> tuple[BlockAllocator, BlockTable]:
+    allocator = BlockAllocator(8, 4, free_order=[4, 1, 0, 2, 3, 5, 6, 7])
+    table = BlockTable(allocator)
+    table.append_tokens(5)
+    return allocator, table
+
+
+def test_seed_counts_and_arrows() -> None:
+    allocator, table = seed()
+    d = scene(allocator, [table])
+    assert d.count("filled-slot", "logical") == 5
+    assert d.count("empty-slot", "logical") == 3
+    assert d.count("filled-slot", "pool") == 5
+    assert d.count("empty-slot", "pool") == 3
+    assert d.count("free-block", "pool") == 6
+    assert [(a.logical, a.physical) for a in d.arrows] == [(0, 4), (1, 1)]
+    for arrow in d.arrows:
+        assert d.boxes[("logical", arrow.logical)].contains(arrow.start)
+        assert d.boxes[("pool", arrow.physical)].contains(arrow.end)
+    texts = {label.text for label in d.labels}
+    assert {"1", "2", "3", "4", "5"} <= texts
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    block_size=st.integers(1, 16),
+    length=st.integers(1, 64),
+    seed_value=st.integers(0, 1000),
+)
+def test_counts_match_any_table_and_nothing_mutated(
+    block_size: int, length: int, seed_value: int
+) -> None:
+    order = list(range(64))
+    import random
+
+    random.Random(seed_value).shuffle(order)
+    allocator = BlockAllocator(64, block_size, free_order=order)
+    table = BlockTable(allocator)
+    table.append_tokens(length)
+    other = table.fork()
+    before = snapshot(allocator, [table, other])
+    d = scene(allocator, [table, other], highlight=[table.blocks[-1]])
+    assert snapshot(allocator, [table, other]) == before
+    assert d.count("filled-slot", "logical") == table.num_tokens
+    assert d.count("empty-slot", "logical") == table.num_slots - table.num_tokens
+    # the pool shows every block once, each slot of held blocks once
+    assert d.count("tab", "pool") == allocator.num_blocks
+    assert d.count("free-block", "pool") == allocator.num_free
+    assert d.count("badge", "pool") == len(table.blocks)  # all shared by the fork: x2
+    assert [(a.logical, a.physical) for a in d.arrows] == list(enumerate(table.blocks))
+    for arrow in d.arrows:
+        assert d.boxes[("pool", arrow.physical)].contains(arrow.end)
+
+
+def test_labels_never_overlap_up_to_64_tokens() -> None:
+    for block_size in range(1, 17):
+        allocator = BlockAllocator(32, block_size)
+        table = BlockTable(allocator)
+        table.append_tokens(min(64, 32 * block_size))
+        d = scene(allocator, [table])
+        slots = [r for r in d.rects if r.kind == "filled-slot" and r.view == "logical"]
+        width = slots[0].box.w * 72  # points
+        for label in d.labels:
+            if label.text.isdigit() and label.size >= 5:
+                # digits are about 0.62 em wide
+                assert 0.64 * label.size * max(2, len(label.text)) <= max(width, 16.0) + 1e-6
+
+
+def test_pool_contents_and_other_requests() -> None:
+    allocator = BlockAllocator(6, 2)
+    mine, other = BlockTable(allocator), BlockTable(allocator)
+    mine.append_tokens(3)
+    other.append_tokens(2)
+    contents = pool_contents(allocator, [mine], [["a", "b", "c"]])
+    assert contents == {(0, 0): "a", (0, 1): "b", (1, 0): "c"}
+    d = scene(allocator, [mine])
+    assert d.count("other-block", "pool") == 1  # held by a table that is not drawn
+    assert d.count("free-block", "pool") == 3
+
+
+def test_canvas_renders_png_and_reuses_artists() -> None:
+    allocator, table = seed()
+    canvas = Canvas(dpi=40)
+    png = canvas.render(scene(allocator, [table])).png()
+    assert png.startswith(b"\x89PNG")
+    artists = len(canvas.ax.get_children())
+    table.append_tokens(7)
+    canvas.render(scene(allocator, [table]))
+    assert len(canvas.ax.get_children()) == artists
+    assert len(canvas.rects.get_paths()) == len(canvas.drawing.rects)  # type: ignore[union-attr]
+
+
+def test_palette_is_okabe_ito() -> None:
+    assert table_color(0) == "#E69F00" and len(set(PALETTE)) == len(PALETTE)
+
+
+def test_bad_values_raise_before_drawing() -> None:
+    allocator, table = seed()
+    import pytest
+
+    with pytest.raises(ValueError, match="values has 2 entries"):
+        scene(allocator, [table], values=[[1, 2]])
+    with pytest.raises(ValueError, match="tables is empty"):
+        scene(allocator, [])
