@@ -228,27 +228,29 @@ def launch_paged_attention(
     ``max_pages`` is the largest ``ceil(seq_len / block_size)`` of the batch.
     ``pages_per_step`` (a power of two) is how many pages one loop step folds in:
 
-    - compiled, default ``64 // BLOCK_T`` pages (about 64 positions): several independent
-      page loads in flight per step, a fixed constexpr so the kernel compiles once per
-      block size;
-    - interpreter, default enough pages for the longest sequence, capped at 64 positions.
-      Each loop step costs the interpreter a fixed ~2 ms per reduction (``tl.sum`` and
-      ``tl.max`` are Triton device functions it re-enters), so fewer, wider steps keep
-      the seed call well under the 50 ms a slider can afford. Pass ``pages_per_step=1``
-      to watch the online softmax fold in one page at a time.
+    - compiled, by default as many pages as keep the step's ``[BLOCK_G, positions,
+      BLOCK_D]`` fp32 product at 16K elements (64 registers a thread at 8 warps) and the
+      step at most 64 positions: several independent page loads in flight per step. It
+      depends only on the shapes, so the kernel compiles once per shape family.
+    - interpreter, by default enough pages for the longest sequence (capped at 64
+      positions). Each loop step costs the interpreter a fixed few ms, mostly re-entering
+      ``tl.sum``/``tl.max`` (Triton device functions), so fewer, wider steps keep the seed
+      call far under the 50 ms a slider can afford. Pass ``pages_per_step=1`` to watch
+      the online softmax fold in one page at a time.
     """
     num_seqs, num_heads, head_dim = query.shape
     _, block_size, num_kv_heads, _ = key_cache.shape
     group = num_heads // num_kv_heads
-    block_t = next_power_of_two(block_size)
+    block_t, block_d, block_g = (next_power_of_two(n) for n in (block_size, head_dim, group))
+    cap = max(1, 64 // block_t)
     if pages_per_step is None:
-        cap = max(1, 64 // block_t)
         if backend.BACKEND == "interpreter":
             pages_per_step = min(next_power_of_two(max(1, max_pages)), cap)
         else:
-            pages_per_step = cap
+            fits = max(1, 16384 // (block_g * block_t * block_d))
+            pages_per_step = min(1 << (fits.bit_length() - 1), cap)  # a power of two
     if num_warps is None:
-        num_warps = 4 if head_dim * block_t * pages_per_step <= 8192 else 8
+        num_warps = 8 if block_g * block_t * block_d * pages_per_step > 8192 else 4
     out = torch.empty_like(query)
     if num_seqs == 0:
         return out
@@ -271,8 +273,8 @@ def launch_paged_attention(
         GROUP=group,
         PAGES=pages_per_step,
         BLOCK_T=block_t,
-        BLOCK_D=next_power_of_two(head_dim),
-        BLOCK_G=next_power_of_two(group),
+        BLOCK_D=block_d,
+        BLOCK_G=block_g,
         num_warps=num_warps,
     )
     return out
