@@ -1,8 +1,9 @@
 """Matplotlib pictures of KV memory: one request's reservation, Fig. 2, Fig. 13, block sweep.
 
 Pure functions: each takes results or a state object and returns a new ``Figure``; nothing is
-mutated and nothing is shown. ``to_png`` renders a figure to PNG bytes (for Image widgets)
-and closes it. Uses the Agg canvas directly, so no pyplot state is touched.
+mutated and nothing is shown, except by ``show``, which displays a figure as a PNG in a
+notebook. ``to_png`` renders a figure to PNG bytes (for Image widgets). Figures use the Agg
+canvas directly, so no pyplot state is touched.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ def to_png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
     return buf.getvalue()
+
+
+def show(fig: Figure) -> None:
+    """Display ``fig`` as a PNG in a notebook (no pyplot, so nothing else is drawn twice)."""
+    from IPython.display import Image, display
+
+    display(Image(to_png(fig)))
 
 
 def plot_reservation(req: OneRequest, scale_max: int | None = None) -> Figure:

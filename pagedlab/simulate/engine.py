@@ -126,68 +126,62 @@ def _check_fits(trace: Trace, policy: Policy, slots: int) -> int:
     return 0
 
 
-Segment = dict[str, tuple[float, np.ndarray]]  # category -> (sum over steps, per-step rows)
+Sums = tuple[int, int, int, int, int]  # per category of CATEGORIES, summed over the steps
+Rows = dict[str, np.ndarray] | None  # per category, one value per step (record mode)
 
 
 def _paged_segment(
-    c: np.ndarray, k: int, B: int, nblocks: int, tail: int, waiting: bool, rows: bool
-) -> tuple[int, Segment]:
-    """Account up to ``k`` steps of lengths ``c``; stop before a step that lacks blocks."""
-    j = np.arange(1, k + 1, dtype=np.int64)
-    used = (-(-(c[None, :] + j[:, None]) // B)).sum(axis=1)  # blocks held after step j
-    over = np.flatnonzero(used > nblocks)
-    if len(over):  # the step that cannot get its blocks waits for a preemption
-        k = int(over[0])
-        j, used = j[:k], used[:k]
-    tok = int(c.sum()) * k + len(c) * k * (k + 1) // 2
+    c: np.ndarray, k: int, B: int, nblocks: int, tail: int, waiting: bool, used1: int, rows: bool
+) -> tuple[int, Sums, Rows]:
+    """Account up to ``k`` steps of lengths ``c`` (``used1`` blocks after the first step);
+    stop before a step that lacks blocks."""
+    if k == 1:
+        used = np.array([used1])
+    else:
+        j = np.arange(1, k + 1, dtype=np.int64)
+        used = (-(-(c[None, :] + j[:, None]) // B)).sum(axis=1)  # blocks held after step j
+        if used[-1] > nblocks:  # monotone: the first step that cannot get its blocks waits
+            k = int(np.argmax(used > nblocks))
+            used = used[:k]
+    c_sum, n = int(c.sum()), len(c)
+    tok = c_sum * k + n * k * (k + 1) // 2
     used_sum = int(used.sum())
     free = (nblocks * k - used_sum) * B
-    seg: Segment = {
-        "tokens": (tok, np.zeros(0)),
-        "reserved": (0, np.zeros(0)),
-        "internal": (used_sum * B - tok, np.zeros(0)),
-        "external": (tail * k + (free if waiting else 0), np.zeros(0)),
-        "idle": (0 if waiting else free, np.zeros(0)),
+    sums = (tok, 0, used_sum * B - tok, tail * k + free * waiting, free * (not waiting))
+    if not rows:
+        return k, sums, None
+    tok_j = c_sum + n * np.arange(1, k + 1)
+    per = {
+        "tokens": tok_j,
+        "reserved": np.zeros(k),
+        "internal": used * B - tok_j,
+        "external": tail + (nblocks - used) * B * waiting,
+        "idle": (nblocks - used) * B * (not waiting),
     }
-    if rows:
-        tok_j = c.sum() + len(c) * j
-        per = {
-            "tokens": tok_j,
-            "reserved": np.zeros(k),
-            "internal": used * B - tok_j,
-            "external": tail + (nblocks - used) * B * waiting,
-            "idle": (nblocks - used) * B * (not waiting),
-        }
-        seg = {name: (seg[name][0], np.asarray(per[name], np.float64)) for name in CATEGORIES}
-    return k, seg
+    return k, sums, {name: np.asarray(v, np.float64) for name, v in per.items()}
 
 
 def _contiguous_segment(
     c: np.ndarray, final: np.ndarray, r: np.ndarray, k: int, pool: int, waiting: bool, rows: bool
-) -> Segment:
+) -> tuple[Sums, Rows]:
     """Account ``k`` steps of contiguous reservations ``r`` (closed form: lengths grow by 1)."""
-    n = len(c)
-    tok = int(c.sum()) * k + n * k * (k + 1) // 2
+    n, c_sum = len(c), int(c.sum())
+    tok = c_sum * k + n * k * (k + 1) // 2
     free = pool - int(r.sum())
-    internal = int((r - final).sum())
-    sums = {
-        "tokens": tok,
-        "reserved": int(final.sum()) * k - tok,
-        "internal": internal * k,
-        "external": free * k if waiting else 0,
-        "idle": 0 if waiting else free * k,
-    }
+    internal = int(r.sum() - final.sum())
+    f = int(final.sum())
+    sums = (tok, f * k - tok, internal * k, free * k * waiting, free * k * (not waiting))
     if not rows:
-        return {name: (v, np.zeros(0)) for name, v in sums.items()}
-    tok_j = c.sum() + n * np.arange(1, k + 1)
+        return sums, None
+    tok_j = c_sum + n * np.arange(1, k + 1)
     per = {
         "tokens": tok_j,
-        "reserved": final.sum() - tok_j,
+        "reserved": f - tok_j,
         "internal": np.full(k, internal),
-        "external": np.full(k, free if waiting else 0),
-        "idle": np.full(k, 0 if waiting else free),
+        "external": np.full(k, free * waiting),
+        "idle": np.full(k, free * (not waiting)),
     }
-    return {name: (sums[name], np.asarray(per[name], np.float64)) for name in CATEGORIES}
+    return sums, {name: np.asarray(v, np.float64) for name, v in per.items()}
 
 
 def simulate(
@@ -226,7 +220,8 @@ def simulate(
     t = 0.0
     steps = finished = admitted = preempt = 0
     batch_sum = 0.0
-    sums = dict.fromkeys(CATEGORIES, 0.0)
+    sums = dict.fromkeys(CATEGORIES, 0)
+    used_next = 0  # paged: blocks held after the next step
     hist: dict[str, list[np.ndarray]] = {k: [] for k in ("t", "batch", *CATEGORIES)}
 
     while t < horizon:
@@ -277,16 +272,16 @@ def simulate(
             k = min(k, max(1, math.ceil((arrival[nxt] - t) / dt)))
         k = max(1, min(k, math.ceil((horizon - t) / dt)))
         if policy.paged:
-            k, seg = _paged_segment(rc, k, B, nblocks, tail, bool(queue), record)
+            k, seg, per = _paged_segment(rc, k, B, nblocks, tail, bool(queue), used_next, record)
         else:
-            seg = _contiguous_segment(rc, rf, rr, k, pool_slots, bool(queue), record)
-        for name in CATEGORIES:
-            sums[name] += seg[name][0]
-        if record:
+            seg, per = _contiguous_segment(rc, rf, rr, k, pool_slots, bool(queue), record)
+        for name, v in zip(CATEGORIES, seg, strict=True):
+            sums[name] += v
+        if per is not None:
             hist["t"].append(t + dt * np.arange(1, k + 1))
             hist["batch"].append(np.full(k, n))
             for name in CATEGORIES:
-                hist[name].append(seg[name][1])
+                hist[name].append(per[name])
         steps += k
         batch_sum += n * k
         t += dt * k
