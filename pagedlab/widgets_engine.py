@@ -14,7 +14,6 @@ import html
 import ipywidgets as widgets
 import torch
 
-from pagedlab import backend
 from pagedlab.attention import paged_attention, reference_attention
 from pagedlab.engine import Batch, batch_slot_mapping, grow_batch
 from pagedlab.viz import Canvas, scene
@@ -77,9 +76,4 @@ class BatchExplorer(widgets.VBox):
         with torch.no_grad():
             batch = self.batch()
             self.readout.value = describe_batch(batch)
-        caption = (
-            f"{len(batch.tables)} sequences grown one token per step; kernel: {backend.BACKEND}"
-        )
-        self.picture.value = self._canvas.render(
-            scene(batch.allocator, batch.tables, caption=caption)
-        ).png()
+        self.picture.value = self._canvas.render(scene(batch.allocator, batch.tables)).png()
