@@ -511,3 +511,18 @@ def draw_scene(
     """A new figure of ``scene(...)``, for static notebook cells and the figures command."""
     canvas = Canvas(dpi).render(scene(allocator, tables, values, highlight, caption))
     return canvas.figure
+
+
+def scene_image(
+    allocator: BlockAllocator,
+    tables: Sequence[BlockTable],
+    values: Sequence[Sequence[object] | None] | None = None,
+    highlight: Sequence[int] = (),
+    caption: str = "",
+    dpi: float = 80,
+) -> object:
+    """``scene(...)`` as an ``IPython.display.Image`` (PNG) for a static notebook cell."""
+    from IPython.display import Image
+
+    canvas = Canvas(dpi).render(scene(allocator, tables, values, highlight, caption))
+    return Image(data=canvas.png(), format="png")

@@ -321,7 +321,11 @@ class AllocationExplorer:
         self.picture.value = self.canvas.render(drawing).png()
         self.readout.value = readout_html(state)
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+    def _repr_mimebundle_(self, **kwargs: object) -> dict:
+        """Show the widget; its plain-text form is short and deterministic (nbval reads it)."""
+        bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
+        bundle["text/plain"] = (
+            f"AllocationExplorer(block size {self.block_size.value}, "
+            f"length {self.length.value}, layout {self.layout.value!r})"
+        )
+        return bundle
