@@ -19,9 +19,10 @@ Paged decode attention (``paged_attention_kernel``)
     of two (Triton's ``tl.arange`` needs one) and the padding is masked on load and store.
 
 Reshape-and-cache (``reshape_and_cache_kernel``)
-    One program per new token: read its flat slot ``s`` from the slot mapping, split it
-    into (physical block ``s // block_size``, offset ``s % block_size``) and store the
-    token's ``[num_kv_heads, head_dim]`` key and value there.
+    Each new token reads its flat slot ``s`` from the slot mapping, splits it into
+    (physical block ``s // block_size``, offset ``s % block_size``) and stores its
+    ``[num_kv_heads, head_dim]`` key and value there. A program handles ``BLOCK_N`` tokens
+    (a few on a GPU, the whole batch in the interpreter, which pays per program).
 
 Dtypes: fp32 and fp16 everywhere; bf16 natively where compiled. Older Triton interpreters
 have no bf16, so under the interpreter :mod:`pagedlab.attention` upcasts bf16 inputs to
@@ -155,6 +156,7 @@ def reshape_and_cache_kernel(
     k_cache_ptr,  # [num_blocks, block_size, num_kv_heads, head_dim]
     v_cache_ptr,
     slot_mapping_ptr,  # int64 [num_tokens]: block * block_size + offset
+    num_tokens,
     stride_kn,
     stride_kh,
     stride_kd,
@@ -172,44 +174,27 @@ def reshape_and_cache_kernel(
     BLOCK_SIZE: tl.constexpr,
     NUM_KV_HEADS: tl.constexpr,
     HEAD_DIM: tl.constexpr,
-    BLOCK_H: tl.constexpr,
-    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,  # tokens per program
+    BLOCK_H: tl.constexpr,  # next power of two >= NUM_KV_HEADS
+    BLOCK_D: tl.constexpr,  # next power of two >= HEAD_DIM
 ):
-    token = tl.program_id(0).to(tl.int64)
-    slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
-    block = slot // BLOCK_SIZE
-    offset = slot % BLOCK_SIZE
+    # Tokens of this program, as [BLOCK_N, 1, 1]; heads [1, BLOCK_H, 1]; dims [1, 1, BLOCK_D].
+    token = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
+    in_batch = token < num_tokens
+    slot = tl.load(slot_mapping_ptr + token, mask=in_batch, other=0).to(tl.int64)
+    block = (slot // BLOCK_SIZE)[:, None, None]  # physical block of each token
+    offset = (slot % BLOCK_SIZE)[:, None, None]  # its position inside that block
+    n = token[:, None, None]
+    h = tl.arange(0, BLOCK_H).to(tl.int64)[None, :, None]
+    d = tl.arange(0, BLOCK_D).to(tl.int64)[None, None, :]
+    mask = in_batch[:, None, None] & (h < NUM_KV_HEADS) & (d < HEAD_DIM)
 
-    offs_h = tl.arange(0, BLOCK_H).to(tl.int64)
-    offs_d = tl.arange(0, BLOCK_D).to(tl.int64)
-    mask = (offs_h < NUM_KV_HEADS)[:, None] & (offs_d < HEAD_DIM)[None, :]
-
-    k = tl.load(
-        key_ptr + token * stride_kn + offs_h[:, None] * stride_kh + offs_d[None, :] * stride_kd,
-        mask=mask,
-    )
-    v = tl.load(
-        value_ptr + token * stride_vn + offs_h[:, None] * stride_vh + offs_d[None, :] * stride_vd,
-        mask=mask,
-    )
-    tl.store(
-        k_cache_ptr
-        + block * stride_ckb
-        + offset * stride_ckt
-        + offs_h[:, None] * stride_ckh
-        + offs_d[None, :] * stride_ckd,
-        k,
-        mask=mask,
-    )
-    tl.store(
-        v_cache_ptr
-        + block * stride_cvb
-        + offset * stride_cvt
-        + offs_h[:, None] * stride_cvh
-        + offs_d[None, :] * stride_cvd,
-        v,
-        mask=mask,
-    )
+    k = tl.load(key_ptr + n * stride_kn + h * stride_kh + d * stride_kd, mask=mask)
+    v = tl.load(value_ptr + n * stride_vn + h * stride_vh + d * stride_vd, mask=mask)
+    k_dst = block * stride_ckb + offset * stride_ckt + h * stride_ckh + d * stride_ckd
+    v_dst = block * stride_cvb + offset * stride_cvt + h * stride_cvh + d * stride_cvd
+    tl.store(k_cache_ptr + k_dst, k, mask=mask)
+    tl.store(v_cache_ptr + v_dst, v, mask=mask)
 
 
 def launch_paged_attention(
@@ -295,12 +280,19 @@ def launch_reshape_and_cache(
     num_tokens, num_kv_heads, head_dim = key.shape
     if num_tokens == 0:
         return
-    reshape_and_cache_kernel[(num_tokens,)](
+    block_h, block_d = next_power_of_two(num_kv_heads), next_power_of_two(head_dim)
+    if backend.BACKEND == "interpreter":  # few, wide programs: the interpreter pays per op
+        block_n = min(next_power_of_two(num_tokens), max(1, 65536 // (block_h * block_d)))
+    else:  # about 4K elements per program
+        block_n = max(1, min(next_power_of_two(num_tokens), 4096 // (block_h * block_d)))
+    grid = (triton.cdiv(num_tokens, block_n),)
+    reshape_and_cache_kernel[grid](
         key,
         value,
         key_cache,
         value_cache,
         slot_mapping,
+        num_tokens,
         *key.stride(),
         *value.stride(),
         *key_cache.stride(),
@@ -308,6 +300,7 @@ def launch_reshape_and_cache(
         BLOCK_SIZE=key_cache.shape[1],
         NUM_KV_HEADS=num_kv_heads,
         HEAD_DIM=head_dim,
-        BLOCK_H=next_power_of_two(num_kv_heads),
-        BLOCK_D=next_power_of_two(head_dim),
+        BLOCK_N=block_n,
+        BLOCK_H=block_h,
+        BLOCK_D=block_d,
     )

@@ -196,3 +196,15 @@ def test_forcing_compiled_mode_without_cuda_is_reported_not_crashed():
         TRITON_INTERPRET="0",
     )
     assert out.splitlines() == ["unavailable", "True"]
+
+
+def test_reshape_and_cache_spans_several_programs():
+    """More tokens than one program holds (64 at 16 heads x 64 dims): the grid has two."""
+    gen = torch.Generator().manual_seed(9)
+    slots = torch.randperm(128, generator=gen)[:100]
+    k = torch.randn(100, 16, 64, generator=gen)
+    v = torch.randn(100, 16, 64, generator=gen)
+    cache_a, cache_b = PagedKVCache(16, 8, 16, 64), PagedKVCache(16, 8, 16, 64)
+    kernels.launch_reshape_and_cache(k, v, cache_a.key, cache_a.value, slots)
+    cache_b.write_torch(slots, k, v)
+    assert torch.equal(cache_a.key, cache_b.key) and torch.equal(cache_a.value, cache_b.value)
