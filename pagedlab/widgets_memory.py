@@ -86,6 +86,25 @@ class ReservationExplorer:
         )
         self.update()
 
+    def set(self, response: int, generated: int, reserved: int, block_size: int) -> None:
+        """Move all four sliders at once (as a learner could) and redraw once."""
+        if not self.prompt + response <= reserved <= 2048 or not 0 <= generated <= response:
+            raise ValueError(
+                f"need 0 <= generated <= response and prompt + response <= reserved <= 2048, "
+                f"got generated={generated!r}, response={response!r}, reserved={reserved!r}"
+            )
+        self._busy = True
+        try:
+            self.reserved.value = reserved
+            self.response.max = reserved - self.prompt
+            self.response.value = response
+            self.generated.max = response
+            self.generated.value = generated
+            self.block_size.value = block_size
+        finally:
+            self._busy = False
+        self.update()
+
     def _on_change(self, _change: object) -> None:
         if not self._busy:  # clamping a slider inside update() fires this again
             self.update()

@@ -276,6 +276,10 @@ def test_reservation_explorer_updates_by_assignment() -> None:
     assert e.response.value == 56 and e.state.never_used == 0
     e.block_size.value = 1
     assert e.state.paged_waste == 0
+    e.set(response=1000, generated=999, reserved=1024, block_size=256)
+    assert (e.state.never_used, e.state.paged_waste) == (16, 17)
+    with pytest.raises(ValueError, match="reserved=9"):
+        e.set(response=2, generated=0, reserved=9, block_size=16)
 
 
 def test_block_size_explorer_indexes_the_sweep() -> None:
