@@ -275,6 +275,7 @@ class AllocationExplorer:
         self.readout = widgets.HTML()
         self.readout.add_class("pagedlab-readout")
         self.state: ExplorerState = explorer_state(block_size, length, layout)
+        self._holding = False
         controls = widgets.HBox([self.play, self.step_button, self.block_size, self.length])
         self.widget = widgets.VBox([controls, self.layout, self.picture, self.readout])
         self.play.observe(self._on_play, names="value")
@@ -287,6 +288,8 @@ class AllocationExplorer:
         self.length.value = change["new"]
 
     def _on_change(self, _change: dict) -> None:
+        if self._holding:
+            return
         self.play.value = self.length.value
         self._show()
 
@@ -299,12 +302,18 @@ class AllocationExplorer:
             self.length.value if length is None else length,
             self.layout.value if layout is None else layout,
         )
-        if layout is not None:
-            self.layout.value = layout
-        if block_size is not None:
-            self.block_size.value = block_size
-        if length is not None:
-            self.length.value = length
+        self._holding = True  # one redraw for the whole move, not one per control
+        try:
+            if layout is not None:
+                self.layout.value = layout
+            if block_size is not None:
+                self.block_size.value = block_size
+            if length is not None:
+                self.length.value = length
+                self.play.value = length
+        finally:
+            self._holding = False
+        self._show()
         return self.state
 
     def step(self) -> ExplorerState:
