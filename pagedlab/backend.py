@@ -40,7 +40,11 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 def _decide() -> tuple[Backend, str]:
     """Return the backend and a short reason; may set ``TRITON_INTERPRET=1``."""
-    if importlib.util.find_spec("triton") is None:
+    try:
+        found = importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):  # e.g. sys.modules["triton"] = None, a broken install
+        found = False
+    if not found:
         return "unavailable", (
             f"the triton package is not installed (it ships for Linux x86_64; this is "
             f"{platform.system()} {platform.machine()})"

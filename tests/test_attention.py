@@ -11,6 +11,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pagedlab import attention, backend
 from pagedlab.attention import (
@@ -278,3 +280,21 @@ def test_unavailable_backend_points_to_the_reference(monkeypatch):
 
 def test_attention_module_never_imports_triton_at_import_time():
     assert "triton" not in attention.__dict__
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    lens=st.lists(st.integers(1, 12), min_size=1, max_size=3),
+    block_size=st.integers(1, 5),
+    heads=st.sampled_from([(1, 1), (2, 1), (4, 2), (3, 3)]),
+    head_dim=st.integers(1, 9),
+    seed=st.integers(0, 2**16),
+)
+def test_kernel_equals_reference_for_any_layout(lens, block_size, heads, head_dim, seed):
+    """Invariant: for any shapes and any placement of pages, kernel == reference."""
+    q, kc, vc, bt, sl = random_paged(
+        lens, heads[0], heads[1], head_dim, block_size, spare_blocks=2, seed=seed
+    )
+    torch.testing.assert_close(
+        paged_attention(q, kc, vc, bt, sl), reference_attention(q, kc, vc, bt, sl)
+    )

@@ -208,3 +208,29 @@ def test_reshape_and_cache_spans_several_programs():
     kernels.launch_reshape_and_cache(k, v, cache_a.key, cache_a.value, slots)
     cache_b.write_torch(slots, k, v)
     assert torch.equal(cache_a.key, cache_b.key) and torch.equal(cache_a.value, cache_b.value)
+
+
+def test_without_triton_pagedlab_still_imports_and_points_to_the_reference():
+    """What macOS and Windows users get: no triton package at all."""
+    out = run_fresh(
+        """
+        import sys
+        sys.modules["triton"] = None  # as if it were not installed
+        import torch
+        import pagedlab
+        from pagedlab import backend
+        print(backend.BACKEND)
+        q, kc, vc = torch.ones(1, 1, 1), torch.zeros(2, 4, 1, 1), torch.ones(2, 4, 1, 1)
+        i32 = torch.int32
+        args = (q, kc, vc, torch.tensor([[1]], dtype=i32), torch.tensor([3], dtype=i32))
+        print(pagedlab.reference_attention(*args).item())
+        try:
+            pagedlab.paged_attention(*args)
+        except RuntimeError as e:
+            print("Linux" in str(e), "reference_attention" in str(e))
+        cache = pagedlab.PagedKVCache(2, 4, 1, 1)
+        cache.write([5], torch.ones(1, 1, 1), torch.ones(1, 1, 1))
+        print(cache.key[1, 1].item())
+        """
+    )
+    assert out.splitlines() == ["unavailable", "1.0", "True True", "1.0"]
