@@ -1,0 +1,1 @@
+"""End-to-end tests in JupyterLab and Chromium (pytest -m browser)."""

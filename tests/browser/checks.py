@@ -1,0 +1,153 @@
+"""What the browser tests assert, shared by the real notebooks and the generated probe notebook.
+
+The explorer contract (fixed with the widget engineer): sliders described "block size" and
+"length"; an HTML readout with CSS class "pagedlab-readout" that reads, for block size 4,
+length 5 and the seed layout, "blocks 2", "physical [4, 1]" and
+"output 3.000 = (L+1)/2 = 3.000 ✓"; an Image with class "pagedlab-picture" whose src changes
+with the sliders; a layout control described "layout" with options "ascending",
+"seed [4, 1, …]", "shuffled"; an ipywidgets.Play.
+
+Each check moves real controls in the page and asserts on the values the page then shows,
+with screenshots before and after for humans.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .jlab import (
+    choose,
+    described,
+    problems,
+    set_slider,
+    slider,
+    slider_value,
+    text,
+    wait_for_change,
+    wait_until,
+)
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Locator
+
+    from .conftest import OpenNotebook
+
+SEED = "seed [4, 1, …]"
+LAYOUTS = ("ascending", SEED, "shuffled")
+OUTPUT_AT_5 = "output 3.000 = (L+1)/2 = 3.000 ✓"
+
+
+def check_runs_clean(notebook: OpenNotebook) -> None:
+    """After Run All: no error output, no broken widget, no page error, sliders visible."""
+    found = problems(notebook.page)
+    assert not found, "\n".join(found)
+    assert not notebook.page_errors, "\n".join(notebook.page_errors)
+    sliders = notebook.page.locator(".jp-Notebook .jupyter-widgets.widget-slider")
+    assert sliders.count() >= 1, "no slider rendered"
+    for index in range(sliders.count()):
+        assert sliders.nth(index).is_visible(), f"slider {index} is not visible"
+    assert sliders.first.locator(".noUi-handle").count() == 1, "slider has no handle"
+
+
+def explorer(notebook: OpenNotebook, need_layout: bool = False) -> Locator:
+    """The (first) output area holding an AllocationExplorer: length slider and readout."""
+    page = notebook.page
+    area = (
+        page.locator(".jp-Notebook .jp-OutputArea-output")
+        .filter(has=page.locator(".pagedlab-readout"))
+        .filter(has=described(page, ".widget-slider", "length"))
+    )
+    if need_layout:
+        area = area.filter(has=page.locator(".widget-label", has_text="layout"))
+    assert area.count() >= 1, "no explorer (length slider + .pagedlab-readout) in the page"
+    found = area.last  # the innermost area, when Output widgets nest
+    found.scroll_into_view_if_needed()
+    return found
+
+
+def _start_at(scope: Locator, length: int, layout: str | None) -> None:
+    """Block size 4, the given layout where there is a layout control, then ``length``."""
+    block = slider(scope, "block size")
+    if block.count():
+        set_slider(block, 4)
+    if layout is not None and scope.locator(".widget-label", has_text="layout").count():
+        choose(scope, "layout", layout)
+    set_slider(slider(scope, "length"), length)
+
+
+def check_length_step(notebook: OpenNotebook) -> None:
+    """Length 4 -> 5 at block size 4 (seed layout): two blocks, physical [4, 1], output 3."""
+    scope = explorer(notebook)
+    _start_at(scope, 4, SEED)
+    readout, picture = scope.locator(".pagedlab-readout"), scope.locator(".pagedlab-picture")
+    assert picture.count() == 1, "no .pagedlab-picture Image in the explorer"
+    # the readout and the picture arrive as two messages: wait until both are up to date
+    before = wait_until(lambda: "blocks 1" in text(readout), lambda: text(readout), "blocks 1")
+    src_before = picture.get_attribute("src")
+    notebook.shot("length-4", scope)
+
+    length = slider(scope, "length")
+    length.locator(".noUi-handle").focus()
+    length.locator(".noUi-handle").press("ArrowRight")
+    assert wait_for_change(lambda: slider_value(length), 4, "length slider") == 5
+    after = wait_for_change(lambda: text(readout), before, "readout")
+    wait_for_change(lambda: picture.get_attribute("src"), src_before, "picture src")
+    after = wait_until(lambda: OUTPUT_AT_5 in text(readout), lambda: text(readout), OUTPUT_AT_5)
+    notebook.shot("length-5", scope)
+    for expected in ("blocks 2", "physical [4, 1]", OUTPUT_AT_5):
+        assert expected in after, f"readout lacks {expected!r}: {after!r}"
+
+
+def check_layouts_keep_output(notebook: OpenNotebook) -> None:
+    """Every layout of the same data gives the same output 3 at length 5."""
+    scope = explorer(notebook, need_layout=True)
+    _start_at(scope, 5, SEED)
+    readout, picture = scope.locator(".pagedlab-readout"), scope.locator(".pagedlab-picture")
+    seen = {SEED: wait_until(lambda: OUTPUT_AT_5 in text(readout), lambda: text(readout), "3")}
+    notebook.shot("layout-seed", scope)
+    for layout in ("ascending", "shuffled", SEED):
+        before, src_before = text(readout), picture.get_attribute("src")
+        choose(scope, "layout", layout)
+        if seen.get(layout) != before:  # choosing the layout shown already changes nothing
+            wait_for_change(lambda: text(readout), before, f"readout after layout {layout!r}")
+            wait_for_change(lambda: picture.get_attribute("src"), src_before, "picture src")
+        now = wait_until(lambda: OUTPUT_AT_5 in text(readout), lambda: text(readout), "3")
+        seen[layout] = now
+        notebook.shot(f"layout-{layout.split()[0]}", scope)
+        assert OUTPUT_AT_5 in now, f"layout {layout!r}: readout lacks {OUTPUT_AT_5!r}: {now!r}"
+    assert seen["ascending"] != seen[SEED], "the readout does not show the layout at all"
+
+
+def check_play_steps_by_one(notebook: OpenNotebook, steps: int = 3) -> None:
+    """Play moves the length slider one token at a time (every value it passes, in order)."""
+    scope = explorer(notebook)
+    play = scope.locator(".widget-play")
+    assert play.count() >= 1, "no Play widget in the explorer"
+    length = slider(scope, "length")
+    low = int(float(length.locator(".noUi-handle").get_attribute("aria-valuemin") or 1))
+    set_slider(length, low)
+    notebook.shot("play-before", scope)
+    handle = length.locator(".noUi-handle")
+    # record every value the handle shows, even ones a poll would miss
+    handle.evaluate(
+        """h => { window.__pagedlabValues = [h.getAttribute('aria-valuenow')];
+                  new MutationObserver(() => window.__pagedlabValues.push(
+                      h.getAttribute('aria-valuenow'))).observe(
+                      h, {attributes: true, attributeFilter: ['aria-valuenow']}); }"""
+    )
+    button = play.first.locator("button").first
+    button.click()
+    try:
+        notebook.page.wait_for_function(
+            f"() => new Set(window.__pagedlabValues).size > {steps}", timeout=30_000
+        )
+    finally:
+        if play.first.locator("i.fa-pause").count():
+            button.click()  # pause
+    notebook.shot("play-after", scope)
+    raw = notebook.page.evaluate("window.__pagedlabValues")
+    values = [round(float(v)) for v in raw]
+    distinct = [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+    steps_seen = [b - a for a, b in zip(distinct, distinct[1:], strict=False)]
+    assert distinct[0] == low, f"play started from {distinct[0]}, not {low}: {distinct}"
+    assert steps_seen and all(step == 1 for step in steps_seen), f"play moved {distinct}"
