@@ -4,7 +4,8 @@ Two calls, each timed warm (after two untimed calls), median of many:
 
 - the seed call: 1 sequence, 1 head, head_dim 1, block size 4, length 5 (tables [4, 1]).
   Sliders call this on every move, so it should stay well under 50 ms;
-- a 4-sequence, 64-position, head_dim 64 call (8 query heads over 2 kv heads, block 16).
+- a 4-sequence, 64-position, head_dim 64 call (8 query heads over 2 kv heads, block 16);
+- the input validation alone, on the seed and on a 10,000 x 512 block table.
 
 Wall time and process CPU time are both printed: on a loaded machine wall time includes
 waiting for a core. Run: ``python benchmarks/bench_kernel_cpu.py [repeats]``.
@@ -20,7 +21,12 @@ import torch
 
 import pagedlab
 from pagedlab import backend
-from pagedlab.attention import block_tables_tensor, paged_attention, reference_attention
+from pagedlab.attention import (
+    block_tables_tensor,
+    paged_attention,
+    reference_attention,
+    validate_paged_inputs,
+)
 
 
 def seed_call() -> tuple[torch.Tensor, ...]:
@@ -69,6 +75,29 @@ def measure(name: str, args: tuple[torch.Tensor, ...], repeats: int) -> None:
     )
 
 
+def measure_validation(name: str, args: tuple[torch.Tensor, ...], repeats: int) -> None:
+    validate_paged_inputs(*args)
+    cpu = []
+    for _ in range(repeats):
+        c = time.process_time()
+        validate_paged_inputs(*args)
+        cpu.append(time.process_time() - c)
+    print(f"{name:<44} median {1e3 * statistics.median(cpu):7.2f} ms CPU  ({repeats} runs)")
+
+
+def big_table() -> tuple[torch.Tensor, ...]:
+    gen = torch.Generator().manual_seed(0)
+    seqs, width, block_size, num_blocks = 10_000, 512, 16, 4096
+    cache = torch.zeros(num_blocks, block_size, 2, 4)
+    return (
+        torch.zeros(seqs, 8, 4),
+        cache,
+        cache,
+        torch.randint(0, num_blocks, (seqs, width), dtype=torch.int32, generator=gen),
+        torch.randint(1, width * block_size, (seqs,), dtype=torch.int32, generator=gen),
+    )
+
+
 def main() -> None:
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 50
     print(f"pagedlab {pagedlab.__version__ if hasattr(pagedlab, '__version__') else ''}")
@@ -79,6 +108,8 @@ def main() -> None:
     torch.set_num_threads(1)
     measure("seed: 1 seq, 1 head, dim 1, block 4, len 5", seed_call(), repeats)
     measure("4 seqs x 64 positions, 8/2 heads, dim 64", batch_call(), max(5, repeats // 5))
+    measure_validation("validation only: the seed", seed_call(), 200)
+    measure_validation("validation only: 10,000 x 512 table", big_table(), 10)
 
 
 if __name__ == "__main__":
