@@ -52,7 +52,8 @@ def sharing_scene(
     caption: str = "",
     title: str = "",
 ) -> Drawing:
-    """Block-table strips of up to 6 ``tables`` and the whole pool with ref counts."""
+    """Block-table strips of up to 6 ``tables`` (sequence 0, 1, ... in the order given) and the
+    whole pool with ref counts."""
     if len(tables) > MAX_TABLES:
         raise ValueError(f"at most {MAX_TABLES} tables fit one picture, got {len(tables)}")
     d = pool_view(allocator, tables, POOL_BOX, values, highlight)
@@ -63,8 +64,10 @@ def sharing_scene(
     for row, table in enumerate(tables):
         color = table_color(row)
         y = STRIPS_BOX.y + STRIPS_BOX.h - (row + 1) * pitch
-        name = f"seq {table.id}: {table.num_tokens} tokens"
-        d.labels.append(Label(STRIPS_BOX.x, y + h + 0.12, name, 7.5, ha="left"))
+        # few distinct strings: each new one costs a glyph layout (see viz._glyphs)
+        d.labels.append(Label(STRIPS_BOX.x, y + h + 0.12, f"sequence {row}", 7.5, ha="left"))
+        tokens = f"{table.num_tokens} tokens"
+        d.labels.append(Label(STRIPS_BOX.x + 0.85, y + h + 0.12, tokens, 7.5, ha="left"))
         d.labels.append(Label(STRIPS_BOX.x - 0.08, y + h / 2, "blocks", 7.0, ha="right"))
         for i, block in enumerate(table.blocks):
             cell = Box(STRIPS_BOX.x + i * w, y, w, h)

@@ -123,7 +123,7 @@ class SharingExplorer:
             self.mode.value, self.width.value, self.prompt_len.value, self.steps.value
         )
         self.state = s
-        title = f"{s.mode}: prompt {self.prompt_len.value} + {self.steps.value} generated"
+        title = f"{s.mode}: {len(s.tables)} sequences of one prompt"  # few distinct strings
         self.picture.value = self.canvas.render(
             sharing_scene(s.allocator, s.tables, title=title)
         ).png()
@@ -224,9 +224,7 @@ class PrefixCacheExplorer:
         self.state = st
         tables = [a.table for a in st.admissions]
         cached = list(st.cache.cached_blocks())
-        title = (
-            f"{len(tables)} requests sharing {min(self.shared.value, self.prompt_len.value)} tokens"
-        )
+        title = f"{len(tables)} requests with a common prefix"  # few distinct strings
         drawing = sharing_scene(
             st.cache.allocator,
             tables,
