@@ -1,7 +1,7 @@
 """The harness itself, on notebooks generated here (never committed to notebooks/).
 
 A probe notebook follows the explorer contract with plain ipywidgets (IntSliders, an HTML
-readout, a PNG Image, a layout Dropdown, a Play), so every check the real notebooks get is
+readout, a PNG Image, layout ToggleButtons, a Play), so every check the real notebooks get is
 shown to pass on a notebook known to be right. A broken notebook shows the checks fail.
 """
 
@@ -30,7 +30,7 @@ LAYOUTS = {"ascending": list(range(8)), "seed [4, 1, …]": [4, 1, 6, 3, 0, 7, 2
            "shuffled": [2, 7, 5, 0, 3, 6, 1, 4]}
 block = w.IntSlider(value=4, min=1, max=8, description="block size")
 length = w.IntSlider(value=4, min=1, max=12, description="length")
-layout = w.Dropdown(options=list(LAYOUTS), value="seed [4, 1, …]", description="layout")
+layout = w.ToggleButtons(options=list(LAYOUTS), value="seed [4, 1, …]", description="layout")
 play = w.Play(value=4, min=1, max=12, interval=250, description="play")
 w.jslink((play, "value"), (length, "value"))
 readout = w.HTML().add_class("pagedlab-readout")
