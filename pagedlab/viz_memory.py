@@ -144,7 +144,7 @@ def plot_block_sweep(rows: Sequence[SweepRow], highlight: int | None = 16) -> Fi
     fig = _figure(10.0, 2.8)
     b = [w.block_size for w in rows]
     panels = [
-        ("internal fragmentation (% of pool)", [100 * w.internal_share for w in rows]),
+        ("internal fragmentation (% of KV)", [100 * w.internal_share for w in rows]),
         ("block-table entries per sequence", [w.table_entries_mean for w in rows]),
         ("prompt tokens in shareable blocks (%)", [100 * w.shareable_prompt for w in rows]),
     ]

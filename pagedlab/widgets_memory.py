@@ -171,7 +171,7 @@ class BlockSizeExplorer:
             self._png[b] = to_png(plot_block_sweep(self._rows, highlight=b))
         self.image.value = self._png[b]
         self.readout.value = (
-            f"B = {b}: internal fragmentation {100 * r.internal_share:.2f} % of the pool, "
+            f"B = {b}: internal fragmentation {100 * r.internal_share:.2f} % of KV memory, "
             f"{r.table_entries_mean:.1f} table entries per sequence, "
             f"{100 * r.shareable_prompt:.1f} % of prompt tokens shareable, "
             f"mean batch {r.mean_batch:.1f}"

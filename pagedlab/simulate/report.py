@@ -97,12 +97,12 @@ def block_size_sweep(
     for b in sizes:
         pol = vllm(int(b))
         r = simulate(trace, pol, pool_slots=pool_slots, cost=cost)
-        s = r.shares()
+        s = r.fig2_shares()
         rows.append(
             SweepRow(
                 block_size=int(b),
-                token_share=r.fig2_shares()["tokens"],
-                internal_share=s["internal"],
+                token_share=s["tokens"],
+                internal_share=s["internal"],  # of the non-idle pool, like token_share
                 mean_batch=r.mean_batch,
                 preemptions=r.preemptions,
                 table_entries_max=-(-pol.max_len // b),
