@@ -39,10 +39,16 @@ OUTPUT_AT_5 = "output 3.000 = (L+1)/2 = 3.000 ✓"
 
 def check_runs_clean(notebook: OpenNotebook) -> None:
     """After Run All: no error output, no broken widget, no page error, sliders visible."""
+    sliders = notebook.page.locator(".jp-Notebook .jupyter-widgets.widget-slider")
+    # widget views render just after the kernel's reply: wait for a slider or a problem
+    wait_until(
+        lambda: sliders.count() >= 1 or bool(problems(notebook.page)),
+        lambda: None,
+        "a rendered slider or a problem",
+    )
     found = problems(notebook.page)
     assert not found, "\n".join(found)
     assert not notebook.page_errors, "\n".join(notebook.page_errors)
-    sliders = notebook.page.locator(".jp-Notebook .jupyter-widgets.widget-slider")
     assert sliders.count() >= 1, "no slider rendered"
     for index in range(sliders.count()):
         assert sliders.nth(index).is_visible(), f"slider {index} is not visible"

@@ -145,7 +145,12 @@ class LabServer:
                 start_new_session=True,
             )
             server = cls(f"http://127.0.0.1:{port}", token, root, log_path, process, log_file)
-            if server._wait_ready():
+            try:
+                ready = server._wait_ready()
+            except BaseException:  # interrupted while starting: never leave it running
+                server.stop()
+                raise
+            if ready:
                 return server
             server.stop()
             last_error = server.log_tail()
