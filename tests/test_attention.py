@@ -298,3 +298,16 @@ def test_kernel_equals_reference_for_any_layout(lens, block_size, heads, head_di
     torch.testing.assert_close(
         paged_attention(q, kc, vc, bt, sl), reference_attention(q, kc, vc, bt, sl)
     )
+
+
+def test_strided_views_are_read_through_their_strides():
+    """vLLM-style combined cache kv[0]/kv[1], a head_dim slice and a transposed query."""
+    gen = torch.Generator().manual_seed(11)
+    kv = torch.randn(2, 7, 4, 2, 11, generator=gen)[..., :8]  # not contiguous in head_dim
+    query = torch.randn(4, 3, 8, generator=gen).transpose(0, 1)  # [3 seqs, 4 heads, 8]
+    tables = block_tables_tensor([[6, 0], [3], [1, 5, 2]])
+    lens = torch.tensor([7, 2, 12], dtype=torch.int32)
+    args = (query, kv[0], kv[1], tables, lens)
+    assert not kv[0].is_contiguous() and not query.is_contiguous()
+    dense = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
+    torch.testing.assert_close(paged_attention(*args), reference_attention(*dense))
