@@ -152,6 +152,8 @@ def plot_block_sweep(rows: Sequence[SweepRow], highlight: int | None = 16) -> Fi
         ax = fig.add_subplot(1, 3, i + 1)
         ax.plot(b, v, "o-", color="#1971c2", ms=4)
         ax.set_xscale("log", base=2)
+        ax.set_xticks(b, [str(x) for x in b], fontsize=7)
+        ax.minorticks_off()
         ax.set_xlabel("block size B (tokens)")
         ax.set_title(title, fontsize=9)
         if highlight is not None and highlight in b:

@@ -261,6 +261,36 @@ def test_event_driven_equals_naive_loop(policy: Policy) -> None:
         assert math.isclose(fast.mean_slots[c] * fast.steps, ref["sums"][c], abs_tol=1e-6), c
 
 
+@settings(max_examples=15, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    rate=st.floats(0.5, 8.0),
+    policy=st.sampled_from([orca_max(), orca_pow2(), orca_oracle(), vllm(7)]),
+    pool=st.integers(2100, 9000),
+)
+def test_conservation_any_trace(seed: int, rate: float, policy: Policy, pool: int) -> None:
+    r = simulate(make_trace(rate, 15.0, seed=seed), policy, pool_slots=pool, record=True)
+    h = r.history
+    assert h is not None
+    assert np.array_equal(sum(h[c] for c in CATEGORIES), np.full(r.steps, float(pool)))
+    assert all(h[c].min(initial=0) >= 0 for c in CATEGORIES)
+    if not policy.paged:  # a contiguous system never preempts and never over-commits
+        assert r.preemptions == 0
+        assert np.all(h["tokens"] + h["reserved"] + h["internal"] <= pool)
+
+
+def test_pictures_are_pure() -> None:
+    from pagedlab.viz_memory import plot_batch, plot_block_sweep, plot_breakdown, to_png
+
+    tr = make_trace(2.0, 30.0, seed=0)
+    res = [simulate(tr, p) for p in paper_policies()]
+    before = [dict(r.mean_slots) for r in res]
+    rows = block_size_sweep(tr, sizes=(4, 16))
+    for fig in (plot_breakdown(res), plot_batch(res), plot_block_sweep(rows, highlight=4)):
+        assert to_png(fig)[:4] == b"\x89PNG" and len(fig.axes) >= 1
+    assert [r.mean_slots for r in res] == before
+
+
 # --- widgets, headless ----------------------------------------------------------------------
 
 

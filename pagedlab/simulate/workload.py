@@ -11,7 +11,7 @@ The distribution choice (stated, not fitted to the paper's results)
     The paper gives means and a histogram (Fig. 11), not a closed form. We use a lognormal
     for each marginal with a fixed log-space spread ``sigma`` and solve for the log-mean so that
     the mean of ``min(X, cap)`` equals the paper's mean. ShareGPT-like: sigma 1.0 for prompts
-    (coefficient of variation 1.3: mostly short, some very long) and 0.8 for outputs (CV 0.9);
+    (coefficient of variation 1.3: mostly short, some very long) and 0.8 for outputs (CV 0.95);
     Alpaca-like: 0.6 / 0.8 (short instructions). Prompt and output are drawn independently;
     the joint cap ``prompt + output <= max_len`` then shortens a few outputs, so a trace's
     realised means sit slightly below the targets (``Trace.summary`` prints both).
