@@ -9,6 +9,7 @@ from pagedlab.simulate.engine import CATEGORIES, SimResult, StepCost, simulate
 from pagedlab.simulate.memory import (
     PAPER_POOL_SLOTS,
     FirstFit,
+    OneRequest,
     Policy,
     orca_max,
     orca_oracle,
@@ -35,6 +36,7 @@ __all__ = [
     "PAPER_TOKEN_SHARE",
     "WORKLOADS",
     "FirstFit",
+    "OneRequest",
     "Policy",
     "SimResult",
     "StepCost",
