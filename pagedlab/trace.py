@@ -1,0 +1,187 @@
+"""The paged decode kernel, one logical block at a time, in plain torch: a step-by-step trace.
+
+``trace_paged_attention(query, key_cache, value_cache, block_table_row, seq_len, head)``
+does, for ONE sequence and ONE query head, what one program of
+:func:`pagedlab.kernels.paged_attention_kernel` does, and records every step. For logical
+block ``i`` (``0 <= i < ceil(seq_len / block_size)``) the step:
+
+1. reads the physical block id ``block_table_row[i]`` (the one indirection of paging);
+2. covers positions ``i * block_size ...``; slots of the page past ``seq_len`` are masked
+   (never read, they count as score ``-inf``, weight 0);
+3. scores the valid positions: ``s_j = scale * q . k_j`` (``q`` is query head ``head``; ``k_j``
+   comes from kv head ``head // (num_heads // num_kv_heads)``, grouped-query attention);
+4. folds them into an online softmax::
+
+       m_new = max(m_old, max_j s_j)
+       alpha = exp(m_old - m_new)     # 0 on the first block (m_old = -inf), 1 if m stayed
+       l     = l * alpha + sum_j exp(s_j - m_new)
+       acc   = acc * alpha + sum_j exp(s_j - m_new) * v_j
+
+Invariants (tests check them against the real kernel and the reference):
+
+- after step ``i``, ``acc / l`` is exactly softmax attention over positions
+  ``0 .. (i + 1) * block_size - 1`` (clipped to ``seq_len``): every earlier term was
+  rescaled to the current max, so no score is ever kept past its own block;
+- after the last block, ``acc / l`` equals :func:`pagedlab.reference_attention` and
+  :func:`pagedlab.paged_attention` for that sequence and head (fp32 rounding apart).
+- ``m`` never decreases; ``alpha`` is in ``[0, 1]``; ``l >= 1`` from the first step on (the
+  maximal score contributes ``exp(0) = 1``).
+
+Granularity: the trace folds in one page per step. Under Triton's interpreter the kernel by
+default folds several pages per loop step (fewer, wider steps are cheaper there);
+``pagedlab.kernels.launch_paged_attention(..., pages_per_step=1)`` runs exactly the steps
+traced here. The arithmetic is fp32, as in the kernel; a step holds Python floats.
+
+Inputs follow :func:`pagedlab.paged_attention` for one sequence: ``query`` is
+``[num_heads, head_dim]``, the caches ``[num_blocks, block_size, num_kv_heads, head_dim]``,
+``block_table_row`` a list or 1-D tensor (entries past the last page are padding, never
+read). Bad input raises ``ValueError`` naming the value (the checks are
+:func:`pagedlab.attention.validate_paged_inputs`). Not handled: several queries per
+sequence (prefill), batching (trace one sequence at a time). No Triton needed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from pagedlab.attention import validate_paged_inputs
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """What one program did with logical block ``logical``: state *after* the block."""
+
+    logical: int  # logical block index i
+    physical: int  # block_table_row[i]: where its K/V were read from
+    positions: tuple[int, ...]  # the sequence positions it covers (valid slots only)
+    masked: int  # slots of the page past seq_len: masked off, never read
+    scores: tuple[float, ...]  # scale * q . k for each valid position
+    m_old: float  # running max before the block (-inf before the first)
+    m_new: float  # running max after it
+    alpha: float  # exp(m_old - m_new): how much everything summed so far shrinks
+    block_sum: float  # sum of exp(score - m_new) over this block
+    l_sum: float  # running sum after the block: l_old * alpha + block_sum
+    acc: tuple[float, ...]  # accumulator after the block, one float per head_dim
+
+    @property
+    def output(self) -> tuple[float, ...]:
+        """``acc / l``: softmax attention over every position read so far."""
+        return tuple(a / self.l_sum for a in self.acc)
+
+    @property
+    def rescaled(self) -> bool:
+        """True when the max grew on a later block, so earlier sums were shrunk."""
+        return self.logical > 0 and self.alpha != 1.0
+
+
+def trace_paged_attention(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_table_row: Sequence[int] | torch.Tensor,
+    seq_len: int,
+    head: int = 0,
+    scale: float | None = None,
+) -> list[TraceStep]:
+    """Step records of one kernel program (one sequence, query head ``head``); see module doc."""
+    if not isinstance(query, torch.Tensor) or query.dim() != 2:
+        shape = tuple(query.shape) if isinstance(query, torch.Tensor) else type(query).__name__
+        raise ValueError(f"query must be one sequence's [num_heads, head_dim], got {shape}")
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int):
+        raise ValueError(f"seq_len must be an int, got {seq_len!r}")
+    row = torch.as_tensor(block_table_row, dtype=torch.int32, device=query.device)
+    if row.dim() != 1:
+        raise ValueError(f"block_table_row must be 1-D, got shape {tuple(row.shape)}")
+    lens = torch.tensor([seq_len], dtype=torch.int32, device=query.device)
+    shapes = validate_paged_inputs(query[None], key_cache, value_cache, row[None], lens, scale)
+    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < shapes.num_heads:
+        raise ValueError(f"head must be an int in [0, {shapes.num_heads}), got {head!r}")
+
+    size = shapes.block_size
+    kv_head = head // (shapes.num_heads // shapes.num_kv_heads)
+    q = query[head].float() * shapes.scale  # pre-scaled, as in the kernel
+    m = torch.tensor(-math.inf)
+    l_sum = torch.tensor(0.0)
+    acc = torch.zeros(shapes.head_dim)
+    steps = []
+    for i in range(-(-seq_len // size)):
+        physical = int(row[i])
+        valid = min(size, seq_len - i * size)
+        k = key_cache[physical, :valid, kv_head].float()  # [valid, head_dim]
+        v = value_cache[physical, :valid, kv_head].float()
+        scores = (q[None, :] * k).sum(dim=1)
+        m_new = torch.maximum(m, scores.max())
+        alpha = torch.exp(m - m_new)
+        p = torch.exp(scores - m_new)
+        block_sum = p.sum()
+        m_old, m = m, m_new
+        l_sum = l_sum * alpha + block_sum
+        acc = acc * alpha + (p[:, None] * v).sum(dim=0)
+        steps.append(
+            TraceStep(
+                logical=i,
+                physical=physical,
+                positions=tuple(range(i * size, i * size + valid)),
+                masked=size - valid,
+                scores=tuple(scores.tolist()),
+                m_old=float(m_old),
+                m_new=float(m_new),
+                alpha=float(alpha),
+                block_sum=float(block_sum),
+                l_sum=float(l_sum),
+                acc=tuple(acc.tolist()),
+            )
+        )
+    return steps
+
+
+def _num(x: float, decimals: int) -> str:
+    if math.isinf(x):
+        return "-inf" if x < 0 else "inf"
+    text = f"{x:.{decimals}f}"
+    return "0." + "0" * decimals if text == "-0." + "0" * decimals else text
+
+
+def trace_table(steps: Sequence[TraceStep], decimals: int = 3) -> str:
+    """The trace as a fixed-width text table (deterministic: every float rounded).
+
+    One row per logical block: the physical block read, the positions, the scores, the
+    running max before and after, ``alpha``, this block's sum, ``l``, and ``acc / l`` (its
+    first dimension when ``head_dim > 1``).
+    """
+    if not steps:
+        raise ValueError("steps is empty: trace at least one block")
+    dims = len(steps[0].acc)
+    out_head = "acc/l" if dims == 1 else "acc/l[0]"
+    header = ("block", "reads", "positions", "scores", "m_old", "m_new", "alpha", "block sum", "l")
+    rows = [(*header, out_head)]
+    for s in steps:
+        first, last = s.positions[0], s.positions[-1]
+        span = f"{first}" if first == last else f"{first}-{last}"
+        if s.masked:
+            span += f" (+{s.masked} masked)"
+        rows.append(
+            (
+                f"{s.logical}",
+                f"physical {s.physical}",
+                span,
+                " ".join(_num(x, 1) for x in s.scores),
+                _num(s.m_old, decimals),
+                _num(s.m_new, decimals),
+                _num(s.alpha, decimals),
+                _num(s.block_sum, decimals),
+                _num(s.l_sum, decimals),
+                _num(s.output[0], decimals),
+            )
+        )
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    lines = []
+    for r in rows:  # text columns left-aligned, numbers right-aligned
+        pairs = enumerate(zip(r, widths, strict=True))
+        cells = [x.ljust(w) if c < 4 else x.rjust(w) for c, (x, w) in pairs]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,119 @@
+"""A picture of one kernel program's walk over a sequence, drawn from ``trace_paged_attention``.
+
+Three panels share one x axis, one column per logical block (one step of the trace):
+
+- **reads**: logical block ``i`` -> the physical block the step loaded (from the block
+  table), with the positions it covers and how many slots were masked;
+- **scores and running max**: every score of the block as a dot, the running max ``m``
+  after the step as a line; a step whose max grew is marked "max moved";
+- **running sum**: a bar per step stacked from what was carried over (``l_old * alpha``, grey)
+  and what the block added (``block sum``, coloured); a dashed outline shows ``l_old``
+  before it was rescaled, so a shrink is visible, labelled ``x alpha``.
+
+Everything drawn comes from the ``TraceStep`` records; nothing is recomputed here and the
+records are not modified. Rendered with Agg (no pyplot, no global state); colours are
+pagedlab.viz's Okabe-Ito palette. Readable up to about 16 steps.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyBboxPatch
+
+from pagedlab.trace import TraceStep
+from pagedlab.viz import INK, OTHER_COLOR, PALETTE, tint
+
+CARRIED = "#BBBBBB"
+
+
+def trace_figure(steps: Sequence[TraceStep], title: str = "", dpi: float = 80) -> Figure:
+    """A new figure of ``steps`` (see the module docstring for what each panel shows)."""
+    if not steps:
+        raise ValueError("steps is empty: trace at least one block")
+    n = len(steps)
+    fig = Figure(figsize=(max(6.0, 1.6 * n + 2.0), 5.4), dpi=dpi, facecolor="white")
+    FigureCanvasAgg(fig)
+    reads, scores, sums = fig.subplots(
+        3, 1, sharex=True, gridspec_kw={"height_ratios": [0.8, 1.3, 1.3], "hspace": 0.12}
+    )
+    xs = list(range(n))
+    color = [PALETTE[s.physical % len(PALETTE)] for s in steps]
+
+    # reads: logical -> physical
+    reads.set_ylim(0, 1)
+    reads.set_yticks([])
+    for side in ("top", "right", "left"):
+        reads.spines[side].set_visible(False)
+    for x, s, c in zip(xs, steps, color, strict=True):
+        reads.add_patch(
+            FancyBboxPatch(
+                (x - 0.38, 0.1), 0.76, 0.8, boxstyle="round,pad=0.02", fc=tint(c, 0.35), ec=c
+            )
+        )
+        first, last = s.positions[0], s.positions[-1]
+        span = f"pos {first}" if first == last else f"pos {first}-{last}"
+        reads.text(x, 0.68, f"physical {s.physical}", ha="center", va="center", fontsize=9)
+        reads.text(x, 0.42, span, ha="center", va="center", fontsize=8, color=INK)
+        if s.masked:
+            reads.text(x, 0.2, f"+{s.masked} masked", ha="center", va="center", fontsize=7)
+    reads.set_title(title or "one kernel program, block by block", fontsize=10, loc="left")
+
+    # scores and running max
+    for x, s, c in zip(xs, steps, color, strict=True):
+        k = len(s.scores)
+        offsets = [(j - (k - 1) / 2) * min(0.12, 0.6 / max(k, 1)) for j in range(k)]
+        scores.scatter([x + o for o in offsets], s.scores, s=18, color=c, zorder=3)
+    m = [s.m_new for s in steps]
+    scores.step(xs, m, where="mid", color=INK, linewidth=1.4, label="running max m", zorder=2)
+    scores.plot(xs, m, "o", color=INK, markersize=4, zorder=2)
+    for x, s in zip(xs, steps, strict=True):
+        if s.rescaled:
+            scores.annotate(
+                "max moved", (x, s.m_new), xytext=(0, 8), textcoords="offset points",
+                ha="center", fontsize=7,
+            )  # fmt: skip
+    low = min(min(s.scores) for s in steps)
+    high = max(m)
+    pad = max(0.5, 0.15 * (high - low))
+    scores.set_ylim(low - pad, high + 2 * pad)
+    scores.set_ylabel("scores, m", fontsize=9)
+    scores.legend(loc="upper left", fontsize=8, frameon=False)
+
+    # running sum: carried (rescaled) + this block
+    carried = [s.l_sum - s.block_sum for s in steps]
+    l_old = [0.0] + [s.l_sum for s in steps[:-1]]
+    sums.bar(xs, carried, width=0.5, color=CARRIED, label="carried: l_old × alpha")
+    sums.bar(xs, [s.block_sum for s in steps], width=0.5, bottom=carried, color=color,
+             label="this block: Σ exp(s - m)")  # fmt: skip
+    for x, s, before in zip(xs, steps, l_old, strict=True):
+        if x > 0 and s.alpha != 1.0:
+            sums.bar(x, before, width=0.5, fill=False, edgecolor=OTHER_COLOR, linestyle="--")
+            sums.text(x + 0.28, before, f"× {s.alpha:.3f}", fontsize=7, va="center")
+        sums.text(x, s.l_sum, f"l = {s.l_sum:.3f}", ha="center", va="bottom", fontsize=8)
+    top = max(max(s.l_sum for s in steps), max(l_old))
+    sums.set_ylim(0, top * 1.6)
+    sums.set_ylabel("running sum l", fontsize=9)
+    sums.legend(loc="upper left", fontsize=8, frameon=False, ncols=2)
+    sums.set_xticks(xs, [f"logical {s.logical}" for s in steps])
+    sums.set_xlim(-0.6, n - 0.4)
+    fig.subplots_adjust(left=0.11, right=0.97, top=0.93, bottom=0.07)
+    return fig
+
+
+def trace_png(steps: Sequence[TraceStep], title: str = "", dpi: float = 80) -> bytes:
+    """``trace_figure`` as PNG bytes (for ``ipywidgets.Image.value`` or a file)."""
+    fig = trace_figure(steps, title, dpi)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def trace_image(steps: Sequence[TraceStep], title: str = "", dpi: float = 80) -> object:
+    """``trace_figure`` as an ``IPython.display.Image`` for a static notebook cell."""
+    from IPython.display import Image
+
+    return Image(data=trace_png(steps, title, dpi), format="png")

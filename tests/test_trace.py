@@ -1,0 +1,239 @@
+"""trace_paged_attention: the step-by-step mirror of one kernel program.
+
+The trace must end where the real kernel ends (paged_attention, the Triton kernel in its
+interpreter here) and where softmax attention ends (reference_attention), on layouts that
+scatter the pages, with keys that move the running max so rescaling actually happens.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pagedlab.attention import block_tables_tensor, paged_attention, reference_attention
+from pagedlab.trace import TraceStep, trace_paged_attention, trace_table
+
+
+def paged_batch(
+    lengths: list[int],
+    block_size: int,
+    num_heads: int = 1,
+    num_kv_heads: int = 1,
+    head_dim: int = 1,
+    seed: int = 0,
+    spread: float = 3.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[list[int]], torch.Tensor]:
+    """Random q/K/V for ``lengths`` in a shuffled pool (two spare blocks hold junk)."""
+    gen = torch.Generator().manual_seed(seed)
+    pages = [-(-n // block_size) for n in lengths]
+    num_blocks = sum(pages) + 2
+    order = torch.randperm(num_blocks, generator=gen).tolist()
+    shape = (num_blocks, block_size, num_kv_heads, head_dim)
+    key_cache = torch.randn(shape, generator=gen) * spread
+    value_cache = torch.randn(shape, generator=gen)
+    tables, start = [], 0
+    for p in pages:
+        tables.append(order[start : start + p])
+        start += p
+    query = torch.randn(len(lengths), num_heads, head_dim, generator=gen)
+    return query, key_cache, value_cache, tables, torch.tensor(lengths, dtype=torch.int32)
+
+
+def seed_cache(blocks: list[int], length: int = 5, num_blocks: int = 8) -> tuple[torch.Tensor, ...]:
+    """The seed's head: keys 0, query 1, value of position p is p + 1; other slots junk."""
+    key_cache = torch.full((num_blocks, 4, 1, 1), 50.0)  # junk: would dominate if read
+    value_cache = torch.full((num_blocks, 4, 1, 1), -100.0)
+    for pos in range(length):
+        key_cache[blocks[pos // 4], pos % 4] = 0.0
+        value_cache[blocks[pos // 4], pos % 4] = pos + 1.0
+    return torch.ones(1, 1), key_cache, value_cache
+
+
+@pytest.mark.parametrize("blocks", [[4, 1], [0, 1], [6, 3]])
+def test_seed_trace_reads_the_table_and_gives_three(blocks):
+    query, key_cache, value_cache = seed_cache(blocks)
+    steps = trace_paged_attention(query, key_cache, value_cache, blocks + [-1], 5)
+    assert [s.physical for s in steps] == blocks
+    assert [s.positions for s in steps] == [(0, 1, 2, 3), (4,)]
+    assert [s.masked for s in steps] == [0, 3]
+    assert [s.m_new for s in steps] == [0.0, 0.0]  # keys 0: the max never moves
+    assert steps[0].m_old == -math.inf and steps[0].alpha == 0.0  # nothing to rescale yet
+    assert steps[1].alpha == 1.0 and not steps[1].rescaled
+    assert [s.l_sum for s in steps] == [4.0, 5.0]
+    assert steps[0].output == (2.5,) and steps[-1].output == (3.0,)
+
+
+def test_seed_table_text():
+    query, key_cache, value_cache = seed_cache([4, 1])
+    text = trace_table(trace_paged_attention(query, key_cache, value_cache, [4, 1], 5))
+    lines = text.splitlines()
+    assert lines[0].split() == [
+        "block", "reads", "positions", "scores", "m_old", "m_new", "alpha", "block", "sum",
+        "l", "acc/l",
+    ]  # fmt: skip
+    assert lines[1].split()[:3] == ["0", "physical", "4"] and lines[1].endswith("2.500")
+    assert "4 (+3 masked)" in lines[2] and lines[2].endswith("3.000")
+    assert "-0.000" not in text
+
+
+def test_max_in_a_later_block_rescales_and_matches_the_kernel():
+    # block size 4, 10 positions in physical blocks 6, 2, 5; the max grows in blocks 1 and 2
+    keys = [0.0, 1.0, 0.5, 0.0, 2.0, 1.0, 0.0, 0.5, 3.0, 0.0]
+    blocks = [6, 2, 5]
+    key_cache = torch.full((8, 4, 1, 1), 10.0)
+    value_cache = torch.full((8, 4, 1, 1), -1.0)
+    for pos, k in enumerate(keys):
+        key_cache[blocks[pos // 4], pos % 4] = k
+        value_cache[blocks[pos // 4], pos % 4] = pos + 1.0
+    query = torch.ones(1, 1)
+    steps = trace_paged_attention(query, key_cache, value_cache, blocks, 10)
+    assert [s.m_new for s in steps] == [1.0, 2.0, 3.0]
+    assert [s.rescaled for s in steps] == [False, True, True]
+    assert steps[1].alpha == pytest.approx(math.exp(-1.0))
+    args = (query[None], key_cache, value_cache, block_tables_tensor([blocks]), torch.tensor([10]))
+    args = (*args[:4], args[4].int())
+    kernel = paged_attention(*args).item()
+    reference = reference_attention(*args).item()
+    assert steps[-1].output[0] == pytest.approx(kernel, rel=1e-6)
+    assert steps[-1].output[0] == pytest.approx(reference, rel=1e-6)
+    weights = torch.softmax(torch.tensor(keys), 0)
+    assert steps[-1].output[0] == pytest.approx(float(weights @ torch.arange(1.0, 11.0)), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "lengths, block_size, num_heads, num_kv_heads, head_dim",
+    [
+        ([5, 13, 1], 4, 1, 1, 1),
+        ([7, 16], 3, 4, 2, 8),  # grouped-query attention, block size not a power of two
+        ([9], 1, 2, 1, 5),  # a page per position
+        ([33, 2], 16, 2, 2, 16),
+    ],
+)
+def test_final_output_matches_kernel_and_reference(
+    lengths, block_size, num_heads, num_kv_heads, head_dim
+):
+    query, key_cache, value_cache, tables, lens = paged_batch(
+        lengths, block_size, num_heads, num_kv_heads, head_dim, seed=len(lengths) + block_size
+    )
+    bt = block_tables_tensor(tables)
+    kernel = paged_attention(query, key_cache, value_cache, bt, lens)
+    reference = reference_attention(query, key_cache, value_cache, bt, lens)
+    moved = 0
+    for s, n in enumerate(lengths):
+        for h in range(num_heads):
+            steps = trace_paged_attention(query[s], key_cache, value_cache, bt[s], n, head=h)
+            assert [x.physical for x in steps] == tables[s]
+            out = torch.tensor(steps[-1].output)
+            torch.testing.assert_close(out, kernel[s, h], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(out, reference[s, h], rtol=1e-5, atol=1e-5)
+            moved += sum(x.rescaled for x in steps)
+    assert moved > 0, "the keys never moved the running max: rescaling was not exercised"
+
+
+def test_one_page_per_step_kernel_matches_the_trace():
+    """``pages_per_step=1`` runs the very steps the trace records."""
+    from pagedlab import kernels
+
+    query, key_cache, value_cache, tables, lens = paged_batch([11], 3, 2, 1, 4, seed=7)
+    bt = block_tables_tensor(tables)
+    out = kernels.launch_paged_attention(
+        query, key_cache, value_cache, bt, lens, 4**-0.5, 4, pages_per_step=1
+    )
+    for h in range(2):
+        steps = trace_paged_attention(query[0], key_cache, value_cache, tables[0], 11, head=h)
+        torch.testing.assert_close(torch.tensor(steps[-1].output), out[0, h], rtol=1e-6, atol=1e-6)
+
+
+def _softmax_prefix(query, key_cache, value_cache, blocks, n, scale):
+    k = key_cache[blocks].flatten(0, 1)[:n, 0].double()
+    v = value_cache[blocks].flatten(0, 1)[:n, 0].double()
+    weights = torch.softmax(k @ query[0].double() * scale, 0)
+    return (weights @ v).tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    block_size=st.integers(1, 6),
+    length=st.integers(1, 30),
+    head_dim=st.integers(1, 4),
+    seed=st.integers(0, 10_000),
+    spread=st.sampled_from([0.0, 1.0, 8.0]),
+)
+def test_every_step_is_softmax_over_the_prefix(block_size, length, head_dim, seed, spread):
+    query, key_cache, value_cache, tables, _ = paged_batch(
+        [length], block_size, head_dim=head_dim, seed=seed, spread=spread
+    )
+    before = (key_cache.clone(), value_cache.clone())
+    scale = head_dim**-0.5
+    steps = trace_paged_attention(query[0], key_cache, value_cache, tables[0], length)
+    assert len(steps) == -(-length // block_size)
+    assert sum(len(s.positions) for s in steps) == length
+    assert sum(s.masked for s in steps) == len(steps) * block_size - length
+    for i, s in enumerate(steps):
+        assert s.m_new >= s.m_old and 0.0 <= s.alpha <= 1.0
+        assert s.m_new == max(s.m_old, max(s.scores))
+        assert s.l_sum >= 1.0 - 1e-6
+        seen = min(length, (i + 1) * block_size)
+        expected = _softmax_prefix(query[0], key_cache, value_cache, tables[0], seen, scale)
+        assert s.output == pytest.approx(expected, rel=1e-4, abs=1e-4)
+    assert torch.equal(before[0], key_cache) and torch.equal(before[1], value_cache)
+
+
+def test_steps_are_frozen():
+    query, key_cache, value_cache = seed_cache([4, 1])
+    step = trace_paged_attention(query, key_cache, value_cache, [4, 1], 5)[0]
+    assert isinstance(step, TraceStep)
+    with pytest.raises(AttributeError):
+        step.physical = 0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"query": torch.ones(1, 1, 1)}, "query must be one sequence's"),
+        ({"head": 1}, "head must be an int in [0, 1), got 1"),
+        ({"head": -1}, "got -1"),
+        ({"seq_len": 9}, "seq_lens[0] = 9 exceeds"),
+        ({"seq_len": 0}, "seq_lens[0] = 0 must be >= 1"),
+        ({"seq_len": True}, "seq_len must be an int, got True"),
+        ({"row": [4, 8]}, "block_tables[0, 1] = 8 is not a block id"),
+        ({"row": [[4, 1]]}, "block_table_row must be 1-D"),
+        ({"scale": float("nan")}, "scale must be finite"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_it(change, message):
+    query, key_cache, value_cache = seed_cache([4, 1])
+    kwargs = {"query": query, "row": [4, 1], "seq_len": 5, "head": 0, "scale": None} | change
+    before = (key_cache.clone(), value_cache.clone())
+    with pytest.raises(ValueError) as error:
+        trace_paged_attention(
+            kwargs["query"], key_cache, value_cache, kwargs["row"], kwargs["seq_len"],
+            head=kwargs["head"], scale=kwargs["scale"],
+        )  # fmt: skip
+    assert message in str(error.value)
+    assert torch.equal(before[0], key_cache) and torch.equal(before[1], value_cache)
+
+
+def test_empty_trace_table_raises():
+    with pytest.raises(ValueError, match="steps is empty"):
+        trace_table([])
+
+
+def test_trace_figure_draws_every_read():
+    from pagedlab.viz_trace import trace_figure, trace_png
+
+    query, key_cache, value_cache = seed_cache([4, 1])
+    steps = trace_paged_attention(query, key_cache, value_cache, [4, 1], 5)
+    fig = trace_figure(steps, "seed")
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert len(fig.axes) == 3
+    assert "physical 4" in texts and "physical 1" in texts and "+3 masked" in texts
+    labels = [t.get_text() for t in fig.axes[2].get_xticklabels()]
+    assert labels == ["logical 0", "logical 1"]
+    assert trace_png(steps).startswith(b"\x89PNG")
+    with pytest.raises(ValueError, match="steps is empty"):
+        trace_figure([])
