@@ -45,7 +45,8 @@ def main() -> None:
             f"{r.finished:>5} finished  {r.preemptions:>5} preemptions"
         )
     print()
-    print(compare_table(results))
+    paper_setting = a.workload == "sharegpt" and a.rate == 2.0  # the paper's Fig. 2 / Fig. 13
+    print(compare_table(results, with_paper=paper_setting))
     print()
     print(breakdown_table(results))
     if not a.no_sweep:

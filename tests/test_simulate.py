@@ -169,6 +169,7 @@ def test_paper_ordering_and_magnitudes() -> None:
     assert res[0].preemptions == res[1].preemptions == res[2].preemptions == 0
     table = compare_table(res)
     assert "Orca (Max)" in table and "96.3%" in table
+    assert "96.3" not in compare_table(res, with_paper=False)
 
 
 def test_block_sweep_tradeoff() -> None:

@@ -44,8 +44,18 @@ GAP_NOTES = {
 SWEEP_BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
-def compare_table(results: Sequence[SimResult]) -> str:
-    """Fixed-width table: token share and mean batch, ours vs the paper's, with the gap's cause."""
+def compare_table(results: Sequence[SimResult], with_paper: bool = True) -> str:
+    """Fixed-width table: token share and mean batch, ours vs the paper's, with the gap's cause.
+
+    The paper's numbers are for OPT-13B, ShareGPT, 2 req/s: pass ``with_paper=False`` for
+    any other setting, and only our columns are printed.
+    """
+    if not with_paper:
+        lines = [f"{'system':<14} {'tokens':>7} {'batch':>7}"]
+        for r in results:
+            tok = 100 * r.fig2_shares()["tokens"]
+            lines.append(f"{r.policy.name:<14} {tok:6.1f}% {r.mean_batch:7.2f}")
+        return "\n".join(lines)
     head = f"{'system':<14} {'tokens ours':>11} {'paper':>6} {'batch ours':>10} {'paper':>6}"
     lines, why = [head, "-" * len(head)], []
     for r in results:
