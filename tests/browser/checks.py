@@ -39,7 +39,8 @@ OUTPUT_AT_5 = "output 3.000 = (L+1)/2 = 3.000 ✓"
 
 def check_runs_clean(notebook: OpenNotebook) -> None:
     """After Run All: no error output, no broken widget, no page error, sliders visible."""
-    sliders = notebook.page.locator(".jp-Notebook .jupyter-widgets.widget-slider")
+    # ".widget-slider": a SelectionSlider has it but not the "jupyter-widgets" class
+    sliders = notebook.page.locator(".jp-Notebook .widget-slider")
     # widget views render just after the kernel's reply: wait for a slider or a problem
     wait_until(
         lambda: sliders.count() >= 1 or bool(problems(notebook.page)),

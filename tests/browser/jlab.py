@@ -292,7 +292,7 @@ def described(scope: Locator | Page, css: str, description: str) -> Locator:
 
 def slider(scope: Locator | Page, description: str) -> Locator:
     """The (first) ipywidgets slider whose description is exactly ``description``."""
-    return described(scope, ".jupyter-widgets.widget-slider", description).first
+    return described(scope, ".widget-slider", description).first
 
 
 def slider_value(control: Locator) -> int:
