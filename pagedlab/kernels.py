@@ -58,7 +58,10 @@ def paged_attention_kernel(
     v_cache_ptr,  # same shape as k_cache
     block_tables_ptr,  # int32 [num_seqs, max_blocks_per_seq]
     seq_lens_ptr,  # int32 [num_seqs]
+    part_acc_ptr,  # fp32 [num_seqs, num_heads, SPLITS, head_dim]; used only when SPLITS > 1
+    part_ml_ptr,  # fp32 [num_seqs, num_heads, SPLITS, 2]: running max, running sum
     scale,  # float: softmax scale, usually head_dim ** -0.5
+    pages_per_split,  # int: pages each split handles (>= every sequence's pages if SPLITS == 1)
     stride_qs,
     stride_qh,
     stride_qd,
@@ -81,11 +84,13 @@ def paged_attention_kernel(
     BLOCK_T: tl.constexpr,  # next power of two >= BLOCK_SIZE
     BLOCK_D: tl.constexpr,  # next power of two >= HEAD_DIM
     BLOCK_G: tl.constexpr,  # next power of two >= GROUP
+    SPLITS: tl.constexpr,  # slices of each sequence's pages, one program each (flash-decoding)
 ):
     # Index arithmetic is int64: offsets into a large cache overflow int32, and (a bonus
     # under the interpreter) int64 math skips the interpreter's per-op overflow checks.
     seq = tl.program_id(0).to(tl.int64)
     kv_head = tl.program_id(1).to(tl.int64)
+    split = tl.program_id(2).to(tl.int64)  # 0 unless the pages are split across programs
     seq_len = tl.load(seq_lens_ptr + seq)
 
     # The group of query heads that read this kv head: [BLOCK_G, BLOCK_D], fp32, pre-scaled.
@@ -117,9 +122,11 @@ def paged_attention_kernel(
     acc = tl.full([BLOCK_G, BLOCK_D], 0.0, tl.float32)  # running sum of exp(score - m) * v
 
     num_pages = (seq_len + BLOCK_SIZE - 1) // BLOCK_SIZE  # ceil: the last page may be partial
-    for first in range(0, num_pages, PAGES):
+    first_page = split * pages_per_split  # this program's slice: [first_page, end_page)
+    end_page = tl.minimum(num_pages, first_page + pages_per_split)
+    for first in range(first_page, end_page, PAGES):
         logical = first + page_in_step  # logical block of each tile row
-        valid = in_page & (logical * BLOCK_SIZE + offset < seq_len)
+        valid = in_page & (logical < end_page) & (logical * BLOCK_SIZE + offset < seq_len)
         # The one indirection of PagedAttention: logical block -> physical block.
         # Masked: table entries past the last page (padding, e.g. -1) are never read.
         physical = tl.load(table_row + logical, mask=valid, other=0).to(tl.int64)[:, None]
@@ -141,12 +148,21 @@ def paged_attention_kernel(
         acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
         m = m_new
 
-    out = acc / l_sum[:, None]
-    tl.store(
-        out_ptr + seq * stride_os + head[:, None] * stride_oh + offs_d[None, :] * stride_od,
-        out.to(out_ptr.dtype.element_ty),
-        mask=gd_mask,
-    )
+    if SPLITS == 1:
+        out = acc / l_sum[:, None]
+        tl.store(
+            out_ptr + seq * stride_os + head[:, None] * stride_oh + offs_d[None, :] * stride_od,
+            out.to(out_ptr.dtype.element_ty),
+            mask=gd_mask,
+        )
+    else:
+        # Flash-decoding: store this slice's unnormalised (acc, m, l_sum); the launcher
+        # merges the slices with the same rescaling rule the loop uses.
+        row = (seq * tl.num_programs(1) * GROUP + head) * SPLITS + split  # [BLOCK_G]
+        tl.store(part_acc_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=gd_mask)
+        g_mask = offs_g < GROUP
+        tl.store(part_ml_ptr + row * 2, m, mask=g_mask)
+        tl.store(part_ml_ptr + row * 2 + 1, l_sum, mask=g_mask)
 
 
 @triton.jit
@@ -207,6 +223,7 @@ def launch_paged_attention(
     max_pages: int,
     pages_per_step: int | None = None,
     num_warps: int | None = None,
+    splits: int | None = None,
 ) -> torch.Tensor:
     """Launch the decode kernel on already validated inputs; returns a new output tensor.
 
@@ -222,6 +239,12 @@ def launch_paged_attention(
       ``tl.sum``/``tl.max`` (Triton device functions), so fewer, wider steps keep the seed
       call far under the 50 ms a slider can afford. Pass ``pages_per_step=1`` to watch
       the online softmax fold in one page at a time.
+
+    ``splits`` > 1 cuts every sequence's pages into that many slices, one program each,
+    and merges the partial results afterwards (flash-decoding): more programs for a GPU
+    when the batch alone would leave streaming multiprocessors idle. Default: 1 in the
+    interpreter; compiled, enough slices for about 4 programs per multiprocessor while
+    each slice keeps at least 4 loop steps.
     """
     num_seqs, num_heads, head_dim = query.shape
     _, block_size, num_kv_heads, _ = key_cache.shape
@@ -236,10 +259,25 @@ def launch_paged_attention(
             pages_per_step = min(1 << (fits.bit_length() - 1), cap)  # a power of two
     if num_warps is None:
         num_warps = 8 if block_g * block_t * block_d * pages_per_step > 8192 else 4
+    if splits is None:
+        splits = 1
+        if backend.BACKEND == "compiled" and num_seqs > 0:
+            sms = torch.cuda.get_device_properties(query.device).multi_processor_count
+            wanted = -(-4 * sms // (num_seqs * num_kv_heads))
+            splits = max(1, min(wanted, max_pages // (4 * pages_per_step)))
     out = torch.empty_like(query)
     if num_seqs == 0:
         return out
-    grid = (num_seqs, num_kv_heads)
+    if splits == 1:
+        pages_per_split = max(1, max_pages)
+        part_acc = part_ml = torch.empty(1, device=query.device)  # not read
+    else:
+        per_split = -(-max(1, max_pages) // splits)
+        pages_per_split = -(-per_split // pages_per_step) * pages_per_step  # whole steps
+        part = (num_seqs, num_heads, splits)
+        part_acc = torch.empty(*part, head_dim, device=query.device, dtype=torch.float32)
+        part_ml = torch.empty(*part, 2, device=query.device, dtype=torch.float32)
+    grid = (num_seqs, num_kv_heads, splits)
     paged_attention_kernel[grid](
         out,
         query,
@@ -247,7 +285,10 @@ def launch_paged_attention(
         value_cache,
         block_tables,
         seq_lens,
+        part_acc,
+        part_ml,
         float(scale),
+        pages_per_split,
         *query.stride(),
         *key_cache.stride(),
         *value_cache.stride(),
@@ -260,9 +301,24 @@ def launch_paged_attention(
         BLOCK_T=block_t,
         BLOCK_D=block_d,
         BLOCK_G=block_g,
+        SPLITS=splits,
         num_warps=num_warps,
     )
+    if splits > 1:
+        out.copy_(merge_splits(part_acc, part_ml[..., 0], part_ml[..., 1]))
     return out
+
+
+def merge_splits(acc: torch.Tensor, m: torch.Tensor, l_sum: torch.Tensor) -> torch.Tensor:
+    """Combine per-slice softmax partials ``[..., splits(, head_dim)]`` into the output.
+
+    Each slice's ``acc`` and ``l_sum`` were summed under its own max ``m``; rescale all to
+    the overall max, then divide: the same rule the kernel's loop applies step by step.
+    A slice with no pages has ``m = -inf`` and weight 0.
+    """
+    weight = torch.exp(m - m.amax(dim=-1, keepdim=True))
+    numerator = (acc * weight[..., None]).sum(dim=-2)
+    return numerator / (l_sum * weight).sum(dim=-1)[..., None]
 
 
 def launch_reshape_and_cache(

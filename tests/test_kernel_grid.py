@@ -2,7 +2,8 @@
 
 The grid. Axes: number of sequences 1-5; (heads, kv heads) (1,1) (4,1) (4,2) (8,8) (6,3);
 head_dim 1 8 12 16 64; block size 1 2 3 4 8 16; dtype fp32 / fp16; padding 0 / -1;
-loop width (pages folded per step) default / 1. The full product is 12,000 launches, far
+loop width (pages folded per step) default / 1; splits of each sequence's pages across
+programs (flash-decoding) 1 / 2 / 3. The full product is 36,000 launches, far
 too slow for the interpreter, so we take a seeded covering set instead: ``CASES`` cases
 where case ``i`` takes value ``i mod len(axis)`` of each axis after that axis has been
 shuffled once with ``random.Random(2023)``. With ``CASES >= 6`` every value of every axis
@@ -35,6 +36,7 @@ AXES: dict[str, list] = {
     "dtype": [torch.float32, torch.float16],
     "pad": [-1, 0],
     "pages_per_step": [None, 1],
+    "splits": [1, 2, 3],
 }
 CASES = 30
 
@@ -53,7 +55,7 @@ def test_covering_set_covers_every_value():
         assert {repr(case[name]) for case in GRID} == {repr(v) for v in values}, name
 
 
-def build(case: dict, seed: int) -> tuple[tuple[torch.Tensor, ...], int | None]:
+def build(case: dict, seed: int) -> tuple[torch.Tensor, ...]:
     gen = torch.Generator().manual_seed(seed)
     bs, (heads, kv_heads), dim = case["block_size"], case["heads"], case["head_dim"]
     # Positions per sequence: keep the interpreter's work small for tiny blocks.
@@ -78,21 +80,29 @@ def build(case: dict, seed: int) -> tuple[tuple[torch.Tensor, ...], int | None]:
         block_tables_tensor(tables, pad=case["pad"]),
         torch.tensor(lens, dtype=torch.int32),
     )
-    return inputs, case["pages_per_step"]
+    return inputs
 
 
 @pytest.mark.parametrize("i", range(CASES), ids=lambda i: f"case{i}")
 def test_kernel_matches_reference_on_the_grid(i):
     case = GRID[i]
-    inputs, pages_per_step = build(case, seed=i)
+    inputs = build(case, seed=i)
     ref = reference_attention(*inputs)
-    if pages_per_step is None:
+    if case["pages_per_step"] is None and case["splits"] == 1:
         out = paged_attention(*inputs)
-    else:  # one page per loop step: the online softmax rescales at every page
+    else:  # one page per loop step (rescaling at every page) and/or split pages
         q, kc, vc, bt, sl = inputs
         max_pages = int(((sl + kc.shape[1] - 1) // kc.shape[1]).max())
         out = kernels.launch_paged_attention(
-            q, kc, vc, bt, sl, q.shape[-1] ** -0.5, max_pages, pages_per_step=pages_per_step
+            q,
+            kc,
+            vc,
+            bt,
+            sl,
+            q.shape[-1] ** -0.5,
+            max_pages,
+            pages_per_step=case["pages_per_step"],
+            splits=case["splits"],
         )
     tol = 1e-5 if case["dtype"] == torch.float32 else 2e-3
     assert out.dtype == case["dtype"]
@@ -101,8 +111,10 @@ def test_kernel_matches_reference_on_the_grid(i):
     )
 
 
-@pytest.mark.parametrize("pages_per_step", [1, 2, 4, 8])
-def test_loop_width_does_not_change_the_answer(pages_per_step):
+@pytest.mark.parametrize(
+    ("pages_per_step", "splits"), [(1, 1), (2, 1), (4, 1), (8, 1), (1, 4), (2, 3), (1, 6), (1, 9)]
+)
+def test_loop_width_and_splits_do_not_change_the_answer(pages_per_step, splits):
     """A long sequence with a late large score: the running max must rescale correctly."""
     gen = torch.Generator().manual_seed(7)
     q = torch.randn(1, 2, 4, generator=gen)
@@ -111,7 +123,9 @@ def test_loop_width_does_not_change_the_answer(pages_per_step):
     vc = torch.randn(8, 2, 1, 4, generator=gen)
     bt = torch.tensor([[0, 3, 1, 7, 2, 5, -1]], dtype=torch.int32)
     sl = torch.tensor([12], dtype=torch.int32)
-    out = kernels.launch_paged_attention(q, kc, vc, bt, sl, 0.5, 6, pages_per_step=pages_per_step)
+    out = kernels.launch_paged_attention(
+        q, kc, vc, bt, sl, 0.5, 6, pages_per_step=pages_per_step, splits=splits
+    )
     torch.testing.assert_close(out, reference_attention(q, kc, vc, bt, sl, scale=0.5))
 
 
@@ -234,3 +248,17 @@ def test_without_triton_pagedlab_still_imports_and_points_to_the_reference():
         """
     )
     assert out.splitlines() == ["unavailable", "1.0", "True True", "1.0"]
+
+
+def test_merge_splits_equals_one_softmax():
+    """Two halves softmaxed separately and merged == softmax over the whole (plus -inf slice)."""
+    gen = torch.Generator().manual_seed(3)
+    scores, values = torch.randn(10, generator=gen), torch.randn(10, 4, generator=gen)
+    parts = [(scores[:6], values[:6]), (scores[6:], values[6:])]
+    acc = torch.stack(
+        [(torch.exp(s - s.max())[:, None] * v).sum(0) for s, v in parts] + [torch.zeros(4)]
+    )
+    m = torch.stack([s.max() for s, _ in parts] + [torch.tensor(float("-inf"))])
+    l_sum = torch.stack([torch.exp(s - s.max()).sum() for s, _ in parts] + [torch.tensor(0.0)])
+    merged = kernels.merge_splits(acc, m, l_sum)
+    torch.testing.assert_close(merged, torch.softmax(scores, 0) @ values)
