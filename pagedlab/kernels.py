@@ -15,6 +15,11 @@ Paged decode attention (``paged_attention_kernel``)
     accumulator ``acc`` that is rescaled by ``exp(m_old - m_new)`` whenever the max grows.
     All arithmetic is fp32 whatever the storage dtype; the output is cast back.
 
+    Optionally (``SPLITS > 1``, flash-decoding) a sequence's pages are cut into slices, one
+    program each; each stores its unnormalised ``(acc, m, l_sum)`` and
+    :func:`merge_splits` combines them in torch with the same rescaling rule. On a GPU this
+    gives small batches enough programs; in the interpreter it is off unless asked for.
+
     Any ``block_size >= 1`` and ``head_dim >= 1`` work: tiles are padded to the next power
     of two (Triton's ``tl.arange`` needs one) and the padding is masked on load and store.
 
