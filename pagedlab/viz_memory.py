@@ -36,7 +36,7 @@ LABELS = {
 
 
 def _figure(w: float, h: float) -> Figure:
-    fig = Figure(figsize=(w, h), dpi=90)
+    fig = Figure(figsize=(w, h), dpi=90, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
@@ -44,7 +44,7 @@ def _figure(w: float, h: float) -> Figure:
 def to_png(fig: Figure) -> bytes:
     """PNG bytes of ``fig``."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
+    fig.savefig(buf, format="png")  # constrained layout: no second "tight" drawing pass
     return buf.getvalue()
 
 
@@ -103,7 +103,7 @@ def plot_reservation(req: OneRequest, scale_max: int | None = None) -> Figure:
 
 def plot_breakdown(results: Sequence[SimResult]) -> Figure:
     """Fig. 2: stacked shares of the non-idle pool per system; the paper's token share as a dot."""
-    fig = _figure(8.0, 0.6 + 0.55 * len(results))
+    fig = _figure(8.0, 1.2 + 0.55 * len(results))
     ax = fig.add_subplot()
     names = [r.policy.name for r in results]
     y = np.arange(len(results))[::-1]
@@ -117,7 +117,7 @@ def plot_breakdown(results: Sequence[SimResult]) -> Figure:
     ax.set_yticks(y, names)
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of KV memory (idle excluded)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, fontsize=8)
+    fig.legend(loc="outside lower center", ncols=3, fontsize=8)
     return fig
 
 
@@ -160,5 +160,4 @@ def plot_block_sweep(rows: Sequence[SweepRow], highlight: int | None = 16) -> Fi
             k = b.index(highlight)
             ax.plot([highlight], [v[k]], "o", color="#e03131", ms=8)
             ax.axvline(highlight, color="#e03131", lw=0.8, ls=":")
-    fig.tight_layout()
     return fig
