@@ -234,8 +234,8 @@ def paged_attention(
     Compiled on a CUDA device, in Triton's interpreter on the CPU. Raises RuntimeError
     where Triton is unavailable (pagedlab.reference_attention works there).
     """
-    backend.require_triton()
     shapes = validate_paged_inputs(query, key_cache, value_cache, block_tables, seq_lens, scale)
+    backend.require_triton()  # after validation: bad input is a ValueError on every platform
     from pagedlab import kernels  # imports triton; backend has set TRITON_INTERPRET already
 
     out_dtype = query.dtype
