@@ -42,7 +42,8 @@ Speed
     run out, the horizon) nothing changes but lengths, so whole runs of steps are accounted in
     one numpy expression: exact, not sampled.
 
-Not handled: prefill token budgets, swapping to CPU, compute-bound stalls, beam search/sharing.
+Not handled: prefill token budgets and prefill-only steps (a new request's prompt is processed
+in the same step as everyone's decode, Orca-style), swapping to CPU, beam search and sharing.
 """
 
 from __future__ import annotations
