@@ -104,9 +104,9 @@ def trace_paged_attention(
     size = shapes.block_size
     kv_head = head // (shapes.num_heads // shapes.num_kv_heads)
     q = query[head].float() * shapes.scale  # pre-scaled, as in the kernel
-    m = torch.tensor(-math.inf)
-    l_sum = torch.tensor(0.0)
-    acc = torch.zeros(shapes.head_dim)
+    m = torch.tensor(-math.inf, device=q.device)
+    l_sum = torch.tensor(0.0, device=q.device)
+    acc = torch.zeros(shapes.head_dim, device=q.device)
     steps = []
     for i in range(-(-seq_len // size)):
         physical = int(row[i])
