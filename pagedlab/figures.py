@@ -10,21 +10,40 @@ Files (in ``figures/`` unless a directory is given):
 - ``seed_layout.png``: block size 4, length 5, logical blocks 0 and 1 in physical 4 and 1;
 - ``transition_4_to_5.png``: length 4 above length 5: one new block, nothing moved;
 - ``two_layouts.png``: the same sequence in the ascending and the seed layout; both give 3;
-- ``allocation.gif``: the seed layout filled token by token, lengths 1 to 16.
+- ``allocation.gif``: the seed layout filled token by token, lengths 1 to 16;
+- ``nb01_why_paging.png`` … ``nb08_to_vllm.png``: for the README's list of notebooks, the
+  first picture each notebook's explorer shows (notebooks 2 and 3 use the GIF and the two
+  layouts above), and for notebook 7 the Fig. 2 breakdown from a 10-minute trace.
 """
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from pagedlab.allocator import BlockAllocator
+from pagedlab.block_table import BlockTable
+from pagedlab.simulate import make_trace, paper_policies, simulate
 from pagedlab.viz import Canvas, scene
+from pagedlab.viz_memory import plot_breakdown, to_png
 from pagedlab.widgets import LAYOUTS, ExplorerState, caption, explorer_state
+from pagedlab.widgets_engine import BatchExplorer
+from pagedlab.widgets_memory import ReservationExplorer
+from pagedlab.widgets_sharing import PrefixCacheExplorer, SharingExplorer
 
 FILES = ("seed_layout.png", "transition_4_to_5.png", "two_layouts.png", "allocation.gif")
+NOTEBOOK_FILES = (
+    "nb01_why_paging.png",
+    "nb04_kernel_at_work.png",
+    "nb05_sharing.png",
+    "nb06_prefix_caching.png",
+    "nb07_memory_at_scale.png",
+    "nb08_to_vllm.png",
+)
 DPI = 80
 COLORS = 96
 
@@ -78,9 +97,44 @@ def write_figures(directory: Path | str = "figures") -> list[Path]:
     return paths
 
 
+def _shuffled_pool_png() -> bytes:
+    """Notebook 4's batch: sequences of 5, 17 and 30 tokens in a shuffled pool of blocks of 4."""
+    order = np.random.default_rng(0).permutation(16).tolist()
+    pool = BlockAllocator(16, 4, free_order=order)
+    tables = [BlockTable(pool) for _ in range(3)]
+    for table, length in zip(tables, (5, 17, 30), strict=True):
+        table.append_tokens(length)
+    return Canvas(dpi=DPI).render(scene(pool, tables)).png()
+
+
+def _breakdown_png() -> bytes:
+    """Notebook 7's Fig. 2 breakdown: a 10-minute ShareGPT-like trace at 2 requests/s."""
+    trace = make_trace(rate=2.0, duration_s=600.0, workload="sharegpt", seed=0)
+    return to_png(plot_breakdown([simulate(trace, p) for p in paper_policies(block_size=16)]))
+
+
+def write_notebook_figures(directory: Path | str = "figures") -> list[Path]:
+    """One picture per notebook for the README (see the module docstring)."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    pictures = (
+        ReservationExplorer().image.value,
+        _shuffled_pool_png(),
+        SharingExplorer().picture.value,
+        PrefixCacheExplorer().picture.value,
+        _breakdown_png(),
+        BatchExplorer().picture.value,
+    )
+    paths = [out / name for name in NOTEBOOK_FILES]
+    for png, path in zip(pictures, paths, strict=True):
+        _save_png([np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))], path)
+    return paths
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    for path in write_figures(args[0] if args else "figures"):
+    directory = args[0] if args else "figures"
+    for path in write_figures(directory) + write_notebook_figures(directory):
         print(f"wrote {path} ({path.stat().st_size // 1024} KiB)")
     return 0
 

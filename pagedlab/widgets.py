@@ -173,15 +173,16 @@ class _SeedCache:
     def __init__(self, block_size: int) -> None:
         from pagedlab.kv_cache import PagedKVCache
 
-        self.cache = PagedKVCache(POOL_BLOCKS, block_size, 1, 1, device="cpu")
+        self.cache = PagedKVCache(POOL_BLOCKS, block_size, 1, 1)  # on pagedlab's backend device
         self.written: dict[int, int] = {}  # position -> slot already written
 
     def ensure(self, slots: tuple[int, ...]) -> None:
         todo = [p for p, s in enumerate(slots) if self.written.get(p) != s]
         if not todo:
             return
-        k = torch.zeros(len(todo), 1, 1)
-        v = torch.tensor([p + 1.0 for p in todo]).reshape(-1, 1, 1)  # value of position p
+        device = self.cache.device
+        k = torch.zeros(len(todo), 1, 1, device=device)
+        v = torch.tensor([p + 1.0 for p in todo], device=device).reshape(-1, 1, 1)  # value p + 1
         self.cache.write([slots[p] for p in todo], k, v)
         self.written.update((p, slots[p]) for p in todo)
 
