@@ -88,7 +88,9 @@ def test_explorer_checks_hold_and_follow_the_sliders() -> None:
         (lambda: KernelExplorer(num_seqs=6), "6"),
         (lambda: KernelExplorer(block_size=17), "17"),
         (lambda: KernelExplorer(head_dim=32), "32"),
-        (lambda: dense_attention(torch.ones(3, 8), torch.ones(2, 2, 8), torch.ones(2, 2, 8)), "q"),
+        (lambda: dense_attention(torch.ones(3, 8), *torch.ones(2, 2, 2, 8)), r"q \(3, 8\)"),
+        (lambda: dense_attention(torch.ones(4, 8), *torch.ones(2, 2, 2, 5)), r"k \(2, 2, 5\)"),
+        (lambda: dense_attention(torch.ones(4, 8), torch.ones(2, 2, 8), torch.ones(1, 2, 8)), "v"),
     ],
 )
 def test_bad_arguments_are_named(call: object, named: str) -> None:
