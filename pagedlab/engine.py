@@ -26,7 +26,7 @@ from pagedlab.kv_cache import PagedKVCache
 
 @dataclass
 class Batch:
-    """Sequences that grew together in one pool, with their K/V written and one query each."""
+    """Sequences in one pool with their K/V written, and one query each."""
 
     allocator: BlockAllocator
     tables: list[BlockTable]

@@ -23,41 +23,21 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import ipywidgets as widgets
 import torch
 
 from pagedlab import backend
 from pagedlab.allocator import BlockAllocator, check_int
-from pagedlab.attention import block_tables_tensor, paged_attention, reference_attention
+from pagedlab.attention import paged_attention, reference_attention
 from pagedlab.block_table import BlockTable
+from pagedlab.engine import Batch
 from pagedlab.kv_cache import PagedKVCache
 
 TOLERANCE = 2e-3  # about two fp16 steps near 1: the outputs are rounded to fp16 at the end
 HEAD_DIMS = (1, 8, 12, 16, 64)  # the explorer's head_dim choices (12: not a power of two)
 MAX_SEQS = 5
 MAX_BLOCK_SIZE = 16
-
-
-@dataclass
-class ShuffledBatch:
-    """Sequences written page by page into one shuffled pool, with one query each."""
-
-    pool: BlockAllocator
-    cache: PagedKVCache
-    tables: list[BlockTable]
-    query: torch.Tensor  # [num_seqs, num_heads, head_dim], on cache.device
-
-    @property
-    def block_tables(self) -> torch.Tensor:
-        """int32 ``[num_seqs, max_blocks]``, ``-1`` padded."""
-        return block_tables_tensor([t.blocks for t in self.tables], device=self.cache.device)
-
-    @property
-    def seq_lens(self) -> torch.Tensor:
-        lens = [t.num_tokens for t in self.tables]
-        return torch.tensor(lens, dtype=torch.int32, device=self.cache.device)
 
 
 def shuffled_batch(
@@ -68,7 +48,7 @@ def shuffled_batch(
     head_dim: int = 16,
     seed: int = 0,
     dtype: torch.dtype = torch.float16,
-) -> ShuffledBatch:
+) -> Batch:
     """Random q/K/V for sequences of ``lengths``; the pool hands out blocks in random order.
 
     The pool has two blocks more than the batch needs (they stay free). Each sequence's K/V
@@ -97,7 +77,7 @@ def shuffled_batch(
         cache.write(table.slot_mapping(), k, v)  # token i -> slot_mapping()[i]
         tables.append(table)
     query = torch.randn(len(lengths), heads, head_dim, generator=gen).to(device, dtype)
-    return ShuffledBatch(pool, cache, tables, query)
+    return Batch(pool, tables, cache, query)
 
 
 def _check_dense_shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:

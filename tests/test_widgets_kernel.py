@@ -18,7 +18,7 @@ from pagedlab.widgets_kernel import (
 def test_shuffled_batch_writes_every_token_where_its_table_says() -> None:
     batch = shuffled_batch([5, 17, 30])
     assert [t.num_tokens for t in batch.tables] == [5, 17, 30]
-    assert batch.pool.num_free == 2  # two blocks stay free
+    assert batch.allocator.num_free == 2  # two blocks stay free
     assert batch.block_tables.dtype == batch.seq_lens.dtype == torch.int32
     assert batch.block_tables.device == batch.query.device == backend.device()
     assert batch.block_tables.shape == (3, 8) and batch.block_tables[0, 2:].eq(-1).all()
