@@ -47,7 +47,7 @@ def run(trace: list[tuple[int, int]], with_allocator: bool = True) -> int:
         for entry in running:
             table, finish = entry
             if table is not None:
-                table.append_tokens()
+                table.append_token()
             if finish > step:
                 still_running.append(entry)
             elif table is not None:

@@ -105,13 +105,22 @@ class BlockAllocator(EventSource):
         return self._allocate(None)
 
     def _allocate(self, table: int | None) -> int:
-        if not self._free:
-            raise OutOfBlocksError(f"no free block: all {self._num_blocks} blocks are in use")
-        block, _ = self._free.popitem(last=False)
-        self._refcounts[block] = 1
+        return self._allocate_many(1, table)[0]
+
+    def _allocate_many(self, count: int, table: int | None) -> list[int]:
+        """``count`` blocks from the front of the free list, in order; all or nothing."""
+        if count > len(self._free):
+            raise OutOfBlocksError(
+                f"{count} block(s) needed but only {len(self._free)} of {self._num_blocks} are free"
+            )
+        pop, refcounts = self._free.popitem, self._refcounts
+        blocks = [pop(last=False)[0] for _ in range(count)]
+        for block in blocks:
+            refcounts[block] = 1
         if self._listeners:
-            self.emit(Event("allocate", block, 1, table=table))
-        return block
+            for block in blocks:
+                self.emit(Event("allocate", block, 1, table=table))
+        return blocks
 
     def free(self, block: int) -> None:
         """Drop one reference to ``block``; at 0 it joins the back of the free list."""
@@ -126,6 +135,23 @@ class BlockAllocator(EventSource):
             self._free[block] = None
         if self._listeners:
             self.emit(Event("free" if count == 1 else "release", block, count - 1, table=table))
+
+    def _release_many(self, blocks: list[int], table: int | None) -> None:
+        """Drop one reference to each of ``blocks`` (distinct), in order; all or nothing."""
+        refcounts = self._refcounts
+        if 0 in map(refcounts.__getitem__, blocks):
+            held = [b for b in blocks if refcounts[b] == 0]
+            raise ValueError(f"block {held[0]} is already free")
+        if self._listeners:
+            for block in blocks:
+                self._release(block, table)
+            return
+        free = self._free
+        for block in blocks:
+            count = refcounts[block] - 1
+            refcounts[block] = count
+            if not count:
+                free[block] = None
 
     def share(self, block: int) -> None:
         """One more holder for an allocated ``block`` (a fork, or a prefix-cache hit)."""

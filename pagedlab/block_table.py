@@ -101,19 +101,20 @@ class BlockTable:
         Returns the copy-on-write the caller's KV storage must perform before writing, or
         None. Raises OutOfBlocksError (too few free blocks) or ValueError with nothing changed.
         """
+        if n == 1 and n.__class__ is int:
+            return self.append_token()
+        return self._append_slow(check_int(n, "n", minimum=1))
+
+    def append_token(self) -> CopyOnWrite | None:
+        """``append_tokens(1)``: the decode step's hot path, with nothing to validate."""
         tokens = self._num_tokens
-        # Fast path: one token into a partly filled last block that only this table holds.
-        if (
-            tokens % self._block_size
-            and n == 1
-            and n.__class__ is int
-            and self._refcounts[self._blocks[-1]] == 1
-        ):
+        # Fast path: room in the last block, and only this table holds it: just count.
+        if tokens % self._block_size and self._refcounts[self._blocks[-1]] == 1:
             self._num_tokens = tokens + 1
             if self._listeners:
                 self._emit_writes(tokens, 1)
             return None
-        return self._append_slow(check_int(n, "n", minimum=1))
+        return self._append_slow(1)
 
     def _append_slow(self, n: int) -> CopyOnWrite | None:
         self._check_live("append to")
@@ -134,7 +135,7 @@ class BlockTable:
                 alloc.emit(Event("copy", copy.dst, 1, table=self.id, src=copy.src))
             alloc._release(copy.src, self.id)
             blocks[-1] = copy.dst
-        blocks.extend(alloc._allocate(self.id) for _ in range(new_blocks))
+        blocks += alloc._allocate_many(new_blocks, self.id)
         if alloc._listeners:
             self._emit_writes(self._num_tokens, n)
         self._num_tokens += n
@@ -183,8 +184,7 @@ class BlockTable:
         again before the beginning: a prefix cache keeps a sequence's shared start longest.
         """
         self._check_live("free")
-        for block in reversed(self._blocks):
-            self._alloc._release(block, self.id)
+        self._alloc._release_many(self._blocks[::-1], self.id)
         self._blocks = []
         self._num_tokens = 0
         self._freed = True
