@@ -192,3 +192,25 @@ def test_events_replay_a_fork_and_copy() -> None:
     ]  # fmt: skip
     assert str(events[3]) == f"table {child.id}: copy block 1 -> block 2"
     assert not alloc.listening
+
+
+def test_freeing_a_table_whose_block_was_freed_behind_its_back_changes_nothing() -> None:
+    alloc = BlockAllocator(4, 2)
+    table = BlockTable(alloc)
+    table.append_tokens(4)  # blocks 0 and 1
+    alloc.free(0)  # misuse: drops the table's own reference
+    state = (alloc.refcounts(), alloc.free_list())
+    with pytest.raises(ValueError, match="block 0 is already free"):
+        table.free()
+    assert (alloc.refcounts(), alloc.free_list(), table.blocks) == (*state, [0, 1])
+
+
+def test_append_token_is_append_tokens_of_one() -> None:
+    one, many = seed_table(3), seed_table(3)
+    for _ in range(6):
+        one.append_token()
+        many.append_tokens(1)
+    assert one.blocks == many.blocks and one.num_tokens == many.num_tokens == 9
+    one.free()
+    with pytest.raises(ValueError, match="already freed"):
+        one.append_token()
