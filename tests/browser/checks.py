@@ -20,6 +20,7 @@ from .jlab import (
     described,
     problems,
     set_slider,
+    settle,
     slider,
     slider_value,
     text,
@@ -80,6 +81,7 @@ def _start_at(scope: Locator, length: int, layout: str | None) -> None:
     if layout is not None and scope.locator(".widget-label", has_text="layout").count():
         choose(scope, "layout", layout)
     set_slider(slider(scope, "length"), length)
+    settle(scope.page)
 
 
 def check_length_step(notebook: OpenNotebook) -> None:
@@ -133,6 +135,7 @@ def check_play_steps_by_one(notebook: OpenNotebook, steps: int = 3) -> None:
     length = slider(scope, "length")
     low = int(float(length.locator(".noUi-handle").get_attribute("aria-valuemin") or 1))
     set_slider(length, low)
+    settle(scope.page)  # the kernel syncs the Play's value to the slider: let it catch up
     notebook.shot("play-before", scope)
     handle = length.locator(".noUi-handle")
     # record every value the handle shows, even ones a poll would miss

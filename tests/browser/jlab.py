@@ -234,6 +234,27 @@ def wait_idle(page: Page, timeout: float = KERNEL_IDLE_MS) -> None:
     )
 
 
+def settle(page: Page, quiet_s: float = 1.0) -> None:
+    """Wait until the kernel has stayed Idle for ``quiet_s``: every queued widget change done.
+
+    A slider moved by keys updates the page at once but queues one message per step for the
+    kernel; what the kernel then sets (other controls, the readout) arrives later.
+    """
+    deadline = time.monotonic() + WIDGET_MS / 1000
+    idle = page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\bIdle\b"))
+    quiet_since: float | None = None
+    while time.monotonic() < deadline:
+        now = time.monotonic()
+        if idle.count():
+            quiet_since = now if quiet_since is None else quiet_since
+            if now - quiet_since >= quiet_s:
+                return
+        else:
+            quiet_since = None
+        time.sleep(0.05)
+    raise AssertionError(f"the kernel did not stay Idle for {quiet_s} s within the timeout")
+
+
 def open_notebook(page: Page, server: LabServer, path: str) -> None:
     """Open ``path`` (relative to the server root) and wait for its kernel to be idle."""
     page.goto(server.url(f"lab/tree/{path}"), timeout=PAGE_LOAD_MS)
