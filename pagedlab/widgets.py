@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import html
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import ipywidgets as widgets
@@ -138,8 +138,13 @@ def _check_settings(block_size: object, length: object, layout: object) -> tuple
     return block_size, length, layout  # type: ignore[return-value]
 
 
-def explorer_state(block_size: int, length: int, layout: str = LAYOUTS[1]) -> ExplorerState:
-    """Build the allocator and table for one setting and run the kernel on it (pure)."""
+def explorer_state(
+    block_size: int, length: int, layout: str = LAYOUTS[1], run_kernel: bool = True
+) -> ExplorerState:
+    """Build the allocator and table for one setting and run the kernel on it (pure).
+
+    With ``run_kernel=False`` the output is left None; ``with_kernel_output`` fills it in.
+    """
     block_size, length, layout = _check_settings(block_size, length, layout)
     allocator = make_allocator(layout, block_size)
     table = BlockTable(allocator)
@@ -158,12 +163,21 @@ def explorer_state(block_size: int, length: int, layout: str = LAYOUTS[1]) -> Ex
             break
     n = table.num_tokens
     new_block = table.blocks[-1] if n % block_size == 1 % block_size and problem is None else None
-    output = None
-    if problem is None:
-        output = seed_head_output(block_size, layout, tuple(table.slot_mapping()), table.blocks)
     expected = (n + 1) / 2 if problem is None else None
-    return ExplorerState(
-        block_size, length, layout, allocator, table, new_block, problem, output, expected
+    state = ExplorerState(
+        block_size, length, layout, allocator, table, new_block, problem, None, expected
+    )
+    return with_kernel_output(state) if run_kernel else state
+
+
+def with_kernel_output(state: ExplorerState) -> ExplorerState:
+    """``state`` with the Triton kernel's output on the seed's head (none if impossible)."""
+    if state.problem is not None or state.output is not None:
+        return state
+    table = state.table
+    slots = tuple(table.slot_mapping())
+    return replace(
+        state, output=seed_head_output(state.block_size, state.layout, slots, table.blocks)
     )
 
 
@@ -324,11 +338,13 @@ class AllocationExplorer:
         return self.state
 
     def _show(self) -> None:
-        state = explorer_state(self.block_size.value, self.length.value, self.layout.value)
-        self.state = state
+        """Picture first (it needs no kernel), then the kernel's check in the readout."""
+        values = (self.block_size.value, self.length.value, self.layout.value)
+        state = explorer_state(*values, run_kernel=False)
         highlight = () if state.new_block is None else (state.new_block,)
         drawing = scene(state.allocator, [state.table], highlight=highlight, caption=caption(state))
         self.picture.value = self.canvas.render(drawing).png()
+        self.state = state = with_kernel_output(state)
         self.readout.value = readout_html(state)
 
     def _repr_mimebundle_(self, **kwargs: object) -> dict:
