@@ -293,6 +293,9 @@ class AllocationExplorer:
         self._holding = False
         controls = widgets.HBox([self.play, self.step_button, self.block_size, self.length])
         self.widget = widgets.VBox([controls, self.layout, self.picture, self.readout])
+        # Linked in the browser too, so pressing Play right after moving the slider starts
+        # from the slider's value even before the kernel has caught up.
+        self._link = widgets.jslink((self.play, "value"), (self.length, "value"))
         self.play.observe(self._on_play, names="value")
         self.step_button.on_click(lambda _button: self.step())
         for control in (self.block_size, self.length, self.layout):
