@@ -105,7 +105,13 @@ class BlockAllocator(EventSource):
         return self._allocate(None)
 
     def _allocate(self, table: int | None) -> int:
-        return self._allocate_many(1, table)[0]
+        if not self._free:
+            raise OutOfBlocksError(f"no free block: all {self._num_blocks} blocks are in use")
+        block = self._free.popitem(last=False)[0]
+        self._refcounts[block] = 1
+        if self._listeners:
+            self.emit(Event("allocate", block, 1, table=table))
+        return block
 
     def _allocate_many(self, count: int, table: int | None) -> list[int]:
         """``count`` blocks from the front of the free list, in order; all or nothing."""
@@ -113,14 +119,7 @@ class BlockAllocator(EventSource):
             raise OutOfBlocksError(
                 f"{count} block(s) needed but only {len(self._free)} of {self._num_blocks} are free"
             )
-        pop, refcounts = self._free.popitem, self._refcounts
-        blocks = [pop(last=False)[0] for _ in range(count)]
-        for block in blocks:
-            refcounts[block] = 1
-        if self._listeners:
-            for block in blocks:
-                self.emit(Event("allocate", block, 1, table=table))
-        return blocks
+        return [self._allocate(table) for _ in range(count)]
 
     def free(self, block: int) -> None:
         """Drop one reference to ``block``; at 0 it joins the back of the free list."""

@@ -108,8 +108,16 @@ class BlockTable:
     def append_token(self) -> CopyOnWrite | None:
         """``append_tokens(1)``: the decode step's hot path, with nothing to validate."""
         tokens = self._num_tokens
-        # Fast path: room in the last block, and only this table holds it: just count.
-        if tokens % self._block_size and self._refcounts[self._blocks[-1]] == 1:
+        if tokens % self._block_size:
+            # Room in the last block, and only this table holds it: just count.
+            if self._refcounts[self._blocks[-1]] == 1:
+                self._num_tokens = tokens + 1
+                if self._listeners:
+                    self._emit_writes(tokens, 1)
+                return None
+        elif tokens and self._alloc._free:
+            # The last block is full: open a new one; nothing to copy, nothing moves.
+            self._blocks.append(self._alloc._allocate(self.id))
             self._num_tokens = tokens + 1
             if self._listeners:
                 self._emit_writes(tokens, 1)
