@@ -236,6 +236,12 @@ def paged_attention(
     """
     shapes = validate_paged_inputs(query, key_cache, value_cache, block_tables, seq_lens, scale)
     backend.require_triton()  # after validation: bad input is a ValueError on every platform
+    if not backend.runs_on(query.device):
+        raise ValueError(
+            f"the tensors are on {query.device}, but the Triton kernel runs on "
+            f"{backend.device()} here ({backend.BACKEND}): move them with .to(pagedlab.backend."
+            "device()), or use reference_attention"
+        )
     from pagedlab import kernels  # imports triton; backend has set TRITON_INTERPRET already
 
     out_dtype = query.dtype

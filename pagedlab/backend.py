@@ -73,6 +73,14 @@ def device() -> torch.device:
     return torch.device("cuda" if BACKEND == "compiled" else "cpu")
 
 
+def runs_on(where: torch.device) -> bool:
+    """Whether the Triton kernels can read tensors on ``where`` here: cuda when compiled,
+    cpu in the interpreter."""
+    return (BACKEND == "compiled" and where.type == "cuda") or (
+        BACKEND == "interpreter" and where.type == "cpu"
+    )
+
+
 def triton_version() -> str | None:
     """Installed Triton version, or None; read from package metadata (no import)."""
     try:

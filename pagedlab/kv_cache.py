@@ -135,8 +135,10 @@ class PagedKVCache:
         v = self._tokens("v", v, slots.numel())
         if slots.numel() == 0:
             return
-        use_triton = backend.BACKEND == "compiled" or (
-            backend.BACKEND == "interpreter" and self.dtype != torch.bfloat16
+        # The kernel where Triton can read this cache (a CPU cache on a GPU machine, or bf16
+        # in the interpreter, is written with torch indexing instead: same result).
+        use_triton = backend.runs_on(self.key.device) and (
+            backend.BACKEND == "compiled" or self.dtype != torch.bfloat16
         )
         if use_triton:
             from pagedlab import kernels

@@ -181,3 +181,14 @@ def test_many_sequences_written_interleaved_gather_back(block_size, lengths, see
     for table, (k, v) in zip(tables, expected, strict=True):
         got_k, got_v = cache.gather(table.blocks, table.num_tokens)
         assert torch.equal(got_k, k) and torch.equal(got_v, v)
+
+
+def test_triton_runs_where_the_backend_can_read_the_tensors() -> None:
+    from pagedlab import backend
+
+    if backend.BACKEND == "interpreter":
+        assert backend.runs_on(torch.device("cpu")) and not backend.runs_on(torch.device("cuda"))
+    elif backend.BACKEND == "compiled":
+        assert backend.runs_on(torch.device("cuda")) and not backend.runs_on(torch.device("cpu"))
+    else:
+        assert not backend.runs_on(torch.device("cpu"))
