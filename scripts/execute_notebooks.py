@@ -9,7 +9,9 @@ that a trusted notebook shows its sliders and pictures before it is run.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -18,6 +20,62 @@ import nbformat
 from nbclient import NotebookClient
 
 VOLATILE_CELL_METADATA = ("execution", "collapsed", "scrolled")
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+MODEL_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def _widget_order(notebook: nbformat.NotebookNode, state: dict) -> list[str]:
+    """Model ids in a run-independent order: depth first from the displayed widgets through
+    the ``IPY_MODEL_`` references, then any others (links) by their content."""
+    order: list[str] = []
+
+    def visit(model_id: str) -> None:
+        if model_id in state and model_id not in order:
+            order.append(model_id)
+            refs = json.dumps(state[model_id]["state"], sort_keys=True)
+            for ref in re.findall(r"IPY_MODEL_([0-9a-f]{32})", refs):
+                visit(ref)
+
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            view = output.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+            if view:
+                visit(view["model_id"])
+    masked = {m: MODEL_ID.sub("", json.dumps(state[m], sort_keys=True)) for m in state}
+    for model_id in sorted(state, key=masked.__getitem__):
+        visit(model_id)
+    return order
+
+
+def renumber_widget_ids(notebook: nbformat.NotebookNode) -> str:
+    """The notebook as text, each widget model id (a random UUID per run) replaced by its
+    place in a run-independent order (nbformat sorts keys, so the saved state follows it)."""
+    widgets = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {})
+    state = widgets.get("state", {})
+    if not state:
+        return nbformat.writes(notebook)
+    ids = {m: f"{i:032x}" for i, m in enumerate(_widget_order(notebook, state), start=1)}
+    text = re.sub("|".join(map(re.escape, ids)), lambda m: ids[m.group(0)], json.dumps(notebook))
+    return nbformat.writes(nbformat.reads(text, as_version=4))  # keys sorted: state in order
+
+
+def coalesce_streams(cell: nbformat.NotebookNode) -> None:
+    """Merge consecutive stdout (or stderr) outputs: how a kernel chunks them varies by run."""
+    merged: list[nbformat.NotebookNode] = []
+    for output in cell.get("outputs", []):
+        last = merged[-1] if merged else None
+        if (
+            last is not None
+            and output.output_type == last.output_type == "stream"
+            and output.name == last.name
+        ):
+            last.text += output.text
+        else:
+            merged.append(output)
+    if "outputs" in cell:
+        cell.outputs = merged
 
 
 def execute(path: Path) -> float:
@@ -35,6 +93,7 @@ def execute(path: Path) -> float:
     client.execute()
     seconds = time.perf_counter() - start
     for cell in notebook.cells:
+        coalesce_streams(cell)
         for key in VOLATILE_CELL_METADATA:
             cell.metadata.pop(key, None)
     notebook.metadata.pop("papermill", None)
@@ -44,7 +103,7 @@ def execute(path: Path) -> float:
         "name": "python3",
     }
     nbformat.validate(notebook)
-    nbformat.write(notebook, path)
+    path.write_text(renumber_widget_ids(notebook) + "\n")
     return seconds
 
 
