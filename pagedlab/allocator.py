@@ -29,7 +29,9 @@ class OutOfBlocksError(RuntimeError):
     """The pool has fewer free blocks than an operation needs; nothing was changed."""
 
 
-def check_int(value: object, name: str, minimum: int | None = None) -> int:
+def check_int(
+    value: object, name: str, minimum: int | None = None, maximum: int | None = None
+) -> int:
     """``value`` as an int, or a ValueError that names it (bools and floats are refused)."""
     if isinstance(value, bool):
         raise ValueError(f"{name} must be an integer, got {value!r}")
@@ -39,6 +41,8 @@ def check_int(value: object, name: str, minimum: int | None = None) -> int:
         raise ValueError(f"{name} must be an integer, got {value!r}") from None
     if minimum is not None and number < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {number}")
     return number
 
 

@@ -136,12 +136,8 @@ class KernelExplorer(widgets.VBox):
     """Sliders for sequences, block size and head_dim; the readout of :func:`kernel_report`."""
 
     def __init__(self, num_seqs: int = 3, block_size: int = 4, head_dim: int = 16) -> None:
-        num_seqs = check_int(num_seqs, "num_seqs", minimum=1)
-        block_size = check_int(block_size, "block_size", minimum=1)
-        if num_seqs > MAX_SEQS:
-            raise ValueError(f"num_seqs must be <= {MAX_SEQS}, got {num_seqs}")
-        if block_size > MAX_BLOCK_SIZE:
-            raise ValueError(f"block_size must be <= {MAX_BLOCK_SIZE}, got {block_size}")
+        num_seqs = check_int(num_seqs, "num_seqs", minimum=1, maximum=MAX_SEQS)
+        block_size = check_int(block_size, "block_size", minimum=1, maximum=MAX_BLOCK_SIZE)
         if head_dim not in HEAD_DIMS:
             raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim!r}")
         style = {"description_width": "90px"}

@@ -51,9 +51,7 @@ def sharing_state(
     """``width`` samples or beams of a ``prompt_len``-token prompt after ``steps`` tokens."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    width = check_int(width, "width", minimum=1)
-    if width > MAX_TABLES:
-        raise ValueError(f"width must be <= {MAX_TABLES}, got {width}")
+    width = check_int(width, "width", minimum=1, maximum=MAX_TABLES)
     prompt_len = check_int(prompt_len, "prompt_len", minimum=1)
     steps = check_int(steps, "steps", minimum=0)
     alloc = BlockAllocator(POOL_BLOCKS, BLOCK_SIZE)
@@ -157,12 +155,8 @@ def prefix_state(
     """``requests`` prompts of ``prompt_len`` tokens whose first ``shared`` tokens agree,
     admitted one after another into a prefix cache (all still running)."""
     shared = check_int(shared, "shared", minimum=0)
-    prompt_len = check_int(prompt_len, "prompt_len", minimum=1)
-    requests = check_int(requests, "requests", minimum=1)
-    if prompt_len > MAX_PROMPT:
-        raise ValueError(f"prompt_len must be <= {MAX_PROMPT}, got {prompt_len}")
-    if requests > MAX_TABLES:
-        raise ValueError(f"requests must be <= {MAX_TABLES}, got {requests}")
+    prompt_len = check_int(prompt_len, "prompt_len", minimum=1, maximum=MAX_PROMPT)
+    requests = check_int(requests, "requests", minimum=1, maximum=MAX_TABLES)
     cache = PrefixCache(BlockAllocator(PREFIX_POOL_BLOCKS, block_size))
     admissions = [cache.admit(prefix_tokens(shared, prompt_len, r)) for r in range(requests)]
     return PrefixState(cache, admissions)
