@@ -214,3 +214,13 @@ def test_append_token_is_append_tokens_of_one() -> None:
     one.free()
     with pytest.raises(ValueError, match="already freed"):
         one.append_token()
+
+
+def test_check_int_names_the_value_and_its_bounds() -> None:
+    from pagedlab.allocator import check_int
+
+    assert check_int(4, "width", minimum=1, maximum=4) == 4
+    with pytest.raises(ValueError, match="width must be <= 4, got 5"):
+        check_int(5, "width", minimum=1, maximum=4)
+    with pytest.raises(ValueError, match="width must be >= 1, got 0"):
+        check_int(0, "width", minimum=1, maximum=4)
