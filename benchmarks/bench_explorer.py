@@ -12,8 +12,14 @@ import random
 import statistics
 import time
 
-from pagedlab.viz import Canvas, scene
-from pagedlab.widgets import LAYOUTS, MAX_BLOCK_SIZE, MAX_LENGTH, AllocationExplorer, explorer_state
+from pagedlab.explorers.allocation import (
+    LAYOUTS,
+    MAX_BLOCK_SIZE,
+    MAX_LENGTH,
+    AllocationExplorer,
+    explorer_state,
+)
+from pagedlab.pictures.blocks import Canvas, scene
 
 
 def median_ms(samples: list[float]) -> str:

@@ -20,8 +20,8 @@ import time
 import torch
 
 import pagedlab
-from pagedlab import backend
-from pagedlab.attention import (
+from pagedlab.attention import backend
+from pagedlab.attention.ops import (
     block_tables_tensor,
     paged_attention,
     reference_attention,

@@ -17,7 +17,7 @@ import sys
 
 import torch
 
-from pagedlab import backend
+from pagedlab.attention import backend
 
 BATCH, CONTEXT, HEADS, KV_HEADS, HEAD_DIM, BLOCK_SIZE = 64, 4096, 32, 8, 128, 16
 DTYPE = torch.bfloat16
@@ -57,8 +57,8 @@ def main() -> int:
         print("unset TRITON_INTERPRET to compile the kernel.")
         return 0
 
-    from pagedlab import kernels
-    from pagedlab.attention import paged_attention, reference_attention, validate_paged_inputs
+    from pagedlab.attention import kernels
+    from pagedlab.attention.ops import paged_attention, reference_attention, validate_paged_inputs
 
     print(backend.describe())
     torch.manual_seed(0)

@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 
 from pagedlab import BlockAllocator, BlockTable
-from pagedlab.prefix_cache import PrefixCache
-from pagedlab.sharing import FIG9_STEP, beam_step, figure9_before, fork_samples
-from pagedlab.widgets_sharing import PrefixCacheExplorer, SharingExplorer
+from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
+from pagedlab.memory.prefix_cache import PrefixCache
+from pagedlab.memory.sharing import FIG9_STEP, beam_step, figure9_before, fork_samples
 
 
 def best_ms(run: Callable[[], object], repeat: int = 5) -> float:

@@ -1,7 +1,7 @@
 """paged_attention and reference_attention: the seed example, layout independence,
 the reference against dense softmax attention, and every contract violation.
 
-Runs on the CPU in Triton's interpreter (pagedlab.backend decides it).
+Runs on the CPU in Triton's interpreter (pagedlab.attention.backend decides it).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedlab import attention, backend
-from pagedlab.attention import (
+from pagedlab.attention import backend
+from pagedlab.attention import ops as attention
+from pagedlab.attention.ops import (
     block_tables_tensor,
     paged_attention,
     reference_attention,
@@ -232,7 +233,7 @@ def test_bad_input_raises_value_error_naming_it(fn, case, monkeypatch):
         raise AssertionError("the kernel ran on invalid input")
 
     if fn is paged_attention:
-        from pagedlab import kernels
+        from pagedlab.attention import kernels
 
         monkeypatch.setattr(kernels, "launch_paged_attention", kernel_must_not_run)
     make, message = BAD_INPUTS[case]

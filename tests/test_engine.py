@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pagedlab.engine import batch_slot_mapping, grow_batch
-from pagedlab.widgets_engine import BatchExplorer, batch_lengths
+from pagedlab.attention.batch import batch_slot_mapping, grow_batch
+from pagedlab.explorers.batch import BatchExplorer, batch_lengths
 
 
 @pytest.mark.parametrize(("lengths", "block_size"), [([3, 6, 9], 4), ([1], 1), ([5, 1, 16, 7], 3)])

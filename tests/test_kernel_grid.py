@@ -24,9 +24,9 @@ import textwrap
 import pytest
 import torch
 
-from pagedlab import backend, kernels
-from pagedlab.attention import block_tables_tensor, paged_attention, reference_attention
-from pagedlab.kv_cache import PagedKVCache
+from pagedlab.attention import backend, kernels
+from pagedlab.attention.kv_cache import PagedKVCache
+from pagedlab.attention.ops import block_tables_tensor, paged_attention, reference_attention
 
 AXES: dict[str, list] = {
     "num_seqs": [1, 2, 3, 4, 5],
@@ -182,7 +182,7 @@ def test_import_torch_does_not_import_triton_and_backend_sets_the_variable_first
         import os, sys
         import torch
         print("triton" in sys.modules)
-        import pagedlab.backend as b
+        import pagedlab.attention.backend as b
         print("triton" in sys.modules, os.environ.get("TRITON_INTERPRET"), b.BACKEND)
         """
     )
@@ -191,7 +191,7 @@ def test_import_torch_does_not_import_triton_and_backend_sets_the_variable_first
 
 def test_user_choice_of_interpreter_is_respected():
     out = run_fresh(
-        "import pagedlab.backend as b; print(b.BACKEND, b.REASON)", TRITON_INTERPRET="1"
+        "import pagedlab.attention.backend as b; print(b.BACKEND, b.REASON)", TRITON_INTERPRET="1"
     )
     assert out == "interpreter TRITON_INTERPRET=1 was set by the user"
 
@@ -200,7 +200,7 @@ def test_user_choice_of_interpreter_is_respected():
 def test_forcing_compiled_mode_without_cuda_is_reported_not_crashed():
     out = run_fresh(
         """
-        import pagedlab.backend as b
+        import pagedlab.attention.backend as b
         print(b.BACKEND)
         try:
             b.require_triton()
@@ -232,7 +232,7 @@ def test_without_triton_pagedlab_still_imports_and_points_to_the_reference():
         sys.modules["triton"] = None  # as if it were not installed
         import torch
         import pagedlab
-        from pagedlab import backend
+        from pagedlab.attention import backend
         print(backend.BACKEND)
         q, kc, vc = torch.ones(1, 1, 1), torch.zeros(2, 4, 1, 1), torch.ones(2, 4, 1, 1)
         i32 = torch.int32

@@ -8,8 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedlab.attention import block_tables_tensor, paged_attention, reference_attention
-from pagedlab.kv_cache import PagedKVCache
+from pagedlab.attention.kv_cache import PagedKVCache
+from pagedlab.attention.ops import block_tables_tensor, paged_attention, reference_attention
 
 
 class FakeTable:
@@ -184,7 +184,7 @@ def test_many_sequences_written_interleaved_gather_back(block_size, lengths, see
 
 
 def test_triton_runs_where_the_backend_can_read_the_tensors() -> None:
-    from pagedlab import backend
+    from pagedlab.attention import backend
 
     if backend.BACKEND == "interpreter":
         assert backend.runs_on(torch.device("cpu")) and not backend.runs_on(torch.device("cuda"))

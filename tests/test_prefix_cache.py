@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from pagedlab import BlockAllocator, OutOfBlocksError
-from pagedlab.prefix_cache import ROOT_HASH, PrefixCache, block_hashes, chain_hash
+from pagedlab.memory.prefix_cache import ROOT_HASH, PrefixCache, block_hashes, chain_hash
 
 
 def make(num_blocks: int = 8, block_size: int = 4, **kw: int) -> PrefixCache:

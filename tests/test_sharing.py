@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pagedlab import BlockAllocator, BlockTable, CopyOnWrite, OutOfBlocksError
-from pagedlab.savings import (
+from pagedlab.memory.savings import (
     PAPER_SAVED,
     beam_savings,
     format_savings,
@@ -17,7 +17,7 @@ from pagedlab.savings import (
     savings_table,
     trace_savings,
 )
-from pagedlab.sharing import (
+from pagedlab.memory.sharing import (
     FIG9_STEP,
     beam_step,
     figure8,
@@ -70,8 +70,8 @@ def test_figure8_helper_matches() -> None:
 
 
 def test_kv_copy_on_write_gives_the_same_attention_as_private_copies() -> None:
-    kv_cache = pytest.importorskip("pagedlab.kv_cache")
-    attention = pytest.importorskip("pagedlab.attention")
+    kv_cache = pytest.importorskip("pagedlab.attention.kv_cache")
+    attention = pytest.importorskip("pagedlab.attention.ops")
     torch.manual_seed(0)
     heads, dim, size = 2, 8, 4
     k_all = torch.randn(9, heads, dim)  # 7 prompt tokens, then one new token per sample
@@ -263,7 +263,7 @@ def test_savings_table_prints_ours_beside_the_papers() -> None:
 
 
 def test_copy_on_write_is_its_own_frame() -> None:
-    from pagedlab.viz_sharing import event_frames
+    from pagedlab.pictures.sharing import event_frames
 
     order = [7, 1, 3, 0, 2, 4, 5, 6]
     prompt = BlockTable(BlockAllocator(8, 4, free_order=order))
@@ -286,7 +286,7 @@ def test_copy_on_write_is_its_own_frame() -> None:
 
 
 def test_sharing_explorer_updates_by_assigning_state() -> None:
-    from pagedlab.widgets_sharing import SharingExplorer
+    from pagedlab.explorers.sharing import SharingExplorer
 
     explorer = SharingExplorer(width=2, prompt_len=7, steps=1)
     assert explorer.state.blocks_with == 3 and explorer.state.copies == 1  # Fig. 8
@@ -299,7 +299,7 @@ def test_sharing_explorer_updates_by_assigning_state() -> None:
 
 
 def test_prefix_explorer_shows_both_low_hit_rate_rules() -> None:
-    from pagedlab.widgets_sharing import PrefixCacheExplorer
+    from pagedlab.explorers.sharing import PrefixCacheExplorer
 
     explorer = PrefixCacheExplorer(shared=6, prompt_len=10, requests=2, block_size=4)
     second = explorer.state.admissions[1]

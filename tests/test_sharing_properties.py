@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from pagedlab import BlockAllocator, BlockTable, OutOfBlocksError
-from pagedlab.prefix_cache import PrefixCache
-from pagedlab.sharing import beam_step, holders
+from pagedlab.memory.prefix_cache import PrefixCache
+from pagedlab.memory.sharing import beam_step, holders
 
 SIZE, BLOCKS = 4, 16
 TOKENS = st.lists(st.integers(0, 2), min_size=1, max_size=12)  # few ids: many shared prefixes

@@ -281,7 +281,7 @@ def test_conservation_any_trace(seed: int, rate: float, policy: Policy, pool: in
 
 
 def test_pictures_are_pure() -> None:
-    from pagedlab.viz_memory import plot_batch, plot_block_sweep, plot_breakdown, to_png
+    from pagedlab.pictures.memory import plot_batch, plot_block_sweep, plot_breakdown, to_png
 
     tr = make_trace(2.0, 30.0, seed=0)
     res = [simulate(tr, p) for p in paper_policies()]
@@ -296,7 +296,7 @@ def test_pictures_are_pure() -> None:
 
 
 def test_reservation_explorer_updates_by_assignment() -> None:
-    from pagedlab.widgets_memory import ReservationExplorer
+    from pagedlab.explorers.memory import ReservationExplorer
 
     e = ReservationExplorer()
     assert "2038 never used" in e.readout.value and e.image.value[:4] == b"\x89PNG"
@@ -314,7 +314,7 @@ def test_reservation_explorer_updates_by_assignment() -> None:
 
 
 def test_block_size_explorer_indexes_the_sweep() -> None:
-    from pagedlab.widgets_memory import BlockSizeExplorer
+    from pagedlab.explorers.memory import BlockSizeExplorer
 
     rows = block_size_sweep(make_trace(2.0, 60.0, seed=0), sizes=(4, 16, 64))
     e = BlockSizeExplorer(rows)

@@ -14,8 +14,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedlab.attention import block_tables_tensor, paged_attention, reference_attention
-from pagedlab.trace import TraceStep, trace_paged_attention, trace_table
+from pagedlab.attention.kernel_trace import TraceStep, trace_paged_attention, trace_table
+from pagedlab.attention.ops import block_tables_tensor, paged_attention, reference_attention
 
 
 def paged_batch(
@@ -136,7 +136,7 @@ def test_final_output_matches_kernel_and_reference(
 
 def test_one_page_per_step_kernel_matches_the_trace():
     """``pages_per_step=1`` runs the very steps the trace records."""
-    from pagedlab import kernels
+    from pagedlab.attention import kernels
 
     query, key_cache, value_cache, tables, lens = paged_batch([11], 3, 2, 1, 4, seed=7)
     bt = block_tables_tensor(tables)
@@ -224,7 +224,7 @@ def test_empty_trace_table_raises():
 
 
 def test_trace_figure_draws_every_read():
-    from pagedlab.viz_trace import trace_figure, trace_png
+    from pagedlab.pictures.trace import trace_figure, trace_png
 
     query, key_cache, value_cache = seed_cache([4, 1])
     steps = trace_paged_attention(query, key_cache, value_cache, [4, 1], 5)

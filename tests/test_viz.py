@@ -1,4 +1,4 @@
-"""pagedlab.viz: the picture is drawn from the real state, counts match, nothing is mutated."""
+"""pagedlab.pictures.blocks: drawn from the real state, counts match, nothing is mutated."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pagedlab import BlockAllocator, BlockTable
-from pagedlab.viz import PALETTE, Canvas, pool_contents, scene, table_color
+from pagedlab.pictures.blocks import PALETTE, Canvas, pool_contents, scene, table_color
 
 
 def snapshot(allocator: BlockAllocator, tables: list[BlockTable]) -> tuple:

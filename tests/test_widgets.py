@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from pagedlab.events import Event
-from pagedlab.widgets import (
+from pagedlab.explorers.allocation import (
     LAYOUTS,
     AllocationExplorer,
     explorer_state,
     make_allocator,
     seed_history,
 )
+from pagedlab.memory.events import Event
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pagedlab import backend, reference_attention
-from pagedlab.widgets_kernel import (
+from pagedlab.attention import backend, reference_attention
+from pagedlab.explorers.kernel import (
     KernelExplorer,
     dense_attention,
     error_bound,

@@ -2,7 +2,7 @@
 
 ``trace_paged_attention(query, key_cache, value_cache, block_table_row, seq_len, head)``
 does, for ONE sequence and ONE query head, what one program of
-:func:`pagedlab.kernels.paged_attention_kernel` does, and records every step. For logical
+:func:`pagedlab.attention.kernels.paged_attention_kernel` does, and records every step. For logical
 block ``i`` (``0 <= i < ceil(seq_len / block_size)``) the step:
 
 1. reads the physical block id ``block_table_row[i]`` (the one indirection of paging);
@@ -29,14 +29,14 @@ Invariants (tests check them against the real kernel and the reference):
 
 Granularity: the trace folds in one page per step. Under Triton's interpreter the kernel by
 default folds several pages per loop step (fewer, wider steps are cheaper there);
-``pagedlab.kernels.launch_paged_attention(..., pages_per_step=1)`` runs exactly the steps
+``pagedlab.attention.kernels.launch_paged_attention(..., pages_per_step=1)`` runs exactly the steps
 traced here. The arithmetic is fp32, as in the kernel; a step holds Python floats.
 
 Inputs follow :func:`pagedlab.paged_attention` for one sequence: ``query`` is
 ``[num_heads, head_dim]``, the caches ``[num_blocks, block_size, num_kv_heads, head_dim]``,
 ``block_table_row`` a list or 1-D tensor (entries past the last page are padding, never
 read). Bad input raises ``ValueError`` naming the value (the checks are
-:func:`pagedlab.attention.validate_paged_inputs`). Not handled: several queries per
+:func:`pagedlab.attention.ops.validate_paged_inputs`). Not handled: several queries per
 sequence (prefill), batching (trace one sequence at a time). No Triton needed.
 """
 
@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pagedlab.attention import validate_paged_inputs
+from pagedlab.attention.ops import validate_paged_inputs
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,12 @@ from collections.abc import Sequence
 import ipywidgets as widgets
 import torch
 
-from pagedlab import backend
-from pagedlab.allocator import BlockAllocator, check_int
-from pagedlab.attention import paged_attention, reference_attention
-from pagedlab.block_table import BlockTable
-from pagedlab.engine import Batch
-from pagedlab.kv_cache import PagedKVCache
+from pagedlab.attention import backend
+from pagedlab.attention.batch import Batch
+from pagedlab.attention.kv_cache import PagedKVCache
+from pagedlab.attention.ops import paged_attention, reference_attention
+from pagedlab.memory.allocator import BlockAllocator, check_int
+from pagedlab.memory.block_table import BlockTable
 
 TOLERANCE = 2e-3  # about two fp16 steps near 1: the outputs are rounded to fp16 at the end
 HEAD_DIMS = (1, 8, 12, 16, 64)  # the explorer's head_dim choices (12: not a power of two)

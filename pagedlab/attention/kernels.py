@@ -1,8 +1,8 @@
 """The Triton kernels: paged decode attention and reshape-and-cache (writing K/V by slot).
 
 Read these as teaching material first. Both kernels take raw tensors plus strides and trust
-their inputs: every check lives in :mod:`pagedlab.attention` and :mod:`pagedlab.kv_cache`,
-which validate and then call the ``launch_*`` functions below.
+their inputs: every check lives in :mod:`pagedlab.attention.ops` and
+:mod:`pagedlab.attention.kv_cache`, which validate and then call the ``launch_*`` functions below.
 
 Paged decode attention (``paged_attention_kernel``)
     One program per (sequence, kv head). The program owns the ``GROUP = num_heads //
@@ -30,7 +30,7 @@ Reshape-and-cache (``reshape_and_cache_kernel``)
     (a few on a GPU, the whole batch in the interpreter, which pays per program).
 
 Dtypes: fp32 and fp16 everywhere; bf16 natively where compiled. Older Triton interpreters
-have no bf16, so under the interpreter :mod:`pagedlab.attention` upcasts bf16 inputs to
+have no bf16, so under the interpreter :mod:`pagedlab.attention.ops` upcasts bf16 inputs to
 fp32 (exact) before launching and casts the result back; documented there.
 
 Interpreter note: the interpreter executes every ``tl`` call as numpy work, for every
@@ -41,7 +41,7 @@ kernels keep the grid at (sequences x kv heads) and the loop body short; see
 
 from __future__ import annotations
 
-from pagedlab import backend  # sets TRITON_INTERPRET before triton is imported
+from pagedlab.attention import backend  # sets TRITON_INTERPRET before triton is imported
 
 backend.require_triton()
 
@@ -336,7 +336,7 @@ def launch_reshape_and_cache(
     """Write ``key[i]``/``value[i]`` into slot ``slot_mapping[i]`` of the caches, in place.
 
     Inputs must already be validated (slots in range and distinct, shapes and dtypes
-    matching); see :meth:`pagedlab.kv_cache.PagedKVCache.write`.
+    matching); see :meth:`pagedlab.attention.kv_cache.PagedKVCache.write`.
     """
     num_tokens, num_kv_heads, head_dim = key.shape
     if num_tokens == 0:

@@ -1,6 +1,6 @@
 """Pictures of shared blocks: several block tables over one pool, ref counts, copy-on-write.
 
-Built on ``pagedlab.viz`` (its ``Drawing`` / ``Canvas``, pool view with ``×n`` ref-count
+Built on ``pagedlab.pictures.blocks`` (its ``Drawing`` / ``Canvas``, pool view with ``×n`` ref-count
 badges and Okabe-Ito palette); this module adds what is specific to sharing:
 
 - ``sharing_scene``: one block-table strip per sequence on the left (a cell of a block that
@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pagedlab.allocator import BlockAllocator
-from pagedlab.block_table import BlockTable
-from pagedlab.events import Event
-from pagedlab.viz import (
+from pagedlab.memory.allocator import BlockAllocator
+from pagedlab.memory.block_table import BlockTable
+from pagedlab.memory.events import Event
+from pagedlab.pictures.blocks import (
     FIG_H,
     FIG_W,
     HIGHLIGHT,

@@ -12,7 +12,7 @@ Invariants (checked by the property tests):
   pool hands out 0, 1, 2, ...; ``free_order`` stages a scene (the paper's blocks 4 then 1);
 - every method either succeeds or raises with nothing changed.
 
-``allocate``, ``free``, ``share`` and ``reuse`` are O(1). Events (``pagedlab.events``) are
+``allocate``, ``free``, ``share`` and ``reuse`` are O(1). Events (``pagedlab.memory.events``) are
 only built while somebody listens.
 """
 
@@ -22,7 +22,7 @@ import operator
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from pagedlab.events import Event, EventSource
+from pagedlab.memory.events import Event, EventSource
 
 
 class OutOfBlocksError(RuntimeError):

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import ipywidgets as widgets
 
-from pagedlab.allocator import BlockAllocator, check_int
-from pagedlab.block_table import BlockTable
-from pagedlab.prefix_cache import Admission, PrefixCache
-from pagedlab.sharing import beam_step, fork_samples
-from pagedlab.viz import Canvas
-from pagedlab.viz_sharing import MAX_TABLES, sharing_scene
+from pagedlab.memory.allocator import BlockAllocator, check_int
+from pagedlab.memory.block_table import BlockTable
+from pagedlab.memory.prefix_cache import Admission, PrefixCache
+from pagedlab.memory.sharing import beam_step, fork_samples
+from pagedlab.pictures.blocks import Canvas
+from pagedlab.pictures.sharing import MAX_TABLES, sharing_scene
 
 POOL_BLOCKS, BLOCK_SIZE = 32, 4
 PREFIX_POOL_BLOCKS, MAX_PROMPT = 48, 16

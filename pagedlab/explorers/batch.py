@@ -1,6 +1,6 @@
 """BatchExplorer: sliders for a decode batch -> the tensors an engine sends to the GPU.
 
-Moving a slider regrows the batch with the real allocator (``pagedlab.engine.grow_batch``),
+Moving a slider regrows the batch with the real allocator (``pagedlab.attention.batch.grow_batch``),
 redraws the pool in place and rewrites the readout: the padded block-table tensor, the
 sequence lengths, and two checks that hold for every setting (the vectorised slot mapping
 equals every table's own, and the Triton kernel equals the torch reference). Nothing is
@@ -14,9 +14,9 @@ import html
 import ipywidgets as widgets
 import torch
 
-from pagedlab.attention import paged_attention, reference_attention
-from pagedlab.engine import Batch, batch_slot_mapping, grow_batch
-from pagedlab.viz import Canvas, scene
+from pagedlab.attention.batch import Batch, batch_slot_mapping, grow_batch
+from pagedlab.attention.ops import paged_attention, reference_attention
+from pagedlab.pictures.blocks import Canvas, scene
 
 
 def batch_lengths(num_seqs: int, longest: int) -> list[int]:

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import torch
 
-from pagedlab.allocator import BlockAllocator, check_int
-from pagedlab.attention import block_tables_tensor
-from pagedlab.block_table import BlockTable
-from pagedlab.kv_cache import PagedKVCache
+from pagedlab.attention.kv_cache import PagedKVCache
+from pagedlab.attention.ops import block_tables_tensor
+from pagedlab.memory.allocator import BlockAllocator, check_int
+from pagedlab.memory.block_table import BlockTable
 
 
 @dataclass

@@ -18,7 +18,7 @@ Invariants: the cache never changes shape or dtype; a call that raises ``ValueEr
 (names the offending value) has changed nothing. Slots in one ``write`` must be distinct
 (the order of duplicate writes would be undefined on a GPU). Negative slots are rejected
 rather than skipped. This module takes plain lists or tensors, so it does not depend on
-pagedlab.allocator or pagedlab.block_table.
+pagedlab.memory.allocator or pagedlab.memory.block_table.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import torch
 
-from pagedlab import backend
+from pagedlab.attention import backend
 
 SlotsLike = Sequence[int] | torch.Tensor
 
@@ -141,7 +141,7 @@ class PagedKVCache:
             backend.BACKEND == "compiled" or self.dtype != torch.bfloat16
         )
         if use_triton:
-            from pagedlab import kernels
+            from pagedlab.attention import kernels
 
             kernels.launch_reshape_and_cache(k, v, self.key, self.value, slots)
         else:  # no Triton, or bf16 (the interpreter cannot hold it): plain torch indexing

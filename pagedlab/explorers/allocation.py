@@ -35,9 +35,9 @@ from functools import lru_cache
 import ipywidgets as widgets
 import torch
 
-from pagedlab.allocator import BlockAllocator, OutOfBlocksError
-from pagedlab.block_table import BlockTable
-from pagedlab.viz import Canvas, scene
+from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
+from pagedlab.memory.block_table import BlockTable
+from pagedlab.pictures.blocks import Canvas, scene
 
 POOL_BLOCKS = 32
 MAX_BLOCK_SIZE = 16
@@ -185,7 +185,7 @@ class _SeedCache:
     """One KV cache per (block size, layout) holding the seed's values, written as needed."""
 
     def __init__(self, block_size: int) -> None:
-        from pagedlab.kv_cache import PagedKVCache
+        from pagedlab.attention.kv_cache import PagedKVCache
 
         self.cache = PagedKVCache(POOL_BLOCKS, block_size, 1, 1)  # on pagedlab's backend device
         self.written: dict[int, int] = {}  # position -> slot already written
@@ -210,7 +210,7 @@ def _seed_cache(block_size: int, layout: str) -> _SeedCache:
 def _seed_output(
     block_size: int, layout: str, slots: tuple[int, ...], blocks: tuple[int, ...]
 ) -> float:
-    from pagedlab.attention import block_tables_tensor, paged_attention
+    from pagedlab.attention.ops import block_tables_tensor, paged_attention
 
     store = _seed_cache(block_size, layout)
     store.ensure(slots)

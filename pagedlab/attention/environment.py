@@ -15,7 +15,7 @@ def _version(package: str) -> str:
 
 def environment_report() -> None:
     """Print versions, the device and how the Triton kernel runs (compiled or interpreted)."""
-    from pagedlab import backend
+    from pagedlab.attention import backend
 
     packages = ("pagedlab", "torch", "triton", "numpy", "matplotlib", "ipywidgets")
     print(f"python {platform.python_version()} on {platform.system()} {platform.machine()}")

@@ -30,8 +30,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pagedlab.allocator import BlockAllocator, OutOfBlocksError, check_int
-from pagedlab.block_table import BlockTable, CopyOnWrite
+from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError, check_int
+from pagedlab.memory.block_table import BlockTable, CopyOnWrite
 
 
 def fork_samples(prompt: BlockTable, n: int) -> list[BlockTable]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pagedlab import backend
+from pagedlab.attention import backend
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -229,7 +229,7 @@ def paged_attention(
     seq_lens: torch.Tensor,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """Validate, then run the Triton paged-attention decode kernel (see pagedlab.kernels).
+    """Validate, then run the Triton paged-attention decode kernel (see pagedlab.attention.kernels).
 
     Compiled on a CUDA device, in Triton's interpreter on the CPU. Raises RuntimeError
     where Triton is unavailable (pagedlab.reference_attention works there).
@@ -239,10 +239,12 @@ def paged_attention(
     if not backend.runs_on(query.device):
         raise ValueError(
             f"the tensors are on {query.device}, but the Triton kernel runs on "
-            f"{backend.device()} here ({backend.BACKEND}): move them with .to(pagedlab.backend."
-            "device()), or use reference_attention"
+            f"{backend.device()} here ({backend.BACKEND}): move them with "
+            ".to(pagedlab.attention.backend.device()), or use reference_attention"
         )
-    from pagedlab import kernels  # imports triton; backend has set TRITON_INTERPRET already
+    from pagedlab.attention import (
+        kernels,  # imports triton; backend has set TRITON_INTERPRET already
+    )
 
     out_dtype = query.dtype
     if backend.BACKEND == "interpreter" and out_dtype == torch.bfloat16:

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from pagedlab.allocator import BlockAllocator, OutOfBlocksError, check_int
-from pagedlab.events import Event
+from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError, check_int
+from pagedlab.memory.events import Event
 
 
 class CopyOnWrite(NamedTuple):

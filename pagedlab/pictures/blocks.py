@@ -42,8 +42,8 @@ from matplotlib.path import Path
 from matplotlib.textpath import TextPath
 from matplotlib.transforms import Affine2D
 
-from pagedlab.allocator import BlockAllocator
-from pagedlab.block_table import BlockTable
+from pagedlab.memory.allocator import BlockAllocator
+from pagedlab.memory.block_table import BlockTable
 
 #: Okabe-Ito colours, one per table (sequence), in the order tables are passed.
 PALETTE: tuple[str, ...] = (

@@ -12,9 +12,9 @@ from typing import Any
 
 import ipywidgets as w
 
+from pagedlab.pictures.memory import plot_block_sweep, plot_reservation, to_png
 from pagedlab.simulate.memory import OneRequest
 from pagedlab.simulate.report import SweepRow
-from pagedlab.viz_memory import plot_block_sweep, plot_reservation, to_png
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 

@@ -2,7 +2,7 @@
 
 For one request with a prompt of ``prompt_len`` tokens and ``output_len`` generated tokens
 per sequence, ``parallel_savings`` (n samples) and ``beam_savings`` (beam width k) run the
-real block tables (``pagedlab.sharing``) token by token and count the blocks in use after
+real block tables (``pagedlab.memory.sharing``) token by token and count the blocks in use after
 each step, with sharing (the pool's count) and without (every sequence holding a private
 copy of everything it attends to: ``width * ceil(tokens / block_size)``).
 
@@ -24,9 +24,9 @@ import math
 import random
 from dataclasses import dataclass
 
-from pagedlab.allocator import BlockAllocator, check_int
-from pagedlab.block_table import BlockTable
-from pagedlab.sharing import beam_step, fork_samples
+from pagedlab.memory.allocator import BlockAllocator, check_int
+from pagedlab.memory.block_table import BlockTable
+from pagedlab.memory.sharing import beam_step, fork_samples
 
 PAPER_SAVED = {"parallel": (0.061, 0.098), "beam": (0.376, 0.552)}
 """The paper's range on Alpaca (§6.3): parallel sampling 6.1-9.8 %, beam search 37.6-55.2 %."""

@@ -32,9 +32,9 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pagedlab.allocator import BlockAllocator, OutOfBlocksError, check_int
-from pagedlab.block_table import BlockTable
-from pagedlab.events import Event
+from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError, check_int
+from pagedlab.memory.block_table import BlockTable
+from pagedlab.memory.events import Event
 
 ROOT_HASH = ""
 """The parent hash of a sequence's first block."""

@@ -12,7 +12,7 @@ Three panels share one x axis, one column per logical block (one step of the tra
 
 Everything drawn comes from the ``TraceStep`` records; nothing is recomputed here and the
 records are not modified. Rendered with Agg (no pyplot, no global state); colours are
-pagedlab.viz's Okabe-Ito palette. Readable up to about 16 steps.
+pagedlab.pictures.blocks's Okabe-Ito palette. Readable up to about 16 steps.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
-from pagedlab.trace import TraceStep
-from pagedlab.viz import INK, OTHER_COLOR, PALETTE, tint
+from pagedlab.attention.kernel_trace import TraceStep
+from pagedlab.pictures.blocks import INK, OTHER_COLOR, PALETTE, tint
 
 CARRIED = "#BBBBBB"
 

@@ -1,0 +1,31 @@
+"""The data plane: where K/V live and how the kernel reads them.
+
+In vLLM this is the model runner's side (the attention backend and its KV-cache tensors):
+it stores each token's K/V at the slot the control plane (:mod:`pagedlab.memory`) chose,
+and the attention kernel reads them back through the block tables.
+
+- :mod:`~pagedlab.attention.backend`      where Triton runs (compiled on CUDA, interpreter on CPU)
+- :mod:`~pagedlab.attention.kv_cache`     ``PagedKVCache``: write by slot mapping, copy, gather
+- :mod:`~pagedlab.attention.kernels`      the Triton kernels (paged attention, reshape-and-cache)
+- :mod:`~pagedlab.attention.ops`          ``paged_attention`` and ``reference_attention``
+- :mod:`~pagedlab.attention.kernel_trace` the kernel's loop, block by block, in plain Python
+- :mod:`~pagedlab.attention.batch`        one decode batch, packed as an engine sends it
+
+Invariant: :mod:`~pagedlab.attention.backend` is imported here first, so ``TRITON_INTERPRET``
+is decided before anything imports triton.
+"""
+
+from pagedlab.attention import backend  # first: sets TRITON_INTERPRET before triton loads
+from pagedlab.attention.kernel_trace import TraceStep, trace_paged_attention
+from pagedlab.attention.kv_cache import PagedKVCache
+from pagedlab.attention.ops import block_tables_tensor, paged_attention, reference_attention
+
+__all__ = [
+    "PagedKVCache",
+    "TraceStep",
+    "backend",
+    "block_tables_tensor",
+    "paged_attention",
+    "reference_attention",
+    "trace_paged_attention",
+]

@@ -1,0 +1,32 @@
+"""The control plane: who holds which block.
+
+In vLLM this is the scheduler's side (the KV-cache manager and its block pool): it decides
+which physical block each sequence's logical blocks live in and when blocks are shared,
+copied or freed. It never touches K/V data; :mod:`pagedlab.attention` does that.
+
+- :mod:`~pagedlab.memory.allocator`    ``BlockAllocator``: free list, ref counts
+- :mod:`~pagedlab.memory.block_table`  ``BlockTable``: one sequence's logical -> physical map
+- :mod:`~pagedlab.memory.events`       what happened (allocate, share, copy, free, ...)
+- :mod:`~pagedlab.memory.sharing`      parallel sampling and beam search (§4.4)
+- :mod:`~pagedlab.memory.prefix_cache` chained block hashes, hits, LRU eviction
+- :mod:`~pagedlab.memory.savings`      memory saved by sharing (Fig. 15)
+"""
+
+from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
+from pagedlab.memory.block_table import BlockTable, CopyOnWrite
+from pagedlab.memory.events import Event
+from pagedlab.memory.prefix_cache import CacheStats, PrefixCache
+from pagedlab.memory.sharing import BeamStepResult, beam_step, fork_samples
+
+__all__ = [
+    "BeamStepResult",
+    "BlockAllocator",
+    "BlockTable",
+    "CacheStats",
+    "CopyOnWrite",
+    "Event",
+    "OutOfBlocksError",
+    "PrefixCache",
+    "beam_step",
+    "fork_samples",
+]
