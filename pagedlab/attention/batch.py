@@ -20,7 +20,8 @@ import torch
 
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.attention.ops import block_tables_tensor
-from pagedlab.memory.allocator import BlockAllocator, check_int
+from pagedlab.checks import check_int
+from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 
 

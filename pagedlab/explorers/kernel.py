@@ -31,7 +31,8 @@ from pagedlab.attention import backend
 from pagedlab.attention.batch import Batch
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.attention.ops import paged_attention, reference_attention
-from pagedlab.memory.allocator import BlockAllocator, check_int
+from pagedlab.checks import check_int
+from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 
 TOLERANCE = 2e-3  # about two fp16 steps near 1: the outputs are rounded to fp16 at the end

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import ipywidgets as widgets
 
-from pagedlab.memory.allocator import BlockAllocator, check_int
+from pagedlab.checks import check_int
+from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import Admission, PrefixCache
 from pagedlab.memory.sharing import beam_step, fork_samples

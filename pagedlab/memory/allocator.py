@@ -18,32 +18,15 @@ only built while somebody listens.
 
 from __future__ import annotations
 
-import operator
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from pagedlab.checks import check_int
 from pagedlab.memory.events import Event, EventSource
 
 
 class OutOfBlocksError(RuntimeError):
     """The pool has fewer free blocks than an operation needs; nothing was changed."""
-
-
-def check_int(
-    value: object, name: str, minimum: int | None = None, maximum: int | None = None
-) -> int:
-    """``value`` as an int, or a ValueError that names it (bools and floats are refused)."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    try:
-        number = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
-    if minimum is not None and number < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {number}")
-    if maximum is not None and number > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {number}")
-    return number
 
 
 class BlockAllocator(EventSource):

@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError, check_int
+from pagedlab.checks import check_int
+from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.events import Event
 
 

@@ -24,7 +24,8 @@ import math
 import random
 from dataclasses import dataclass
 
-from pagedlab.memory.allocator import BlockAllocator, check_int
+from pagedlab.checks import check_int
+from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.sharing import beam_step, fork_samples
 

@@ -30,7 +30,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError, check_int
+from pagedlab.checks import check_int
+from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
 
 

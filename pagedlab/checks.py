@@ -1,0 +1,52 @@
+"""Small shared checks: integer arguments and ceiling division.
+
+Every public entry point validates its integer arguments with :func:`check_int`, so every
+layer refuses the same things in the same words: a bool, a float, a string or a 0-d tensor
+that is not an integer is a wrong *kind* (:class:`ArgumentTypeError`); an integer outside its
+range is a wrong *value* (``ValueError``). Both messages name the argument and the value.
+"""
+
+from __future__ import annotations
+
+import operator
+
+
+class ArgumentTypeError(TypeError, ValueError):
+    """An argument of the wrong kind (e.g. ``1.5`` or ``True`` where a count is expected).
+
+    A ``TypeError``; also a ``ValueError``, because the public contract (ARCHITECTURE.md)
+    promised ``ValueError`` for bad arguments before kinds and values were told apart.
+    """
+
+
+def check_int(
+    value: object, name: str, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """``value`` as an int in ``[minimum, maximum]`` (either bound optional).
+
+    Accepts Python ints and anything with ``__index__`` (numpy integers, integer 0-d
+    tensors). Refuses bools (``True`` is not a count), floats and everything else with an
+    :class:`ArgumentTypeError`, and out-of-range integers with a ``ValueError``.
+    """
+    if isinstance(value, bool) or _is_bool_like(value):
+        raise ArgumentTypeError(f"{name} must be an integer, got {value!r}")
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ArgumentTypeError(f"{name} must be an integer, got {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {number}")
+    return number
+
+
+def _is_bool_like(value: object) -> bool:
+    """numpy bools and 0-d torch bool tensors: ``operator.index`` would take them as 0 / 1."""
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and str(dtype) in ("bool", "torch.bool")
+
+
+def ceil_div(a: int, b: int) -> int:
+    """``ceil(a / b)`` for ints, ``b > 0``: blocks that ``a`` positions need at ``b`` per block."""
+    return -(-a // b)
