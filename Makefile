@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.pagedlab-installed
 
-.PHONY: lab test notebooks figures bench clean
+.PHONY: lab test notebooks figures site bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +35,13 @@ notebooks: $(STAMP)
 figures: $(STAMP)
 	$(BIN)/python -m pagedlab.figures
 
+# The static site (site/, git-ignored): every notebook as a page whose explorers still move
+# without a kernel. npm fetches the pinned widget manager once (package-lock.json).
+site: $(STAMP)
+	$(BIN)/python scripts/build_site.py --out site
+
 bench: $(STAMP)
 	for script in benchmarks/bench_*.py; do $(BIN)/python $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build site node_modules

@@ -1,0 +1,183 @@
+"""Static mode: an explorer's frames rendered ahead of time, selected in the page itself.
+
+On GitHub, nbviewer or a static site there is no kernel, so an explorer's Python callbacks
+never run and its sliders are dead. :func:`static_view` renders, while a kernel is still
+there, every frame the learner could reach over a few ``axes`` (control name -> values),
+and returns a widget whose sliders choose among those frames *in the browser*: each
+control's ``index`` is ``jslink``-ed to the ``selected_index`` of a ``Stack`` of frames
+(one ``Stack`` level per axis), and a ``Play`` is linked to the animated axis. Links,
+stacks, images and HTML are core widgets, so the page's widget manager runs them with no
+kernel at all.
+
+Invariants:
+- A frame is exactly what the live explorer shows after ``explorer.set(**setting)``: its
+  ``picture`` bytes and its ``readout`` text, read back from the explorer itself.
+- The explorer is left at the setting it had before (``set`` back to its start values).
+- Frame order is the Cartesian product of the axes in the order given, last axis fastest.
+
+:func:`enable` makes the kernel display every explorer listed in :data:`STATIC_AXES` as
+its static view; the site builder (``scripts/build_site.py``) calls it before a notebook runs.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import ipywidgets as widgets
+from PIL import Image
+
+ENABLED = False  # True once enable() ran in this kernel
+FRAME_COLORS = 32  # frames are quantised to this many colours: ~4x smaller, same picture
+
+
+# What each explorer's static view covers: class -> (axes, the axis Play animates).
+STATIC_AXES: dict[tuple[str, str], tuple[dict[str, Sequence[object]], str | None]] = {
+    ("pagedlab.explorers.allocation", "AllocationExplorer"): (
+        {"block_size": [1, 2, 4, 8, 16], "length": list(range(1, 33))},
+        "length",
+    ),
+}
+
+
+def enable() -> None:
+    """From now on this kernel displays every explorer of :data:`STATIC_AXES` statically.
+
+    It registers a display printer per explorer class with IPython (printers registered by
+    type run before an object's own display methods), so the explorers need no flag.
+    """
+    global ENABLED
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        raise RuntimeError("static.enable() needs an IPython kernel (it changes how cells display)")
+    printer = shell.display_formatter.ipython_display_formatter
+    for (module, name), (axes, play) in STATIC_AXES.items():
+        printer.for_type_by_name(module, name, _displayer(axes, play))
+    ENABLED = True
+
+
+def _displayer(axes: dict[str, Sequence[object]], play: str | None):
+    def show(explorer: Staticable) -> None:
+        from IPython.display import display
+
+        display(static_view(explorer, axes, play))
+
+    return show
+
+
+class Staticable(Protocol):
+    """What static mode needs from an explorer."""
+
+    picture: widgets.Image
+    readout: widgets.HTML
+
+    def set(self, **settings: Any) -> object: ...
+
+
+def _control(explorer: object, name: str) -> widgets.DOMWidget | None:
+    controls = getattr(explorer, "controls", None)
+    if isinstance(controls, Mapping) and name in controls:
+        return controls[name]
+    found = getattr(explorer, name, None)
+    return found if isinstance(found, widgets.DOMWidget) else None
+
+
+def _selector(explorer: object, name: str, values: Sequence[object], current: object):
+    """A control showing ``values`` whose ``index`` picks a frame; styled like the live one."""
+    live = _control(explorer, name)
+    description = getattr(live, "description", "") or name.replace("_", " ")
+    options = [(str(v), v) for v in values]
+    index = list(values).index(current) if current in values else 0
+    if isinstance(live, widgets.ToggleButtons | widgets.Dropdown | widgets.RadioButtons):
+        selector: Any = widgets.ToggleButtons(options=options, index=index, description=description)
+    else:
+        selector = widgets.SelectionSlider(options=options, index=index, description=description)
+    selector.add_class("pagedlab-static-control")
+    return selector
+
+
+def compact_png(png: bytes, colors: int = FRAME_COLORS) -> bytes:
+    """``png`` with a palette of ``colors`` colours (the pictures use a handful of flat ones)."""
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    out = io.BytesIO()
+    image.quantize(colors=colors, method=Image.Quantize.MEDIANCUT).save(out, "PNG", optimize=True)
+    return out.getvalue()
+
+
+def _frame(png: bytes, readout: str) -> widgets.VBox:
+    picture = widgets.Image(value=compact_png(png), format="png")
+    picture.add_class("pagedlab-picture")
+    text = widgets.HTML(value=readout)
+    text.add_class("pagedlab-readout")
+    return widgets.VBox([picture, text])
+
+
+def render_frames(
+    explorer: Staticable, axes: Mapping[str, Sequence[object]]
+) -> list[tuple[dict[str, object], bytes, str]]:
+    """Every setting of ``axes`` (last axis fastest) with the picture and readout it shows."""
+    names = list(axes)
+    start = {name: _current(explorer, name) for name in names}
+    frames = []
+    try:
+        for combo in itertools.product(*(axes[n] for n in names)):
+            setting = dict(zip(names, combo, strict=True))
+            explorer.set(**setting)
+            frames.append((setting, bytes(explorer.picture.value), str(explorer.readout.value)))
+    finally:
+        explorer.set(**start)
+    return frames
+
+
+def _current(explorer: object, name: str) -> object:
+    control = _control(explorer, name)
+    if control is None:
+        raise ValueError(f"static axis {name!r} is not a control of {type(explorer).__name__}")
+    return control.value
+
+
+def static_view(
+    explorer: Staticable, axes: Mapping[str, Sequence[object]], play: str | None = None
+) -> widgets.VBox:
+    """A kernel-free copy of ``explorer`` over ``axes``; ``play`` names the axis Play animates."""
+    if not axes:
+        raise ValueError("static_view needs at least one axis")
+    if play is not None and play not in axes:
+        raise ValueError(f"play axis {play!r} is not one of the axes {list(axes)}")
+    names = list(axes)
+    start = {name: _current(explorer, name) for name in names}
+    frames = render_frames(explorer, axes)
+    selectors = {n: _selector(explorer, n, axes[n], start[n]) for n in names}
+
+    def stack(depth: int, offset: int) -> widgets.Widget:
+        if depth == len(names):
+            _setting, png, readout = frames[offset]
+            return _frame(png, readout)
+        size = math.prod(len(axes[n]) for n in names[depth + 1 :])  # frames per child
+        children = [stack(depth + 1, offset + i * size) for i in range(len(axes[names[depth]]))]
+        level = widgets.Stack(children, selected_index=selectors[names[depth]].index)
+        widgets.jslink((selectors[names[depth]], "index"), (level, "selected_index"))
+        return level
+
+    view = stack(0, 0)
+    controls: list[widgets.Widget] = []
+    if play is not None:
+        player = widgets.Play(
+            value=selectors[play].index, min=0, max=len(axes[play]) - 1, interval=700
+        )
+        player.add_class("pagedlab-static-play")
+        widgets.jslink((player, "value"), (selectors[play], "index"))
+        controls.append(player)
+    controls += [selectors[n] for n in names]
+    note = widgets.HTML(
+        "<i>Static page: every setting above was drawn in advance; run the notebook to "
+        "explore all of them and to call the kernel.</i>"
+    )
+    box = widgets.VBox([widgets.HBox(controls[:2]), *controls[2:], view, note])
+    box.add_class("pagedlab-static")
+    return box

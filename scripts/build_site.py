@@ -1,0 +1,162 @@
+"""Build the static site: one HTML page per notebook whose explorers still move, no kernel.
+
+Usage: python scripts/build_site.py [--out site] [notebooks/NN_name.ipynb ...]
+
+For each notebook: execute it in a fresh kernel in which ``pagedlab.explorers.static`` is
+enabled, so every explorer is displayed as its static view (frames drawn now, chosen in the
+page by linked widgets); export it with nbconvert's HTML exporter and the saved widget
+state; point the page at a local require.js and widget manager instead of a CDN. Then write
+``index.html`` from the README's notebook table (the same line and picture per notebook).
+
+The pages load nothing from the network: the widget manager and require.js are copied from
+``node_modules/`` (installed from ``package.json`` / ``package-lock.json`` by ``make site``),
+MathJax is left out (the notebooks use no TeX) and mermaid loads only for mermaid cells
+(there are none). ``tests/browser/test_site.py`` checks it with every non-loopback host
+blocked. The committed notebooks stay lean: the frames exist only in ``site/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbconvert import HTMLExporter
+
+ROOT = Path(__file__).resolve().parent.parent
+MANAGER = ROOT / "node_modules" / "@jupyter-widgets" / "html-manager" / "dist"
+REQUIRE = ROOT / "node_modules" / "requirejs" / "require.js"
+TEMPLATE = ROOT / "scripts" / "site_template"
+ENABLE_STATIC = "import pagedlab.explorers.static\npagedlab.explorers.static.enable()"
+
+
+def install_assets() -> None:
+    """``npm ci`` the pinned browser assets when node_modules is missing or older than the lock."""
+    lock, marker = ROOT / "package-lock.json", ROOT / "node_modules" / ".package-lock.json"
+    if MANAGER.is_dir() and marker.is_file() and marker.stat().st_mtime >= lock.stat().st_mtime:
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        raise SystemExit("build_site: npm is needed once, to fetch the widget manager")
+    # --ignore-scripts: nothing from the registry runs here; we only copy files out of it.
+    subprocess.run([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=ROOT, check=True)
+
+
+def copy_assets(out: Path) -> None:
+    """require.js and the widget manager (embed-amd.js and its fonts) into ``out/_static``."""
+    static = out / "_static"
+    unused = shutil.ignore_patterns("*.map", "embed.js", "libembed-amd.js")
+    shutil.copytree(MANAGER, static / "html-manager", ignore=unused)
+    shutil.copy(REQUIRE, static / "require.js")
+
+
+def execute_static(path: Path) -> nbformat.NotebookNode:
+    """``path`` run top to bottom with static explorers; the enabling cell removed again."""
+    notebook = nbformat.read(path, as_version=4)
+    enable = nbformat.v4.new_code_cell(ENABLE_STATIC)
+    notebook.cells.insert(0, enable)
+    client = NotebookClient(
+        notebook,
+        timeout=900,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        store_widget_state=True,
+        record_timing=False,
+    )
+    client.execute()
+    notebook.cells.remove(enable)
+    return notebook
+
+
+def export_page(notebook: nbformat.NotebookNode, title: str) -> str:
+    exporter = HTMLExporter(
+        template_name="pagedlab",
+        extra_template_basedirs=[str(TEMPLATE)],
+        require_js_url="_static/require.js",
+        widget_renderer_url="_static/html-manager/embed-amd.js",
+        mathjax_url="",
+    )
+    notebook.metadata["title"] = title
+    body, _resources = exporter.from_notebook_node(notebook)
+    return body
+
+
+def notebook_rows(readme: Path) -> dict[str, tuple[str, str, str]]:
+    """README table rows: notebook number -> (title, line, picture path)."""
+    rows = {}
+    pattern = re.compile(
+        r"^\| \*\*(\d+) · ([^*]+)\*\*<br>(.*?) \| <img src=\"([^\"]+)\"", re.MULTILINE
+    )
+    for number, title, line, picture in pattern.findall(readme.read_text()):
+        rows[f"{int(number):02d}"] = (title.strip(), line.strip(), picture)
+    return rows
+
+
+def write_index(out: Path, pages: list[tuple[str, str]]) -> None:
+    rows = notebook_rows(ROOT / "README.md")
+    items = []
+    for number, page in pages:
+        title, line, picture = rows.get(number, (page, "", ""))
+        image = ""
+        if picture and (ROOT / picture).is_file():
+            (out / picture).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / picture, out / picture)
+            image = f'<img src="{html.escape(picture)}" alt="" width="380">'
+        line_html = re.sub(r"`([^`]+)`", r"<code>\1</code>", line)  # README's markdown code spans
+        items.append(
+            f'<li><a href="{page}"><b>{number} · {html.escape(title)}</b></a>'
+            f"<p>{line_html}</p>{image}</li>"
+        )
+    (out / "index.html").write_text(
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<title>pagedlab: learn PagedAttention</title><style>"
+        "body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em}"
+        "li{margin:1.5em 0;list-style:none}img{border:1px solid #ddd}</style></head><body>"
+        "<h1>pagedlab: learn PagedAttention by moving sliders</h1>"
+        "<p>Static pages: the sliders choose among pictures drawn in advance. Run the "
+        "notebooks in JupyterLab to call the Triton kernel and grade the exercises.</p>"
+        f"<ul>{''.join(items)}</ul></body></html>\n"
+    )
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "site"))
+    parser.add_argument("notebooks", nargs="*")
+    args = parser.parse_args(argv)
+    paths = [Path(p) for p in args.notebooks] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    out = Path(args.out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    os.environ["PYTHONHASHSEED"] = "0"
+    start = time.perf_counter()
+    install_assets()
+    copy_assets(out)
+    pages = []
+    for path in paths:
+        begin = time.perf_counter()
+        notebook = execute_static(path)
+        page = path.with_suffix(".html").name
+        (out / page).write_text(export_page(notebook, path.stem.replace("_", " ")))
+        pages.append((path.name[:2], page))
+        size = (out / page).stat().st_size / 2**20
+        print(f"{page}: {size:.1f} MiB in {time.perf_counter() - begin:.1f} s")
+    write_index(out, pages)
+    total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / 2**20
+    print(
+        f"site: {len(pages)} pages, {total:.1f} MiB, {time.perf_counter() - start:.0f} s -> {out}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,168 @@
+"""The static site in a real browser, with no kernel and every host but loopback blocked.
+
+One build of the whole site (``scripts/build_site.py``, as ``make site`` runs it) into a
+temporary folder, served by ``http.server`` on 127.0.0.1. Every page must load without a
+widget error, a page error or a request that leaves loopback; every static explorer must
+answer its sliders (and Play) in the page itself, showing the frame that setting should show.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+import pytest
+
+from .conftest import REPO, SHOTS_DIR
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOKS = sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb"))
+STATIC = ".pagedlab-static"
+VISIBLE_READOUT = f"{STATIC} .pagedlab-readout:visible"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Build the site once and serve it on loopback; yields the base URL."""
+    out = tmp_path_factory.mktemp("site") / "site"
+    start = time.perf_counter()
+    build = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "build_site.py"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+        timeout=1800,
+    )
+    assert build.returncode == 0, f"build_site failed:\n{build.stdout}\n{build.stderr[-4000:]}"
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / 2**20
+    print(f"site: {size:.1f} MiB built in {time.perf_counter() - start:.0f} s")
+    assert size < 40, f"the site is {size:.1f} MiB; keep it under 40"
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(out))
+    handler.log_message = lambda *args: None  # type: ignore[method-assign]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+
+
+class OfflinePage:
+    """A page whose requests off loopback are refused and recorded, with its page errors."""
+
+    def __init__(self, browser: Browser, url: str) -> None:
+        self.blocked: list[str] = []
+        self.errors: list[str] = []
+        self.context = browser.new_context(viewport={"width": 1280, "height": 1000})
+        self.context.route("**/*", self._route)
+        self.page: Page = self.context.new_page()
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.goto(url, wait_until="load")
+
+    def _route(self, route) -> None:  # type: ignore[no-untyped-def]
+        if urlparse(route.request.url).hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            self.blocked.append(route.request.url)
+            route.abort()
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_page_loads_offline_and_its_explorers_move(browser: Browser, site: str, name: str) -> None:
+    page_name = name.replace(".ipynb", ".html")
+    offline = OfflinePage(browser, f"{site}/{page_name}")
+    page = offline.page
+    try:
+        page.wait_for_selector(".jp-Notebook", timeout=30_000)
+        page.wait_for_timeout(500)  # the manager renders every saved view after load
+        explorers = page.locator(STATIC)
+        if explorers.count():
+            page.wait_for_selector(VISIBLE_READOUT, timeout=30_000)
+        assert page.get_by_text("Error displaying widget").count() == 0
+        for i in range(explorers.count()):
+            explorer = explorers.nth(i)
+            handle = explorer.locator(".widget-slider .noUi-handle")
+            buttons = explorer.locator(".widget-toggle-buttons button")
+            assert handle.count() + buttons.count() >= 1, (
+                f"{page_name}: explorer {i} has no control"
+            )
+            before = _frame_of(explorer)
+            if handle.count():
+                handle.first.focus()
+                page.keyboard.press("ArrowLeft" if _at_end(handle.first) else "ArrowRight")
+            else:
+                buttons.nth(1).click()
+            page.wait_for_timeout(200)
+            after = _frame_of(explorer)
+            assert after[0] != before[0], f"{page_name}: explorer {i}'s readout did not change"
+            assert after[1] != before[1], f"{page_name}: explorer {i}'s picture did not change"
+        SHOTS_DIR.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS_DIR / f"site-{page_name}.png"))
+        assert not offline.errors, f"{page_name}: page errors {offline.errors}"
+        assert not offline.blocked, f"{page_name}: requests left loopback: {offline.blocked}"
+    finally:
+        offline.close()
+
+
+def _frame_of(explorer) -> tuple[str, str | None]:  # type: ignore[no-untyped-def]
+    """The visible frame's readout text and picture (a data: URL) inside ``explorer``."""
+    readout = explorer.locator(".pagedlab-readout:visible").first.inner_text()
+    return readout, explorer.locator(".pagedlab-picture:visible").first.get_attribute("src")
+
+
+def _at_end(handle) -> bool:  # type: ignore[no-untyped-def]
+    now, top = handle.get_attribute("aria-valuenow"), handle.get_attribute("aria-valuemax")
+    return now is not None and now == top
+
+
+def test_allocation_explorer_static_frames_are_the_right_ones(browser: Browser, site: str) -> None:
+    """Notebook 2: length 5 at block size 4 says 2 blocks and output 3; Play appends tokens."""
+    offline = OfflinePage(browser, f"{site}/02_block_table.html")
+    page = offline.page
+    try:
+        page.wait_for_selector(VISIBLE_READOUT, timeout=30_000)
+        explorer = page.locator(STATIC).first
+        readout, picture = _frame_of(explorer)
+        assert re.search(r"blocks 2 · physical \[4, 1\]", readout), readout
+        assert "output 3.000" in readout, readout
+        length = page.locator(f"{STATIC} .widget-slider .noUi-handle").nth(1)
+        assert length.get_attribute("aria-valuenow") == "4.0"  # index of length 5 in 1..32
+        length.focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_timeout(200)
+        readout_6, _ = _frame_of(explorer)
+        assert "tokens 6" in readout_6 and "blocks 2" in readout_6, readout_6
+        page.locator(f"{STATIC} .pagedlab-static-play button").first.click()  # Play
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.pagedlab-static .pagedlab-readout')]"
+            ".some(e => e.offsetParent !== null && /tokens (7|8|9)/.test(e.innerText))",
+            timeout=10_000,
+        )
+        assert _frame_of(explorer)[1] != picture
+        assert not offline.errors and not offline.blocked
+    finally:
+        offline.close()
+
+
+def test_site_has_an_index_linking_every_page(site: str) -> None:
+    with urllib.request.urlopen(f"{site}/index.html") as response:  # loopback only
+        text = response.read().decode()
+    for name in NOTEBOOKS:
+        assert f'href="{name.replace(".ipynb", ".html")}"' in text, name
