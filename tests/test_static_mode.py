@@ -1,0 +1,73 @@
+"""Static mode: frames are what the live explorer shows, the explorer is left as it was."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import pytest
+
+from pagedlab.explorers import static
+from pagedlab.explorers.allocation import AllocationExplorer
+
+
+@pytest.fixture(scope="module")
+def explorer() -> AllocationExplorer:
+    return AllocationExplorer(block_size=4, length=5)
+
+
+def test_frames_are_the_live_explorers_frames_in_product_order(explorer) -> None:
+    frames = static.render_frames(explorer, {"block_size": [2, 4], "length": [4, 5, 6]})
+    assert [f[0] for f in frames] == [
+        {"block_size": b, "length": n} for b in (2, 4) for n in (4, 5, 6)
+    ]
+    setting, png, readout = frames[4]  # block size 4, length 5: the seed
+    explorer.set(**setting)
+    assert png == bytes(explorer.picture.value) and readout == explorer.readout.value
+    assert "blocks 2 · physical [4, 1]" in readout and "output 3.000" in readout
+
+
+def test_rendering_leaves_the_explorer_where_it_was(explorer) -> None:
+    explorer.set(block_size=4, length=5)
+    before = (bytes(explorer.picture.value), explorer.readout.value)
+    static.render_frames(explorer, {"block_size": [1, 8], "length": [1, 9]})
+    assert (explorer.block_size.value, explorer.length.value) == (4, 5)
+    assert (bytes(explorer.picture.value), explorer.readout.value) == before
+
+
+def _stacks(widget: widgets.Widget) -> list[widgets.Stack]:
+    found = [widget] if isinstance(widget, widgets.Stack) else []
+    for child in getattr(widget, "children", ()):
+        found += _stacks(child)
+    return found
+
+
+def test_view_links_each_control_to_its_stack_level(explorer) -> None:
+    axes = {"block_size": [2, 4, 8], "length": [3, 5]}
+    view = static.static_view(explorer, axes, play="length")
+    stacks = _stacks(view)
+    outer = stacks[0]
+    assert len(outer.children) == 3 and all(len(s.children) == 2 for s in outer.children)
+    assert outer.selected_index == 1 and outer.children[1].selected_index == 1  # 4, 5
+    frame = outer.children[1].children[1]
+    picture, readout = frame.children
+    assert "tokens 5" in readout.value and picture.value[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "pagedlab-static" in view._dom_classes
+
+
+def test_bad_axes_are_refused_by_name(explorer) -> None:
+    with pytest.raises(ValueError, match="'colour'"):
+        static.static_view(explorer, {"colour": [1]})
+    with pytest.raises(ValueError, match="play axis 'length'"):
+        static.static_view(explorer, {"block_size": [4]}, play="length")
+    with pytest.raises(ValueError, match="at least one axis"):
+        static.static_view(explorer, {})
+
+
+def test_compact_png_keeps_the_picture_size_and_shrinks_the_bytes(explorer) -> None:
+    from io import BytesIO
+
+    from PIL import Image
+
+    png = bytes(explorer.picture.value)
+    small = static.compact_png(png)
+    assert Image.open(BytesIO(small)).size == Image.open(BytesIO(png)).size
+    assert len(small) < len(png) / 2
