@@ -118,6 +118,11 @@ class Scheduler:
                 f"({request.num_samples} sample(s) x {request.prompt_len + request.output_len} "
                 f"tokens), more than the pool's {self.device.num_blocks}: it could never run"
             )
+        if self.token_budget is not None and request.num_samples > self.token_budget:
+            raise ValueError(
+                f"request {request.name!r} decodes {request.num_samples} tokens a step, more "
+                f"than token_budget = {self.token_budget}: it could never decode"
+            )
         group = Group(request, order=len(self.groups), work=request.prompt_len)
         self.groups[request.name] = group
         self.waiting.append(group)
