@@ -70,20 +70,33 @@ def check_controls(
     return mode, size, budget, chunked_prefill, check_int(step, "step", 0, MAX_STEP)
 
 
-def _build(mode: str, block_size: int, budget: int, chunked: bool) -> tuple[Scheduler, SwappingKV]:
+def scene_scheduler(
+    mode: str = "swap",
+    block_size: int = 4,
+    token_budget: int | None = None,
+    chunked_prefill: bool = False,
+) -> tuple[Scheduler, SwappingKV]:
+    """The explorer's scene, queued and not yet stepped: a scheduler over real K/V.
+
+    The device pool has ``POOL_BLOCKS`` blocks, the host pool as many; K/V have one head of
+    dimension 2, on the CPU.
+    """
     device = PagedKVCache(POOL_BLOCKS, block_size, 1, 2, device="cpu")
     store = SwappingKV(device, HostPool.like(device))
     scheduler = Scheduler(
         BlockAllocator(POOL_BLOCKS, block_size),
         mode=mode,
-        token_budget=budget,
-        chunked_prefill=chunked,
+        token_budget=token_budget,
+        chunked_prefill=chunked_prefill,
         host=store.host.allocator,
         kv=store,
     )
     for request in SCENE:
         scheduler.add(request)
     return scheduler, store
+
+
+_build = scene_scheduler
 
 
 @lru_cache(maxsize=16)
