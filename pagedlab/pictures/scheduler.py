@@ -26,6 +26,7 @@ from pagedlab.attention.swap_cost import CostModel, SwapTiming
 from pagedlab.memory.requests import Group, StepResult
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.pictures.blocks import (
+    FIG_W,
     FREE_COLOR,
     FREE_EDGE,
     HIGHLIGHT,
@@ -106,18 +107,22 @@ def pool_drawing(
     return d
 
 
-def _queue(d: Drawing, y: float, name: str, groups: Sequence[Group], detail: bool) -> None:
+def _queue(d: Drawing, y: float, name: str, groups: Sequence[Group], detail: bool) -> float:
+    """One queue as a row of chips (wrapping); returns the height it took."""
     d.labels.append(Label(5.75, y, f"{name}:", 8.0, ha="left"))
-    x = 6.55
+    x, top = 6.55, y
     for group in groups:
         text = group.name
         if detail:
             text += f" {group.generated}/{group.request.output_len}"
         width = 0.16 + 0.075 * len(text)
+        if x + width > FIG_W - 0.05:
+            x, y = 6.55, y - 0.22
         chip = Box(x, y - 0.09, width, 0.18)
         d.rects.append(Rect(chip, tint(group_color(group), 0.55), group_color(group), "chip", name))
         d.labels.append(Label(x + width / 2, y, text, 6.5))
         x += width + 0.06
+    return top - y + 0.3
 
 
 def scheduler_drawing(scheduler: Scheduler, result: StepResult | None = None) -> Drawing:
@@ -171,8 +176,7 @@ def scheduler_drawing(scheduler: Scheduler, result: StepResult | None = None) ->
         ("swapped", s.swapped, True),
         ("finished", s.finished, False),
     ):
-        _queue(d, y, name, groups, detail)
-        y -= 0.32
+        y -= _queue(d, y, name, groups, detail)
     d.labels.append(Label(5.75, y - 0.05, "this step:", 8.0, ha="left"))
     events = result.events() if result is not None else []
     if result is not None and result.decoded:
