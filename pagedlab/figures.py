@@ -12,9 +12,10 @@ Files (in ``figures/`` unless a directory is given):
 - ``transition_4_to_5.png``: length 4 above length 5: one new block, nothing moved;
 - ``two_layouts.png``: the same sequence in the ascending and the seed layout; both give 3;
 - ``allocation.gif``: the seed layout filled token by token, lengths 1 to 16;
-- ``nb01_why_paging.png`` … ``nb08_to_vllm.png``: for the README's list of notebooks, the
-  first picture each notebook's explorer shows (notebooks 2 and 3 use the GIF and the two
-  layouts above), and for notebook 7 the Fig. 2 breakdown from a 10-minute trace.
+- ``nb01_why_paging.png`` … ``nb09_when_memory_runs_out.png``: for the README's list of
+  notebooks, the first picture each notebook's explorer shows (notebooks 2 and 3 use the GIF
+  and the two layouts above), for notebook 7 the Fig. 2 breakdown from a 10-minute trace, and for
+  notebook 9 the explorer at step 4 (its first swap-out).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from PIL import Image
 from pagedlab.explorers.allocation import LAYOUTS, ExplorerState, caption, explorer_state
 from pagedlab.explorers.batch import BatchExplorer
 from pagedlab.explorers.memory import ReservationExplorer
+from pagedlab.explorers.scheduler import SchedulerExplorer
 from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
@@ -44,6 +46,7 @@ NOTEBOOK_FILES = (
     "nb06_prefix_caching.png",
     "nb07_memory_at_scale.png",
     "nb08_to_vllm.png",
+    "nb09_when_memory_runs_out.png",
 )
 DPI = 80
 COLORS = 96
@@ -125,6 +128,7 @@ def write_notebook_figures(directory: Path | str = "figures") -> list[Path]:
         PrefixCacheExplorer().picture.value,
         _breakdown_png(),
         BatchExplorer().picture.value,
+        SchedulerExplorer(step=4).picture.value,
     )
     paths = [out / name for name in NOTEBOOK_FILES]
     for png, path in zip(pictures, paths, strict=True):

@@ -1,0 +1,121 @@
+"""Fig. 19 two ways: swap time against block size, measured here and from a cost model.
+
+The paper (§7.3, Fig. 19a) measured, on an A100 over PCIe, that swapping is slow with small
+blocks ("numerous small data transfers between CPU and GPU, which limits the effective PCIe
+bandwidth"), that recomputation's cost does not depend on the block size, and that from block
+size 16 to 64 the two are comparable.
+
+- :func:`measure_swap` times :func:`pagedlab.attention.swap.copy_blocks` for the *same bytes*
+  cut into blocks of each size: the device cache and a :class:`HostPool` on this machine (two
+  CPU tensors without a GPU; device memory and pinned host memory with one). Timings vary from
+  run to run; the shape does not: the cost per block dominates at small blocks.
+- :class:`CostModel` is arithmetic with stated constants: one transfer per block per layer for
+  K and for V, each costing a fixed latency plus its bytes over the PCIe bandwidth; recompute
+  is one prefill over the sequence's tokens at a fixed throughput. The constants are
+  assumptions (named below), not the paper's measurements; they reproduce its shape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from pagedlab.attention.kv_cache import PagedKVCache
+from pagedlab.attention.swap import HostPool, copy_blocks
+from pagedlab.checks import ceil_div, check_int
+
+
+@dataclass(frozen=True)
+class SwapTiming:
+    """Best-of-``repeats`` seconds to copy ``num_blocks`` blocks of ``block_size`` out and in."""
+
+    block_size: int
+    num_blocks: int
+    nbytes: int  # K and V together, the same for every block size
+    swap_out_s: float
+    swap_in_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.swap_out_s + self.swap_in_s
+
+
+def measure_swap(
+    block_sizes: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
+    num_tokens: int = 4096,
+    num_kv_heads: int = 4,
+    head_dim: int = 64,
+    dtype: torch.dtype = torch.float16,
+    repeats: int = 3,
+    device: torch.device | str | None = None,
+) -> list[SwapTiming]:
+    """Time swapping ``num_tokens`` tokens of K/V out and back in, for each block size.
+
+    ``device`` defaults to CUDA when available, else the CPU. Each block size must divide
+    ``num_tokens`` so that the bytes moved are the same.
+    """
+    num_tokens = check_int(num_tokens, "num_tokens", 1)
+    repeats = check_int(repeats, "repeats", 1)
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    timings = []
+    for size in block_sizes:
+        size = check_int(size, "block size", 1)
+        if num_tokens % size:
+            raise ValueError(f"block size {size} does not divide num_tokens = {num_tokens}")
+        blocks = num_tokens // size
+        cache = PagedKVCache(blocks, size, num_kv_heads, head_dim, dtype, device=device)
+        host = HostPool.like(cache)
+        pairs = [(b, b) for b in range(blocks)]
+        swap_out = swap_in = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            copy_blocks(cache, host.cache, pairs)
+            middle = time.perf_counter()
+            copy_blocks(host.cache, cache, pairs)
+            end = time.perf_counter()
+            swap_out, swap_in = min(swap_out, middle - start), min(swap_in, end - middle)
+        timings.append(SwapTiming(size, blocks, cache.nbytes, swap_out, swap_in))
+    return timings
+
+
+def per_block_cost_dominates(timings: Sequence[SwapTiming], factor: float = 2.0) -> bool:
+    """True if the smallest block size swaps ``factor`` times slower than the largest."""
+    small = min(timings, key=lambda t: t.block_size)
+    large = max(timings, key=lambda t: t.block_size)
+    return small.total_s > factor * large.total_s
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Swap and recompute time of one sequence, in seconds. Defaults: OPT-13B on one A100.
+
+    ``kv_bytes_per_token`` and ``num_layers`` are the paper's (§3: 2 x 5120 x 40 x 2 bytes =
+    800 KB per token for OPT-13B). The rest are pagedlab's assumptions, not measured by the
+    paper: ``pcie_bytes_per_s`` (effective host <-> device bandwidth of PCIe 4.0 x16),
+    ``transfer_latency_s`` (fixed cost of one copy call) and ``prefill_tokens_per_s``
+    (OPT-13B prefill throughput).
+    """
+
+    kv_bytes_per_token: int = 2 * 5120 * 40 * 2
+    num_layers: int = 40
+    pcie_bytes_per_s: float = 16e9
+    transfer_latency_s: float = 3e-6
+    prefill_tokens_per_s: float = 10_000.0
+
+    def transfers(self, num_tokens: int, block_size: int) -> int:
+        """Copies one swap direction makes: K and V of every block, layer by layer (vLLM V0)."""
+        return 2 * self.num_layers * ceil_div(num_tokens, block_size)
+
+    def swap_s(self, num_tokens: int, block_size: int) -> float:
+        """One direction (out or in): whole blocks move, empty slots of the last one too."""
+        moved = ceil_div(num_tokens, block_size) * block_size * self.kv_bytes_per_token
+        latency = self.transfers(num_tokens, block_size) * self.transfer_latency_s
+        return latency + moved / self.pcie_bytes_per_s
+
+    def recompute_s(self, num_tokens: int) -> float:
+        """One prefill over the tokens whose K/V was dropped; no blocks involved."""
+        return num_tokens / self.prefill_tokens_per_s

@@ -1,0 +1,213 @@
+"""The scheduler's rules (§4.5) on the real allocator: FCFS, group preemption, swap, recompute."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pagedlab.checks import ArgumentTypeError
+from pagedlab.memory.allocator import BlockAllocator
+from pagedlab.memory.requests import Request, StepResult
+from pagedlab.memory.scheduler import Scheduler
+
+SCENE = [("A", 10, 14, 1), ("B", 6, 10, 2), ("C", 14, 8, 1), ("D", 5, 12, 1), ("E", 8, 9, 1)]
+
+
+def scheduler(mode: str = "swap", chunked: bool = False, blocks: int = 14, size: int = 4):
+    s = Scheduler(
+        BlockAllocator(blocks, size),
+        mode=mode,
+        token_budget=16 if chunked else None,
+        chunked_prefill=chunked,
+    )
+    for name, prompt, output, samples in SCENE:
+        s.add(Request(name, prompt, output, samples))
+    return s
+
+
+def run_checked(s: Scheduler) -> list[StepResult]:
+    results = []
+    while not s.done:
+        result = s.step()
+        s.check()
+        if result.admitted:  # admission comes last, only if nothing is (still) swapped out
+            assert not s.swapped and not result.preempted
+        for group in s.swapped:
+            assert group.tables == [] and group.device_blocks() == []
+        results.append(result)
+        assert len(results) < 10_000
+    return results
+
+
+@pytest.mark.parametrize("mode", ["swap", "recompute"])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_scene_runs_to_the_end_without_leaks(mode: str, chunked: bool) -> None:
+    s = scheduler(mode, chunked)
+    run_checked(s)
+    assert s.preemptions > 0  # the scene is tight enough to preempt
+    assert s.device.num_free == s.device.num_blocks and s.host.num_free == s.host.num_blocks
+    assert sorted(g.name for g in s.finished) == ["A", "B", "C", "D", "E"]
+    if mode == "swap":
+        assert s.blocks_swapped_out == s.blocks_swapped_in > 0 and s.tokens_recomputed == 0
+    else:
+        assert s.blocks_swapped_out == 0 and s.tokens_recomputed > 0
+
+
+def test_the_most_recent_group_is_preempted_first() -> None:
+    s = scheduler("swap")
+    results = run_checked(s)
+    first = next(r for r in results if r.preempted)
+    assert first.preempted == ["E"]  # E arrived last
+    order = [s.groups[n].order for r in results for n in r.preempted]
+    assert order[:2] == sorted(order[:2], reverse=True)
+
+
+def test_groups_move_together() -> None:
+    s = Scheduler(BlockAllocator(12, 2), mode="swap")
+    s.add(Request("old", 4, 12))
+    pair = s.add(Request("pair", 3, 6, num_samples=2))
+    seen_swapped = False
+    while not s.done:
+        s.step()
+        s.check()
+        if pair.status == "swapped":
+            seen_swapped = True
+            assert len(pair.host) == 2 and pair.tables == []
+        if pair.status == "running" and not pair.prefilling:
+            assert len(pair.tables) == 2
+            # the samples share their full prompt block(s) and nothing else
+            shared = set(pair.tables[0].blocks) & set(pair.tables[1].blocks)
+            assert len(shared) in (pair.request.prompt_len // 2, len(pair.tables[0].blocks))
+    assert seen_swapped and pair.preemptions >= 1
+
+
+def test_swapped_sequence_comes_back_on_new_blocks() -> None:
+    s = Scheduler(BlockAllocator(6, 2), mode="swap")
+    s.add(Request("A", 4, 6))
+    b = s.add(Request("B", 4, 6))
+    before = None
+    while not s.done:
+        if b.status == "running" and not b.prefilling:
+            before = b.tables[0].blocks
+        result = s.step()
+        if "B" in result.swapped_in:
+            assert b.tables[0].num_tokens == b.num_tokens and before is not None
+            break
+    assert b.preemptions == 1
+
+
+@pytest.mark.parametrize("mode", ["swap", "recompute"])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_fcfs_order_of_completion_for_equal_lengths(mode: str, chunked: bool) -> None:
+    s = Scheduler(
+        BlockAllocator(10, 2),
+        mode=mode,
+        token_budget=8 if chunked else None,
+        chunked_prefill=chunked,
+    )
+    for i in range(6):
+        s.add(Request(f"r{i}", 5, 7))
+    run_checked(s)
+    assert [g.name for g in s.finished] == [f"r{i}" for i in range(6)]
+
+
+def test_recompute_counts_prompt_and_generated_tokens() -> None:
+    s = Scheduler(BlockAllocator(6, 2), mode="recompute")
+    s.add(Request("A", 4, 6))
+    b = s.add(Request("B", 4, 6))
+    while not s.done:
+        result = s.step()
+        if result.preempted == ["B"]:
+            dropped = b.work  # prompt + generated, rebuilt in one prefill
+            assert dropped == 4 + b.generated and b.recompute_left == dropped
+            break
+    run_checked(s)
+    assert s.tokens_recomputed == dropped
+
+
+def test_chunked_prefill_keeps_decoding_beside_a_long_prompt() -> None:
+    def stalls(chunked: bool) -> int:
+        s = Scheduler(BlockAllocator(64, 4), token_budget=16, chunked_prefill=chunked)
+        s.add(Request("short", 4, 20))
+        s.step()  # short's prefill
+        s.add(Request("long", 96, 4))
+        steps = [s.step() for _ in range(8)]
+        assert all(r.tokens <= 16 for r in steps) or not chunked
+        return sum("short" not in r.decoded for r in steps)
+
+    assert stalls(chunked=False) == 1  # the long prompt's prefill step decodes nothing
+    assert stalls(chunked=True) == 0  # decodes first, then 15 prompt tokens a step
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"mode": "evict"}, ValueError, "mode"),
+        ({"token_budget": 0}, ValueError, "token_budget"),
+        ({"token_budget": 2.5}, ArgumentTypeError, "token_budget"),
+        ({"chunked_prefill": True}, ValueError, "token_budget"),
+        ({"chunked_prefill": 1}, TypeError, "chunked_prefill"),
+        ({"host": BlockAllocator(4, 8)}, ValueError, "block_size"),
+        ({"host": "cpu"}, TypeError, "host"),
+    ],
+)
+def test_bad_settings(kwargs: dict, error: type, words: str) -> None:
+    with pytest.raises(error, match=words):
+        Scheduler(BlockAllocator(4, 4), **kwargs)
+
+
+def test_bad_requests_change_nothing() -> None:
+    s = Scheduler(BlockAllocator(4, 4))
+    s.add(Request("A", 4, 4))
+    with pytest.raises(ValueError, match="already added"):
+        s.add(Request("A", 1, 1))
+    with pytest.raises(ValueError, match="could never run"):
+        s.add(Request("huge", 16, 1))
+    with pytest.raises(TypeError, match="Request"):
+        s.add(("B", 1, 1))  # type: ignore[arg-type]
+    assert [g.name for g in s.waiting] == ["A"] and list(s.groups) == ["A"]
+    with pytest.raises(ValueError, match="prompt_len"):
+        Request("x", 0, 1)
+    with pytest.raises(ArgumentTypeError, match="num_samples"):
+        Request("x", 1, 1, num_samples=True)
+    with pytest.raises(TypeError, match="name"):
+        Request("", 1, 1)
+
+
+requests = st.lists(
+    st.tuples(st.integers(1, 12), st.integers(1, 12), st.sampled_from([1, 1, 2, 3])),
+    min_size=1,
+    max_size=7,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    requests,
+    st.sampled_from(["swap", "recompute"]),
+    st.sampled_from([1, 2, 4]),
+    st.integers(8, 20),
+    st.one_of(st.none(), st.integers(4, 40)),
+    st.booleans(),
+    st.integers(4, 20),
+)
+def test_random_traces_keep_every_rule(
+    reqs, mode, size, blocks, budget, chunked, host_blocks
+) -> None:
+    s = Scheduler(
+        BlockAllocator(blocks, size),
+        mode=mode,
+        token_budget=budget if budget is not None or not chunked else 8,
+        chunked_prefill=chunked,
+        host=BlockAllocator(host_blocks, size),  # small swap spaces fall back to recompute
+    )
+    for i, (prompt, output, samples) in enumerate(reqs):
+        request = Request(f"r{i}", prompt, output, samples)
+        if request.max_blocks(size) <= blocks:
+            s.add(request)
+    run_checked(s)
+    assert s.device.num_free == blocks and s.host.num_free == host_blocks
+    assert len(s.finished) == len(s.groups)
+    for group in s.finished:
+        assert group.generated == group.request.output_len

@@ -1,0 +1,162 @@
+"""Swapping real K/V: exact round trips, the scheduler's data plane, Fig. 19's two halves."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pagedlab import paged_attention, reference_attention
+from pagedlab.attention.kv_cache import PagedKVCache
+from pagedlab.attention.ops import block_tables_tensor
+from pagedlab.attention.swap import (
+    HostPool,
+    SwappingKV,
+    copy_blocks,
+    swap_in,
+    swap_out,
+    token_kv,
+)
+from pagedlab.attention.swap_cost import CostModel, measure_swap, per_block_cost_dominates
+from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
+from pagedlab.memory.block_table import BlockTable
+from pagedlab.memory.requests import Request
+from pagedlab.memory.scheduler import Scheduler
+
+
+def attention(cache: PagedKVCache, table: BlockTable) -> tuple[torch.Tensor, torch.Tensor]:
+    query = torch.linspace(-1, 1, 2 * 8, device=cache.device).reshape(1, 2, 8)
+    args = (
+        query,
+        cache.key,
+        cache.value,
+        block_tables_tensor([table.blocks], device=cache.device),
+        torch.tensor([table.num_tokens], dtype=torch.int32, device=cache.device),
+    )
+    return paged_attention(*args), reference_attention(*args)
+
+
+def test_swap_round_trip_moves_blocks_not_results() -> None:
+    pool = BlockAllocator(8, 4)
+    cache = PagedKVCache(8, 4, 2, 8)
+    host = HostPool.like(cache)
+    table = BlockTable(pool)
+    table.append_tokens(11)
+    k, v = token_kv("seq", 0, torch.arange(11), 2, 8)
+    cache.write(table.slot_mapping(), k.to(cache.device), v.to(cache.device))
+    before, reference = attention(cache, table)
+    blocks_before = table.blocks
+
+    swapped = swap_out(table, cache, host)
+    assert pool.num_free == 8 and table.freed and host.allocator.num_free == 5
+    other = BlockTable(pool)
+    other.append_tokens(8)  # someone else takes the freed blocks meanwhile
+    back = swap_in(swapped, host, cache, pool)
+
+    assert set(back.blocks).isdisjoint(blocks_before)  # new physical blocks
+    assert host.allocator.num_free == 8
+    assert torch.equal(cache.gather(back.blocks, 11)[0], k.to(cache.device))
+    after, _ = attention(cache, back)
+    assert torch.equal(after, before)  # bit for bit
+    assert torch.allclose(before, reference, atol=1e-5)
+
+
+def test_swap_is_atomic_when_a_pool_is_full() -> None:
+    pool = BlockAllocator(4, 2)
+    cache = PagedKVCache(4, 2, 1, 2, device="cpu")
+    host = HostPool(1, 2, 1, 2)
+    table = BlockTable(pool)
+    table.append_tokens(4)
+    with pytest.raises(OutOfBlocksError):
+        swap_out(table, cache, host)
+    assert not table.freed and host.allocator.num_free == 1
+    host = HostPool(4, 2, 1, 2)
+    swapped = swap_out(table, cache, host)
+    filler = BlockTable(pool)
+    filler.append_tokens(7)
+    with pytest.raises(OutOfBlocksError):
+        swap_in(swapped, host, cache, pool)
+    assert host.allocator.num_free == 2 and pool.num_free == 0
+
+
+def test_host_pool_is_pinned_only_with_cuda() -> None:
+    host = HostPool(2, 4, 1, 2)
+    assert host.cache.device.type == "cpu"
+    assert host.cache.key.is_pinned() == torch.cuda.is_available()
+    assert "pinned" in repr(host)
+
+
+def test_copy_blocks_refuses_bad_input_and_changes_nothing() -> None:
+    a = PagedKVCache(2, 4, 1, 2, device="cpu")
+    b = PagedKVCache(2, 4, 1, 2, device="cpu")
+    a.key.fill_(1.0)
+    with pytest.raises(ValueError, match="dst block 2"):
+        copy_blocks(a, b, [(0, 0), (1, 2)])
+    assert not b.key.any()
+    with pytest.raises(ValueError, match="block_size"):
+        copy_blocks(a, PagedKVCache(2, 2, 1, 2, device="cpu"), [(0, 0)])
+    with pytest.raises(TypeError, match="src block"):
+        copy_blocks(a, b, [(0.5, 0)])
+
+
+@pytest.mark.parametrize("mode", ["swap", "recompute"])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_scheduler_keeps_every_sequences_kv_exact(mode: str, chunked: bool) -> None:
+    device = PagedKVCache(14, 4, 2, 4, device="cpu")
+    store = SwappingKV(device, HostPool.like(device))
+    s = Scheduler(
+        BlockAllocator(14, 4),
+        mode=mode,
+        token_budget=16 if chunked else None,
+        chunked_prefill=chunked,
+        host=store.host.allocator,
+        kv=store,
+    )
+    for name, prompt, output, samples in [
+        ("A", 10, 14, 1),
+        ("B", 6, 10, 2),
+        ("C", 14, 8, 1),
+        ("D", 5, 12, 1),
+        ("E", 8, 9, 1),
+    ]:
+        s.add(Request(name, prompt, output, samples))
+    checked = 0
+    while not s.done:
+        s.step()
+        s.check()
+        checked += store.verify(s.running)
+    assert s.preemptions > 0 and checked > 50
+
+
+def test_verify_names_the_wrong_position() -> None:
+    device = PagedKVCache(4, 2, 1, 2, device="cpu")
+    store = SwappingKV(device, HostPool.like(device))
+    s = Scheduler(BlockAllocator(4, 2), host=store.host.allocator, kv=store)
+    group = s.add(Request("A", 3, 2))
+    s.step()
+    block, offset = group.tables[0].slot(2)
+    device.value[block, offset] += 1
+    with pytest.raises(AssertionError, match="position 2"):
+        store.verify(s.running)
+
+
+def test_measured_swap_has_the_papers_shape() -> None:
+    timings = measure_swap(block_sizes=(1, 64), num_tokens=1024, repeats=1)
+    assert [t.num_blocks for t in timings] == [1024, 16]
+    assert timings[0].nbytes == timings[1].nbytes
+    assert per_block_cost_dominates(timings)
+    with pytest.raises(ValueError, match="does not divide"):
+        measure_swap(block_sizes=(3,), num_tokens=64)
+
+
+def test_cost_model_reproduces_fig_19_shape() -> None:
+    model, tokens = CostModel(), 1024
+    sizes = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    swap = [model.swap_s(tokens, b) * 2 for b in sizes]  # out + in
+    recompute = model.recompute_s(tokens)
+    assert swap == sorted(swap, reverse=True)  # swap falls with the block size
+    assert swap[0] > 4 * recompute  # small blocks: swapping is far slower
+    assert all(recompute <= 1.2 * s for s in swap)  # recompute never > 20 % slower (§7.3)
+    for b, s in zip(sizes, swap, strict=True):
+        if 16 <= b <= 64:
+            assert 0.5 < recompute / s < 1.5  # comparable from 16 to 64
+    assert model.kv_bytes_per_token == 819_200  # OPT-13B: 800 KB per token (§3)
