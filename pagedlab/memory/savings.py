@@ -32,6 +32,16 @@ from pagedlab.memory.sharing import beam_step, fork_samples
 PAPER_SAVED = {"parallel": (0.061, 0.098), "beam": (0.376, 0.552)}
 """The paper's range on Alpaca (§6.3): parallel sampling 6.1-9.8 %, beam search 37.6-55.2 %."""
 
+PAPER_FIG15 = {
+    ("parallel", 2): 0.0609,
+    ("parallel", 4): 0.0853,
+    ("parallel", 6): 0.0979,
+    ("beam", 2): 0.3756,
+    ("beam", 4): 0.5313,
+    ("beam", 6): 0.5516,
+}
+"""The paper's Fig. 15 (OPT-13B, Alpaca trace): memory saved by sharing, per (mode, width)."""
+
 ALPACA_MEAN_LENGTHS = (19.31, 58.45)
 """Mean input / output lengths of the paper's Alpaca trace (Table/Fig. 11)."""
 
@@ -165,9 +175,10 @@ def savings_table(
 
 
 def format_savings(rows: list[Savings]) -> str:
-    """A plain-text table with the paper's range beside ours."""
-    lines = ["mode     width without with  final    mean    paper (Alpaca)"]
+    """A plain-text table with the paper's Fig. 15 value for the same mode and width beside
+    ours ("-" for a width the figure does not show)."""
+    lines = ["mode     width without with  final    mean    paper (Fig. 15, Alpaca)"]
     for r in rows:
-        lo, hi = PAPER_SAVED[r.mode]
-        lines.append(f"{r.row()}   {100 * lo:.1f}-{100 * hi:.1f} %")
+        paper = PAPER_FIG15.get((r.mode, r.width))
+        lines.append(f"{r.row()}   " + ("-" if paper is None else f"{100 * paper:.2f} %"))
     return "\n".join(lines)
