@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from pagedlab.simulate.engine import FIG2, SimResult
+from pagedlab.simulate.accounting import FIG2, SimResult
 from pagedlab.simulate.memory import OneRequest
 from pagedlab.simulate.report import PAPER_MEAN_BATCH, PAPER_TOKEN_SHARE, SweepRow
 
