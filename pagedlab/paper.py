@@ -10,8 +10,9 @@ This module imports nothing from pagedlab (every layer may import it). Shares ar
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Final
+from typing import Final, cast
 
 # --- Models, hardware, lengths (§3, §6.1, Fig. 1) ------------------------------------------
 
@@ -75,7 +76,9 @@ FIG2_BREAKDOWN: Final = MappingProxyType(
 others" per system. ``None`` where the bar has no such segment (Oracle: no internal
 fragmentation; vLLM: only its token states, 96.3 %, are labelled)."""
 
-FIG2_TOKEN_SHARE: Final = MappingProxyType({k: v["tokens"] for k, v in FIG2_BREAKDOWN.items()})
+FIG2_TOKEN_SHARE: Final[Mapping[str, float]] = MappingProxyType(
+    {k: cast(float, v["tokens"]) for k, v in FIG2_BREAKDOWN.items()}
+)
 """Fig. 2: the share of KV memory that holds token states, per system."""
 
 TOKEN_SHARE_RANGE_EXISTING: Final = (

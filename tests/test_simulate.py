@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from pagedlab import BlockAllocator, BlockTable
 from pagedlab.simulate import (
     CATEGORIES,
+    BuddyAllocator,
     FirstFit,
     Policy,
     StepCost,
@@ -90,8 +91,10 @@ def test_max_reserves_2048() -> None:
     assert list(h["tokens"] + h["reserved"]) == [15] * 5
     assert list(h["internal"]) == [2048 - 15] * 5
     assert list(h["idle"]) == [4096 - 2048] * 5
-    assert list(orca_pow2().reservation(np.array([15, 16, 17, 2000]))) == [16, 16, 32, 2048]
-    assert list(orca_oracle().reservation(np.array([15, 17]))) == [15, 17]
+    prompt, output = np.array([10, 10, 10, 10, 1500]), np.array([5, 6, 7, 25, 548])
+    assert list(orca_pow2().reservation(prompt, output)) == [18, 18, 18, 42, 2048]
+    assert list(orca_oracle().reservation(prompt, output)) == [15, 16, 17, 35, 2048]
+    assert list(orca_max().reservation(prompt, output)) == [2048] * 5
 
 
 def test_paper_fig3_example() -> None:
@@ -140,13 +143,14 @@ def test_workload_means_and_caps() -> None:
 @pytest.mark.parametrize(
     ("call", "needle"),
     [
-        (lambda: make_trace(0.0, 10.0), "rate must be > 0 requests/s, got 0.0"),
+        (lambda: make_trace(0.0, 10.0), "rate must be > 0, got 0.0"),
         (lambda: make_trace(-1, 10.0), "got -1"),
         (lambda: make_trace(1.0, 10.0, "wiki"), "'wiki'"),
         (lambda: vllm(0), "block_size must be >= 1, got 0"),
         (lambda: Policy("x", reserve="half"), "'half'"),
         (lambda: simulate(one(10, 5), orca_max(), pool_slots=2000), "2048"),
         (lambda: simulate(one(300, 200), vllm(16), pool_slots=480), "500 tokens"),
+        (lambda: simulate(one(300, 200), orca_oracle(), pool_slots=500), "extent of 512"),
         (lambda: simulate(one(3, 2), vllm(16), pool_slots=0), "got 0"),
         (lambda: simulate(one(3, 2), vllm(16), watermark=1.5), "1.5"),
         (lambda: OneRequest(8, 2, 3, 2048, 16), "got 3"),
@@ -189,8 +193,12 @@ def naive(trace: Trace, policy: Policy, pool: int, cost: StepCost, wm: float = 0
     nb = pool // B if policy.paged else 0
     ctx, left = trace.prompt.tolist(), trace.output.tolist()
     final = trace.final_len.tolist()
-    res = policy.reservation(trace.final_len).tolist() if not policy.paged else []
-    ff, off = FirstFit(pool), {}
+    res = ext = []
+    if not policy.paged:
+        res = policy.reservation(trace.prompt, trace.output).tolist()
+        ext = policy.extent(np.array(res)).tolist()
+    space = BuddyAllocator(pool) if policy.allocator == "buddy" else FirstFit(pool)
+    off: dict[int, int] = {}
     run: list[int] = []
     q: deque[int] = deque()
     nxt, t, steps, pre, sums = 0, 0.0, 0, 0, dict.fromkeys(CATEGORIES, 0)
@@ -214,7 +222,7 @@ def naive(trace: Trace, policy: Policy, pool: int, cost: StepCost, wm: float = 0
                 run.append(q.popleft())
                 new.append(run[-1])
         else:
-            while q and (o := ff.alloc(res[q[0]])) is not None:
+            while q and (o := space.alloc(res[q[0]])) is not None:
                 off[q[0]] = o
                 run.append(q.popleft())
                 new.append(run[-1])
@@ -235,20 +243,33 @@ def naive(trace: Trace, policy: Policy, pool: int, cost: StepCost, wm: float = 0
             sums["internal"] += used - tok
             sums["external"] += pool - nb * B + (free if q else 0)
         else:
-            free = pool - sum(res[i] for i in run)
+            free = pool - sum(ext[i] for i in run)
             sums["reserved"] += sum(final[i] for i in run) - tok
             sums["internal"] += sum(res[i] - final[i] for i in run)
+            sums["rounding"] += sum(ext[i] - res[i] for i in run)
             sums["external"] += free if q else 0
         sums["idle"] += 0 if q else free
         sums["tokens"] += tok
         for i in [i for i in run if left[i] == 0]:
             run.remove(i)
             if not policy.paged:
-                ff.free(off.pop(i))
+                space.free(off.pop(i))
     return {"steps": steps, "preemptions": pre, "sums": sums}
 
 
-@pytest.mark.parametrize("policy", [orca_max(), orca_pow2(), orca_oracle(), vllm(16), vllm(5)])
+@pytest.mark.parametrize(
+    "policy",
+    [
+        orca_max(),
+        orca_pow2(),
+        orca_oracle(),
+        orca_pow2(allocator="first_fit"),
+        orca_oracle(allocator="first_fit"),
+        vllm(16),
+        vllm(5),
+    ],
+    ids=lambda p: f"{p.name}-{p.allocator}-{p.block_size}",
+)
 def test_event_driven_equals_naive_loop(policy: Policy) -> None:
     tr = make_trace(4.0, 30.0, seed=3)
     cost = StepCost()
@@ -266,7 +287,9 @@ def test_event_driven_equals_naive_loop(policy: Policy) -> None:
 @given(
     seed=st.integers(0, 10_000),
     rate=st.floats(0.5, 8.0),
-    policy=st.sampled_from([orca_max(), orca_pow2(), orca_oracle(), vllm(7)]),
+    policy=st.sampled_from(
+        [orca_max(), orca_pow2(), orca_oracle(), orca_oracle(allocator="first_fit"), vllm(7)]
+    ),
     pool=st.integers(2100, 9000),
 )
 def test_conservation_any_trace(seed: int, rate: float, policy: Policy, pool: int) -> None:
@@ -277,7 +300,8 @@ def test_conservation_any_trace(seed: int, rate: float, policy: Policy, pool: in
     assert all(h[c].min(initial=0) >= 0 for c in CATEGORIES)
     if not policy.paged:  # a contiguous system never preempts and never over-commits
         assert r.preemptions == 0
-        assert np.all(h["tokens"] + h["reserved"] + h["internal"] <= pool)
+        held = h["tokens"] + h["reserved"] + h["internal"] + h["rounding"]
+        assert np.all(held <= pool)
 
 
 def test_pictures_are_pure() -> None:

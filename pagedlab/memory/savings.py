@@ -24,16 +24,17 @@ import math
 import random
 from dataclasses import dataclass
 
+from pagedlab import paper
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.sharing import beam_step, fork_samples
 
-PAPER_SAVED = {"parallel": (0.061, 0.098), "beam": (0.376, 0.552)}
+PAPER_SAVED = paper.SECTION_6_3_SAVED_RANGE
 """The paper's range on Alpaca (§6.3): parallel sampling 6.1-9.8 %, beam search 37.6-55.2 %."""
 
-ALPACA_MEAN_LENGTHS = (19.31, 58.45)
-"""Mean input / output lengths of the paper's Alpaca trace (Table/Fig. 11)."""
+ALPACA_MEAN_LENGTHS = paper.MEAN_LENGTHS["alpaca"]
+"""Mean input / output lengths of the paper's Alpaca trace (§6.1, Fig. 11)."""
 
 
 @dataclass(frozen=True)

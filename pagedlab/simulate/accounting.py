@@ -9,6 +9,7 @@ when asked, the per-step rows too. Both functions return the category sums in th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -60,7 +61,7 @@ def _tokens(length: np.ndarray, k: int) -> tuple[int, np.ndarray]:
     return total * k + n * k * (k + 1) // 2, total + n * np.arange(1, k + 1)
 
 
-def _as_rows(per: dict[str, object]) -> dict[str, np.ndarray]:
+def _as_rows(per: Mapping[str, object]) -> dict[str, np.ndarray]:
     return {name: np.asarray(per[name], np.float64) for name in CATEGORIES}
 
 
