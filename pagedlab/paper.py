@@ -50,9 +50,12 @@ POW2_EXAMPLE: Final = (25, 32)
 outputs" (the output reservation is the next power of two, at most 2x the truth)."""
 
 CHATBOT_PROMPT_LEN: Final = 1024
-"""§6.5: chatbot prompts are truncated to their last 1024 tokens, outputs capped at 1024;
-"due to the buddy allocation algorithm, the Orca baselines reserve the space for 1024
-tokens for the request outputs, regardless of how they predict the output lengths"."""
+"""§6.5: chatbot prompts are truncated to their last 1024 tokens; "due to the buddy
+allocation algorithm, the Orca baselines reserve the space for 1024 tokens for the request
+outputs, regardless of how they predict the output lengths"."""
+
+CHATBOT_MAX_OUTPUT_LEN: Final = 1024
+"""§6.5: the model generates at most 1024 tokens per chatbot request."""
 
 # --- Fig. 2: where the KV memory goes (measured during the experiment of §6.2) ---------------
 

@@ -66,7 +66,8 @@ def test_chatbot_consequence_section_6_5() -> None:
     whatever the baseline predicts."""
     prompt = paper.CHATBOT_PROMPT_LEN
     for policy in ("max", "pow2", "oracle"):
-        room = {buddy_extent(reserved_slots(policy, prompt, o)) - prompt for o in range(1, 1025)}
+        outputs = range(1, paper.CHATBOT_MAX_OUTPUT_LEN + 1)
+        room = {buddy_extent(reserved_slots(policy, prompt, o)) - prompt for o in outputs}
         assert room == {1024}, policy
 
 

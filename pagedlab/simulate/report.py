@@ -42,8 +42,8 @@ GAP_NOTES = {
     "Orca (Oracle)": "as for Pow2: rounding plus free blocks too small for the waiting head; "
     "no internal fragmentation, in both",
     "vLLM": "what remains is empty slots in last blocks and free blocks a waiting request "
-    "cannot use yet. Its batch size follows our step-time model (calibrated near the "
-    "paper's vLLM batch, see StepCost), so it is not an independent check",
+    "cannot use yet. Its batch size depends on our step-time model, chosen so that Little's "
+    "law gives about the paper's batch at 2 req/s (see StepCost): not an independent check",
 }
 _SEGMENTS = ("tokens", "reserved", "internal", "external")
 _HEADS = ("tokens", "reserved", "internal", "ext.+others")
