@@ -32,6 +32,7 @@ from pagedlab.simulate import (
     vllm,
 )
 from pagedlab.simulate.report import fig2_table, fig13_table
+from pagedlab.simulate.workload import LengthDist
 
 NAN, INF = float("nan"), float("inf")
 
@@ -120,6 +121,13 @@ CASES: list[tuple[Callable[[], object], type[Exception], str]] = [
     (lambda: StepCost(per_prefill_token_s=INF), ValueError, "per_prefill_token_s must be finite"),
     (lambda: StepCost().seconds(-1), ValueError, "batch must be >= 0, got -1"),
     (lambda: StepCost().scaled(0), ValueError, "factor must be > 0, got 0"),
+    (lambda: orca_max().reservation(P, OUT.astype(float)), TypeError, "output must hold integers"),
+    (lambda: orca_max().reservation(P, np.array([0])), ValueError, "output must be >= 1"),
+    (lambda: orca_max().reservation(P, np.array([5, 5])), ValueError, "same shape, got (1,), (2,)"),
+    (lambda: orca_max().reservation(P, np.array([2040])), ValueError, "<= max_len=2048, got 2050"),
+    (lambda: orca_max().extent(np.array([0])), ValueError, "reserved must be >= 1"),
+    (lambda: LengthDist(100.0, 0.0), ValueError, "sigma must be > 0, got 0.0"),
+    (lambda: LengthDist("100", 1.0), TypeError, "mean must be a real number"),
     # one request, reports, sweep
     (lambda: OneRequest(8, 2, 3, 2048, 16), ValueError, "generated must be in [0, 2], got 3"),
     (lambda: OneRequest(8, 2, 0, 9, 16), ValueError, "reservation of 9 slots"),

@@ -168,7 +168,7 @@ class _Run:
     def preempt_newest(self) -> None:
         """Paged: while the next step needs more blocks than the pool has, recompute the newest."""
         b = self.batch
-        self.blocks_next = int(sum_ceil(b.length + 1, self.B))
+        self.blocks_next = int(_sum_ceil(b.length + 1, self.B))
         while self.blocks_next > self.nblocks:
             victim, length = int(b.request[-1]), int(b.length[-1])
             self.context[victim], self.steps_left[victim] = length, int(b.steps_left[-1])
@@ -304,7 +304,7 @@ class _Run:
         )
 
 
-def sum_ceil(a: np.ndarray, b: int) -> int:
+def _sum_ceil(a: np.ndarray, b: int) -> int:
     """``sum(ceil(a / b))`` over an integer array (blocks held by sequences of lengths ``a``)."""
     return int((-(-a // b)).sum())
 

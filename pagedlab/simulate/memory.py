@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pagedlab import paper
-from pagedlab.checks import ceil_div, check_int
+from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
 from pagedlab.simulate.contiguous import ALLOCATORS, buddy_extent
 from pagedlab.simulate.validate import check_choice, check_type
 from pagedlab.simulate.workload import MAX_LEN
@@ -88,9 +88,18 @@ class Policy:
         return self.reserve is None
 
     def reservation(self, prompt: np.ndarray, output: np.ndarray) -> np.ndarray:
-        """``reserved_slots`` for each request (vectorised), whose lengths are already valid."""
-        prompt = np.asarray(prompt, dtype=np.int64)
-        output = np.asarray(output, dtype=np.int64)
+        """``reserved_slots`` for each request: integer arrays of equal shape, each >= 1, with
+        ``prompt + output <= max_len``."""
+        prompt, output = _lengths(prompt, "prompt"), _lengths(output, "output")
+        if prompt.shape != output.shape:
+            raise ValueError(
+                f"prompt and output must have the same shape, got {prompt.shape}, {output.shape}"
+            )
+        if prompt.size and int((prompt + output).max()) > self.max_len:
+            raise ValueError(
+                f"prompt + output must be <= max_len={self.max_len}, "
+                f"got {int((prompt + output).max())}"
+            )
         if self.reserve == "max":
             return np.full_like(prompt, self.max_len)
         if self.reserve == "pow2":
@@ -102,10 +111,20 @@ class Policy:
 
     def extent(self, reserved: np.ndarray) -> np.ndarray:
         """Slots the allocator takes for each reservation (buddy: the next power of two)."""
-        reserved = np.asarray(reserved, dtype=np.int64)
+        reserved = _lengths(reserved, "reserved")
         if self.allocator == "buddy":
             return np.left_shift(1, _bit_length(reserved - 1))
         return reserved.copy()
+
+
+def _lengths(values: object, name: str) -> np.ndarray:
+    """``values`` as an int64 array of lengths >= 1 (integer dtype required)."""
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iu":
+        raise ArgumentTypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+    if arr.size and int(arr.min()) < 1:
+        raise ValueError(f"{name} must be >= 1 everywhere, got {int(arr.min())}")
+    return arr.astype(np.int64)
 
 
 def _bit_length(x: np.ndarray) -> np.ndarray:

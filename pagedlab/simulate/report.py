@@ -20,7 +20,7 @@ import numpy as np
 
 from pagedlab import paper
 from pagedlab.checks import ceil_div, check_int
-from pagedlab.simulate.accounting import FIG2, SimResult
+from pagedlab.simulate.accounting import CATEGORIES, FIG2, SimResult
 from pagedlab.simulate.engine import simulate
 from pagedlab.simulate.memory import BYTES_PER_TOKEN_OPT13B, PAPER_POOL_SLOTS, vllm
 from pagedlab.simulate.step_cost import StepCost
@@ -140,8 +140,6 @@ def compare_table(results: Sequence[SimResult], with_paper: bool = True) -> str:
 
 def breakdown_table(results: Sequence[SimResult]) -> str:
     """Our six categories as shares of the whole pool (they sum to 100 %)."""
-    from pagedlab.simulate.accounting import CATEGORIES
-
     results = _check_results(results)
     lines = [f"{'system':<14}" + "".join(f"{c:>12}" for c in CATEGORIES)]
     for r in results:

@@ -46,6 +46,10 @@ class LengthDist:
     mean: float
     sigma: float
 
+    def __post_init__(self) -> None:
+        check_real(self.mean, "mean", at_least=1)
+        check_real(self.sigma, "sigma", above=0)
+
     def mu(self, cap: int) -> float:
         """Log-mean such that E[min(X, cap)] == self.mean (bisection, exact formula)."""
         target = min(self.mean, cap - 1e-9)
