@@ -96,16 +96,21 @@ class _Batch:
     def __len__(self) -> int:
         return len(self.request)
 
-    def _arrays(self) -> tuple[str, ...]:
-        return ("request", "length", "steps_left", "final", "reserved", "extent")
+    FIELDS = ("request", "length", "steps_left", "final", "reserved", "extent")
 
     def append(self, other: _Batch) -> None:
-        for name in self._arrays():
+        """Add ``other``'s requests after this batch's (they are newer)."""
+        for name in self.FIELDS:
             setattr(self, name, np.concatenate([getattr(self, name), getattr(other, name)]))
 
     def keep(self, mask: np.ndarray) -> None:
-        for name in self._arrays():
+        """Keep only the requests where ``mask`` is True, in order."""
+        for name in self.FIELDS:
             setattr(self, name, getattr(self, name)[mask])
+
+    def drop_newest(self) -> None:
+        for name in self.FIELDS:
+            setattr(self, name, getattr(self, name)[:-1])
 
     def advance(self, k: int) -> None:
         self.length += k
@@ -124,13 +129,8 @@ class _Run:
         watermark: float,
         record: bool,
     ) -> None:
-        self.trace, self.policy, self.pool, self.cost, self.record = (
-            trace,
-            policy,
-            pool_slots,
-            cost,
-            record,
-        )
+        self.trace, self.policy, self.cost, self.record = trace, policy, cost, record
+        self.pool = pool_slots
         self.B = policy.block_size
         self.nblocks = pool_slots // self.B if policy.paged else 0
         self.watermark_blocks = int(watermark * self.nblocks)
@@ -172,7 +172,7 @@ class _Run:
         while self.blocks_next > self.nblocks:
             victim, length = int(b.request[-1]), int(b.length[-1])
             self.context[victim], self.steps_left[victim] = length, int(b.steps_left[-1])
-            b.keep(np.arange(len(b)) < len(b) - 1)
+            b.drop_newest()
             self.blocks_next -= ceil_div(length + 1, self.B)
             self.queue.appendleft(victim)
             self.preemptions += 1
