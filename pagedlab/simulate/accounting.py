@@ -55,10 +55,15 @@ class SimResult:
         return {k: (v / busy if busy > 0 else 0.0) for k, v in seg.items()}
 
 
-def _tokens(length: np.ndarray, k: int) -> tuple[int, np.ndarray]:
-    """Token states summed over steps 1..k, and after each step, for sequences of ``length``."""
-    n, total = len(length), int(length.sum())
-    return total * k + n * k * (k + 1) // 2, total + n * np.arange(1, k + 1)
+def _tokens(length: np.ndarray, k: int) -> int:
+    """Token states summed over steps 1..k for sequences of ``length`` (one token each a step)."""
+    n = len(length)
+    return int(length.sum()) * k + n * k * (k + 1) // 2
+
+
+def _tokens_per_step(length: np.ndarray, k: int) -> np.ndarray:
+    """Token states after each of steps 1..k."""
+    return int(length.sum()) + len(length) * np.arange(1, k + 1)
 
 
 def _as_rows(per: Mapping[str, object]) -> dict[str, np.ndarray]:
@@ -89,13 +94,14 @@ def paged_steps(
         if used[-1] > nblocks:  # monotone: the first step that cannot get its blocks waits
             k = int(np.argmax(used > nblocks))
             used = used[:k]
-    tok, tok_j = _tokens(length, k)
+    tok = _tokens(length, k)
     used_sum = int(used.sum())
     free = (nblocks * k - used_sum) * B
     sums = (tok, 0, used_sum * B - tok, 0, tail * k + free * waiting, free * (not waiting))
     if not rows:
         return k, sums, None
     free_j = (nblocks - used) * B
+    tok_j = _tokens_per_step(length, k)
     per = {
         "tokens": tok_j,
         "reserved": np.zeros(k),
@@ -118,7 +124,7 @@ def contiguous_steps(
     rows: bool,
 ) -> tuple[Sums, Rows]:
     """Account ``k`` steps of contiguous reservations (each request holds its ``extent``)."""
-    tok, tok_j = _tokens(length, k)
+    tok = _tokens(length, k)
     f, r, e = int(final.sum()), int(reserved.sum()), int(extent.sum())
     free = pool - e
     sums = (
@@ -131,6 +137,7 @@ def contiguous_steps(
     )
     if not rows:
         return sums, None
+    tok_j = _tokens_per_step(length, k)
     per = {
         "tokens": tok_j,
         "reserved": f - tok_j,
