@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedlab import BlockAllocator, BlockTable
+from pagedlab import BlockAllocator, BlockTable, paper
 from pagedlab.simulate import (
     CATEGORIES,
     BuddyAllocator,
@@ -376,3 +376,34 @@ def test_paged_counts_match_block_allocator() -> None:
             if step + 1 == output[i]:
                 tables[i].free()
     assert alloc.num_free == nb
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    rate=st.floats(1.0, 8.0),
+    policy=st.sampled_from([orca_pow2(), orca_oracle(), orca_oracle(allocator="first_fit")]),
+    pool=st.integers(2048, 6000),
+)
+def test_buddy_engine_equals_naive_loop_any_trace(
+    seed: int, rate: float, policy: Policy, pool: int
+) -> None:
+    tr = make_trace(rate, 8.0, seed=seed)
+    fast = simulate(tr, policy, pool_slots=pool)
+    ref = naive(tr, policy, pool, StepCost())
+    assert fast.steps == ref["steps"]
+    for c in CATEGORIES:
+        assert math.isclose(fast.mean_slots[c] * fast.steps, ref["sums"][c], abs_tol=1e-6), c
+
+
+def test_fig2_table_prints_every_paper_segment() -> None:
+    from pagedlab.simulate.report import fig2_table, fig13_table
+
+    res = [simulate(make_trace(2.0, 30.0, seed=0), p) for p in paper_policies()]
+    table = fig2_table(res)
+    for row in paper.FIG2_BREAKDOWN.values():
+        for v in row.values():
+            assert (f"{100 * v:.1f}%" if v is not None else "–") in table
+    assert table.count("paper") >= 4 and table.count("ours") == 4
+    batch = fig13_table(res)
+    assert all(f"{v:.2f}" in batch for v in paper.FIG13_MEAN_BATCH.values())
