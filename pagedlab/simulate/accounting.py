@@ -1,10 +1,30 @@
 """Closed-form accounting of a run of steps during which only lengths change.
 
 Between two events every running sequence gains one token per step, so the slots in each
-memory category (see ``engine``'s docstring) after step ``j = 1..k`` are simple functions of
+memory category (below) after step ``j = 1..k`` are simple functions of
 ``j``; their sums over the ``k`` steps are computed here in one numpy expression each, and,
 when asked, the per-step rows too. Both functions return the category sums in the order of
 ``CATEGORIES``, which add up to ``k x pool`` slots.
+
+Memory categories (slots; they sum to the pool at every step -- tests check it)
+    tokens    KV of tokens computed so far
+    reserved  contiguous slots reserved for this request's future tokens (true final length
+              minus current length); the paged policy reserves nothing
+    internal  contiguous: reservation beyond the true final length; paged: empty slots in
+              each sequence's last block (< B per sequence)
+    rounding  contiguous: the allocator's extent beyond the reservation (a buddy extent is a
+              power of two); paged: none
+    external  free slots while a request waits. Contiguous: no free block fits the head's
+              extent. Paged: free blocks held back by the watermark or too few for the head's
+              prompt (memory that a waiting request cannot use), plus the pool's tail
+              ``slots % B``.
+    idle      free slots while nobody waits: no demand, so not a waste of the policy.
+    Averages are over steps (time with nothing running is not a step). ``shares()`` divides by
+    the pool. ``fig2_shares()`` gives the four segments of the paper's Fig. 2 bars: rounding
+    goes into "external fragmentation and others" (the paper's Oracle bar has no internal
+    fragmentation although its buddy allocator rounds every extent up, so the rounding must be
+    in that segment), and idle slots are left out (the paper's bars have no segment for free
+    memory nobody asks for; our choice, so ``shares()["idle"]`` is printed beside them).
 """
 
 from __future__ import annotations

@@ -15,25 +15,7 @@ Model
       queue with everything generated so far as its new prompt) -- counted in ``preemptions``.
     A step lasts ``StepCost.seconds``; this only sets how many arrivals happen per step.
 
-Memory categories (slots; they sum to the pool at every step -- tests check it)
-    tokens    KV of tokens computed so far
-    reserved  contiguous slots reserved for this request's future tokens (true final length
-              minus current length); the paged policy reserves nothing
-    internal  contiguous: reservation beyond the true final length; paged: empty slots in
-              each sequence's last block (< B per sequence)
-    rounding  contiguous: the allocator's extent beyond the reservation (a buddy extent is a
-              power of two); paged: none
-    external  free slots while a request waits. Contiguous: no free block fits the head's
-              extent. Paged: free blocks held back by the watermark or too few for the head's
-              prompt (memory that a waiting request cannot use), plus the pool's tail
-              ``slots % B``.
-    idle      free slots while nobody waits: no demand, so not a waste of the policy.
-    Averages are over steps (time with nothing running is not a step). ``shares()`` divides by
-    the pool. ``fig2_shares()`` gives the four segments of the paper's Fig. 2 bars: rounding
-    goes into "external fragmentation and others" (the paper's Oracle bar has no internal
-    fragmentation although its buddy allocator rounds every extent up, so the rounding must be
-    in that segment), and idle slots are left out (the paper's bars have no segment for free
-    memory nobody asks for; our choice, so ``shares()["idle"]`` is printed beside them).
+Memory categories: see ``accounting`` (they sum to the pool at every step).
 
 Correspondence with pagedlab.BlockAllocator / BlockTable
     A sequence of ``len`` tokens holds exactly ``ceil(len / B)`` blocks, the number a
