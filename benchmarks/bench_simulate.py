@@ -2,7 +2,9 @@
 
 Target (issue 6): each policy simulated in <= 5 s. Wall time suffers when other processes share
 the cores; CPU time (process_time) is the steadier figure. Prints wall time, steps simulated and the
-results beside the paper's Fig. 2 / Fig. 13 numbers, then the block-size sweep.
+results beside the paper's Fig. 2 / Fig. 13 numbers (row by row), the Orca baselines on a
+first-fit allocator instead of the paper's buddy allocator, how the batch sizes move when every
+step takes half or twice as long, then the block-size sweep.
 Run: python benchmarks/bench_simulate.py [--rate 2] [--hours 1] [--seed 0] [--no-sweep]
          [--workload sharegpt|alpaca]   (the paper's numbers are for ShareGPT at 2 req/s)
 """
@@ -12,7 +14,9 @@ from __future__ import annotations
 import argparse
 import time
 
+from pagedlab import paper
 from pagedlab.simulate import (
+    StepCost,
     block_size_sweep,
     breakdown_table,
     compare_table,
@@ -45,10 +49,17 @@ def main() -> None:
             f"{r.finished:>5} finished  {r.preemptions:>5} preemptions"
         )
     print()
-    paper_setting = a.workload == "sharegpt" and a.rate == 2.0  # the paper's Fig. 2 / Fig. 13
+    paper_setting = a.workload == "sharegpt" and a.rate == paper.FIG13_RATE  # Fig. 2 / Fig. 13
     print(compare_table(results, with_paper=paper_setting))
-    print()
+    print("\nour six categories, as shares of the whole pool:")
     print(breakdown_table(results))
+    print("\nthe Orca baselines on first-fit (no rounding) instead of the buddy allocator:")
+    first_fit = [simulate(trace, p) for p in paper_policies(16, allocator="first_fit")[:3]]
+    print(compare_table(first_fit, with_paper=False))
+    print("\nmean batch when every step takes x0.5 / x1 / x2 as long (StepCost.scaled):")
+    for pol, r in zip(paper_policies(16), results, strict=True):
+        half, double = (simulate(trace, pol, cost=StepCost().scaled(f)) for f in (0.5, 2.0))
+        print(f"{pol.name:<14} {half.mean_batch:7.2f} {r.mean_batch:7.2f} {double.mean_batch:7.2f}")
     if not a.no_sweep:
         t0 = time.perf_counter()
         rows = block_size_sweep(trace)

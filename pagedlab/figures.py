@@ -112,8 +112,8 @@ def _shuffled_pool_png() -> bytes:
 
 
 def _breakdown_png() -> bytes:
-    """Notebook 7's Fig. 2 breakdown: a 10-minute ShareGPT-like trace at 2 requests/s."""
-    trace = make_trace(rate=2.0, duration_s=600.0, workload="sharegpt", seed=0)
+    """Notebook 7's Fig. 2 breakdown: a 1-hour ShareGPT-like trace at 2 requests/s."""
+    trace = make_trace(rate=2.0, duration_s=3600.0, workload="sharegpt", seed=0)
     return to_png(plot_breakdown([simulate(trace, p) for p in paper_policies(block_size=16)]))
 
 

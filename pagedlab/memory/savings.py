@@ -24,26 +24,20 @@ import math
 import random
 from dataclasses import dataclass
 
+from pagedlab import paper
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.sharing import beam_step, fork_samples
 
-PAPER_SAVED = {"parallel": (0.061, 0.098), "beam": (0.376, 0.552)}
+PAPER_SAVED = paper.SECTION_6_3_SAVED_RANGE
 """The paper's range on Alpaca (§6.3): parallel sampling 6.1-9.8 %, beam search 37.6-55.2 %."""
 
-PAPER_FIG15 = {
-    ("parallel", 2): 0.0609,
-    ("parallel", 4): 0.0853,
-    ("parallel", 6): 0.0979,
-    ("beam", 2): 0.3756,
-    ("beam", 4): 0.5313,
-    ("beam", 6): 0.5516,
-}
+PAPER_FIG15 = {(mode, w): v for mode, row in paper.FIG15_SAVED.items() for w, v in row.items()}
 """The paper's Fig. 15 (OPT-13B, Alpaca trace): memory saved by sharing, per (mode, width)."""
 
-ALPACA_MEAN_LENGTHS = (19.31, 58.45)
-"""Mean input / output lengths of the paper's Alpaca trace (Table/Fig. 11)."""
+ALPACA_MEAN_LENGTHS = paper.MEAN_LENGTHS["alpaca"]
+"""Mean input / output lengths of the paper's Alpaca trace (§6.1, Fig. 11)."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +173,6 @@ def format_savings(rows: list[Savings]) -> str:
     ours ("-" for a width the figure does not show)."""
     lines = ["mode     width without with  final    mean    paper (Fig. 15, Alpaca)"]
     for r in rows:
-        paper = PAPER_FIG15.get((r.mode, r.width))
-        lines.append(f"{r.row()}   " + ("-" if paper is None else f"{100 * paper:.2f} %"))
+        fig15 = PAPER_FIG15.get((r.mode, r.width))
+        lines.append(f"{r.row()}   " + ("-" if fig15 is None else f"{100 * fig15:.2f} %"))
     return "\n".join(lines)

@@ -15,9 +15,10 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from pagedlab.simulate.engine import FIG2, SimResult
+from pagedlab.paper import FIG2_BREAKDOWN
+from pagedlab.simulate.accounting import FIG2, SimResult
 from pagedlab.simulate.memory import OneRequest
-from pagedlab.simulate.report import PAPER_MEAN_BATCH, PAPER_TOKEN_SHARE, SweepRow
+from pagedlab.simulate.report import PAPER_MEAN_BATCH, SweepRow
 
 COLORS = {
     "tokens": "#2b8a3e",
@@ -102,21 +103,48 @@ def plot_reservation(req: OneRequest, scale_max: int | None = None) -> Figure:
 
 
 def plot_breakdown(results: Sequence[SimResult]) -> Figure:
-    """Fig. 2: stacked shares of the non-idle pool per system; the paper's token share as a dot."""
-    fig = _figure(8.0, 1.2 + 0.55 * len(results))
+    """Fig. 2: stacked shares of the non-idle pool per system, ours above the paper's bar."""
+    fig = _figure(8.0, 1.4 + 0.8 * len(results))
     ax = fig.add_subplot()
     names = [r.policy.name for r in results]
-    y = np.arange(len(results))[::-1]
-    left = np.zeros(len(results))
+    y = np.arange(len(results))[::-1] * 1.0
+    ours_left, paper_left = np.zeros(len(results)), np.zeros(len(results))
+    rows = [FIG2_BREAKDOWN.get(n) for n in names]
     for cat in FIG2:
         v = np.array([100 * r.fig2_shares()[cat] for r in results])
-        ax.barh(y, v, left=left, color=COLORS[cat], label=LABELS[cat], edgecolor="white")
-        left += v
-    paper = [100 * PAPER_TOKEN_SHARE.get(n, np.nan) for n in names]
-    ax.plot(paper, y, "kD", ms=6, label="paper: token states")
-    ax.set_yticks(y, names)
+        ax.barh(
+            y + 0.2,
+            v,
+            0.38,
+            left=ours_left,
+            color=COLORS[cat],
+            label=LABELS[cat],
+            edgecolor="white",
+        )
+        ours_left += v
+        pv = np.array([100 * (row[cat] or 0.0) if row else 0.0 for row in rows])
+        ax.barh(
+            y - 0.2, pv, 0.38, left=paper_left, color=COLORS[cat], edgecolor="white", hatch="//"
+        )
+        paper_left += pv
+    rest = np.where([row is not None for row in rows], 100 - paper_left, 0)
+    ax.barh(
+        y - 0.2,
+        rest,
+        0.38,
+        left=paper_left,
+        color="white",
+        edgecolor="#868e96",
+        hatch="//",
+        label="paper: not broken down",
+    )
+    ax.set_yticks(
+        np.concatenate([y + 0.2, y - 0.2]),
+        [f"{n}: ours" for n in names] + ["paper (Fig. 2)"] * len(names),
+        fontsize=8,
+    )
     ax.set_xlim(0, 100)
-    ax.set_xlabel("% of KV memory (idle excluded)")
+    ax.set_xlabel("% of KV memory (idle excluded: free slots while nobody waits)")
     fig.legend(loc="outside lower center", ncols=3, fontsize=8)
     return fig
 

@@ -2,19 +2,28 @@
 
 ``make_trace`` builds a seeded synthetic workload, ``simulate`` runs one policy over it
 (event-driven, exact per step), ``compare_table`` / ``block_size_sweep`` put the results beside
-the paper's. See each module's docstring for what is and is not modelled.
+the paper's (``pagedlab.paper``). The Orca baselines follow §6.1: ``reserved_slots`` is what
+each reserves, ``buddy_extent`` what the buddy allocator (``BuddyAllocator``) hands out for it.
+See each module's docstring for what is and is not modelled.
+
+Modules: ``workload`` (traces), ``memory`` (pool and policies), ``contiguous`` (buddy and
+first-fit allocators), ``engine`` (the event loop, in named steps), ``accounting`` (closed-form
+sums per run of steps; ``SimResult``), ``step_cost`` (the time axis), ``report`` (tables),
+``validate`` (argument checks).
 """
 
-from pagedlab.simulate.engine import CATEGORIES, SimResult, StepCost, simulate
+from pagedlab.simulate.accounting import CATEGORIES, FIG2, SimResult
+from pagedlab.simulate.contiguous import BuddyAllocator, FirstFit, buddy_extent
+from pagedlab.simulate.engine import simulate
 from pagedlab.simulate.memory import (
     PAPER_POOL_SLOTS,
-    FirstFit,
     OneRequest,
     Policy,
     orca_max,
     orca_oracle,
     orca_pow2,
     paper_policies,
+    reserved_slots,
     vllm,
 )
 from pagedlab.simulate.report import (
@@ -26,15 +35,18 @@ from pagedlab.simulate.report import (
     compare_table,
     sweep_table,
 )
+from pagedlab.simulate.step_cost import StepCost
 from pagedlab.simulate.workload import MAX_LEN, WORKLOADS, Trace, make_trace
 
 __all__ = [
     "CATEGORIES",
+    "FIG2",
     "MAX_LEN",
     "PAPER_MEAN_BATCH",
     "PAPER_POOL_SLOTS",
     "PAPER_TOKEN_SHARE",
     "WORKLOADS",
+    "BuddyAllocator",
     "FirstFit",
     "OneRequest",
     "Policy",
@@ -44,12 +56,14 @@ __all__ = [
     "Trace",
     "block_size_sweep",
     "breakdown_table",
+    "buddy_extent",
     "compare_table",
     "make_trace",
     "orca_max",
     "orca_oracle",
     "orca_pow2",
     "paper_policies",
+    "reserved_slots",
     "simulate",
     "sweep_table",
     "vllm",

@@ -1,141 +1,165 @@
-"""KV-pool sizing, reservation policies and a first-fit contiguous address space.
+"""KV-pool sizing and the four systems of the paper's Fig. 2 and Fig. 13 (§6.1).
 
 What is handled
-    * The paper's pool: OPT-13B on an A100-40GB keeps about 12 GiB of KV cache at 800 KiB per
-      token (2 (K and V) x 40 layers x 5120 hidden x 2 bytes = 819,200 B), i.e. 15,728 slots.
-    * Four policies (Kwon et al. 2023, Fig. 2): contiguous reservation of ``max_len`` slots per
-      request (Orca Max), of the next power of two of its true final length (Orca Pow2), of
-      exactly its final length (Orca Oracle), and paged allocation in blocks of ``block_size``
-      slots (vLLM).
-    * ``FirstFit``: one contiguous address space of ``size`` slots; a request's reservation is
-      placed at the lowest address whose hole is large enough, so external fragmentation (free
-      holes too small for the next reservation) is real. No compaction, no buddy merging.
+    * The paper's pool: OPT-13B on an A100-40GB keeps about 12 GB of KV cache (Fig. 1: "> 30 %"
+      of 40 GB; we take 30 %) at 800 KB per token (§3: 2 x 5120 x 40 x 2 bytes = 819,200 B),
+      i.e. 15,728 token slots.
+    * The baselines as §6.1 defines them (``reserved_slots``): Orca (Max) reserves the
+      maximum sequence length, 2048; Orca (Pow2) reserves the prompt plus the next power of
+      two of the true output length ("if the true output length is 25, it reserves 32
+      positions for outputs"); Orca (Oracle) reserves exactly prompt + output. Each places its
+      reservation with a buddy allocator (§6.1; ``contiguous.BuddyAllocator``), which rounds
+      the reservation up to a power of two; ``allocator="first_fit"`` places it unrounded.
+    * vLLM: paged allocation in blocks of ``block_size`` slots.
 
 Invariants
-    FirstFit's live extents never overlap and lie inside ``[0, size)``; ``used + free == size``.
+    ``reserved_slots`` >= prompt + output (a request always fits its reservation) and <= the
+    maximum length; the allocator's extent >= the reservation.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import dataclass
 
 import numpy as np
 
+from pagedlab import paper
+from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
+from pagedlab.simulate.contiguous import ALLOCATORS, buddy_extent
+from pagedlab.simulate.validate import check_choice, check_type
 from pagedlab.simulate.workload import MAX_LEN
 
-KV_BYTES_OPT13B_A100 = 12 * 2**30  # KV budget left after 26 GB of weights (paper Fig. 1)
-BYTES_PER_TOKEN_OPT13B = 800 * 2**10  # 2 * 40 layers * 5120 * 2 B = 819,200 B
+BYTES_PER_TOKEN_OPT13B = paper.KV_BYTES_PER_TOKEN_OPT13B  # 819,200 B ("800 KB")
+KV_BYTES_OPT13B_A100 = paper.A100_BYTES * paper.KV_PERCENT_OF_A100 // 100  # 12 GB
 PAPER_POOL_SLOTS = KV_BYTES_OPT13B_A100 // BYTES_PER_TOKEN_OPT13B  # 15,728 token slots
 
 RESERVATIONS = ("max", "pow2", "oracle")
 
 
+def next_pow2(n: int) -> int:
+    """The smallest power of two >= ``n`` (``n`` >= 1)."""
+    return buddy_extent(n)
+
+
+def reserved_slots(policy: str, prompt_len: int, output_len: int, max_len: int = MAX_LEN) -> int:
+    """Slots an Orca baseline reserves for one request (§6.1), before the allocator rounds.
+
+    ``"max"``: ``max_len``; ``"pow2"``: ``prompt_len + next_pow2(output_len)``, at most
+    ``max_len``; ``"oracle"``: ``prompt_len + output_len``. E.g. prompt 100, output 25:
+    2048 / 132 / 125.
+    """
+    check_choice(policy, "policy", RESERVATIONS)
+    max_len = check_int(max_len, "max_len", minimum=2)
+    p = check_int(prompt_len, "prompt_len", minimum=1, maximum=max_len - 1)
+    o = check_int(output_len, "output_len", minimum=1, maximum=max_len - p)
+    if policy == "max":
+        return max_len
+    if policy == "pow2":
+        return min(p + next_pow2(o), max_len)
+    return p + o
+
+
 @dataclass(frozen=True)
 class Policy:
-    """How a request gets KV memory: contiguous ``reserve`` or paging in ``block_size`` blocks."""
+    """How a request gets KV memory: contiguous ``reserve`` or paging in ``block_size`` blocks.
+
+    Contiguous policies place their reservation with ``allocator`` ("buddy", the paper's
+    assumption, or "first_fit").
+    """
 
     name: str
     reserve: str | None = None  # "max" | "pow2" | "oracle" for contiguous policies
     block_size: int = 0  # > 0 for the paged policy
     max_len: int = MAX_LEN
+    allocator: str = "buddy"
 
     def __post_init__(self) -> None:
+        check_type(self.name, "name", str)
+        check_int(self.max_len, "max_len", minimum=2)
+        check_choice(self.allocator, "allocator", tuple(ALLOCATORS))
         if self.reserve is None:
-            if isinstance(self.block_size, bool) or not isinstance(self.block_size, int):
-                raise ValueError(f"block_size must be an int, got {self.block_size!r}")
-            if self.block_size < 1:
-                raise ValueError(f"block_size must be >= 1, got {self.block_size!r}")
-        elif self.reserve not in RESERVATIONS:
-            raise ValueError(f"reserve must be one of {RESERVATIONS}, got {self.reserve!r}")
-        if self.max_len < 2:
-            raise ValueError(f"max_len must be >= 2, got {self.max_len!r}")
+            check_int(self.block_size, "block_size", minimum=1, maximum=self.max_len)
+        else:
+            check_choice(self.reserve, "reserve", RESERVATIONS)
+            check_int(self.block_size, "block_size", minimum=0, maximum=0)
 
     @property
     def paged(self) -> bool:
         return self.reserve is None
 
-    def reservation(self, final_len: np.ndarray) -> np.ndarray:
-        """Contiguous slots reserved for requests whose true final lengths are ``final_len``."""
-        final_len = np.asarray(final_len, dtype=np.int64)
+    def reservation(self, prompt: np.ndarray, output: np.ndarray) -> np.ndarray:
+        """``reserved_slots`` for each request: integer arrays of equal shape, each >= 1, with
+        ``prompt + output <= max_len``."""
+        prompt, output = _lengths(prompt, "prompt"), _lengths(output, "output")
+        if prompt.shape != output.shape:
+            raise ValueError(
+                f"prompt and output must have the same shape, got {prompt.shape}, {output.shape}"
+            )
+        if prompt.size and int((prompt + output).max()) > self.max_len:
+            raise ValueError(
+                f"prompt + output must be <= max_len={self.max_len}, "
+                f"got {int((prompt + output).max())}"
+            )
         if self.reserve == "max":
-            return np.full_like(final_len, self.max_len)
+            return np.full_like(prompt, self.max_len)
         if self.reserve == "pow2":
-            p2 = 1 << np.ceil(np.log2(np.maximum(final_len, 1))).astype(np.int64)
-            return np.minimum(p2, self.max_len)
+            p2 = np.left_shift(1, _bit_length(output - 1))
+            return np.minimum(prompt + p2, self.max_len)
         if self.reserve == "oracle":
-            return final_len.copy()
+            return prompt + output
         raise ValueError(f"policy {self.name!r} is paged: it reserves nothing up front")
 
+    def extent(self, reserved: np.ndarray) -> np.ndarray:
+        """Slots the allocator takes for each reservation (buddy: the next power of two)."""
+        reserved = _lengths(reserved, "reserved")
+        if self.allocator == "buddy":
+            return np.left_shift(1, _bit_length(reserved - 1))
+        return reserved.copy()
 
-def orca_max(max_len: int = MAX_LEN) -> Policy:
-    return Policy("Orca (Max)", reserve="max", max_len=max_len)
+
+def _lengths(values: object, name: str) -> np.ndarray:
+    """``values`` as an int64 array of lengths >= 1 (integer dtype required)."""
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iu":
+        raise ArgumentTypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+    if arr.size and int(arr.min()) < 1:
+        raise ValueError(f"{name} must be >= 1 everywhere, got {int(arr.min())}")
+    return arr.astype(np.int64)
 
 
-def orca_pow2(max_len: int = MAX_LEN) -> Policy:
-    return Policy("Orca (Pow2)", reserve="pow2", max_len=max_len)
+def _bit_length(x: np.ndarray) -> np.ndarray:
+    """``int.bit_length`` of each non-negative element (exact below 2**53: frexp's exponent)."""
+    return np.frexp(x.astype(np.float64))[1].astype(np.int64)
 
 
-def orca_oracle(max_len: int = MAX_LEN) -> Policy:
-    return Policy("Orca (Oracle)", reserve="oracle", max_len=max_len)
+def orca_max(max_len: int = MAX_LEN, allocator: str = "buddy") -> Policy:
+    """Orca (Max): reserve ``max_len`` slots per request (§6.1)."""
+    return Policy("Orca (Max)", reserve="max", max_len=max_len, allocator=allocator)
+
+
+def orca_pow2(max_len: int = MAX_LEN, allocator: str = "buddy") -> Policy:
+    """Orca (Pow2): reserve prompt + next_pow2(output) slots per request (§6.1)."""
+    return Policy("Orca (Pow2)", reserve="pow2", max_len=max_len, allocator=allocator)
+
+
+def orca_oracle(max_len: int = MAX_LEN, allocator: str = "buddy") -> Policy:
+    """Orca (Oracle): reserve exactly prompt + output slots per request (§6.1)."""
+    return Policy("Orca (Oracle)", reserve="oracle", max_len=max_len, allocator=allocator)
 
 
 def vllm(block_size: int = 16, max_len: int = MAX_LEN) -> Policy:
+    """vLLM: paged allocation in blocks of ``block_size`` slots."""
     return Policy("vLLM", block_size=block_size, max_len=max_len)
 
 
-def paper_policies(block_size: int = 16) -> list[Policy]:
+def paper_policies(block_size: int = 16, allocator: str = "buddy") -> list[Policy]:
     """The four systems of the paper's Fig. 2 and Fig. 13, in the paper's order."""
-    return [orca_max(), orca_pow2(), orca_oracle(), vllm(block_size)]
-
-
-class FirstFit:
-    """A contiguous address space of ``size`` slots with first-fit placement."""
-
-    def __init__(self, size: int) -> None:
-        if size < 1:
-            raise ValueError(f"size must be >= 1, got {size!r}")
-        self.size = size
-        self._starts: list[int] = []
-        self._sizes: list[int] = []
-
-    @property
-    def used(self) -> int:
-        return sum(self._sizes)
-
-    def alloc(self, n: int) -> int | None:
-        """Place ``n`` slots at the lowest fitting address; None (no change) if no hole fits."""
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n!r}")
-        end = 0
-        for i, (s, z) in enumerate(zip(self._starts, self._sizes, strict=True)):
-            if s - end >= n:
-                self._starts.insert(i, end)
-                self._sizes.insert(i, n)
-                return end
-            end = s + z
-        if self.size - end >= n:
-            self._starts.append(end)
-            self._sizes.append(n)
-            return end
-        return None
-
-    def free(self, start: int) -> None:
-        i = bisect_left(self._starts, start)
-        if i == len(self._starts) or self._starts[i] != start:
-            raise ValueError(f"no extent starts at {start!r}")
-        del self._starts[i], self._sizes[i]
-
-    def holes(self) -> list[int]:
-        """Sizes of the free holes, in address order."""
-        out, end = [], 0
-        for s, z in zip(self._starts, self._sizes, strict=True):
-            if s > end:
-                out.append(s - end)
-            end = s + z
-        if self.size > end:
-            out.append(self.size - end)
-        return out
+    return [
+        orca_max(allocator=allocator),
+        orca_pow2(allocator=allocator),
+        orca_oracle(allocator=allocator),
+        vllm(block_size),
+    ]
 
 
 @dataclass(frozen=True)
@@ -155,8 +179,8 @@ class OneRequest:
 
     def __post_init__(self) -> None:
         for name in ("prompt", "response", "reserved_slots", "block_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+            check_int(getattr(self, name), name, minimum=1)
+        check_int(self.generated, "generated", minimum=0)
         if not 0 <= self.generated <= self.response:
             raise ValueError(f"generated must be in [0, {self.response}], got {self.generated!r}")
         if self.prompt + self.response > self.reserved_slots:
@@ -179,7 +203,7 @@ class OneRequest:
 
     @property
     def paged_blocks(self) -> int:
-        return -(-self.tokens // self.block_size)
+        return ceil_div(self.tokens, self.block_size)
 
     @property
     def paged_waste(self) -> int:

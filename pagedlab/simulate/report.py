@@ -1,8 +1,8 @@
-"""The paper's numbers, our numbers beside them, and the block-size trade-off.
+"""The paper's numbers beside ours (Fig. 2, Fig. 13), and the block-size trade-off.
 
-``PAPER_TOKEN_SHARE`` is Fig. 2 (share of KV memory holding token states); ``PAPER_MEAN_BATCH``
-is Fig. 13 (OPT-13B, ShareGPT, 2 req/s: mean batched requests). ``compare_table`` prints ours
-beside them with the likely cause of each difference (``GAP_NOTES``).
+``fig2_table`` prints the paper's Fig. 2 breakdown and ours row by row, ``fig13_table`` the
+mean batch sizes of Fig. 13 (OPT-13B, ShareGPT, 2 req/s); ``compare_table`` prints both with
+the cause of each difference (``GAP_NOTES``). The paper's numbers come from ``pagedlab.paper``.
 
 ``block_size_sweep`` runs the paged policy for each block size and reports what the paper's
 Fig. 18b trades off: internal fragmentation (grows with B), block-table entries per sequence
@@ -18,68 +18,137 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pagedlab.simulate.engine import SimResult, StepCost, simulate
+from pagedlab import paper
+from pagedlab.checks import ceil_div, check_int
+from pagedlab.simulate.accounting import CATEGORIES, FIG2, SimResult
+from pagedlab.simulate.engine import simulate
 from pagedlab.simulate.memory import BYTES_PER_TOKEN_OPT13B, PAPER_POOL_SLOTS, vllm
+from pagedlab.simulate.step_cost import StepCost
+from pagedlab.simulate.validate import check_type
 from pagedlab.simulate.workload import Trace
 
-PAPER_TOKEN_SHARE = {
-    "Orca (Max)": 0.204,
-    "Orca (Pow2)": 0.268,
-    "Orca (Oracle)": 0.382,
-    "vLLM": 0.963,
-}
-PAPER_MEAN_BATCH = {"Orca (Max)": 7.00, "Orca (Pow2)": 9.81, "Orca (Oracle)": 13.62, "vLLM": 30.42}
+PAPER_TOKEN_SHARE = paper.FIG2_TOKEN_SHARE  # Fig. 2
+PAPER_MEAN_BATCH = paper.FIG13_MEAN_BATCH  # Fig. 13
 
 GAP_NOTES = {
-    "Orca (Max)": "batch is memory-bound at floor(15728/2048) = 7 in both; token share "
-    "depends on our assumed length spread",
-    "Orca (Pow2)": "our first-fit packs power-of-two extents tightly, so less external "
-    "fragmentation than the paper measured -> more batched",
-    "Orca (Oracle)": "same cause: our first-fit over a synthetic trace fragments less than "
-    "the paper's system did -> more batched",
-    "vLLM": "close; what remains is empty slots in last blocks and free blocks a waiting "
-    "request cannot use yet; batch sits at the saturation edge of our step-cost model",
+    "Orca (Max)": "7 extents of 2048 fit in the pool, in both; the buddy allocator cannot use "
+    "the pool's remainder below 2048 slots (1,392 of 15,728 = 8.9 %), which is all of "
+    "'external & others'. How the 7 x 2048 split into tokens / reserved / never used depends "
+    "on the lengths of the running requests: our synthetic lengths, not ShareGPT's",
+    "Orca (Pow2)": "the buddy allocator's rounding (reservation up to a power of two) is most "
+    "of 'external & others'; its size depends on where the lengths fall between powers of "
+    "two, and which free block the paper's allocator picks is not stated (ours: the "
+    "smallest that fits, lowest address first)",
+    "Orca (Oracle)": "as for Pow2: rounding plus free blocks too small for the waiting head; "
+    "no internal fragmentation, in both",
+    "vLLM": "what remains is empty slots in last blocks and free blocks a waiting request "
+    "cannot use yet. Its batch size depends on our step-time model, chosen so that Little's "
+    "law gives about the paper's batch at 2 req/s (see StepCost): not an independent check",
 }
+_SEGMENTS = ("tokens", "reserved", "internal", "external")
+_HEADS = ("tokens", "reserved", "internal", "ext.+others")
 
-SWEEP_BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+def _check_results(results: Sequence[SimResult]) -> list[SimResult]:
+    results = list(results)
+    for i, r in enumerate(results):
+        check_type(r, f"results[{i}]", SimResult)
+    return results
+
+
+def _pct(v: float | None) -> str:
+    return f"{'–':>12}" if v is None else f"{100 * v:11.1f}%"
+
+
+def fig2_table(results: Sequence[SimResult]) -> str:
+    """The paper's Fig. 2 breakdown and ours, row by row (shares of the non-idle pool).
+
+    Our row also shows, apart, the two parts of 'external & others' (the allocator's
+    rounding; free slots while a request waits) and the idle share of the whole pool.
+    """
+    results = _check_results(results)
+    head = f"{'system':<14}{'':<6}" + "".join(f"{h:>12}" for h in _HEADS)
+    head += f" | {'rounding':>8} {'free':>6} {'idle':>6}"
+    lines = [head, "-" * len(head)]
+    for r in results:
+        name, ours, pool = r.policy.name, r.fig2_shares(), r.shares()
+        if name in paper.FIG2_BREAKDOWN:
+            row = paper.FIG2_BREAKDOWN[name]
+            lines.append(f"{name:<14}{'paper':<6}" + "".join(_pct(row[c]) for c in _SEGMENTS))
+            name = ""
+        busy = 1 - pool["idle"]
+        parts = (pool["rounding"] / busy, pool["external"] / busy) if busy > 0 else (0.0, 0.0)
+        lines.append(
+            f"{name:<14}{'ours':<6}"
+            + "".join(_pct(ours[c]) for c in _SEGMENTS)
+            + f" | {100 * parts[0]:7.1f}% {100 * parts[1]:5.1f}% {100 * pool['idle']:5.1f}%"
+        )
+    lines.append(
+        "ext.+others = rounding (buddy extent beyond the reservation) + free (free slots while a "
+        "request waits);\nidle = free slots while nobody waits, as a share of the whole pool, "
+        "left out of the other columns."
+    )
+    return "\n".join(lines)
+
+
+def fig13_table(results: Sequence[SimResult]) -> str:
+    """Mean batched requests: ours beside the paper's Fig. 13 (OPT-13B, ShareGPT, 2 req/s)."""
+    results = _check_results(results)
+    lines = [f"{'system':<14} {'ours':>6} {'paper':>6}"]
+    for r in results:
+        pb = paper.FIG13_MEAN_BATCH.get(r.policy.name)
+        lines.append(
+            f"{r.policy.name:<14} {r.mean_batch:6.2f} {'' if pb is None else f'{pb:6.2f}':>6}"
+        )
+    return "\n".join(lines)
 
 
 def compare_table(results: Sequence[SimResult], with_paper: bool = True) -> str:
-    """Fixed-width table: token share and mean batch, ours vs the paper's, with the gap's cause.
+    """Fig. 2 and Fig. 13, ours beside the paper's, and why each row differs.
 
     The paper's numbers are for OPT-13B, ShareGPT, 2 req/s: pass ``with_paper=False`` for
     any other setting, and only our columns are printed.
     """
+    results = _check_results(results)
+    check_type(with_paper, "with_paper", bool)
     if not with_paper:
-        lines = [f"{'system':<14} {'tokens':>7} {'batch':>7}"]
+        lines = [f"{'system':<14}" + "".join(f"{h:>12}" for h in _HEADS) + f"{'batch':>8}"]
         for r in results:
-            tok = 100 * r.fig2_shares()["tokens"]
-            lines.append(f"{r.policy.name:<14} {tok:6.1f}% {r.mean_batch:7.2f}")
+            s = r.fig2_shares()
+            lines.append(
+                f"{r.policy.name:<14}" + "".join(_pct(s[c]) for c in FIG2) + f"{r.mean_batch:8.2f}"
+            )
         return "\n".join(lines)
-    head = f"{'system':<14} {'tokens ours':>11} {'paper':>6} {'batch ours':>10} {'paper':>6}"
-    lines, why = [head, "-" * len(head)], []
-    for r in results:
-        name = r.policy.name
-        pt, pb = PAPER_TOKEN_SHARE.get(name), PAPER_MEAN_BATCH.get(name)
-        lines.append(
-            f"{name:<14} {100 * r.fig2_shares()['tokens']:10.1f}% "
-            f"{'' if pt is None else f'{100 * pt:5.1f}%':>6} {r.mean_batch:10.2f} "
-            f"{'' if pb is None else f'{pb:6.2f}':>6}"
-        )
-        if name in GAP_NOTES:
-            why.append(f"{name}: {GAP_NOTES[name]}")
-    return "\n".join(lines + ["", "why they differ:"] + why)
+    why = [
+        f"{r.policy.name}: {GAP_NOTES[r.policy.name]}"
+        for r in results
+        if r.policy.name in GAP_NOTES
+    ]
+    return "\n".join(
+        [
+            "Fig. 2",
+            fig2_table(results),
+            "",
+            "Fig. 13",
+            fig13_table(results),
+            "",
+            "why they differ:",
+            *why,
+        ]
+    )
 
 
 def breakdown_table(results: Sequence[SimResult]) -> str:
-    """Fig. 2's breakdown (shares of the non-idle pool) and, apart, the idle share of the pool."""
-    cats = ("tokens", "reserved", "internal", "external")
-    lines = [f"{'system':<14}" + "".join(f"{c:>10}" for c in cats) + f"{'(idle)':>10}"]
+    """Our six categories as shares of the whole pool (they sum to 100 %)."""
+    results = _check_results(results)
+    lines = [f"{'system':<14}" + "".join(f"{c:>12}" for c in CATEGORIES)]
     for r in results:
-        s, idle = r.fig2_shares(), r.shares()["idle"]
-        row = "".join(f"{100 * s[c]:9.1f}%" for c in cats) + f"{100 * idle:9.1f}%"
-        lines.append(f"{r.policy.name:<14}" + row)
+        s = r.shares()
+        lines.append(f"{r.policy.name:<14}" + "".join(_pct(s[c]) for c in CATEGORIES))
     return "\n".join(lines)
+
+
+SWEEP_BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 @dataclass(frozen=True)
@@ -102,10 +171,14 @@ def block_size_sweep(
     cost: StepCost | None = None,
 ) -> list[SweepRow]:
     """One paged simulation per block size; see the module docstring for the columns."""
+    check_type(trace, "trace", Trace)
+    sizes = [check_int(b, f"sizes[{i}]", minimum=1) for i, b in enumerate(sizes)]
+    if not sizes:
+        raise ValueError("sizes must name at least one block size, got []")
     rows = []
     final, prompt = trace.final_len, trace.prompt
     for b in sizes:
-        pol = vllm(int(b))
+        pol = vllm(b)
         r = simulate(trace, pol, pool_slots=pool_slots, cost=cost)
         s = r.fig2_shares()
         rows.append(
@@ -115,7 +188,7 @@ def block_size_sweep(
                 internal_share=s["internal"],  # of the non-idle pool, like token_share
                 mean_batch=r.mean_batch,
                 preemptions=r.preemptions,
-                table_entries_max=-(-pol.max_len // b),
+                table_entries_max=ceil_div(pol.max_len, b),
                 table_entries_mean=float(np.mean(-(-final // b))),
                 shareable_prompt=float(np.sum(prompt // b * b) / np.sum(prompt)),
                 cow_copy_kib=b * BYTES_PER_TOKEN_OPT13B / 1024,
@@ -125,6 +198,10 @@ def block_size_sweep(
 
 
 def sweep_table(rows: Sequence[SweepRow]) -> str:
+    """One line per block size: the columns of ``SweepRow``."""
+    rows = list(rows)
+    for i, w in enumerate(rows):
+        check_type(w, f"rows[{i}]", SweepRow)
     head = (
         f"{'B':>4} {'tokens':>7} {'internal':>8} {'batch':>6} {'entries/seq':>11} "
         f"{'shareable':>9} {'CoW copy':>9}"

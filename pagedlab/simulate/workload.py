@@ -31,7 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MAX_LEN = 2048  # OPT's context limit, used by the paper
+from pagedlab import paper
+from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.simulate.validate import check_choice, check_real, check_type
+
+MAX_LEN = paper.MAX_SEQ_LEN  # OPT's longest sequence (§3, §6.1)
+MAX_REQUESTS = 10_000_000  # a bound on rate x duration, so a typo cannot exhaust memory
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,10 @@ class LengthDist:
 
     mean: float
     sigma: float
+
+    def __post_init__(self) -> None:
+        check_real(self.mean, "mean", at_least=1)
+        check_real(self.sigma, "sigma", above=0)
 
     def mu(self, cap: int) -> float:
         """Log-mean such that E[min(X, cap)] == self.mean (bisection, exact formula)."""
@@ -66,10 +75,13 @@ class LengthDist:
         return np.clip(np.rint(x), 1, cap).astype(np.int64)
 
 
-# name -> (prompt distribution, output distribution); means from the paper, spreads ours.
+# Log-space spreads (prompt, output): ours, stated in the module docstring, not the paper's.
+SIGMAS = {"sharegpt": (1.0, 0.8), "alpaca": (0.6, 0.8)}
+
+# name -> (prompt distribution, output distribution); means from the paper (§6.1, Fig. 11).
 WORKLOADS: dict[str, tuple[LengthDist, LengthDist]] = {
-    "sharegpt": (LengthDist(161.31, 1.0), LengthDist(337.99, 0.8)),
-    "alpaca": (LengthDist(19.31, 0.6), LengthDist(58.45, 0.8)),
+    name: (LengthDist(mean_in, SIGMAS[name][0]), LengthDist(mean_out, SIGMAS[name][1]))
+    for name, (mean_in, mean_out) in paper.MEAN_LENGTHS.items()
 }
 
 
@@ -84,6 +96,24 @@ class Trace:
     name: str = "custom"
 
     def __post_init__(self) -> None:
+        check_real(self.duration_s, "duration_s", above=0)
+        check_type(self.name, "name", str)
+        for field_name in ("arrival", "prompt", "output"):
+            value = getattr(self, field_name)
+            check_type(value, field_name, np.ndarray)
+            if value.ndim != 1:
+                raise ValueError(f"{field_name} must be 1-D, got shape {value.shape}")
+        for field_name in ("prompt", "output"):
+            if getattr(self, field_name).dtype.kind not in "iu":
+                raise ArgumentTypeError(
+                    f"{field_name} must hold integers, got dtype {getattr(self, field_name).dtype}"
+                )
+        if self.arrival.dtype.kind not in "iuf":
+            raise ArgumentTypeError(
+                f"arrival must hold real numbers, got dtype {self.arrival.dtype}"
+            )
+        if not np.all(np.isfinite(self.arrival)) or np.any(self.arrival < 0):
+            raise ValueError("arrival times must be finite and >= 0")
         n = len(self.arrival)
         if len(self.prompt) != n or len(self.output) != n:
             raise ValueError(
@@ -119,14 +149,16 @@ def make_trace(
     max_len: int = MAX_LEN,
 ) -> Trace:
     """Poisson arrivals at ``rate`` req/s for ``duration_s`` s with the named workload's lengths."""
-    if not rate > 0:
-        raise ValueError(f"rate must be > 0 requests/s, got {rate!r}")
-    if not duration_s > 0:
-        raise ValueError(f"duration_s must be > 0, got {duration_s!r}")
-    if workload not in WORKLOADS:
-        raise ValueError(f"workload must be one of {sorted(WORKLOADS)}, got {workload!r}")
-    if max_len < 2:
-        raise ValueError(f"max_len must be >= 2, got {max_len!r}")
+    rate = check_real(rate, "rate", above=0)
+    duration_s = check_real(duration_s, "duration_s", above=0)
+    check_choice(workload, "workload", tuple(WORKLOADS))
+    seed = check_int(seed, "seed", minimum=0)
+    max_len = check_int(max_len, "max_len", minimum=2)
+    if rate * duration_s > MAX_REQUESTS:
+        raise ValueError(
+            f"rate x duration_s must be <= {MAX_REQUESTS} requests, got rate={rate!r}, "
+            f"duration_s={duration_s!r}"
+        )
     rng = np.random.default_rng(seed)
     # Enough exponential gaps to pass duration_s with overwhelming probability, then cut.
     n_draw = int(rate * duration_s + 10 * math.sqrt(rate * duration_s) + 10)

@@ -1,0 +1,173 @@
+"""Contiguous address spaces for the Orca baselines: a buddy allocator and first-fit.
+
+The paper (§6.1): "We assume Orca uses the buddy allocation algorithm to determine the
+memory address to store KV cache." ``BuddyAllocator`` is that algorithm:
+
+* every extent it hands out is a power of two, ``buddy_extent(n)`` slots for a request of
+  ``n``, and starts at a multiple of its own size;
+* to serve an extent it takes the smallest free block that is large enough (lowest address
+  first among equals) and splits it in halves until it has the right size; the upper halves
+  go back on the free lists;
+* a freed extent merges with its *buddy* (the other half of the block it was split from,
+  at ``start XOR size``) while that buddy is free and whole, so freeing everything gives
+  back the blocks the pool started with.
+
+A pool whose size is not a power of two (the paper's 15,728 slots) starts as its binary
+decomposition: the largest power of two at address 0, the next one after it, and so on
+(15,728 = 8,192 + 4,096 + 2,048 + 1,024 + 256 + 64 + 32 + 16). Each starts at a multiple of
+its size and no two have the same size, so no merge ever crosses from one to another; a
+request larger than the largest of them can never be served.
+
+``FirstFit`` is the other classic: an extent of exactly ``n`` slots at the lowest address
+whose hole is large enough. It wastes nothing by rounding, so running the same baseline on
+both shows how much of the buddy allocator's waste is its rounding.
+
+Invariants (both): live extents never overlap and lie inside ``[0, size)``;
+``used + free == size``; a failed ``alloc`` returns None and changes nothing.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import Protocol
+
+from pagedlab.checks import check_int
+
+
+def buddy_extent(slots: int) -> int:
+    """The power-of-two extent a buddy allocator hands out for ``slots`` slots (132 -> 256)."""
+    n = check_int(slots, "slots", minimum=1)
+    return 1 << (n - 1).bit_length()
+
+
+class ContiguousSpace(Protocol):
+    """What the simulator needs from a contiguous allocator."""
+
+    size: int
+
+    def extent(self, slots: int) -> int: ...  # slots actually taken for a request of ``slots``
+    def alloc(self, slots: int) -> int | None: ...
+    def free(self, start: int) -> None: ...
+
+
+class BuddyAllocator:
+    """A buddy allocator over ``size`` slots (see the module docstring)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = check_int(size, "size", minimum=1)
+        self._free: dict[int, set[int]] = {}  # extent size -> starts of free blocks
+        self._live: dict[int, int] = {}  # start -> extent size of each live extent
+        start = 0
+        for bit in reversed(range(self.size.bit_length())):
+            if self.size >> bit & 1:
+                self._free.setdefault(1 << bit, set()).add(start)
+                start += 1 << bit
+        self._roots = {z: next(iter(s)) for z, s in self._free.items()}  # for invariants
+
+    @staticmethod
+    def extent(slots: int) -> int:
+        return buddy_extent(slots)
+
+    @property
+    def used(self) -> int:
+        return sum(self._live.values())
+
+    @property
+    def largest_free(self) -> int:
+        """The largest extent ``alloc`` could serve now (0 if nothing is free)."""
+        return max((z for z, s in self._free.items() if s), default=0)
+
+    def alloc(self, slots: int) -> int | None:
+        """Start of a ``buddy_extent(slots)`` extent, or None (no change) if none is free."""
+        want = self.extent(slots)
+        sizes = [z for z, s in self._free.items() if s and z >= want]
+        if not sizes:
+            return None
+        size = min(sizes)
+        start = min(self._free[size])
+        self._free[size].remove(start)
+        while size > want:  # split, keeping the lower half
+            size //= 2
+            self._free.setdefault(size, set()).add(start + size)
+        self._live[start] = want
+        return start
+
+    def free(self, start: int) -> None:
+        """Free the extent at ``start`` and merge it with its free buddies."""
+        start = check_int(start, "start", minimum=0)
+        if start not in self._live:
+            raise ValueError(f"no live extent starts at {start}")
+        size = self._live.pop(start)
+        while (buddy := start ^ size) in self._free.get(size, ()):
+            self._free[size].remove(buddy)
+            start, size = min(start, buddy), 2 * size
+        self._free.setdefault(size, set()).add(start)
+
+    def live_extents(self) -> list[tuple[int, int]]:
+        """``(start, size)`` of every live extent, in address order."""
+        return sorted(self._live.items())
+
+    def free_blocks(self) -> list[tuple[int, int]]:
+        """``(start, size)`` of every free block, in address order."""
+        return sorted((s, z) for z, starts in self._free.items() for s in starts)
+
+    def initial_blocks(self) -> list[tuple[int, int]]:
+        """The blocks the pool starts as (its binary decomposition), in address order."""
+        return sorted((s, z) for z, s in self._roots.items())
+
+
+class FirstFit:
+    """A contiguous address space of ``size`` slots with first-fit placement, no rounding."""
+
+    def __init__(self, size: int) -> None:
+        self.size = check_int(size, "size", minimum=1)
+        self._starts: list[int] = []
+        self._sizes: list[int] = []
+
+    @staticmethod
+    def extent(slots: int) -> int:
+        return check_int(slots, "slots", minimum=1)
+
+    @property
+    def used(self) -> int:
+        return sum(self._sizes)
+
+    def alloc(self, slots: int) -> int | None:
+        """Place ``slots`` slots at the lowest fitting address; None (no change) if no hole fits."""
+        n = check_int(slots, "slots", minimum=1)
+        end = 0
+        for i, (s, z) in enumerate(zip(self._starts, self._sizes, strict=True)):
+            if s - end >= n:
+                self._starts.insert(i, end)
+                self._sizes.insert(i, n)
+                return end
+            end = s + z
+        if self.size - end >= n:
+            self._starts.append(end)
+            self._sizes.append(n)
+            return end
+        return None
+
+    def free(self, start: int) -> None:
+        start = check_int(start, "start", minimum=0)
+        i = bisect_left(self._starts, start)
+        if i == len(self._starts) or self._starts[i] != start:
+            raise ValueError(f"no extent starts at {start}")
+        del self._starts[i], self._sizes[i]
+
+    def holes(self) -> list[int]:
+        """Sizes of the free holes, in address order."""
+        out, end = [], 0
+        for s, z in zip(self._starts, self._sizes, strict=True):
+            if s > end:
+                out.append(s - end)
+            end = s + z
+        if self.size > end:
+            out.append(self.size - end)
+        return out
+
+
+ALLOCATORS: dict[str, type[BuddyAllocator] | type[FirstFit]] = {
+    "buddy": BuddyAllocator,
+    "first_fit": FirstFit,
+}

@@ -1,0 +1,47 @@
+"""How long one step of continuous batching takes: the time axis of the simulator.
+
+Only the time axis depends on it (how many requests arrive per step); the memory accounting
+per step does not. See ``StepCost`` for the model and where its numbers come from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pagedlab.checks import check_int
+from pagedlab.simulate.validate import check_real
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Seconds per step: ``base_s + per_seq_s * batch + per_prefill_token_s * prompt tokens``.
+
+    The model is ours; the paper gives no step times. Defaults: a 30 ms floor (one pass over
+    OPT-13B's 26 GB of weights takes 17 ms at an A100-40GB's 1.555 TB/s peak bandwidth; we
+    allow for kernels below peak and framework overhead), 0.5 ms per running sequence (its KV
+    reads and sampling) and 0.1 ms per prompt token prefilled in the step. We chose them so
+    that Little's law (batch = rate x mean output x step) lands near the paper's vLLM batch
+    at 2 req/s: 30 sequences take 45 ms, and 2 x 338 x 0.045 = 30.4. So vLLM's batch size is
+    calibrated, not predicted. The Orca baselines' batches are set by memory (a request is
+    always waiting), so they hardly depend on it.
+    """
+
+    base_s: float = 0.030
+    per_seq_s: float = 0.0005
+    per_prefill_token_s: float = 0.0001
+
+    def __post_init__(self) -> None:
+        check_real(self.base_s, "base_s", above=0)
+        check_real(self.per_seq_s, "per_seq_s", at_least=0)
+        check_real(self.per_prefill_token_s, "per_prefill_token_s", at_least=0)
+
+    def seconds(self, batch: int, prefill_tokens: int = 0) -> float:
+        """Duration of one step that runs ``batch`` sequences and prefills ``prefill_tokens``."""
+        batch = check_int(batch, "batch", minimum=0)
+        prefill_tokens = check_int(prefill_tokens, "prefill_tokens", minimum=0)
+        return self.base_s + self.per_seq_s * batch + self.per_prefill_token_s * prefill_tokens
+
+    def scaled(self, factor: float) -> StepCost:
+        """Every term times ``factor`` (for sensitivity checks)."""
+        f = check_real(factor, "factor", above=0)
+        return StepCost(self.base_s * f, self.per_seq_s * f, self.per_prefill_token_s * f)

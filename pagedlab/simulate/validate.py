@@ -1,0 +1,57 @@
+"""Argument checks shared by the simulator's public functions (besides ``checks.check_int``).
+
+Same rule as everywhere in pagedlab: a wrong *kind* raises ``ArgumentTypeError`` (a
+``TypeError``), a wrong *value* raises ``ValueError``; both messages name the argument and
+the value, and nothing has changed when they are raised.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from pagedlab.checks import ArgumentTypeError
+
+
+def check_real(
+    value: object,
+    name: str,
+    *,
+    above: float | None = None,
+    at_least: float | None = None,
+    below: float | None = None,
+) -> float:
+    """``value`` as a finite float, ``> above``, ``>= at_least`` and ``< below`` (each optional).
+
+    Ints, floats and numpy real scalars are accepted; bools, strings, complex numbers and
+    arrays are refused as a wrong kind; NaN and infinities as a wrong value.
+    """
+    if isinstance(value, bool) or str(getattr(value, "dtype", "")) == "bool":
+        raise ArgumentTypeError(f"{name} must be a real number, got {value!r}")
+    if not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(f"{name} must be a real number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if above is not None and not number > above:
+        raise ValueError(f"{name} must be > {above}, got {value!r}")
+    if at_least is not None and not number >= at_least:
+        raise ValueError(f"{name} must be >= {at_least}, got {value!r}")
+    if below is not None and not number < below:
+        raise ValueError(f"{name} must be < {below}, got {value!r}")
+    return number
+
+
+def check_choice(value: object, name: str, choices: tuple[str, ...]) -> str:
+    """``value`` if it is one of the strings ``choices``."""
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be a str, one of {choices}, got {value!r}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+def check_type(value: object, name: str, kind: type) -> None:
+    """Refuse ``value`` unless it is a ``kind``."""
+    if not isinstance(value, kind):
+        raise ArgumentTypeError(f"{name} must be a {kind.__name__}, got {value!r}")
