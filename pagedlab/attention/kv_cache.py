@@ -85,17 +85,21 @@ class PagedKVCache:
         needed = 2 * self._num_blocks * self._block_size * self._num_kv_heads * self._head_dim
         needed *= dtype.itemsize
         have = _memory_of(self._device)
+        sizes = (
+            f"num_blocks={self._num_blocks}, block_size={self._block_size}, "
+            f"num_kv_heads={self._num_kv_heads}, head_dim={self._head_dim}"
+        )
         if needed > have:
             raise ValueError(
-                f"a cache of {shape} x 2 (K and V) in {dtype} needs {needed / 2**30:.1f} GiB, "
-                f"more than the {have / 2**30:.1f} GiB of {self._device} memory"
+                f"K and V for {sizes} in {dtype} need {needed / 2**30:.1f} GiB, more than "
+                f"the {have / 2**30:.1f} GiB of {self._device} memory"
             )
         try:
             self._key = torch.zeros(shape, dtype=dtype, device=self._device)
             self._value = torch.zeros(shape, dtype=dtype, device=self._device)
         except RuntimeError as error:  # out of memory right now (torch.OutOfMemoryError too)
             raise ValueError(
-                f"could not allocate {needed / 2**30:.1f} GiB for a cache of {shape} x 2 on "
+                f"could not allocate {needed / 2**30:.1f} GiB for K and V ({sizes}) on "
                 f"{self._device}: {str(error).splitlines()[0]}"
             ) from None
 

@@ -106,11 +106,11 @@ def check_float_dtypes(q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor) -> N
             raise ArgumentTypeError(f"{name} dtype {t.dtype} != query dtype {q.dtype}")
 
 
-def check_same_device(query: torch.Tensor, **others: torch.Tensor) -> None:
-    """Rule: every tensor lives on the query's device."""
+def check_same_device(first_name: str, first: torch.Tensor, **others: torch.Tensor) -> None:
+    """Rule: every tensor lives on the first one's device (the query's, for attention)."""
     for name, t in others.items():
-        if t.device != query.device:
-            raise ValueError(f"{name} is on {t.device} but query is on {query.device}")
+        if t.device != first.device:
+            raise ValueError(f"{name} is on {t.device} but {first_name} is on {first.device}")
 
 
 def check_attention_shapes(
@@ -273,7 +273,7 @@ def validate_paged_inputs(
     bt = require_tensor("block_tables", block_tables)
     sl = require_tensor("seq_lens", seq_lens)
     check_float_dtypes(q, kc, vc)
-    check_same_device(q, key_cache=kc, value_cache=vc, block_tables=bt, seq_lens=sl)
+    check_same_device("query", q, key_cache=kc, value_cache=vc, block_tables=bt, seq_lens=sl)
     num_seqs, num_heads, head_dim, num_blocks, block_size, num_kv_heads = check_attention_shapes(
         q, kc, vc
     )
