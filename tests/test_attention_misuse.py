@@ -151,12 +151,6 @@ for _label, _make_k, _kind in [
             w.cache.write([1, 2, 3], k, v)
 
         case(f"write {_which} {_label}", _write, _kind, _which)
-    case(
-        f"write_torch k {_label}",
-        lambda w, make=_make_k: w.cache.write_torch([1, 2, 3], make(w.k), w.v),
-        _kind,
-        "k",
-    )
 
 # -- gather(blocks, num_tokens), copy_block(src, dst) ---------------------------------------
 for _blocks, _kind, _word in [
@@ -380,7 +374,6 @@ def test_every_public_attention_function_has_bad_value_rows():
     for name in (
         "cache ",
         "write ",
-        "write_torch ",
         "gather ",
         "copy ",
         "paged_attention ",

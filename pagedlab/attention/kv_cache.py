@@ -248,13 +248,6 @@ class PagedKVCache:
         else:  # no Triton, or bf16 (the interpreter cannot hold it): plain torch indexing
             self._store(slots, k, v)
 
-    def write_torch(self, slot_mapping: SlotsLike, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Same as :meth:`write`, always in plain torch (the reference the kernel is checked on)."""
-        slots = self._slots(slot_mapping)
-        k = self._tokens("k", k, slots.numel())
-        v = self._tokens("v", v, slots.numel())
-        self._store(slots, k, v)
-
     def _store(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         self._key.view(self.num_slots, self.num_kv_heads, self.head_dim)[slots] = k
         self._value.view(self.num_slots, self.num_kv_heads, self.head_dim)[slots] = v
