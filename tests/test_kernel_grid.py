@@ -219,6 +219,18 @@ def test_forcing_compiled_mode_without_cuda_is_reported_not_crashed():
     assert out.splitlines() == ["unavailable", "True"]
 
 
+@pytest.mark.parametrize("value", ["yes", " 1", "2", ""])
+def test_spellings_triton_ignores_count_as_unset(value, monkeypatch):
+    """Triton reads only 1/true/on and 0/false/off: anything else must not be taken as a choice."""
+    monkeypatch.setenv("TRITON_INTERPRET", value)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert backend._decide() == ("compiled", "CUDA device found")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    decided, reason = backend._decide()
+    assert decided == "interpreter" and repr(value) in reason
+    assert os.environ["TRITON_INTERPRET"] == "1"
+
+
 def test_reshape_and_cache_spans_several_programs():
     """More tokens than one program holds (64 at 16 heads x 64 dims): the grid has two."""
     gen = torch.Generator().manual_seed(9)

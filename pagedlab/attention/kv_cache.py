@@ -244,7 +244,8 @@ class PagedKVCache:
         if use_triton:
             from pagedlab.attention import kernels
 
-            kernels.launch_reshape_and_cache(k, v, self.key, self.value, slots)
+            with backend.on_device(self.device):
+                kernels.launch_reshape_and_cache(k, v, self.key, self.value, slots)
         else:  # no Triton, or bf16 (the interpreter cannot hold it): plain torch indexing
             self._store(slots, k, v)
 

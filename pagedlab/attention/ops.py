@@ -127,15 +127,16 @@ def paged_attention(
     if backend.BACKEND == "interpreter" and out_dtype == torch.bfloat16:
         # The interpreter has no bfloat16 arithmetic; bf16 -> fp32 is exact.
         query, key_cache, value_cache = query.float(), key_cache.float(), value_cache.float()
-    out = kernels.launch_paged_attention(
-        query,
-        key_cache,
-        value_cache,
-        block_tables.contiguous(),
-        seq_lens.contiguous(),
-        shapes.scale,
-        shapes.max_pages,
-    )
+    with backend.on_device(query.device):
+        out = kernels.launch_paged_attention(
+            query,
+            key_cache,
+            value_cache,
+            block_tables.contiguous(),
+            seq_lens.contiguous(),
+            shapes.scale,
+            shapes.max_pages,
+        )
     return out.to(out_dtype)
 
 
