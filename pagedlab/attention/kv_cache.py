@@ -51,11 +51,14 @@ from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
 SlotsLike = Sequence[int] | torch.Tensor
 
 
-def _memory_of(where: torch.device) -> int:
-    """Bytes of memory ``where`` has in all (physical RAM for the CPU)."""
+def _memory_of(where: torch.device) -> int | None:
+    """Bytes of memory ``where`` has in all (physical RAM for the CPU); None if unknown."""
     if where.type == "cuda":
         return int(torch.cuda.get_device_properties(where).total_memory)
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows) or no such name
+        return None
 
 
 class PagedKVCache:
@@ -89,7 +92,7 @@ class PagedKVCache:
             f"num_blocks={self._num_blocks}, block_size={self._block_size}, "
             f"num_kv_heads={self._num_kv_heads}, head_dim={self._head_dim}"
         )
-        if needed > have:
+        if have is not None and needed > have:
             raise ValueError(
                 f"K and V for {sizes} in {dtype} need {needed / 2**30:.1f} GiB, more than "
                 f"the {have / 2**30:.1f} GiB of {self._device} memory"
