@@ -96,7 +96,7 @@ def paged_attention_kernel(
     seq = tl.program_id(0).to(tl.int64)
     kv_head = tl.program_id(1).to(tl.int64)
     split = tl.program_id(2).to(tl.int64)  # 0 unless the pages are split across programs
-    seq_len = tl.load(seq_lens_ptr + seq)
+    seq_len = tl.load(seq_lens_ptr + seq).to(tl.int64)  # int64: seq_len + BLOCK_SIZE fits
 
     # The group of query heads that read this kv head: [BLOCK_G, BLOCK_D], fp32, pre-scaled.
     offs_g = tl.arange(0, BLOCK_G).to(tl.int64)
