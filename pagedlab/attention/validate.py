@@ -280,17 +280,8 @@ def validate_paged_inputs(
     width = check_index_shapes(bt, sl, num_seqs)
     final_scale = check_scale(scale, head_dim)
     max_pages = check_seq_lens_and_tables(bt, sl, num_blocks, block_size)
-    return PagedShapes(
-        num_seqs,
-        num_heads,
-        num_kv_heads,
-        head_dim,
-        num_blocks,
-        block_size,
-        width,
-        max_pages,
-        final_scale,
-    )
+    sizes = (num_seqs, num_heads, num_kv_heads, head_dim, num_blocks, block_size, width)
+    return PagedShapes(*sizes, max_pages, final_scale)
 
 
 # -- index lists and devices (the KV cache, block_tables_tensor, the trace) ----------------
