@@ -16,9 +16,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[lab,test]'
 	touch $(STAMP)
 
+# scripts/lab.sh: trust, then JupyterLab on 127.0.0.1 with a token; as root it adds
+# --allow-root and says why. Extra arguments: make lab LAB_ARGS=--port=9999
 lab: $(STAMP)
-	$(BIN)/jupyter trust notebooks/*.ipynb
-	$(BIN)/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=notebooks
+	BIN=$(BIN) bash scripts/lab.sh $(LAB_ARGS)
 
 test: $(STAMP)
 	$(BIN)/ruff check pagedlab tests benchmarks scripts

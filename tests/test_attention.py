@@ -219,9 +219,9 @@ BAD_INPUTS = {
     "block id negative": (lambda d: _negative_used_entry(), r"block_tables\[1, 0\] = -1"),
     "scale nan": (lambda d: {**d, "scale": math.nan}, "scale must be finite"),
     "scale str": (lambda d: {**d, "scale": "0.5"}, "scale must be a real number"),
-    "device": (
+    "meta device": (
         lambda d: {**d, "seq_lens": d["seq_lens"].to("meta")},
-        "seq_lens is on meta",
+        "seq_lens is on the meta device",
     ),
 }
 

@@ -41,6 +41,13 @@ AXES: dict[str, list] = {
 CASES = 30
 
 
+def store_by_indexing(cache, slots, k, v) -> None:
+    """The reshape-and-cache oracle in plain torch: slot s of ``[num_slots, heads, dim]``."""
+    slots = torch.as_tensor(slots, dtype=torch.int64)
+    cache.key.view(cache.num_slots, cache.num_kv_heads, cache.head_dim)[slots] = k
+    cache.value.view(cache.num_slots, cache.num_kv_heads, cache.head_dim)[slots] = v
+
+
 def covering_set(cases: int, seed: int = 2023) -> list[dict]:
     rng = random.Random(seed)
     shuffled = {name: rng.sample(values, len(values)) for name, values in AXES.items()}
@@ -146,7 +153,7 @@ def test_reshape_and_cache_matches_torch_indexing(block_size, heads, dim, dtype)
     k = torch.randn(len(slots), heads, dim, generator=gen).to(dtype)
     v = torch.randn(len(slots), heads, dim, generator=gen).to(dtype)
     kernels.launch_reshape_and_cache(k, v, cache_a.key, cache_a.value, slots)
-    cache_b.write_torch(slots, k, v)
+    store_by_indexing(cache_b, slots, k, v)
     assert torch.equal(cache_a.key, cache_b.key) and torch.equal(cache_a.value, cache_b.value)
 
 
@@ -212,6 +219,18 @@ def test_forcing_compiled_mode_without_cuda_is_reported_not_crashed():
     assert out.splitlines() == ["unavailable", "True"]
 
 
+@pytest.mark.parametrize("value", ["yes", " 1", "2", ""])
+def test_spellings_triton_ignores_count_as_unset(value, monkeypatch):
+    """Triton reads only 1/true/on and 0/false/off: anything else must not be taken as a choice."""
+    monkeypatch.setenv("TRITON_INTERPRET", value)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert backend._decide() == ("compiled", "CUDA device found")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    decided, reason = backend._decide()
+    assert decided == "interpreter" and repr(value) in reason
+    assert os.environ["TRITON_INTERPRET"] == "1"
+
+
 def test_reshape_and_cache_spans_several_programs():
     """More tokens than one program holds (64 at 16 heads x 64 dims): the grid has two."""
     gen = torch.Generator().manual_seed(9)
@@ -220,7 +239,7 @@ def test_reshape_and_cache_spans_several_programs():
     v = torch.randn(100, 16, 64, generator=gen)
     cache_a, cache_b = PagedKVCache(16, 8, 16, 64), PagedKVCache(16, 8, 16, 64)
     kernels.launch_reshape_and_cache(k, v, cache_a.key, cache_a.value, slots)
-    cache_b.write_torch(slots, k, v)
+    store_by_indexing(cache_b, slots, k, v)
     assert torch.equal(cache_a.key, cache_b.key) and torch.equal(cache_a.value, cache_b.value)
 
 

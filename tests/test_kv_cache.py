@@ -23,6 +23,13 @@ class FakeTable:
         return [self.blocks[p // bs] * bs + p % bs for p in range(self.num_tokens)]
 
 
+def store_by_indexing(cache, slots, k, v) -> None:
+    """The reshape-and-cache oracle in plain torch: slot s of ``[num_slots, heads, dim]``."""
+    slots = torch.as_tensor(slots, dtype=torch.int64)
+    cache.key.view(cache.num_slots, cache.num_kv_heads, cache.head_dim)[slots] = k
+    cache.value.view(cache.num_slots, cache.num_kv_heads, cache.head_dim)[slots] = v
+
+
 def tokens(n: int, heads: int = 2, dim: int = 3, start: float = 0.0, dtype=torch.float32):
     """Distinct, recognisable K/V: k[i] is filled with start + i, v[i] with -(start + i)."""
     base = (start + torch.arange(n, dtype=torch.float32))[:, None, None].expand(n, heads, dim)
@@ -57,7 +64,7 @@ def test_triton_write_equals_torch_indexing(block_size):
     v = torch.randn(len(slots), 3, 5, generator=gen)
     by_kernel, by_torch = PagedKVCache(7, block_size, 3, 5), PagedKVCache(7, block_size, 3, 5)
     by_kernel.write(slots, k, v)
-    by_torch.write_torch(slots.tolist(), k, v)
+    store_by_indexing(by_torch, slots, k, v)
     assert torch.equal(by_kernel.key, by_torch.key)
     assert torch.equal(by_kernel.value, by_torch.value)
 
@@ -116,7 +123,7 @@ BAD_CALLS = {
     "k list": (lambda c, k, v: c.write([1], [[0.0]], v[:1]), "k must be a torch.Tensor"),
     "copy src": (lambda c, k, v: c.copy_block(6, 0), "src = 6"),
     "copy dst": (lambda c, k, v: c.copy_block(0, -1), "dst = -1"),
-    "copy bool": (lambda c, k, v: c.copy_block(True, 0), "src must be an int"),
+    "copy bool": (lambda c, k, v: c.copy_block(True, 0), "src must be an integer"),
     "gather capacity": (lambda c, k, v: c.gather([0], 5), "num_tokens = 5 exceeds"),
     "gather block": (lambda c, k, v: c.gather([0, 9], 5), r"blocks\[1\] = 9"),
     "gather negative": (lambda c, k, v: c.gather([0], -1), "num_tokens must be"),
@@ -140,7 +147,7 @@ def test_bad_input_raises_and_changes_nothing(case):
     [(0, 4, 1, 1), (4, 0, 1, 1), (4, 4, -1, 1), (4, 4, 1, 0), (4.0, 4, 1, 1), (True, 4, 1, 1)],
 )
 def test_bad_sizes(args):
-    with pytest.raises(ValueError, match="must be a positive int"):
+    with pytest.raises(ValueError, match="must be (>= 1|an integer)"):
         PagedKVCache(*args)
 
 
@@ -175,7 +182,7 @@ def test_many_sequences_written_interleaved_gather_back(block_size, lengths, see
         table = FakeTable(perm[start : start + p], n, block_size)
         start += p
         k, v = tokens(n, heads=1, dim=2, start=100 * s)
-        cache.write_torch(table.slot_mapping(), k, v)
+        cache.write(table.slot_mapping(), k, v)
         tables.append(table)
         expected.append((k, v))
     for table, (k, v) in zip(tables, expected, strict=True):

@@ -82,7 +82,7 @@ def test_kv_copy_on_write_gives_the_same_attention_as_private_copies() -> None:
     private = kv_cache.PagedKVCache(8, size, heads, dim, device="cpu")
     for s, new in enumerate((7, 8)):
         rows = list(range(7)) + [new]
-        private.write_torch([8 * s + p for p in range(8)], k_all[rows], v_all[rows])
+        private.write([8 * s + p for p in range(8)], k_all[rows], v_all[rows])
     query = torch.randn(2, heads, dim)
     lens = torch.tensor([8, 8], dtype=torch.int32)
     shared_tables = attention.block_tables_tensor([a1.blocks, a2.blocks])
@@ -104,7 +104,7 @@ def _fig8_on_cache(kv_cache, k_all, v_all):  # type: ignore[no-untyped-def]
     prompt = BlockTable(BlockAllocator(8, 4, free_order=order))
     cache = kv_cache.PagedKVCache(8, 4, k_all.shape[1], k_all.shape[2], device="cpu")
     prompt.append_tokens(7)
-    cache.write_torch(prompt.slot_mapping(), k_all[:7], v_all[:7])
+    cache.write(prompt.slot_mapping(), k_all[:7], v_all[:7])
     samples = fork_samples(prompt, 2)
     copies = []
     for table, row in zip(samples, (7, 8), strict=True):
@@ -112,7 +112,7 @@ def _fig8_on_cache(kv_cache, k_all, v_all):  # type: ignore[no-untyped-def]
         if copy is not None:
             cache.copy_block(copy.src, copy.dst)
         copies.append(copy)
-        cache.write_torch(table.slot_mapping()[-1:], k_all[row : row + 1], v_all[row : row + 1])
+        cache.write(table.slot_mapping()[-1:], k_all[row : row + 1], v_all[row : row + 1])
     # the shared prompt's data is where it was; block 3 holds a copy of block 1's first 3
     torch.testing.assert_close(cache.key[3, :3], cache.key[1, :3])
     return samples, copies, cache

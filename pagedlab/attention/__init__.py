@@ -7,6 +7,8 @@ and the attention kernel reads them back through the block tables.
 - :mod:`~pagedlab.attention.backend`      where Triton runs (compiled on CUDA, interpreter on CPU)
 - :mod:`~pagedlab.attention.kv_cache`     ``PagedKVCache``: write by slot mapping, copy, gather
 - :mod:`~pagedlab.attention.kernels`      the Triton kernels (paged attention, reshape-and-cache)
+- :mod:`~pagedlab.attention.tuning`       a launch's tiles, pages per step, warps and splits
+- :mod:`~pagedlab.attention.validate`     one named check per contract rule, for every entry point
 - :mod:`~pagedlab.attention.ops`          ``paged_attention`` and ``reference_attention``
 - :mod:`~pagedlab.attention.kernel_trace` the kernel's loop, block by block, in plain Python
 - :mod:`~pagedlab.attention.batch`        one decode batch, packed as an engine sends it

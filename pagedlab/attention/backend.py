@@ -25,6 +25,7 @@ imports ``triton`` except :mod:`pagedlab.attention.kernels`, which imports this 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import platform
@@ -34,8 +35,10 @@ import torch
 
 Backend = Literal["compiled", "interpreter", "unavailable"]
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+# Exactly the spellings Triton itself accepts (its C++ getenv_bool: case-insensitive, no
+# whitespace); anything else Triton ignores, so we treat it as unset, never as "yes".
+_TRUE = {"1", "true", "on"}
+_FALSE = {"0", "false", "off"}
 
 
 def _decide() -> tuple[Backend, str]:
@@ -50,16 +53,20 @@ def _decide() -> tuple[Backend, str]:
             f"{platform.system()} {platform.machine()})"
         )
     user = os.environ.get("TRITON_INTERPRET")
-    if user is not None and user.strip().lower() in _TRUE:
+    if user is not None and user.lower() in _TRUE:
         return "interpreter", "TRITON_INTERPRET=1 was set by the user"
     has_cuda = torch.cuda.is_available()
-    if user is not None and user.strip().lower() in _FALSE:
+    if user is not None and user.lower() in _FALSE:
         if has_cuda:
             return "compiled", "CUDA device found (TRITON_INTERPRET=0 set by the user)"
         return "unavailable", "TRITON_INTERPRET=0 was set by the user but no CUDA device exists"
     if has_cuda:
         return "compiled", "CUDA device found"
     os.environ["TRITON_INTERPRET"] = "1"
+    if user is not None:
+        return "interpreter", (
+            f"no CUDA device, so pagedlab set TRITON_INTERPRET=1 (Triton ignores {user!r})"
+        )
     return "interpreter", "no CUDA device, so pagedlab set TRITON_INTERPRET=1"
 
 
@@ -79,6 +86,14 @@ def runs_on(where: torch.device) -> bool:
     return (BACKEND == "compiled" and where.type == "cuda") or (
         BACKEND == "interpreter" and where.type == "cpu"
     )
+
+
+def on_device(where: torch.device) -> contextlib.AbstractContextManager[object]:
+    """Make ``where`` the current CUDA device for a launch (Triton launches on the current
+    device, so tensors on ``cuda:1`` need ``cuda:1`` current); a no-op for the CPU."""
+    if where.type == "cuda":
+        return torch.cuda.device(where)
+    return contextlib.nullcontext()
 
 
 def triton_version() -> str | None:

@@ -20,6 +20,13 @@ import torch
 
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.attention.ops import block_tables_tensor
+from pagedlab.attention.validate import (
+    INT32_MAX,
+    check_index_shapes,
+    check_same_device,
+    check_seq_lens_and_tables,
+    require_tensor,
+)
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
@@ -82,8 +89,17 @@ def batch_slot_mapping(
     """Flat slot of every position of every sequence, sequence after sequence.
 
     ``slot = block_tables[s, p // block_size] * block_size + p % block_size`` for
-    ``0 <= p < seq_lens[s]``: one gather over the whole batch, no Python loop.
+    ``0 <= p < seq_lens[s]``: one gather over the whole batch, no Python loop. The inputs
+    follow the attention contract (int32, ``seq_len >= 1``, used entries are block ids >= 0;
+    checked by :mod:`pagedlab.attention.validate`, errors name the value).
     """
+    bt = require_tensor("block_tables", block_tables)
+    sl = require_tensor("seq_lens", seq_lens)
+    check_index_shapes(bt, sl, int(bt.shape[0]) if bt.dim() else -1)
+    check_same_device("block_tables", bt, seq_lens=sl)
+    block_size = check_int(block_size, "block_size", minimum=1)
+    if check_seq_lens_and_tables(bt, sl, INT32_MAX, block_size) == 0:
+        return torch.empty(0, dtype=torch.int64, device=bt.device)
     positions = torch.arange(int(seq_lens.max()), device=block_tables.device)
     used = positions[None, :] < seq_lens[:, None]  # [num_seqs, longest]
     blocks = block_tables.long().gather(1, (positions // block_size).expand_as(used).clone())

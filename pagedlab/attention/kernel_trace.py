@@ -35,9 +35,11 @@ traced here. The arithmetic is fp32, as in the kernel; a step holds Python float
 Inputs follow :func:`pagedlab.paged_attention` for one sequence: ``query`` is
 ``[num_heads, head_dim]``, the caches ``[num_blocks, block_size, num_kv_heads, head_dim]``,
 ``block_table_row`` a list or 1-D tensor (entries past the last page are padding, never
-read). Bad input raises ``ValueError`` naming the value (the checks are
-:func:`pagedlab.attention.ops.validate_paged_inputs`). Not handled: several queries per
-sequence (prefill), batching (trace one sequence at a time). No Triton needed.
+read; entries must fit int32). Bad input raises ``ValueError`` naming the value, or
+``ArgumentTypeError`` (also a ``ValueError``) for a wrong kind such as a float block id
+(the checks are :func:`pagedlab.attention.validate.validate_paged_inputs`). Not handled:
+several queries per sequence (prefill), batching (trace one sequence at a time). No Triton
+needed.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ from dataclasses import dataclass
 
 import torch
 
-from pagedlab.attention.ops import validate_paged_inputs
+from pagedlab.attention.validate import INT32_MAX, int_list, require_tensor, validate_paged_inputs
+from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
 
 
 @dataclass(frozen=True)
@@ -88,18 +91,19 @@ def trace_paged_attention(
     scale: float | None = None,
 ) -> list[TraceStep]:
     """Step records of one kernel program (one sequence, query head ``head``); see module doc."""
-    if not isinstance(query, torch.Tensor) or query.dim() != 2:
-        shape = tuple(query.shape) if isinstance(query, torch.Tensor) else type(query).__name__
-        raise ValueError(f"query must be one sequence's [num_heads, head_dim], got {shape}")
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int):
-        raise ValueError(f"seq_len must be an int, got {seq_len!r}")
-    row = torch.as_tensor(block_table_row, dtype=torch.int32, device=query.device)
-    if row.dim() != 1:
-        raise ValueError(f"block_table_row must be 1-D, got shape {tuple(row.shape)}")
+    query = require_tensor("query", query)
+    if query.dim() != 2:
+        raise ValueError(
+            f"query must be one sequence's [num_heads, head_dim], got {tuple(query.shape)}"
+        )
+    seq_len = check_int(seq_len, "seq_len", minimum=1, maximum=INT32_MAX)
+    ids = int_list("block_table_row", block_table_row, -INT32_MAX - 1, INT32_MAX)
+    row = torch.tensor(ids, dtype=torch.int32, device=query.device)
     lens = torch.tensor([seq_len], dtype=torch.int32, device=query.device)
     shapes = validate_paged_inputs(query[None], key_cache, value_cache, row[None], lens, scale)
-    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < shapes.num_heads:
-        raise ValueError(f"head must be an int in [0, {shapes.num_heads}), got {head!r}")
+    head = check_int(head, "head")
+    if not 0 <= head < shapes.num_heads:
+        raise ValueError(f"head must be an int in [0, {shapes.num_heads}), got {head}")
 
     size = shapes.block_size
     kv_head = head // (shapes.num_heads // shapes.num_kv_heads)
@@ -108,7 +112,7 @@ def trace_paged_attention(
     l_sum = torch.tensor(0.0, device=q.device)
     acc = torch.zeros(shapes.head_dim, device=q.device)
     steps = []
-    for i in range(-(-seq_len // size)):
+    for i in range(ceil_div(seq_len, size)):
         physical = int(row[i])
         valid = min(size, seq_len - i * size)
         k = key_cache[physical, :valid, kv_head].float()  # [valid, head_dim]
@@ -153,8 +157,14 @@ def trace_table(steps: Sequence[TraceStep], decimals: int = 3) -> str:
     running max before and after, ``alpha``, this block's sum, ``l``, and ``acc / l`` (its
     first dimension when ``head_dim > 1``).
     """
+    if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
+        raise ArgumentTypeError(f"steps must be a list of TraceStep, got {type(steps).__name__}")
     if not steps:
         raise ValueError("steps is empty: trace at least one block")
+    for i, step in enumerate(steps):
+        if not isinstance(step, TraceStep):
+            raise ArgumentTypeError(f"steps[{i}] must be a TraceStep, got {step!r}")
+    decimals = check_int(decimals, "decimals", minimum=0, maximum=12)
     dims = len(steps[0].acc)
     out_head = "acc/l" if dims == 1 else "acc/l[0]"
     header = ("block", "reads", "positions", "scores", "m_old", "m_new", "alpha", "block sum", "l")

@@ -1,8 +1,10 @@
 """The Triton kernels: paged decode attention and reshape-and-cache (writing K/V by slot).
 
 Read these as teaching material first. Both kernels take raw tensors plus strides and trust
-their inputs: every check lives in :mod:`pagedlab.attention.ops` and
-:mod:`pagedlab.attention.kv_cache`, which validate and then call the ``launch_*`` functions below.
+their inputs: every check lives in :mod:`pagedlab.attention.validate` (called by
+:mod:`pagedlab.attention.ops` and :mod:`pagedlab.attention.kv_cache`, which validate and then
+call the ``launch_*`` functions below); tile sizes, pages per step, warps and splits are
+chosen in :mod:`pagedlab.attention.tuning`.
 
 Paged decode attention (``paged_attention_kernel``)
     One program per (sequence, kv head). The program owns the ``GROUP = num_heads //
@@ -49,10 +51,8 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-
-def next_power_of_two(n: int) -> int:
-    """Smallest power of two >= n (n >= 1)."""
-    return 1 << (n - 1).bit_length()
+from pagedlab.attention import tuning  # noqa: E402
+from pagedlab.attention.tuning import next_power_of_two  # noqa: E402
 
 
 @triton.jit
@@ -96,7 +96,7 @@ def paged_attention_kernel(
     seq = tl.program_id(0).to(tl.int64)
     kv_head = tl.program_id(1).to(tl.int64)
     split = tl.program_id(2).to(tl.int64)  # 0 unless the pages are split across programs
-    seq_len = tl.load(seq_lens_ptr + seq)
+    seq_len = tl.load(seq_lens_ptr + seq).to(tl.int64)  # int64: seq_len + BLOCK_SIZE fits
 
     # The group of query heads that read this kv head: [BLOCK_G, BLOCK_D], fp32, pre-scaled.
     offs_g = tl.arange(0, BLOCK_G).to(tl.int64)
@@ -233,56 +233,38 @@ def launch_paged_attention(
     """Launch the decode kernel on already validated inputs; returns a new output tensor.
 
     ``max_pages`` is the largest ``ceil(seq_len / block_size)`` of the batch.
-    ``pages_per_step`` (a power of two) is how many pages one loop step folds in:
-
-    - compiled, by default as many pages as keep the step's ``[BLOCK_G, positions,
-      BLOCK_D]`` fp32 product at 16K elements (64 registers a thread at 8 warps) and the
-      step at most 64 positions: several independent page loads in flight per step. It
-      depends only on the shapes, so the kernel compiles once per shape family.
-    - interpreter, by default enough pages for the longest sequence (capped at 64
-      positions). Each loop step costs the interpreter a fixed few ms, mostly re-entering
-      ``tl.sum``/``tl.max`` (Triton device functions), so fewer, wider steps keep the seed
-      call far under the 50 ms a slider can afford. Pass ``pages_per_step=1`` to watch
-      the online softmax fold in one page at a time.
-
-    ``splits`` > 1 cuts every sequence's pages into that many slices, one program each,
-    and merges the partial results afterwards (flash-decoding): more programs for a GPU
-    when the batch alone would leave streaming multiprocessors idle. Default: 1 in the
-    interpreter; compiled, enough slices for about 4 programs per multiprocessor while
-    each slice keeps at least 4 loop steps.
+    ``pages_per_step`` (a power of two: pages one loop step folds in), ``num_warps`` and
+    ``splits`` (> 1: flash-decoding slices, one program each, merged afterwards) default to
+    the heuristics of :mod:`pagedlab.attention.tuning`. Pass ``pages_per_step=1`` to run
+    exactly the steps :func:`pagedlab.trace_paged_attention` records.
     """
     num_seqs, num_heads, head_dim = query.shape
     _, block_size, num_kv_heads, _ = key_cache.shape
-    group = num_heads // num_kv_heads
-    block_t, block_d, block_g = (next_power_of_two(n) for n in (block_size, head_dim, group))
-    cap = max(1, 64 // block_t)
-    if pages_per_step is None:
-        if backend.BACKEND == "interpreter":
-            pages_per_step = min(next_power_of_two(max(1, max_pages)), cap)
-        else:
-            fits = max(1, 16384 // (block_g * block_t * block_d))
-            pages_per_step = min(1 << (fits.bit_length() - 1), cap)  # a power of two
-    if num_warps is None:
-        num_warps = 8 if block_g * block_t * block_d * pages_per_step > 8192 else 4
-    if splits is None:
-        splits = 1
-        if backend.BACKEND == "compiled" and num_seqs > 0:
-            sms = torch.cuda.get_device_properties(query.device).multi_processor_count
-            wanted = -(-4 * sms // (num_seqs * num_kv_heads))
-            splits = max(1, min(wanted, max_pages // (4 * pages_per_step)))
+    compiled = backend.BACKEND == "compiled"
+    sms = torch.cuda.get_device_properties(query.device).multi_processor_count if compiled else 0
+    plan = tuning.plan_attention(
+        interpreter=not compiled,
+        sms=sms,
+        num_seqs=num_seqs,
+        num_kv_heads=num_kv_heads,
+        block_size=block_size,
+        head_dim=head_dim,
+        group=num_heads // num_kv_heads,
+        max_pages=max_pages,
+        pages=pages_per_step,
+        warps=num_warps,
+        splits=splits,
+    )
     out = torch.empty_like(query)
     if num_seqs == 0:
         return out
-    if splits == 1:
-        pages_per_split = max(1, max_pages)
+    if plan.splits == 1:
         part_acc = part_ml = torch.empty(1, device=query.device)  # not read
     else:
-        per_split = -(-max(1, max_pages) // splits)
-        pages_per_split = -(-per_split // pages_per_step) * pages_per_step  # whole steps
-        part = (num_seqs, num_heads, splits)
+        part = (num_seqs, num_heads, plan.splits)
         part_acc = torch.empty(*part, head_dim, device=query.device, dtype=torch.float32)
         part_ml = torch.empty(*part, 2, device=query.device, dtype=torch.float32)
-    grid = (num_seqs, num_kv_heads, splits)
+    grid = (num_seqs, num_kv_heads, plan.splits)
     paged_attention_kernel[grid](
         out,
         query,
@@ -293,7 +275,7 @@ def launch_paged_attention(
         part_acc,
         part_ml,
         float(scale),
-        pages_per_split,
+        plan.pages_per_split,
         *query.stride(),
         *key_cache.stride(),
         *value_cache.stride(),
@@ -301,15 +283,15 @@ def launch_paged_attention(
         *out.stride(),
         BLOCK_SIZE=block_size,
         HEAD_DIM=head_dim,
-        GROUP=group,
-        PAGES=pages_per_step,
-        BLOCK_T=block_t,
-        BLOCK_D=block_d,
-        BLOCK_G=block_g,
-        SPLITS=splits,
-        num_warps=num_warps,
+        GROUP=num_heads // num_kv_heads,
+        PAGES=plan.pages_per_step,
+        BLOCK_T=plan.block_t,
+        BLOCK_D=plan.block_d,
+        BLOCK_G=plan.block_g,
+        SPLITS=plan.splits,
+        num_warps=plan.num_warps,
     )
-    if splits > 1:
+    if plan.splits > 1:
         out.copy_(merge_splits(part_acc, part_ml[..., 0], part_ml[..., 1]))
     return out
 
@@ -342,10 +324,8 @@ def launch_reshape_and_cache(
     if num_tokens == 0:
         return
     block_h, block_d = next_power_of_two(num_kv_heads), next_power_of_two(head_dim)
-    if backend.BACKEND == "interpreter":  # few, wide programs: the interpreter pays per op
-        block_n = min(next_power_of_two(num_tokens), max(1, 65536 // (block_h * block_d)))
-    else:  # about 4K elements per program
-        block_n = max(1, min(next_power_of_two(num_tokens), 4096 // (block_h * block_d)))
+    interpreter = backend.BACKEND == "interpreter"
+    block_n = tuning.reshape_and_cache_block_n(interpreter, num_tokens, block_h, block_d)
     grid = (triton.cdiv(num_tokens, block_n),)
     reshape_and_cache_kernel[grid](
         key,

@@ -14,28 +14,51 @@ Operations:
 - ``gather(blocks, num_tokens)``: one sequence's K and V in logical order, read through its
   block list. This is the "dense layout" a non-paged kernel would need.
 
-Invariants: the cache never changes shape or dtype; a call that raises ``ValueError``
-(names the offending value) has changed nothing. Slots in one ``write`` must be distinct
-(the order of duplicate writes would be undefined on a GPU). Negative slots are rejected
-rather than skipped. This module takes plain lists or tensors, so it does not depend on
-pagedlab.memory.allocator or pagedlab.memory.block_table.
+Invariants: the cache never changes shape, dtype or device (``key``, ``value`` and the sizes
+are read-only attributes; the tensors' contents may be edited in place). Every argument is
+validated before anything is written (:mod:`pagedlab.attention.validate`): a wrong kind
+raises ``ArgumentTypeError`` (a ``TypeError`` that is also a ``ValueError``), a wrong value
+``ValueError``, both naming it, and a call that raises has changed nothing. Block ids and
+slots are integers: ``[1.7, 2.2]`` or ``[True, False]`` are refused, never truncated.
+Slots in one ``write`` must be distinct (the order of duplicate writes would be undefined
+on a GPU); negative slots are rejected rather than skipped. ``k``/``v`` may be any dense
+strided tensors (non-contiguous views included), even views of this cache (they are copied
+before the write); they are stored without autograd history. NaN or inf in ``k``/``v`` is
+data and is stored as given. This module takes plain lists or tensors, so it does not depend
+on pagedlab.memory.allocator or pagedlab.memory.block_table.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import torch
 
-from pagedlab.attention import backend
+from pagedlab.attention import backend, tuning
+from pagedlab.attention.validate import (
+    INT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    SUPPORTED_DTYPES,
+    check_device,
+    int_list,
+    require_integers,
+    require_tensor,
+)
+from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
 
 SlotsLike = Sequence[int] | torch.Tensor
 
 
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
+def _memory_of(where: torch.device) -> int | None:
+    """Bytes of memory ``where`` has in all (physical RAM for the CPU); None if unknown."""
+    if where.type == "cuda":
+        return int(torch.cuda.get_device_properties(where).total_memory)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows) or no such name
+        return None
 
 
 class PagedKVCache:
@@ -50,17 +73,78 @@ class PagedKVCache:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
-        self.num_blocks = _positive_int("num_blocks", num_blocks)
-        self.block_size = _positive_int("block_size", block_size)
-        self.num_kv_heads = _positive_int("num_kv_heads", num_kv_heads)
-        self.head_dim = _positive_int("head_dim", head_dim)
-        if dtype not in (torch.float16, torch.bfloat16, torch.float32):
-            raise ValueError(f"dtype must be float16, bfloat16 or float32, got {dtype}")
-        self.dtype = dtype
-        self.device = torch.device(device) if device is not None else backend.device()
-        shape = (num_blocks, block_size, num_kv_heads, head_dim)
-        self.key = torch.zeros(shape, dtype=dtype, device=self.device)
-        self.value = torch.zeros(shape, dtype=dtype, device=self.device)
+        # Block ids are int32 in block tables, so num_blocks must fit int32.
+        self._num_blocks = check_int(num_blocks, "num_blocks", minimum=1, maximum=INT32_MAX)
+        self._block_size = check_int(block_size, "block_size", minimum=1)
+        self._num_kv_heads = check_int(num_kv_heads, "num_kv_heads", minimum=1)
+        self._head_dim = check_int(head_dim, "head_dim", minimum=1)
+        if not isinstance(dtype, torch.dtype):
+            raise ArgumentTypeError(f"dtype must be a torch.dtype, got {dtype!r}")
+        if dtype not in SUPPORTED_DTYPES:
+            raise ArgumentTypeError(f"dtype must be float16, bfloat16 or float32, got {dtype}")
+        self._dtype = dtype
+        self._device = check_device(device) or backend.device()
+        shape = (self._num_blocks, self._block_size, self._num_kv_heads, self._head_dim)
+        needed = 2 * self._num_blocks * self._block_size * self._num_kv_heads * self._head_dim
+        needed *= dtype.itemsize
+        have = _memory_of(self._device)
+        sizes = (
+            f"num_blocks={self._num_blocks}, block_size={self._block_size}, "
+            f"num_kv_heads={self._num_kv_heads}, head_dim={self._head_dim}"
+        )
+        if have is not None and needed > have:
+            raise ValueError(
+                f"K and V for {sizes} in {dtype} need {needed / 2**30:.1f} GiB, more than "
+                f"the {have / 2**30:.1f} GiB of {self._device} memory"
+            )
+        try:
+            self._key = torch.zeros(shape, dtype=dtype, device=self._device)
+            self._value = torch.zeros(shape, dtype=dtype, device=self._device)
+        except RuntimeError as error:  # out of memory right now (torch.OutOfMemoryError too)
+            raise ValueError(
+                f"could not allocate {needed / 2**30:.1f} GiB for K and V ({sizes}) on "
+                f"{self._device}: {str(error).splitlines()[0]}"
+            ) from None
+
+    @property
+    def num_blocks(self) -> int:
+        """Physical blocks in the pool."""
+        return self._num_blocks
+
+    @property
+    def block_size(self) -> int:
+        """Positions per block."""
+        return self._block_size
+
+    @property
+    def num_kv_heads(self) -> int:
+        """K/V heads per position."""
+        return self._num_kv_heads
+
+    @property
+    def head_dim(self) -> int:
+        """Size of one head's K or V vector."""
+        return self._head_dim
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """Storage dtype of K and V."""
+        return self._dtype
+
+    @property
+    def device(self) -> torch.device:
+        """Where K and V live."""
+        return self._device
+
+    @property
+    def key(self) -> torch.Tensor:
+        """K, ``[num_blocks, block_size, num_kv_heads, head_dim]`` (edit in place only)."""
+        return self._key
+
+    @property
+    def value(self) -> torch.Tensor:
+        """V, the same shape as ``key`` (edit in place only)."""
+        return self._value
 
     @property
     def num_slots(self) -> int:
@@ -80,19 +164,31 @@ class PagedKVCache:
     # -- checks ---------------------------------------------------------------------------
 
     def _block(self, name: str, value: object) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{name} must be an int block id, got {value!r}")
-        if not 0 <= value < self.num_blocks:
-            raise ValueError(f"{name} = {value} is not a block id in [0, {self.num_blocks})")
-        return value
+        block = check_int(value, name)
+        if not 0 <= block < self.num_blocks:
+            raise ValueError(f"{name} = {block} is not a block id in [0, {self.num_blocks})")
+        return block
+
+    def _indices(
+        self, name: str, values: object, minimum: int = INT64_MIN, maximum: int = INT64_MAX
+    ) -> torch.Tensor:
+        """1-D int64 tensor on the cache's device from a list of ints or an integer tensor.
+
+        A list's entries are checked against ``[minimum, maximum]`` here; a tensor's by the
+        caller, vectorised."""
+        if isinstance(values, torch.Tensor):
+            t = require_tensor(name, values)
+            if t.numel() == 0 and t.dim() == 1:
+                return torch.empty(0, dtype=torch.int64, device=self.device)
+            require_integers(name, t)
+            if t.dim() != 1:
+                raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
+            return t.to(device=self.device, dtype=torch.int64)
+        ints = int_list(name, values, minimum, maximum)
+        return torch.tensor(ints, dtype=torch.int64, device=self.device)
 
     def _slots(self, slot_mapping: SlotsLike) -> torch.Tensor:
-        slots = torch.as_tensor(slot_mapping, device=self.device)
-        if slots.dim() != 1:
-            raise ValueError(f"slot_mapping must be 1-D, got shape {tuple(slots.shape)}")
-        if slots.numel() and slots.dtype not in (torch.int32, torch.int64):
-            raise ValueError(f"slot_mapping must hold integers, got dtype {slots.dtype}")
-        slots = slots.to(torch.int64)
+        slots = self._indices("slot_mapping", slot_mapping, 0, self.num_slots - 1)
         if slots.numel() == 0:
             return slots
         bad = (slots < 0) | (slots >= self.num_slots)
@@ -102,15 +198,14 @@ class PagedKVCache:
                 f"slot_mapping[{i}] = {int(slots[i])} is not a slot in [0, {self.num_slots}) "
                 f"({self.num_blocks} blocks x block_size {self.block_size})"
             )
-        if slots.unique().numel() != slots.numel():
-            uniq, counts = slots.unique(return_counts=True)
+        uniq, counts = slots.unique(return_counts=True)
+        if uniq.numel() != slots.numel():
             dup = int(uniq[counts > 1][0])
             raise ValueError(f"slot_mapping writes slot {dup} more than once")
         return slots
 
     def _tokens(self, name: str, t: object, num_tokens: int) -> torch.Tensor:
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        t = require_tensor(name, t)
         want = (num_tokens, self.num_kv_heads, self.head_dim)
         if tuple(t.shape) != want:
             raise ValueError(
@@ -118,9 +213,16 @@ class PagedKVCache:
                 f"got {list(t.shape)}"
             )
         if t.dtype != self.dtype:
-            raise ValueError(f"{name} dtype {t.dtype} != cache dtype {self.dtype}")
+            raise ArgumentTypeError(f"{name} dtype {t.dtype} != cache dtype {self.dtype}")
         if t.device != self.key.device:
             raise ValueError(f"{name} is on {t.device} but the cache is on {self.key.device}")
+        t = t.detach()  # the cache holds data, never an autograd graph
+        storage = t.untyped_storage().data_ptr()
+        if t.numel() and storage in (
+            self._key.untyped_storage().data_ptr(),
+            self._value.untyped_storage().data_ptr(),
+        ):
+            t = t.clone()  # a view of this cache: read it whole before any slot is written
         return t
 
     # -- operations -----------------------------------------------------------------------
@@ -137,31 +239,30 @@ class PagedKVCache:
             return
         # The kernel where Triton can read this cache (a CPU cache on a GPU machine, or bf16
         # in the interpreter, is written with torch indexing instead: same result).
-        use_triton = backend.runs_on(self.key.device) and (
-            backend.BACKEND == "compiled" or self.dtype != torch.bfloat16
+        use_triton = (
+            backend.runs_on(self.key.device)
+            and (backend.BACKEND == "compiled" or self.dtype != torch.bfloat16)
+            and tuning.reshape_and_cache_fits(self.num_kv_heads, self.head_dim)
         )
         if use_triton:
             from pagedlab.attention import kernels
 
-            kernels.launch_reshape_and_cache(k, v, self.key, self.value, slots)
+            with backend.on_device(self.device):
+                kernels.launch_reshape_and_cache(k, v, self.key, self.value, slots)
         else:  # no Triton, or bf16 (the interpreter cannot hold it): plain torch indexing
-            self.write_torch(slots, k, v)
+            self._store(slots, k, v)
 
-    def write_torch(self, slot_mapping: SlotsLike, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Same as :meth:`write`, always in plain torch (the reference the kernel is checked on)."""
-        slots = self._slots(slot_mapping)
-        k = self._tokens("k", k, slots.numel())
-        v = self._tokens("v", v, slots.numel())
-        self.key.view(self.num_slots, self.num_kv_heads, self.head_dim)[slots] = k
-        self.value.view(self.num_slots, self.num_kv_heads, self.head_dim)[slots] = v
+    def _store(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        self._key.view(self.num_slots, self.num_kv_heads, self.head_dim)[slots] = k
+        self._value.view(self.num_slots, self.num_kv_heads, self.head_dim)[slots] = v
 
     def copy_block(self, src: int, dst: int) -> None:
         """Copy physical block ``src`` (all offsets, K and V) over block ``dst``."""
         src = self._block("src", src)
         dst = self._block("dst", dst)
         if src != dst:
-            self.key[dst].copy_(self.key[src])
-            self.value[dst].copy_(self.value[src])
+            self._key[dst].copy_(self._key[src])
+            self._value[dst].copy_(self._value[src])
 
     def gather(self, blocks: SlotsLike, num_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
         """K and V ``[num_tokens, num_kv_heads, head_dim]`` of one sequence, logical order.
@@ -169,18 +270,15 @@ class PagedKVCache:
         ``blocks`` is the sequence's block list (``BlockTable.blocks``); only its first
         ``ceil(num_tokens / block_size)`` entries are read. Returns copies.
         """
-        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 0:
-            raise ValueError(f"num_tokens must be a non-negative int, got {num_tokens!r}")
-        table = torch.as_tensor(blocks, dtype=torch.int64, device=self.device)
-        if table.dim() != 1:
-            raise ValueError(f"blocks must be 1-D, got shape {tuple(table.shape)}")
+        num_tokens = check_int(num_tokens, "num_tokens", minimum=0)
+        table = self._indices("blocks", blocks)
         capacity = table.numel() * self.block_size
         if num_tokens > capacity:
             raise ValueError(
                 f"num_tokens = {num_tokens} exceeds {table.numel()} blocks x block_size "
                 f"{self.block_size} = {capacity}"
             )
-        pages = -(-num_tokens // self.block_size)
+        pages = ceil_div(num_tokens, self.block_size)
         used = table[:pages]
         bad = (used < 0) | (used >= self.num_blocks)
         if bool(bad.any()):
