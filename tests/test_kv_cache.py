@@ -199,3 +199,14 @@ def test_triton_runs_where_the_backend_can_read_the_tensors() -> None:
         assert backend.runs_on(torch.device("cuda")) and not backend.runs_on(torch.device("cpu"))
     else:
         assert not backend.runs_on(torch.device("cpu"))
+
+
+def test_pinned_memory_needs_a_cpu_cache_on_a_cuda_machine() -> None:
+    if torch.cuda.is_available():
+        cache = PagedKVCache(2, 4, 1, 8, device="cpu", pin_memory=True)
+        assert cache.key.is_pinned() and cache.value.is_pinned()
+    else:
+        with pytest.raises(ValueError, match="pin_memory=True needs a CPU cache on a CUDA"):
+            PagedKVCache(2, 4, 1, 8, device="cpu", pin_memory=True)
+    with pytest.raises(TypeError, match="pin_memory must be True or False, got 1"):
+        PagedKVCache(2, 4, 1, 8, device="cpu", pin_memory=1)  # type: ignore[arg-type]

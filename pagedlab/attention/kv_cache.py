@@ -72,7 +72,10 @@ class PagedKVCache:
         head_dim: int,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
+        pin_memory: bool = False,
     ) -> None:
+        """``pin_memory=True``: page-locked host memory (a CPU cache on a CUDA machine, the
+        swap space of :mod:`pagedlab.attention.swap`), so copies to and from the GPU are DMA."""
         # Block ids are int32 in block tables, so num_blocks must fit int32.
         self._num_blocks = check_int(num_blocks, "num_blocks", minimum=1, maximum=INT32_MAX)
         self._block_size = check_int(block_size, "block_size", minimum=1)
@@ -84,6 +87,13 @@ class PagedKVCache:
             raise ArgumentTypeError(f"dtype must be float16, bfloat16 or float32, got {dtype}")
         self._dtype = dtype
         self._device = check_device(device) or backend.device()
+        if not isinstance(pin_memory, bool):
+            raise ArgumentTypeError(f"pin_memory must be True or False, got {pin_memory!r}")
+        if pin_memory and (self._device.type != "cpu" or not torch.cuda.is_available()):
+            raise ValueError(
+                f"pin_memory=True needs a CPU cache on a CUDA machine, got device {self._device}"
+                f" (CUDA available: {torch.cuda.is_available()})"
+            )
         shape = (self._num_blocks, self._block_size, self._num_kv_heads, self._head_dim)
         needed = 2 * self._num_blocks * self._block_size * self._num_kv_heads * self._head_dim
         needed *= dtype.itemsize
@@ -98,8 +108,8 @@ class PagedKVCache:
                 f"the {have / 2**30:.1f} GiB of {self._device} memory"
             )
         try:
-            self._key = torch.zeros(shape, dtype=dtype, device=self._device)
-            self._value = torch.zeros(shape, dtype=dtype, device=self._device)
+            self._key = torch.zeros(shape, dtype=dtype, device=self._device, pin_memory=pin_memory)
+            self._value = torch.zeros_like(self._key, pin_memory=pin_memory)
         except RuntimeError as error:  # out of memory right now (torch.OutOfMemoryError too)
             raise ValueError(
                 f"could not allocate {needed / 2**30:.1f} GiB for K and V ({sizes}) on "

@@ -40,11 +40,10 @@ def host_cache(
     dtype: torch.dtype = torch.float32,
 ) -> PagedKVCache:
     """A CPU K/V cache; in pinned (page-locked) memory when CUDA is available."""
-    cache = PagedKVCache(num_blocks, block_size, num_kv_heads, head_dim, dtype, device="cpu")
-    if torch.cuda.is_available():
-        cache.key = cache.key.pin_memory()
-        cache.value = cache.value.pin_memory()
-    return cache
+    pinned = torch.cuda.is_available()
+    return PagedKVCache(
+        num_blocks, block_size, num_kv_heads, head_dim, dtype, device="cpu", pin_memory=pinned
+    )
 
 
 class HostPool:
@@ -185,7 +184,7 @@ class SwappingKV:
     def write(self, group: Group, sample: int, table: BlockTable, first: int, count: int) -> None:
         slots = table.slot_mapping()[first : first + count]
         k, v = self._kv(group, sample, first, count)
-        self.device.write_torch(slots, k, v)
+        self.device.write(slots, k, v)
 
     def copy(self, cow: CopyOnWrite) -> None:
         self.device.copy_block(cow.src, cow.dst)
