@@ -16,8 +16,8 @@ comparable end-to-end performance (Fig. 19b).
   is one prefill over the sequence's tokens at a fixed throughput. The constants are
   assumptions (named below), not the paper's measurements. With the defaults swap falls with
   the block size and recompute is flat; whether and where the two cross depends on the ratio
-  of bandwidth to prefill throughput (at the defaults and 1,024 tokens they meet only at the
-  largest blocks).
+  of bandwidth to prefill throughput (at the defaults and 1,024 tokens recompute stays just
+  below swap even at 256-token blocks: no crossover).
 """
 
 from __future__ import annotations
