@@ -211,3 +211,37 @@ def test_random_traces_keep_every_rule(
     assert len(s.finished) == len(s.groups)
     for group in s.finished:
         assert group.generated == group.request.output_len
+
+
+def test_swap_space_as_large_as_the_device_can_still_run_out() -> None:
+    """§4.5 bounds the swap space by the device pool; groups swapped at different times can
+    need more. Here C (8 blocks) is swapped out, A and B grow into the freed blocks, and B (5
+    blocks) must go too: 13 host blocks on a 10-block device. pagedlab recomputes B instead."""
+    s = Scheduler(BlockAllocator(10, 1), mode="swap")  # host pool: 10 blocks, like the device
+    s.add(Request("A", 1, 9))
+    b = s.add(Request("B", 1, 9))
+    s.add(Request("C", 8, 2))
+    results = run_checked(s)
+    assert results[1].swapped_out == {"C": 8}
+    fallback = next(r for r in results if r.preempted == ["B"])
+    assert "B" not in fallback.swapped_out and b.status == "finished"
+    assert s.host.num_blocks < 8 + 5  # what swapping both would have needed
+    assert s.blocks_swapped_out == 8 and s.tokens_recomputed == 1 + 4  # B's prompt + generated
+
+
+def test_a_recompute_is_one_prefill_over_prompt_and_generated() -> None:
+    s = Scheduler(BlockAllocator(14, 2), mode="recompute")
+    for i in range(5):
+        s.add(Request(f"r{i}", 5, 7, num_samples=1 + i % 2))
+    recomputes = 0
+    while not s.done:
+        result = s.step()
+        s.check()
+        for name, tokens in result.recomputed.items():
+            group = s.groups[name]
+            assert name in result.admitted  # re-admitted, and rebuilt in this one step
+            assert result.prefill_tokens[name] == tokens == group.work
+            assert group.work == 5 + group.request.num_samples * group.generated
+            assert group.status == "running" and not group.prefilling
+            recomputes += 1
+    assert recomputes > 0

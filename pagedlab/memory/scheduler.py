@@ -8,17 +8,21 @@ Each :meth:`Scheduler.step` is one iteration of the model over a batch. The rule
 - **Swap** (``mode="swap"``): the group's blocks are copied to a host pool with its own
   :class:`BlockAllocator`; while any group is swapped out no new request is admitted; swapped
   groups come back, oldest first, when their blocks (and room for their next token) are free.
-  If the host pool is full, that group is recomputed instead.
+  If the host pool is full, that group is recomputed instead. (The paper stops admitting "until
+  all preempted sequences are completed"; pagedlab, like vLLM V0's default scheduler, admits
+  again as soon as nothing is swapped out.)
 - **Recompute** (``mode="recompute"``): the blocks are dropped and the group goes back to the
   front of the waiting queue; when admitted again one prefill rebuilds prompt + generated.
-- **Chunked prefill** (``chunked_prefill=True``, Sarathi-Serve, vLLM's default): each step has
-  ``token_budget`` tokens; decodes take theirs first (one per sample), then prefills take
-  chunks of what is left. Without it a step that admits runs prefills only (decodes stall),
-  with up to ``token_budget`` prefill tokens (one group always fits, even if longer).
+- **Chunked prefill** (``chunked_prefill=True``, Sarathi-Serve, vLLM V1's default): each step
+  has ``token_budget`` tokens; decodes take theirs first (one per sample), then prefills take
+  chunks of what is left. Without it a step that admits runs prefills only (decodes stall, as
+  in vLLM V0's default scheduler), with up to ``token_budget`` prefill tokens (one group always
+  fits, even if longer).
 
 A step: decode the running groups (oldest first, preempting as needed), continue partial
 prefills, swap groups back in if nothing was preempted this step, then admit waiting groups
-if nothing is swapped out and nothing was preempted (vLLM V1 admits only then, too).
+if nothing is swapped out and nothing was preempted (vLLM V1 admits only then, too). The
+preemption policy itself (evict, swap out, swap in) is :mod:`pagedlab.memory.preemption`.
 
 Data: the scheduler never touches K/V. It tells ``kv`` (a :class:`KVHooks`, optional) what to
 write, copy (copy-on-write) and swap; :class:`pagedlab.attention.swap.SwappingKV` does it with
@@ -38,8 +42,9 @@ from typing import Protocol
 from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
+from pagedlab.memory.preemption import by_arrival, preempt, swap_in_all
 from pagedlab.memory.requests import Group, Request, StepResult
-from pagedlab.memory.swap_space import append_need, swap_in, swap_in_need, swap_out
+from pagedlab.memory.swap_space import append_need
 
 MODES = ("swap", "recompute")
 
@@ -58,10 +63,6 @@ class KVHooks(Protocol):
 
     def swap_in(self, pairs: Sequence[tuple[int, int]]) -> None:
         """Copy each host block into its (new) device block: ``(host, device)`` pairs."""
-
-
-def _order(group: Group) -> int:
-    return group.order
 
 
 class Scheduler:
@@ -153,9 +154,9 @@ class Scheduler:
         budget = self._decode(out, budget)
         for group in [g for g in self.running if g.prefilling]:
             if group.status == "running":
-                budget -= self._prefill(group, out, budget, preempt=True)
+                budget -= self._prefill(group, out, budget, may_preempt=True)
         if not out.preempted:
-            self._swap_in_all(out)
+            swap_in_all(self, out)
             if self.chunked_prefill and not self.swapped:
                 self._admit_chunks(out, budget)
         return out
@@ -172,7 +173,7 @@ class Scheduler:
                 break
             while self.device.num_free < self._append_need(group):
                 victim = self.running[-1]
-                self._preempt(victim, out)
+                preempt(self, victim, out)
                 if victim is group:
                     return budget
             prompt = group.request.prompt_len
@@ -218,7 +219,7 @@ class Scheduler:
             if self._prefill_blocks(group) > self.device.num_free:
                 break
             self._start(group, out)
-            budget -= self._prefill(group, out, group.work, preempt=False)
+            budget -= self._prefill(group, out, group.work, may_preempt=False)
         return bool(out.admitted)
 
     def _admit_chunks(self, out: StepResult, budget: int) -> None:
@@ -228,13 +229,13 @@ class Scheduler:
             if self._fit(None, first) == 0:
                 break
             self._start(group, out)
-            budget -= self._prefill(group, out, budget, preempt=False)
+            budget -= self._prefill(group, out, budget, may_preempt=False)
 
     def _start(self, group: Group, out: StepResult) -> None:
         self.waiting.pop(0)
         group.status = "running"
         group.tables = [BlockTable(self.device)]
-        insort(self.running, group, key=_order)
+        insort(self.running, group, key=by_arrival)
         out.admitted.append(group.name)
 
     def _piece(self, group: Group) -> tuple[int, int, int]:
@@ -245,7 +246,7 @@ class Scheduler:
         sample, offset = divmod(done - prompt, group.generated)
         return sample, prompt + offset, group.generated - offset
 
-    def _prefill(self, group: Group, out: StepResult, budget: int, preempt: bool) -> int:
+    def _prefill(self, group: Group, out: StepResult, budget: int, may_preempt: bool) -> int:
         """Prefill up to ``budget`` tokens of ``group`` into its tables; returns tokens done."""
         done = 0
         while budget > done and group.prefilling:
@@ -254,9 +255,9 @@ class Scheduler:
             count = min(budget - done, left, self._fit(table, left))
             if count == 0:
                 victim = self.running[-1]
-                if not preempt or victim is group:
+                if not may_preempt or victim is group:
                     break
-                self._preempt(victim, out)
+                preempt(self, victim, out)
                 continue
             cow = table.append_tokens(count)
             if self.kv is not None:
@@ -294,50 +295,6 @@ class Scheduler:
         """Device blocks one more token for every sample of ``group`` takes (COW included)."""
         lasts = [(t.num_tokens, t.blocks[-1]) for t in group.tables]
         return append_need(lasts, self.block_size, self.device.refcount)
-
-    # --- preemption ----------------------------------------------------------------------------
-    def _preempt(self, group: Group, out: StepResult) -> None:
-        """Evict all of ``group``: swap it out, or drop its K/V for recompute."""
-        self.running.remove(group)
-        group.preemptions += 1
-        self.preemptions += 1
-        out.preempted.append(group.name)
-        blocks = group.device_blocks()
-        if self.mode == "swap" and len(blocks) <= self.host.num_free:
-            self._swap_out(group, out)
-            return
-        work = group.request.prompt_len + group.request.num_samples * group.generated
-        # K/V dropped now: everything computed, plus what an earlier drop left to redo.
-        dropped = group.prefilled + group.recompute_left if group.prefilling else work
-        for table in group.tables:
-            table.free()
-        group.tables, group.status = [], "waiting"
-        group.work, group.prefilled, group.recompute_left = work, 0, min(dropped, work)
-        insort(self.waiting, group, key=_order)
-
-    def _swap_out(self, group: Group, out: StepResult) -> None:
-        pairs = swap_out(group, self.host)
-        if self.kv is not None:
-            self.kv.swap_out(pairs)
-        group.status = "swapped"
-        insort(self.swapped, group, key=_order)
-        self.blocks_swapped_out += len(pairs)
-        out.swapped_out[group.name] = len(pairs)
-
-    def _swap_in_all(self, out: StepResult) -> None:
-        """Bring swapped groups back, oldest first, while their blocks and next token fit."""
-        while self.swapped:
-            group = self.swapped[0]
-            if swap_in_need(group, self.host) > self.device.num_free:
-                return
-            pairs = swap_in(group, self.device, self.host)
-            if self.kv is not None:
-                self.kv.swap_in(pairs)
-            group.status = "running"
-            self.swapped.remove(group)
-            insort(self.running, group, key=_order)
-            self.blocks_swapped_in += len(pairs)
-            out.swapped_in[group.name] = len(pairs)
 
     # --- invariants ----------------------------------------------------------------------------
     def check(self) -> None:
