@@ -87,13 +87,6 @@ def measure_swap(
     return timings
 
 
-def per_block_cost_dominates(timings: Sequence[SwapTiming], factor: float = 2.0) -> bool:
-    """True if the smallest block size swaps ``factor`` times slower than the largest."""
-    small = min(timings, key=lambda t: t.block_size)
-    large = max(timings, key=lambda t: t.block_size)
-    return small.total_s > factor * large.total_s
-
-
 @dataclass(frozen=True)
 class CostModel:
     """Swap and recompute time of one sequence, in seconds. Defaults: OPT-13B on one A100.
