@@ -19,8 +19,9 @@ def main() -> None:
             f"{t.block_size:10d} {t.num_blocks:7d} {1e3 * t.swap_out_s:8.2f} "
             f"{1e3 * t.swap_in_s:8.2f} {per_block:12.1f}"
         )
-    ratio = timings[0].total_s / timings[-1].total_s
-    print(f"block size {timings[0].block_size} is {ratio:.0f}x slower than {timings[-1].block_size}")
+    small, large = timings[0], timings[-1]
+    ratio = small.total_s / large.total_s
+    print(f"block size {small.block_size} is {ratio:.0f}x slower than {large.block_size}")
 
 
 if __name__ == "__main__":
