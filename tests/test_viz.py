@@ -6,7 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pagedlab import BlockAllocator, BlockTable
-from pagedlab.pictures.blocks import PALETTE, Canvas, pool_contents, scene, table_color
+from pagedlab.pictures.blocks import pool_contents, scene
+from pagedlab.pictures.canvas import Canvas
+from pagedlab.pictures.theme import PALETTE, table_color
 
 
 def snapshot(allocator: BlockAllocator, tables: list[BlockTable]) -> tuple:
