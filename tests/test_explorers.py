@@ -44,7 +44,8 @@ def explorer(request: pytest.FixtureRequest) -> Explorer:
 def snapshot(e: Explorer) -> tuple:
     parts = (e.widget, e.picture, e.readout, *e.controls.values())
     ranges = [(getattr(c, "min", None), getattr(c, "max", None)) for c in e.controls.values()]
-    return (e.values, ranges, e.readout.value, bytes(e.picture.value), e.state, [id(p) for p in parts])
+    shown = (e.readout.value, bytes(e.picture.value), e.state)
+    return (e.values, ranges, *shown, [id(p) for p in parts])
 
 
 def bad_values(control: widgets.ValueWidget) -> list[object]:

@@ -38,8 +38,10 @@ Invariants:
   ``ValueError``, both naming the value), then computes the whole new view; only then does
   it assign anything. On any error no widget value, readout, picture or state changed.
 - A learner's move in the browser is fast the same way for every explorer: the state, then
-  the picture assigned (it reaches the page at once), then ``finish``, then the readout. A
-  move the range allows but the model refuses is explained in the readout, never raised.
+  the picture assigned (it reaches the page at once), then ``finish`` (deferred by
+  ``DEFER_S`` on the kernel's event loop and dropped if a newer move came), then the
+  readout. A move the range allows but the model refuses is explained in the readout.
+  Moves made by code (``set``, ``control.value = ...`` in a cell, tests) are synchronous.
 - Callbacks never display: they assign ``Image.value`` / ``HTML.value``, so strict nbval
   sees the same outputs in a saved and a live notebook.
 - A notebook shows ``explorer`` itself: its bundle carries the widget view, the first
@@ -49,6 +51,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import html
 import operator
@@ -100,6 +103,7 @@ class Explorer:
         self.readout.add_class("pagedlab-readout")
         self._canvas: Canvas | None = None
         self._holding = False
+        self._generation = 0  # counts moves: a deferred finish of an older one is dropped
         self.state: Any = None
         layout = list(rows) if rows is not None else list(self.controls.values())
         self.widget = widgets.VBox([*layout, self.picture, self.readout])
@@ -151,6 +155,7 @@ class Explorer:
         """
         values = self._validated({**self.values, **settings}, list(settings))
         view = self.finish(self.render(**values))
+        self._generation += 1
         self._apply(values)
         self._show(view)
         return self.state
@@ -216,21 +221,42 @@ class Explorer:
         self.readout.value = view.readout
 
     def _on_change(self, _change: object) -> None:
-        """A learner moved a control: state, then picture, then ``finish``, then readout."""
+        """A learner moved a control: state, then picture, then ``finish``, then readout.
+
+        When the move came from the browser (a comm message), ``finish`` runs a moment
+        later on the kernel's event loop, so the picture leaves at once and a burst of
+        moves (a held arrow key) runs the slow part only for the last one.
+        """
         if self._holding:
             return
-        values = self._clamped(self.values)
+        self._generation += 1
+        generation, values = self._generation, self._clamped(self.values)
         try:
             view = self.render(**values)
             self._apply(values)
             self.state = view.state
             self.picture.value = self._encode(view.picture)
-            view = self.finish(view)
-        except (ValueError, TypeError, OutOfBlocksError) as error:  # explained, never raised
-            self.readout.value = f"<b>✗ not possible:</b> {html.escape(str(error))}"
+        except (ValueError, TypeError, OutOfBlocksError) as error:
+            self._explain(error)
             return
-        self.state = view.state
-        self.readout.value = view.readout
+
+        def complete() -> None:
+            if generation != self._generation:  # a newer move (or set) superseded this one
+                return
+            try:
+                done = self.finish(view)
+            except (ValueError, TypeError, OutOfBlocksError) as error:
+                self._explain(error)
+                return
+            self.state = done.state
+            self.readout.value = done.readout
+
+        if not _after_this_message(complete):
+            complete()
+
+    def _explain(self, error: Exception) -> None:
+        """A move the ranges allow but the model refuses: said in the readout, never raised."""
+        self.readout.value = f"<b>✗ not possible:</b> {html.escape(str(error))}"
 
     # --- display ---------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -250,6 +276,29 @@ class Explorer:
         return {
             key: bundle[key] for key in (WIDGET_VIEW, "image/png", "text/plain") if key in bundle
         }
+
+
+DEFER_S = 0.01  # how long a browser move's slow part waits for newer moves
+
+
+def _after_this_message(callback: Callable[[], None]) -> bool:
+    """Schedule ``callback`` on the kernel's event loop if a browser message is being handled.
+
+    True when scheduled; False (run it now) outside a kernel, in a cell's own code, or
+    without a running loop, so tests, ``set`` and nbval runs stay synchronous.
+    """
+    try:
+        from IPython import get_ipython
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        parent = kernel.get_parent("shell") if kernel is not None else None
+        if not parent or parent.get("header", {}).get("msg_type") != "comm_msg":
+            return False
+        loop = asyncio.get_running_loop()
+    except Exception:  # no IPython, an old kernel, no loop: run synchronously
+        return False
+    loop.call_later(DEFER_S, callback)
+    return True
 
 
 _RESERVED = {"picture", "readout", "widget", "state", "controls", "canvas", "values"}
