@@ -158,3 +158,28 @@ def test_a_new_explorer_is_controls_plus_render() -> None:
         e.set(n=7)
     with pytest.raises(ValueError, match="taken by the Explorer base"):
         Explorer({"picture": widgets.IntSlider()})
+
+
+def test_a_browser_move_sends_the_picture_first_and_drops_stale_kernel_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a kernel, ``finish`` of a browser move is deferred; only the newest one runs."""
+    import pagedlab.explorers.base as base
+
+    pending: list[Callable[[], None]] = []
+    monkeypatch.setattr(
+        base, "_after_this_message", lambda callback: pending.append(callback) or True
+    )
+    e = AllocationExplorer(block_size=4, length=5)
+    readout = e.readout.value
+    e.length.value = 6  # two key presses before the kernel's slow part ran
+    e.length.value = 7
+    assert e.state.table.num_tokens == 7 and e.state.output is None  # picture drawn, no kernel
+    assert e.readout.value == readout and len(pending) == 2
+    for callback in pending:
+        callback()
+    assert e.state.output == 4.0 and "output 4.000 = (L+1)/2 = 4.000 ✓" in e.readout.value
+    e.length.value = 8
+    e.set(length=9)  # code moves are synchronous and supersede a pending browser move
+    pending[-1]()
+    assert e.state.table.num_tokens == 9 and "output 5.000 = (L+1)/2 = 5.000 ✓" in e.readout.value

@@ -18,7 +18,7 @@ import html
 
 import ipywidgets as widgets
 
-from pagedlab.explorers.base import Explorer, View
+from pagedlab.explorers.base import Explorer, View, from_browser
 from pagedlab.pictures.blocks import scene
 from pagedlab.pictures.canvas import Drawing
 from pagedlab.scenes import KV_BYTES_PER_SLOT, LAYOUTS, SeedState, seed_state, with_kernel_output
@@ -86,10 +86,12 @@ class AllocationExplorer(Explorer):
         self.step_button.on_click(lambda _button: self.step())
 
     def _on_play(self, change: dict) -> None:
-        self.length.value = change["new"]
+        if not from_browser():  # in the browser, jslink moved the length slider already
+            self.length.value = change["new"]
 
     def _on_length(self, change: dict) -> None:
-        self.play.value = change["new"]
+        if not from_browser():
+            self.play.value = change["new"]
 
     def render(self, block_size: int, length: int, layout: str) -> View:
         state = seed_state(block_size, length, layout, run_kernel=False)

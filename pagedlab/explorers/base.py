@@ -281,21 +281,35 @@ class Explorer:
 DEFER_S = 0.01  # how long a browser move's slow part waits for newer moves
 
 
-def _after_this_message(callback: Callable[[], None]) -> bool:
-    """Schedule ``callback`` on the kernel's event loop if a browser message is being handled.
+def from_browser() -> bool:
+    """Whether the code running now handles a widget message from the browser (a comm_msg).
 
-    True when scheduled; False (run it now) outside a kernel, in a cell's own code, or
-    without a running loop, so tests, ``set`` and nbval runs stay synchronous.
+    False outside a kernel and in a cell's own code. Controls linked in the browser
+    (``jslink``) need no Python-side sync for such a change: syncing again would echo an
+    older value back while the learner's next key press is on its way.
     """
     try:
         from IPython import get_ipython
 
         kernel = getattr(get_ipython(), "kernel", None)
         parent = kernel.get_parent("shell") if kernel is not None else None
-        if not parent or parent.get("header", {}).get("msg_type") != "comm_msg":
-            return False
+    except Exception:  # no IPython, an old kernel
+        return False
+    header = parent.get("header", {}) if parent else {}
+    return header.get("msg_type") == "comm_msg"
+
+
+def _after_this_message(callback: Callable[[], None]) -> bool:
+    """Schedule ``callback`` on the kernel's event loop if a browser message is being handled.
+
+    True when scheduled; False (run it now) outside a kernel, in a cell's own code, or
+    without a running loop, so tests, ``set`` and nbval runs stay synchronous.
+    """
+    if not from_browser():
+        return False
+    try:
         loop = asyncio.get_running_loop()
-    except Exception:  # no IPython, an old kernel, no loop: run synchronously
+    except RuntimeError:
         return False
     loop.call_later(DEFER_S, callback)
     return True

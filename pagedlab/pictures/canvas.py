@@ -39,13 +39,6 @@ class Box:
     w: float
     h: float
 
-    def contains(self, point: Point, tol: float = 1e-9) -> bool:
-        px, py = point
-        return (
-            self.x - tol <= px <= self.x + self.w + tol
-            and self.y - tol <= py <= self.y + self.h + tol
-        )
-
 
 @dataclass(frozen=True)
 class Rect:
