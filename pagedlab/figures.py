@@ -34,7 +34,7 @@ from pagedlab.memory.sharing import fork_samples
 from pagedlab.pictures.blocks import scene
 from pagedlab.pictures.canvas import Canvas, Drawing
 from pagedlab.pictures.memory import plot_breakdown
-from pagedlab.pictures.png import to_png
+from pagedlab.pictures.png import save_png, to_png
 from pagedlab.pictures.reservation import reservation_scene
 from pagedlab.pictures.sharing import sharing_scene
 from pagedlab.scenes import LAYOUTS, SeedState, kernel_batch, prefix_tokens, seed_state
@@ -67,9 +67,7 @@ def _note(state: SeedState, layout_name: bool = False) -> str:
 
 
 def _save_png(frames: list[np.ndarray], path: Path) -> None:
-    image = Image.fromarray(np.concatenate(frames, axis=0))
-    image = image.quantize(COLORS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-    image.save(path, format="png", optimize=True)
+    save_png(np.concatenate(frames, axis=0), path, colors=COLORS)
 
 
 def write_figures(directory: Path | str = "figures") -> list[Path]:

@@ -8,9 +8,10 @@ This module imports the control and data planes only: never pictures or explorer
   :data:`LAYOUTS` of the allocation explorer and :func:`make_allocator` for each;
 - the seed's sequence at any block size, length and layout, with the kernel's output
   (:func:`seed_state`, :class:`SeedState`);
-- Fig. 8 (:func:`figure8`): two samples of one prompt, copy-on-write of the shared block;
+- Fig. 8 (:func:`figure8_prompt`, :data:`FIG8_WORDS`, :func:`figure8`): two samples of one
+  prompt, copy-on-write of the shared block;
 - Fig. 9 (:func:`figure9_before`, :data:`FIG9_STEP`): four beam candidates and the step;
-- the prefix-cache scene (:data:`SYSTEM_PROMPT`, :func:`prefix_tokens`, :func:`prefix_scene`);
+- the prefix-cache scene (:data:`SYSTEM_PROMPT`, :func:`prefix_tokens`);
 - notebook 4's batch in a shuffled pool (:func:`kernel_batch`).
 """
 
@@ -29,7 +30,6 @@ from pagedlab.attention.ops import block_tables_tensor, paged_attention
 from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
-from pagedlab.memory.prefix_cache import Admission, PrefixCache
 from pagedlab.memory.sharing import beam_step, fork_samples
 
 # --- the seed (DESIGN.md §1): block size 4, length 5, physical blocks 4 and 1 -----------------
@@ -270,13 +270,6 @@ def prefix_tokens(shared: int, prompt_len: int, request: int) -> list[int]:
     return [1000 + i for i in range(common)] + [
         request * 100 + i for i in range(prompt_len - common)
     ]
-
-
-def prefix_scene(num_blocks: int = 16, block_size: int = 4) -> tuple[PrefixCache, list[Admission]]:
-    """Notebook 6's scene: A = system prompt + [1, 2, 3], then B = system prompt + [7, 8]."""
-    cache = PrefixCache(BlockAllocator(num_blocks, block_size))
-    admissions = [cache.admit([*SYSTEM_PROMPT, *rest]) for rest in ((1, 2, 3), (7, 8))]
-    return cache, admissions
 
 
 # --- the kernel at work (notebook 4) ----------------------------------------------------------

@@ -3,14 +3,17 @@
 Every picture in pagedlab goes through :func:`to_png`: Agg draws the figure at its own dpi,
 PIL writes the RGB pixels at zlib level 1 (fast; PNG stays lossless) with no timestamp, so
 the same figure gives the same bytes on every run. :func:`image` wraps them in an
-``IPython.display.Image`` for a notebook cell (the cell's value, displayed once).
+``IPython.display.Image`` for a notebook cell (the cell's value, displayed once);
+:func:`save_png` writes the README's files, quantised so they stay small.
 """
 
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -31,6 +34,20 @@ def to_png(picture: Figure | Drawing) -> bytes:
     buffer = io.BytesIO()
     pixels.convert("RGB").save(buffer, format="png", compress_level=1)
     return buffer.getvalue()
+
+
+def save_png(pixels: np.ndarray, path: Path | str, colors: int = 96) -> None:
+    """Write RGB ``pixels`` [height, width, 3] as a small PNG file (the README's figures).
+
+    Quantised to ``colors`` by median cut without dithering, so the same pixels always give
+    the same bytes; flat-coloured pictures lose nothing visible.
+    """
+    from PIL import Image
+
+    quantised = Image.fromarray(pixels).quantize(
+        colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
+    )
+    quantised.save(path, format="png", optimize=True)
 
 
 def image(picture: Figure | Drawing | bytes) -> object:
