@@ -267,8 +267,8 @@ class Explorer:
         """The widget view, the current picture as ``image/png`` and a short ``text/plain``.
 
         Front ends with the widget manager (JupyterLab, Notebook 7, VS Code) render the
-        widget view and ignore the PNG; static renderers (GitHub, nbviewer, an untrusted
-        notebook) show the PNG. nbval compares only the ``text/plain``.
+        widget view and ignore the PNG (tests/browser checks JupyterLab); static renderers
+        (GitHub, nbviewer) show the PNG. nbval compares only the ``text/plain``.
         """
         bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
         bundle["image/png"] = base64.b64encode(bytes(self.picture.value)).decode("ascii")
