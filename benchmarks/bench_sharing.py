@@ -11,7 +11,8 @@ from collections.abc import Callable
 from pagedlab import BlockAllocator, BlockTable
 from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
 from pagedlab.memory.prefix_cache import PrefixCache
-from pagedlab.memory.sharing import FIG9_STEP, beam_step, figure9_before, fork_samples
+from pagedlab.memory.sharing import beam_step, fork_samples
+from pagedlab.scenes import FIG9_STEP, figure9_before
 
 
 def best_ms(run: Callable[[], object], repeat: int = 5) -> float:

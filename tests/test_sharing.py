@@ -17,14 +17,8 @@ from pagedlab.memory.savings import (
     savings_table,
     trace_savings,
 )
-from pagedlab.memory.sharing import (
-    FIG9_STEP,
-    beam_step,
-    figure8,
-    figure9_before,
-    fork_samples,
-    holders,
-)
+from pagedlab.memory.sharing import beam_step, fork_samples, holders
+from pagedlab.scenes import FIG9_STEP, figure8, figure9_before
 
 
 def state(alloc: BlockAllocator) -> tuple[list[int], list[int]]:

@@ -312,7 +312,8 @@ def test_conservation_any_trace(seed: int, rate: float, policy: Policy, pool: in
 
 
 def test_pictures_are_pure() -> None:
-    from pagedlab.pictures.memory import plot_batch, plot_block_sweep, plot_breakdown, to_png
+    from pagedlab.pictures.memory import plot_batch, plot_block_sweep, plot_breakdown
+    from pagedlab.pictures.png import to_png
 
     tr = make_trace(2.0, 30.0, seed=0)
     res = [simulate(tr, p) for p in paper_policies()]
@@ -330,7 +331,7 @@ def test_reservation_explorer_updates_by_assignment() -> None:
     from pagedlab.explorers.memory import ReservationExplorer
 
     e = ReservationExplorer()
-    assert "2038 never used" in e.readout.value and e.image.value[:4] == b"\x89PNG"
+    assert "2038 never used" in e.readout.value and e.picture.value[:4] == b"\x89PNG"
     e.response.value = 100
     e.generated.value = 50
     assert "1940 never used" in e.readout.value and "6 empty slots" in e.readout.value
@@ -340,7 +341,7 @@ def test_reservation_explorer_updates_by_assignment() -> None:
     assert e.state.paged_waste == 0
     e.set(response=1000, generated=999, reserved=1024, block_size=256)
     assert (e.state.never_used, e.state.paged_waste) == (16, 17)
-    with pytest.raises(ValueError, match="reserved=9"):
+    with pytest.raises(ValueError, match="reserved must be >= 64, got 9"):
         e.set(response=2, generated=0, reserved=9, block_size=16)
 
 
@@ -351,7 +352,7 @@ def test_block_size_explorer_indexes_the_sweep() -> None:
     e = BlockSizeExplorer(rows)
     assert e.readout.value.startswith("B = 16:")
     e.block_size.value = 64
-    assert e.readout.value.startswith("B = 64:") and e.image.value[:4] == b"\x89PNG"
+    assert e.readout.value.startswith("B = 64:") and e.picture.value[:4] == b"\x89PNG"
     with pytest.raises(ValueError, match="32"):
         BlockSizeExplorer(rows, value=32)
 

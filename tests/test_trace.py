@@ -224,7 +224,8 @@ def test_empty_trace_table_raises():
 
 
 def test_trace_figure_draws_every_read():
-    from pagedlab.pictures.trace import trace_figure, trace_png
+    from pagedlab.pictures.png import to_png
+    from pagedlab.pictures.trace import trace_figure
 
     query, key_cache, value_cache = seed_cache([4, 1])
     steps = trace_paged_attention(query, key_cache, value_cache, [4, 1], 5)
@@ -234,6 +235,6 @@ def test_trace_figure_draws_every_read():
     assert "physical 4" in texts and "physical 1" in texts and "+3 masked" in texts
     labels = [t.get_text() for t in fig.axes[2].get_xticklabels()]
     assert labels == ["logical 0", "logical 1"]
-    assert trace_png(steps).startswith(b"\x89PNG")
+    assert to_png(trace_figure(steps)).startswith(b"\x89PNG")
     with pytest.raises(ValueError, match="steps is empty"):
         trace_figure([])

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pagedlab import BlockAllocator, BlockTable
-from pagedlab.pictures.blocks import PALETTE, Canvas, pool_contents, scene, table_color
+from pagedlab.pictures.blocks import pool_contents, scene
+from pagedlab.pictures.canvas import Box, Canvas
+from pagedlab.pictures.theme import PALETTE, table_color
+
+
+def contains(box: Box, point: tuple[float, float], tol: float = 1e-9) -> bool:
+    x, y = point
+    return box.x - tol <= x <= box.x + box.w + tol and box.y - tol <= y <= box.y + box.h + tol
 
 
 def snapshot(allocator: BlockAllocator, tables: list[BlockTable]) -> tuple:
@@ -34,8 +42,8 @@ def test_seed_counts_and_arrows() -> None:
     assert d.count("free-block", "pool") == 6
     assert [(a.logical, a.physical) for a in d.arrows] == [(0, 4), (1, 1)]
     for arrow in d.arrows:
-        assert d.boxes[("logical", arrow.logical)].contains(arrow.start)
-        assert d.boxes[("pool", arrow.physical)].contains(arrow.end)
+        assert contains(d.boxes[("logical", arrow.logical)], arrow.start)
+        assert contains(d.boxes[("pool", arrow.physical)], arrow.end)
     texts = {label.text for label in d.labels}
     assert {"1", "2", "3", "4", "5"} <= texts
 
@@ -68,7 +76,7 @@ def test_counts_match_any_table_and_nothing_mutated(
     assert d.count("badge", "pool") == len(table.blocks)  # all shared by the fork: x2
     assert [(a.logical, a.physical) for a in d.arrows] == list(enumerate(table.blocks))
     for arrow in d.arrows:
-        assert d.boxes[("pool", arrow.physical)].contains(arrow.end)
+        assert contains(d.boxes[("pool", arrow.physical)], arrow.end)
 
 
 def test_labels_never_overlap_up_to_64_tokens() -> None:
@@ -121,3 +129,32 @@ def test_bad_values_raise_before_drawing() -> None:
         scene(allocator, [table], values=[[1, 2]])
     with pytest.raises(ValueError, match="tables is empty"):
         scene(allocator, [])
+
+
+def test_other_scenes_read_state_and_never_write_it() -> None:
+    from pagedlab.memory.sharing import fork_samples
+    from pagedlab.pictures.png import to_png
+    from pagedlab.pictures.reservation import reservation_scene
+    from pagedlab.pictures.sharing import event_frames, sharing_scene
+    from pagedlab.scenes import figure8_prompt, kernel_batch
+    from pagedlab.simulate.memory import OneRequest
+
+    prompt = figure8_prompt()
+    samples = fork_samples(prompt, 2)
+    before = snapshot(prompt.allocator, samples)
+    d = sharing_scene(prompt.allocator, samples, highlight=[1], caption="c", title="t")
+    assert snapshot(prompt.allocator, samples) == before
+    assert d.count("badge", "pool") == 2 and d.count("table-cell", "table") == 4
+    frames = event_frames(prompt.allocator, lambda: samples, lambda: None)
+    assert [f.caption for f in frames] == ["before", "after"]
+    assert snapshot(prompt.allocator, samples) == before
+    batch = kernel_batch()
+    held = snapshot(batch.allocator, batch.tables)
+    assert scene(batch.allocator, batch.tables).count("free-block", "pool") == 2
+    assert snapshot(batch.allocator, batch.tables) == held
+    request = OneRequest(8, 300, 120, 1024, 16)
+    r = reservation_scene(request)
+    widths = {rect.kind: rect.box.w for rect in r.rects if rect.view == "contiguous"}
+    assert widths["tokens"] / widths["internal"] == pytest.approx(128 / 716)
+    assert r.count("block", "zoom") == request.paged_blocks == 8
+    assert to_png(r)[:4] == b"\x89PNG"

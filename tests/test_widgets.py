@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pagedlab.explorers.allocation import (
-    LAYOUTS,
-    AllocationExplorer,
-    explorer_state,
-    make_allocator,
-    seed_history,
-)
+from pagedlab.explorers.allocation import AllocationExplorer
 from pagedlab.memory.events import Event
+from pagedlab.scenes import LAYOUTS, make_allocator, seed_history
+from pagedlab.scenes import seed_state as explorer_state
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +80,8 @@ def test_bad_settings_raise_value_error_and_change_nothing(explorer: AllocationE
         explorer.set(layout="diagonal")
     assert explorer.state is before
     with pytest.raises(ValueError, match="length"):
-        explorer_state(4, 65)
+        explorer.set(length=65)
+    assert explorer.state is before
 
 
 def test_seed_history_is_real() -> None:

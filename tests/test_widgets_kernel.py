@@ -6,13 +6,9 @@ import pytest
 import torch
 
 from pagedlab.attention import backend, reference_attention
-from pagedlab.explorers.kernel import (
-    KernelExplorer,
-    dense_attention,
-    error_bound,
-    kernel_report,
-    shuffled_batch,
-)
+from pagedlab.attention.batch import dense_attention
+from pagedlab.explorers.kernel import KernelExplorer, error_bound, kernel_report
+from pagedlab.scenes import kernel_batch as shuffled_batch
 
 
 def test_shuffled_batch_writes_every_token_where_its_table_says() -> None:
@@ -72,7 +68,7 @@ def test_explorer_checks_hold_and_follow_the_sliders() -> None:
     second = explorer.readout.value
     assert second != first and "✓" in second and "✗" not in second
     assert "  1      12      4" in second
-    explorer.seqs.value = 1
+    explorer.num_seqs.value = 1
     assert explorer.readout.value.count("\n") == 2 and "✗" not in explorer.readout.value
 
 
@@ -82,7 +78,7 @@ def test_explorer_checks_hold_and_follow_the_sliders() -> None:
         (lambda: shuffled_batch([]), r"\[\]"),
         (lambda: shuffled_batch([3, 0]), "length"),
         (lambda: shuffled_batch([3], block_size=0), "block_size"),
-        (lambda: shuffled_batch([3], heads=6, kv_heads=4), r"heads \(6\)"),
+        (lambda: shuffled_batch([3], head_dim=0), "head_dim"),
         (lambda: shuffled_batch([3], dtype=torch.int8), "int8"),
         (lambda: kernel_report(0, 4, 16), "num_seqs"),
         (lambda: KernelExplorer(num_seqs=6), "6"),

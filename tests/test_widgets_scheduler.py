@@ -9,8 +9,8 @@ from pagedlab.explorers.scheduler import (
     MAX_STEP,
     SchedulerExplorer,
     explorer_state,
-    render,
 )
+from pagedlab.pictures.png import to_png
 from pagedlab.pictures.scheduler import scheduler_drawing
 
 
@@ -20,7 +20,7 @@ def explorer() -> SchedulerExplorer:
 
 
 def test_controls_have_the_documented_names(explorer: SchedulerExplorer) -> None:
-    assert set(explorer.controls()) == {
+    assert set(explorer.values) == {
         "mode",
         "block_size",
         "token_budget",
@@ -54,35 +54,35 @@ def test_swap_run_moves_blocks_and_recompute_run_recomputes(explorer: SchedulerE
 def test_step_and_play(explorer: SchedulerExplorer) -> None:
     explorer.set(mode="swap", step=0)
     assert explorer.state.result is None
-    state = explorer.step()
+    state = explorer.advance()
     assert state.scheduler.steps == 1 and state.result is not None
     assert state.result.admitted  # the first step admits
     explorer.play.value = 5
     assert explorer.state.scheduler.steps == 5 and explorer.step_slider.value == 5
     explorer.set(step=MAX_STEP)
     end = explorer.state.total_steps
-    explorer.step()
+    explorer.advance()
     assert explorer.step_slider.value == MAX_STEP or explorer.step_slider.value == end
 
 
 def test_bad_settings_change_nothing(explorer: SchedulerExplorer) -> None:
-    before = explorer.controls()
+    before = explorer.values
     with pytest.raises(ValueError, match="block_size"):
         explorer.set(block_size=1)
     with pytest.raises(ArgumentTypeError, match="token_budget"):
         explorer.set(token_budget=4.5)
     with pytest.raises(ValueError, match="mode"):
         explorer.set(mode="evict")
-    with pytest.raises(TypeError, match="unknown control"):
+    with pytest.raises(TypeError, match="length"):
         explorer.set(length=3)
-    assert explorer.controls() == before
+    assert explorer.values == before
 
 
 def test_render_reads_state_only() -> None:
     state = explorer_state("swap", 2, 8, True, 12)
     refcounts = state.scheduler.device.refcounts()
     drawing = scheduler_drawing(state.scheduler, state.result)
-    assert render(state).startswith(b"\x89PNG")
+    assert to_png(drawing).startswith(b"\x89PNG")
     assert state.scheduler.device.refcounts() == refcounts
     blocks = drawing.count("block", "device") + drawing.count("free-block", "device")
     assert blocks == 16
@@ -92,7 +92,13 @@ def test_render_reads_state_only() -> None:
 
 def test_plain_text_is_deterministic(explorer: SchedulerExplorer) -> None:
     explorer.set(mode="swap", block_size=4, token_budget=16, chunked_prefill=True, step=3)
-    text = explorer._repr_mimebundle_()["text/plain"]
-    assert text == (
-        "SchedulerExplorer(mode 'swap', block size 4, token budget 16, chunked True, step 3)"
+    bundle = explorer._repr_mimebundle_()
+    assert (
+        bundle["text/plain"]
+        == repr(explorer)
+        == (
+            "SchedulerExplorer(mode='swap', block_size=4, token_budget=16, chunked_prefill=True, "
+            "step=3)"
+        )
     )
+    assert "image/png" in bundle  # the first frame, for static renderers

@@ -8,11 +8,13 @@ computes the slot mapping the way a GPU worker does, vectorised over the whole b
 
 Invariants: ``batch_slot_mapping`` equals the concatenation of every table's
 ``slot_mapping()``; sequences grow in lockstep (one token each per step, as in decode), so
-their blocks interleave in the pool the way they do in a running engine.
+their blocks interleave in the pool the way they do in a running engine. ``dense_attention``
+is the contiguous-layout checkpoint that paged attention must agree with.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,7 +29,7 @@ from pagedlab.attention.validate import (
     check_seq_lens_and_tables,
     require_tensor,
 )
-from pagedlab.checks import check_int
+from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 
@@ -58,19 +60,34 @@ def grow_batch(
     num_kv_heads: int = 2,
     head_dim: int = 8,
     seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    shuffled: bool = False,
+    spare_blocks: int = 0,
 ) -> Batch:
     """Grow ``len(lengths)`` sequences one token per step, then write random K/V for them.
 
-    The pool holds exactly the blocks the batch needs, so nothing is left over.
+    The pool holds the blocks the batch needs plus ``spare_blocks`` (they stay free); its
+    free list is ascending, or with ``shuffled`` a random permutation (seeded by ``seed``,
+    like the random q/K/V), so no sequence's pages are adjacent by design. K/V go to their
+    slots through ``PagedKVCache.write`` (one reshape-and-cache call for the whole batch).
     """
     block_size = check_int(block_size, "block_size", minimum=1)
     lengths = [check_int(n, "length", minimum=1) for n in lengths]
     if not lengths:
         raise ValueError("lengths must name at least one sequence, got []")
-    num_blocks = sum(-(-n // block_size) for n in lengths)
-    allocator = BlockAllocator(num_blocks, block_size)
-    cache = PagedKVCache(num_blocks, block_size, num_kv_heads, head_dim)
+    num_heads = check_int(num_heads, "num_heads", minimum=1)
+    num_kv_heads = check_int(num_kv_heads, "num_kv_heads", minimum=1)
+    head_dim = check_int(head_dim, "head_dim", minimum=1)
+    spare_blocks = check_int(spare_blocks, "spare_blocks", minimum=0)
+    if num_heads % num_kv_heads:
+        raise ValueError(
+            f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})"
+        )
+    num_blocks = sum(ceil_div(n, block_size) for n in lengths) + spare_blocks
     generator = torch.Generator().manual_seed(seed)
+    order = torch.randperm(num_blocks, generator=generator).tolist() if shuffled else None
+    allocator = BlockAllocator(num_blocks, block_size, free_order=order)
+    cache = PagedKVCache(num_blocks, block_size, num_kv_heads, head_dim, dtype=dtype)
     tables = [BlockTable(allocator) for _ in lengths]
     for step in range(max(lengths)):
         for table, length in zip(tables, lengths, strict=True):
@@ -78,9 +95,30 @@ def grow_batch(
                 table.append_tokens()
     slots = [slot for table in tables for slot in table.slot_mapping()]
     k, v = torch.randn(2, len(slots), num_kv_heads, head_dim, generator=generator)
-    cache.write(slots, k.to(cache.device), v.to(cache.device))  # one reshape-and-cache launch
+    cache.write(slots, k.to(cache.device, dtype), v.to(cache.device, dtype))
     query = torch.randn(len(lengths), num_heads, head_dim, generator=generator)
-    return Batch(allocator, tables, cache, query.to(cache.device))
+    return Batch(allocator, tables, cache, query.to(cache.device, dtype))
+
+
+def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """One sequence's attention on a contiguous layout: the checkpoint paging must equal.
+
+    q [heads, dim]; k, v [positions, kv_heads, dim] in logical order (e.g. from
+    ``PagedKVCache.gather``); query head h reads kv head ``h // (heads // kv_heads)``.
+    fp32 math; returns [heads, dim] in fp32.
+    """
+    ranks_ok = q.dim() == 2 and k.dim() == 3 and k.shape == v.shape and k.shape[1] > 0
+    if not ranks_ok or q.shape[0] % k.shape[1] or q.shape[1] != k.shape[2]:
+        raise ValueError(
+            f"dense_attention needs q [heads, dim], k and v [positions, kv_heads, dim] with "
+            f"heads a multiple of kv_heads; got q {tuple(q.shape)}, k {tuple(k.shape)}, "
+            f"v {tuple(v.shape)}"
+        )
+    group = q.shape[0] // k.shape[1]
+    k = k.float().repeat_interleave(group, dim=1)
+    v = v.float().repeat_interleave(group, dim=1)
+    scores = torch.einsum("hd,thd->ht", q.float(), k) / math.sqrt(q.shape[-1])
+    return torch.einsum("ht,thd->hd", torch.softmax(scores, dim=-1), v)
 
 
 def batch_slot_mapping(

@@ -1,8 +1,17 @@
 """Explorers: ipywidgets that compose state and pictures (sliders -> state -> picture).
 
+Every explorer derives from :class:`~pagedlab.explorers.base.Explorer` (its module docstring
+is the API: controls plus one ``render`` function, an optional slow ``finish``, an atomic
+``set``, ``.widget`` / ``.picture`` / ``.readout`` / ``.state``, one display hook whose
+bundle also carries the first frame as a PNG). A notebook shows ``explorer`` itself.
+
+- :mod:`~pagedlab.explorers.base`       ``Explorer``, ``View``
 - :mod:`~pagedlab.explorers.allocation` ``AllocationExplorer`` (notebooks 2-3)
 - :mod:`~pagedlab.explorers.kernel`     ``KernelExplorer`` (notebook 4)
 - :mod:`~pagedlab.explorers.sharing`    ``SharingExplorer``, ``PrefixCacheExplorer`` (5-6)
 - :mod:`~pagedlab.explorers.memory`     ``ReservationExplorer``, ``BlockSizeExplorer`` (1, 7)
 - :mod:`~pagedlab.explorers.batch`      ``BatchExplorer`` (notebook 8)
+
+Their models (what each setting builds) come from :mod:`pagedlab.scenes` where a notebook,
+a test or a figure stages the same example.
 """

@@ -1,10 +1,10 @@
 """BatchExplorer: sliders for a decode batch -> the tensors an engine sends to the GPU.
 
-Moving a slider regrows the batch with the real allocator (``pagedlab.attention.batch.grow_batch``),
-redraws the pool in place and rewrites the readout: the padded block-table tensor, the
-sequence lengths, and two checks that hold for every setting (the vectorised slot mapping
-equals every table's own, and the Triton kernel equals the torch reference). Nothing is
-displayed from a callback: widget values are assigned, so strict nbval stays exact.
+Moving a slider regrows the batch with the real allocator
+(``pagedlab.attention.batch.grow_batch``), redraws the pool in place, then (the slow part)
+rewrites the readout: the padded block-table tensor, the sequence lengths, and two checks
+that hold for every setting (the vectorised slot mapping equals every table's own, and the
+Triton kernel equals the torch reference).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import torch
 
 from pagedlab.attention.batch import Batch, batch_slot_mapping, grow_batch
 from pagedlab.attention.ops import paged_attention, reference_attention
-from pagedlab.pictures.blocks import Canvas, scene
+from pagedlab.explorers.base import Explorer, View
+from pagedlab.pictures.blocks import scene
 
 
 def batch_lengths(num_seqs: int, longest: int) -> list[int]:
@@ -47,33 +48,22 @@ def describe_batch(batch: Batch) -> str:
     return f"<pre>{html.escape(chr(10).join(lines))}</pre>"
 
 
-class BatchExplorer(widgets.VBox):
-    """Sliders for sequences, block size and the longest length; picture and readout."""
+class BatchExplorer(Explorer):
+    """Sliders for sequences, block size and the longest length; the pool; the tensors."""
 
     def __init__(self, num_seqs: int = 3, block_size: int = 4, longest: int = 9) -> None:
         style = {"description_width": "90px"}
-        self.seqs = widgets.IntSlider(num_seqs, 1, 6, description="sequences", style=style)
-        self.block_size = widgets.IntSlider(
-            block_size, 1, 16, description="block size", style=style
-        )
-        self.longest = widgets.IntSlider(longest, 1, 24, description="longest", style=style)
-        self.picture = widgets.Image(format="png", layout=widgets.Layout(width="720px"))
-        self.readout = widgets.HTML()
-        self.readout.add_class("pagedlab-readout")
-        self.picture.add_class("pagedlab-picture")
-        self._canvas = Canvas(dpi=80)
-        super().__init__([self.seqs, self.block_size, self.longest, self.picture, self.readout])
-        for slider in (self.seqs, self.block_size, self.longest):
-            slider.observe(self._update, names="value")
-        self._update()
+        controls = {
+            "num_seqs": widgets.IntSlider(min=1, max=6, description="sequences", style=style),
+            "block_size": widgets.IntSlider(min=1, max=16, description="block size", style=style),
+            "longest": widgets.IntSlider(min=1, max=24, description="longest", style=style),
+        }
+        super().__init__(controls, num_seqs=num_seqs, block_size=block_size, longest=longest)
 
-    def batch(self) -> Batch:
-        """The batch for the current slider values (on pagedlab's backend device)."""
-        lengths = batch_lengths(self.seqs.value, self.longest.value)
-        return grow_batch(lengths, self.block_size.value)
+    def render(self, num_seqs: int, block_size: int, longest: int) -> View:
+        batch = grow_batch(batch_lengths(num_seqs, longest), block_size)
+        return View(batch, scene(batch.allocator, batch.tables), "")
 
-    def _update(self, _change: object = None) -> None:
+    def finish(self, view: View) -> View:
         with torch.no_grad():
-            batch = self.batch()
-            self.readout.value = describe_batch(batch)
-        self.picture.value = self._canvas.render(scene(batch.allocator, batch.tables)).png()
+            return View(view.state, view.picture, describe_batch(view.state))

@@ -1,178 +1,111 @@
-"""ipywidgets explorers for notebooks 01 and 07: sliders -> state -> picture + readout.
+"""Explorers for notebooks 01 and 07: one request's reservation, and the block-size sweep.
 
-Callbacks never display anything: they assign ``Image.value`` (PNG bytes) and ``HTML.value``,
-so a saved notebook and a live one show the same outputs. Each explorer exposes ``widget``
-(the box to display) and ``update()``; tests drive the sliders headlessly.
+``ReservationExplorer`` draws :func:`pagedlab.pictures.reservation.reservation_scene` (a
+``Drawing``, redrawn in place); its ranges follow each other (``generated <= response``,
+``prompt + response <= reserved``), so an impossible setting cannot be reached with the
+sliders and ``set`` refuses it. ``BlockSizeExplorer`` indexes a precomputed sweep; each
+block size's figure is drawn once and kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ipywidgets as w
 
-from pagedlab.pictures.memory import plot_block_sweep, plot_reservation, to_png
+from pagedlab.checks import check_int
+from pagedlab.explorers.base import Explorer, View
+from pagedlab.pictures.memory import plot_block_sweep
+from pagedlab.pictures.png import to_png
+from pagedlab.pictures.reservation import reservation_scene
 from pagedlab.simulate.memory import OneRequest
 from pagedlab.simulate.report import SweepRow
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+MAX_RESERVED = 2048
+STYLE: dict[str, Any] = {"description_width": "150px"}
 
 
-class ReservationExplorer:
+def _slider(description: str, **kwargs: Any) -> w.IntSlider:
+    layout = w.Layout(width="520px")
+    return w.IntSlider(
+        description=description, style=STYLE, layout=layout, continuous_update=False, **kwargs
+    )
+
+
+class ReservationExplorer(Explorer):
     """One request: contiguous reservation vs paged blocks, for a response length you choose."""
 
     def __init__(
-        self,
-        prompt: int = 8,
-        response: int = 2,
-        reserved: int = 2048,
-        block_size: int = 16,
+        self, prompt: int = 8, response: int = 2, reserved: int = MAX_RESERVED, block_size: int = 16
     ) -> None:
-        self.state = OneRequest(prompt, response, 0, reserved, block_size)  # validates
-        self.prompt = prompt
-        style: dict[str, Any] = {"description_width": "150px"}
-        layout = w.Layout(width="520px")
-        self.response = w.IntSlider(
-            value=response,
-            min=1,
-            max=reserved - prompt,
-            description="response length",
-            style=style,
-            layout=layout,
-            continuous_update=False,
+        self.prompt = check_int(prompt, "prompt", minimum=1, maximum=MAX_RESERVED - 1)
+        controls = {
+            "response": _slider("response length", min=1, max=MAX_RESERVED - self.prompt),
+            "generated": _slider("generated so far", min=0, max=MAX_RESERVED),
+            "reserved": _slider("contiguous reservation", min=64, max=MAX_RESERVED, step=64),
+            "block_size": w.SelectionSlider(
+                options=list(BLOCK_SIZES),
+                value=16,
+                description="block size B",
+                style=STYLE,
+                layout=w.Layout(width="520px"),
+                continuous_update=False,
+            ),
+        }
+        super().__init__(
+            controls, response=response, generated=0, reserved=reserved, block_size=block_size
         )
-        self.generated = w.IntSlider(
-            value=0,
-            min=0,
-            max=response,
-            description="generated so far",
-            style=style,
-            layout=layout,
-            continuous_update=False,
-        )
-        self.reserved = w.IntSlider(
-            value=reserved,
-            min=64,
-            max=2048,
-            step=64,
-            description="contiguous reservation",
-            style=style,
-            layout=layout,
-            continuous_update=False,
-        )
-        self.block_size = w.SelectionSlider(
-            options=list(BLOCK_SIZES),
-            value=block_size,
-            description="block size B",
-            style=style,
-            layout=layout,
-            continuous_update=False,
-        )
-        self.image = w.Image(format="png")
-        self.readout = w.HTML()
-        self._busy = False
-        for s in (self.response, self.generated, self.reserved, self.block_size):
-            s.observe(self._on_change, names="value")
-        self.widget = w.VBox(
-            [
-                self.response,
-                self.generated,
-                self.reserved,
-                self.block_size,
-                self.readout,
-                self.image,
-            ]
-        )
-        self.update()
 
-    def set(self, response: int, generated: int, reserved: int, block_size: int) -> None:
-        """Move all four sliders at once (as a learner could) and redraw once."""
-        if not self.prompt + response <= reserved <= 2048 or not 0 <= generated <= response:
-            raise ValueError(
-                f"need 0 <= generated <= response and prompt + response <= reserved <= 2048, "
-                f"got generated={generated!r}, response={response!r}, reserved={reserved!r}"
-            )
-        self._busy = True
-        try:
-            self.reserved.value = reserved
-            self.response.max = reserved - self.prompt
-            self.response.value = response
-            self.generated.max = response
-            self.generated.value = generated
-            self.block_size.value = block_size
-        finally:
-            self._busy = False
-        self.update()
+    def bounds(self, values: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+        reserved_min = max(64, self.prompt + 1)
+        reserved = max(values["reserved"], reserved_min)
+        response_max = reserved - self.prompt
+        return {
+            "reserved": (reserved_min, MAX_RESERVED),
+            "response": (1, response_max),
+            "generated": (0, min(max(values["response"], 1), response_max)),
+        }
 
-    def _on_change(self, _change: object) -> None:
-        if not self._busy:  # clamping a slider inside update() fires this again
-            self.update()
-
-    def update(self) -> None:
-        """Clamp dependent sliders, rebuild the state, redraw the picture and the readout."""
-        self._busy = True
-        try:
-            self._clamp()
-        finally:
-            self._busy = False
-        self._draw()
-
-    def _clamp(self) -> None:
-        self.reserved.min = max(64, self.prompt + 1)
-        self.response.max = self.reserved.value - self.prompt  # clamps value too
-        self.generated.max = self.response.value
-
-    def _draw(self) -> None:
-        self.state = OneRequest(
-            self.prompt,
-            self.response.value,
-            self.generated.value,
-            self.reserved.value,
-            int(self.block_size.value),
-        )
-        s = self.state
-        self.readout.value = (
+    def render(self, response: int, generated: int, reserved: int, block_size: int) -> View:
+        s = OneRequest(self.prompt, response, generated, reserved, block_size)
+        readout = (
             f"<b>contiguous</b>: {s.tokens} used, {s.future} reserved for future tokens, "
             f"<b>{s.never_used} never used</b> &nbsp;|&nbsp; <b>paged</b>: {s.paged_blocks} "
             f"blocks of {s.block_size}, <b>{s.paged_waste} empty slots</b> "
             f"(always &lt; {s.block_size})"
         )
-        self.image.value = to_png(plot_reservation(s))
+        return View(s, reservation_scene(s), readout)
+
+    def __repr__(self) -> str:
+        return super().__repr__().replace("(", f"(prompt={self.prompt}, ", 1)
 
 
-class BlockSizeExplorer:
+class BlockSizeExplorer(Explorer):
     """Index a precomputed block-size sweep with a slider: picture and one-line readout."""
 
     def __init__(self, rows: Sequence[SweepRow], value: int = 16) -> None:
         if not rows:
             raise ValueError("rows must not be empty")
         self.rows = {r.block_size: r for r in rows}
-        if value not in self.rows:
-            raise ValueError(f"value {value!r} is not a swept block size {sorted(self.rows)}")
         self._rows = list(rows)
         self._png: dict[int, bytes] = {}
-        self.block_size = w.SelectionSlider(
+        control = w.SelectionSlider(
             options=[r.block_size for r in rows],
-            value=value,
             description="block size B",
             continuous_update=False,
         )
-        self.image = w.Image(format="png")
-        self.readout = w.HTML()
-        self.block_size.observe(lambda _c: self.update(), names="value")
-        self.widget = w.VBox([self.block_size, self.readout, self.image])
-        self.update()
+        super().__init__({"block_size": control}, block_size=value)
 
-    def update(self) -> None:
-        b = int(self.block_size.value)
-        r = self.rows[b]
-        if b not in self._png:
-            self._png[b] = to_png(plot_block_sweep(self._rows, highlight=b))
-        self.image.value = self._png[b]
-        self.readout.value = (
-            f"B = {b}: internal fragmentation {100 * r.internal_share:.2f} % of KV memory, "
-            f"{r.table_entries_mean:.1f} table entries per sequence, "
+    def render(self, block_size: int) -> View:
+        r = self.rows[block_size]
+        if block_size not in self._png:  # a sweep figure costs ~0.3 s: each is drawn once
+            self._png[block_size] = to_png(plot_block_sweep(self._rows, highlight=block_size))
+        readout = (
+            f"B = {block_size}: internal fragmentation {100 * r.internal_share:.2f} % of KV "
+            f"memory, {r.table_entries_mean:.1f} table entries per sequence, "
             f"{100 * r.shareable_prompt:.1f} % of prompt tokens shareable, "
             f"mean batch {r.mean_batch:.1f}"
         )
+        return View(r, self._png[block_size], readout)

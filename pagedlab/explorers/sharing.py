@@ -3,9 +3,9 @@
 ``sharing_state(mode, width, prompt_len, steps)`` and ``prefix_state(shared, prompt_len,
 requests, block_size)`` are the models and are pure: each builds a fresh allocator and
 runs the real code (``fork_samples`` / ``beam_step`` / ``PrefixCache.admit``).
-``SharingExplorer`` and ``PrefixCacheExplorer`` wrap them in ipywidgets and update by
-assigning widget state (``Image.value``, ``HTML.value``) on one reused canvas, never by
-displaying from a callback.
+``SharingExplorer`` and ``PrefixCacheExplorer`` are their controls plus one render function
+on the :class:`~pagedlab.explorers.base.Explorer` base. Prompts of the prefix cache come
+from :func:`pagedlab.scenes.prefix_tokens`.
 
 Beam search picks its parents with a seeded ``random.Random`` (synthetic scores), so the
 same slider values always give the same tree.
@@ -19,13 +19,14 @@ from dataclasses import dataclass
 
 import ipywidgets as widgets
 
-from pagedlab.checks import check_int
+from pagedlab.checks import ceil_div, check_int
+from pagedlab.explorers.base import Explorer, View
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import Admission, PrefixCache
 from pagedlab.memory.sharing import beam_step, fork_samples
-from pagedlab.pictures.blocks import Canvas
 from pagedlab.pictures.sharing import MAX_TABLES, sharing_scene
+from pagedlab.scenes import prefix_tokens
 
 POOL_BLOCKS, BLOCK_SIZE = 32, 4
 PREFIX_POOL_BLOCKS, MAX_PROMPT = 48, 16
@@ -77,7 +78,7 @@ def sharing_state(
             )[:width]
             step = beam_step(tables, [p for _, p in cands])
             tables, scores, copies = step.beams, [s for s, _ in cands], copies + len(step.copies)
-    without = sum(-(-t.num_tokens // BLOCK_SIZE) for t in tables)
+    without = sum(ceil_div(t.num_tokens, BLOCK_SIZE) for t in tables)
     return SharingState(mode, alloc, tables, copies, alloc.num_blocks - alloc.num_free, without)
 
 
@@ -93,45 +94,28 @@ def sharing_html(state: SharingState) -> str:
     )
 
 
-class SharingExplorer:
+class SharingExplorer(Explorer):
     """Mode, width (n samples / beam width), prompt length and generated tokens."""
 
-    def __init__(self, mode: str = MODES[0], width: int = 2, prompt_len: int = 7, steps: int = 1):
-        self.state = sharing_state(mode, width, prompt_len, steps)
-        self.canvas = Canvas(dpi=80)
-        self.mode = widgets.ToggleButtons(options=list(MODES), value=mode, description="mode")
-        self.width = widgets.IntSlider(value=width, min=1, max=MAX_TABLES, description="n / k")
-        self.prompt_len = widgets.IntSlider(value=prompt_len, min=1, max=24, description="prompt")
-        self.steps = widgets.IntSlider(value=steps, min=0, max=12, description="generated")
-        self.picture = widgets.Image(format="png")
-        self.readout = widgets.HTML()
-        controls = widgets.HBox([self.width, self.prompt_len, self.steps])
-        self.widget = widgets.VBox([self.mode, controls, self.picture, self.readout])
-        for control in (self.mode, self.width, self.prompt_len, self.steps):
-            control.observe(lambda _change: self._show(), names="value")
-        self._show()
+    def __init__(
+        self, mode: str = MODES[0], width: int = 2, prompt_len: int = 7, steps: int = 1
+    ) -> None:
+        controls = {
+            "mode": widgets.ToggleButtons(options=list(MODES), description="mode"),
+            "width": widgets.IntSlider(min=1, max=MAX_TABLES, description="n / k"),
+            "prompt_len": widgets.IntSlider(min=1, max=24, description="prompt"),
+            "steps": widgets.IntSlider(min=0, max=12, description="generated"),
+        }
+        sliders = widgets.HBox([controls["width"], controls["prompt_len"], controls["steps"]])
+        super().__init__(
+            controls, [controls["mode"], sliders], mode=mode, width=width,
+            prompt_len=prompt_len, steps=steps,
+        )  # fmt: skip
 
-    def set(self, **values: object) -> SharingState:
-        """Move controls by name (mode, width, prompt_len, steps); returns the new state."""
-        for name, value in values.items():
-            getattr(self, name).value = value
-        return self.state
-
-    def _show(self) -> None:
-        s = sharing_state(
-            self.mode.value, self.width.value, self.prompt_len.value, self.steps.value
-        )
-        self.state = s
+    def render(self, mode: str, width: int, prompt_len: int, steps: int) -> View:
+        s = sharing_state(mode, width, prompt_len, steps)
         title = f"{s.mode}: {len(s.tables)} sequences of one prompt"  # few distinct strings
-        self.picture.value = self.canvas.render(
-            sharing_scene(s.allocator, s.tables, title=title)
-        ).png()
-        self.readout.value = sharing_html(s)
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        return View(s, sharing_scene(s.allocator, s.tables, title=title), sharing_html(s))
 
 
 # --- prefix caching --------------------------------------------------------------------------
@@ -141,13 +125,6 @@ class SharingExplorer:
 class PrefixState:
     cache: PrefixCache
     admissions: list[Admission]
-
-
-def prefix_tokens(shared: int, prompt_len: int, request: int) -> list[int]:
-    """Request ``request``'s prompt: ``shared`` common tokens (a system prompt), then its own."""
-    return [1000 + i for i in range(min(shared, prompt_len))] + [
-        request * 100 + i for i in range(prompt_len - min(shared, prompt_len))
-    ]
 
 
 def prefix_state(
@@ -180,57 +157,33 @@ def prefix_html(state: PrefixState) -> str:
     )
 
 
-class PrefixCacheExplorer:
+class PrefixCacheExplorer(Explorer):
     """Shared-prefix length, prompt length, number of requests and block size."""
 
     def __init__(
         self, shared: int = 8, prompt_len: int = 10, requests: int = 3, block_size: int = 4
-    ):
-        self.state = prefix_state(shared, prompt_len, requests, block_size)
-        self.canvas = Canvas(dpi=80)
-        self.shared = widgets.IntSlider(value=shared, min=0, max=MAX_PROMPT, description="shared")
-        self.prompt_len = widgets.IntSlider(
-            value=prompt_len, min=1, max=MAX_PROMPT, description="prompt"
-        )
-        self.requests = widgets.IntSlider(
-            value=requests, min=1, max=MAX_TABLES, description="requests"
-        )
-        self.block_size = widgets.ToggleButtons(
-            options=[2, 4, 8], value=block_size, description="block size"
-        )
-        self.picture = widgets.Image(format="png")
-        self.readout = widgets.HTML()
-        controls = widgets.HBox([self.shared, self.prompt_len, self.requests])
-        self.widget = widgets.VBox([controls, self.block_size, self.picture, self.readout])
-        for control in (self.shared, self.prompt_len, self.requests, self.block_size):
-            control.observe(lambda _change: self._show(), names="value")
-        self._show()
+    ) -> None:
+        controls = {
+            "shared": widgets.IntSlider(min=0, max=MAX_PROMPT, description="shared"),
+            "prompt_len": widgets.IntSlider(min=1, max=MAX_PROMPT, description="prompt"),
+            "requests": widgets.IntSlider(min=1, max=MAX_TABLES, description="requests"),
+            "block_size": widgets.ToggleButtons(options=[2, 4, 8], description="block size"),
+        }
+        sliders = widgets.HBox([controls["shared"], controls["prompt_len"], controls["requests"]])
+        super().__init__(
+            controls, [sliders, controls["block_size"]], shared=shared, prompt_len=prompt_len,
+            requests=requests, block_size=block_size,
+        )  # fmt: skip
 
-    def set(self, **values: object) -> PrefixState:
-        """Move controls by name (shared, prompt_len, requests, block_size)."""
-        for name, value in values.items():
-            getattr(self, name).value = value
-        return self.state
-
-    def _show(self) -> None:
-        st = prefix_state(
-            self.shared.value, self.prompt_len.value, self.requests.value, self.block_size.value
-        )
-        self.state = st
+    def render(self, shared: int, prompt_len: int, requests: int, block_size: int) -> View:
+        st = prefix_state(shared, prompt_len, requests, block_size)
         tables = [a.table for a in st.admissions]
-        cached = list(st.cache.cached_blocks())
         title = f"{len(tables)} requests with a common prefix"  # few distinct strings
         drawing = sharing_scene(
             st.cache.allocator,
             tables,
-            highlight=cached,
+            highlight=list(st.cache.cached_blocks()),
             title=title,
             caption="outlined: cached full blocks",
         )
-        self.picture.value = self.canvas.render(drawing).png()
-        self.readout.value = prefix_html(st)
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        return View(st, drawing, prefix_html(st))

@@ -14,6 +14,7 @@ Invariants:
   ``picture`` bytes and its ``readout`` text, read back from the explorer itself.
 - The explorer is left at the setting it had before (``set`` back to its start values).
 - Frame order is the Cartesian product of the axes in the order given, last axis fastest.
+  A setting the explorer refuses (a range another control sets) gets a frame saying so.
 
 :func:`enable` makes the kernel display every explorer listed in :data:`STATIC_AXES` as
 its static view; the site builder (``scripts/build_site.py``) calls it before a notebook runs.
@@ -21,6 +22,7 @@ its static view; the site builder (``scripts/build_site.py``) calls it before a 
 
 from __future__ import annotations
 
+import html
 import io
 import itertools
 import math
@@ -39,6 +41,34 @@ STATIC_AXES: dict[tuple[str, str], tuple[dict[str, Sequence[object]], str | None
     ("pagedlab.explorers.allocation", "AllocationExplorer"): (
         {"block_size": [1, 2, 4, 8, 16], "length": list(range(1, 33))},
         "length",
+    ),
+    ("pagedlab.explorers.memory", "ReservationExplorer"): (
+        {"block_size": [1, 2, 4, 8, 16, 32, 64, 128, 256], "generated": [0, 1, 2]},
+        "generated",
+    ),
+    ("pagedlab.explorers.memory", "BlockSizeExplorer"): (
+        {"block_size": [1, 2, 4, 8, 16, 32, 64, 128, 256]},
+        "block_size",
+    ),
+    ("pagedlab.explorers.kernel", "KernelExplorer"): (
+        {"num_seqs": [1, 2, 3, 4, 5], "block_size": [1, 2, 4, 8, 16]},
+        None,
+    ),
+    ("pagedlab.explorers.sharing", "SharingExplorer"): (
+        {"mode": ["parallel sampling", "beam search"], "steps": list(range(13))},
+        "steps",
+    ),
+    ("pagedlab.explorers.sharing", "PrefixCacheExplorer"): (
+        {"shared": [0, 2, 4, 6, 8, 10], "requests": [1, 2, 3, 4, 5, 6]},
+        "requests",
+    ),
+    ("pagedlab.explorers.batch", "BatchExplorer"): (
+        {"num_seqs": [1, 2, 3, 4, 5, 6], "longest": [3, 6, 9, 12, 18, 24]},
+        None,
+    ),
+    ("pagedlab.explorers.scheduler", "SchedulerExplorer"): (
+        {"mode": ["swap", "recompute"], "step": list(range(0, 61, 4))},
+        "step",
     ),
 }
 
@@ -127,7 +157,13 @@ def render_frames(
     try:
         for combo in itertools.product(*(axes[n] for n in names)):
             setting = dict(zip(names, combo, strict=True))
-            explorer.set(**setting)
+            try:
+                explorer.set(**setting)
+            except (TypeError, ValueError) as refused:  # e.g. a range set by another control
+                why = html.escape(str(refused))
+                note = f"<i>not reachable with the other settings here: {why}</i>"
+                frames.append((setting, bytes(explorer.picture.value), note))
+                continue
             frames.append((setting, bytes(explorer.picture.value), str(explorer.readout.value)))
     finally:
         explorer.set(**start)

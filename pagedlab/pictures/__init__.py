@@ -1,7 +1,16 @@
-"""Pictures: state -> matplotlib figure or PNG bytes. They read state and never mutate it.
+"""Pictures: state -> ``Drawing`` or matplotlib figure -> PNG. They read state, never mutate it.
 
-- :mod:`~pagedlab.pictures.blocks`  the block pool, block tables and logical strips (Figs. 6-7)
-- :mod:`~pagedlab.pictures.sharing` shared blocks, ref counts, copy-on-write (Figs. 8-9)
-- :mod:`~pagedlab.pictures.trace`   the kernel's online softmax, block by block
-- :mod:`~pagedlab.pictures.memory`  memory at scale: reservation, Fig. 2, Fig. 13
+Primitives apart from scenes:
+
+- :mod:`~pagedlab.pictures.theme`   the one palette (Okabe-Ito) and what each colour means
+- :mod:`~pagedlab.pictures.png`     the one PNG encoder (``to_png``) and ``image`` for a cell
+- :mod:`~pagedlab.pictures.canvas`  ``Drawing`` (rects, labels, arrows) and the in-place ``Canvas``
+
+Scenes (state -> picture):
+
+- :mod:`~pagedlab.pictures.blocks`      the block pool, block tables and logical strips (Figs. 6-7)
+- :mod:`~pagedlab.pictures.sharing`     shared blocks, ref counts, copy-on-write (Figs. 8-9)
+- :mod:`~pagedlab.pictures.reservation` one request: contiguous reservation vs paging (Fig. 3)
+- :mod:`~pagedlab.pictures.trace`       the kernel's online softmax, block by block
+- :mod:`~pagedlab.pictures.memory`      memory at scale: Fig. 2, Fig. 13, block-size sweep
 """

@@ -1,150 +1,49 @@
-"""Pictures of paged KV memory, drawn from the real allocator and block tables.
+"""Scenes of paged KV memory, drawn from the real allocator and block tables (Figs. 6-7).
 
 One scene shows one sequence the way PagedAttention sees it:
 
 - the *logical view*: the sequence's positions grouped in logical blocks of ``block_size``
   slots, each slot showing its value (the seed's 1, 2, 3, ...); slots of the last block past
-  ``num_tokens`` are marked "allocated, empty" (white with a dot);
+  ``num_tokens`` are marked "allocated, empty" (tinted, with a dot);
 - the *physical pool* in address order: every block coloured by the first drawn table that
   holds it, light grey when free, dark grey when held by a table that is not drawn; filled
   and empty slots; a ref-count badge (``×2``) on blocks held more than once;
 - an *arrow* from each logical block to its physical block;
 - the *block table* itself (logical index over physical id) as a strip of cells.
 
-Drawing has two steps. ``scene(...)`` reads the state (``refcounts()``, ``blocks``,
-``slot_mapping()``; never a hand-written model, never a write) and returns a ``Drawing``:
-plain rectangles, labels and arrows with their kinds, which tests can count.
-``Canvas.render(drawing)`` puts it on a matplotlib figure using four collections whose
-contents are replaced in place, and text as cached glyph paths, so one redraw costs a few
-tens of milliseconds instead of hundreds (one ``Text`` artist costs about 2-4 ms on this
-machine). Sizes are in inches on a fixed 9 x 4.6 in figure; readable at notebook width up
-to a 32-block pool and 64 positions, and labels that would not fit a slot are replaced by
-one caption per block (pool) or hidden (logical view, only when a slot is narrower than a
-5 pt digit pair). Colours are Okabe-Ito (safe for the common colour-vision deficiencies).
+``scene(...)`` reads the state (``refcounts()``, ``blocks``, ``slot_mapping()``; never a
+hand-written model, never a write) and returns a :class:`~pagedlab.pictures.canvas.Drawing`
+for a :class:`~pagedlab.pictures.canvas.Canvas`. Laid out for the default 9 x 4.6 in canvas;
+readable up to a 32-block pool and 64 positions. Labels that would not fit a slot are
+replaced by one caption per block (pool) or hidden (logical view, only when a slot is
+narrower than a 5 pt digit pair). Colours: :mod:`pagedlab.pictures.theme`.
 
 Not handled: more than one sequence in the logical view (draw them with ``logical_view``
-into boxes of your own); interactive matplotlib backends (everything renders with Agg).
+into boxes of your own).
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from functools import lru_cache
 
-import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.collections import LineCollection, PathCollection, PolyCollection
-from matplotlib.figure import Figure
-from matplotlib.font_manager import FontProperties
-from matplotlib.path import Path
-from matplotlib.textpath import TextPath
-from matplotlib.transforms import Affine2D
-
+from pagedlab.checks import ceil_div
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
-
-#: Okabe-Ito colours, one per table (sequence), in the order tables are passed.
-PALETTE: tuple[str, ...] = (
-    "#E69F00",  # orange
-    "#56B4E9",  # sky blue
-    "#009E73",  # bluish green
-    "#CC79A7",  # reddish purple
-    "#0072B2",  # blue
-    "#D55E00",  # vermillion
-    "#F0E442",  # yellow
+from pagedlab.pictures.canvas import FIG_H, Arrow, Box, Drawing, Label, Rect, font_size
+from pagedlab.pictures.theme import (
+    FREE_COLOR,
+    FREE_EDGE,
+    HIGHLIGHT,
+    INK,
+    OTHER_COLOR,
+    PALETTE,
+    table_color,
+    tint,
 )
-FREE_COLOR = "#EEEEEE"
-FREE_EDGE = "#BBBBBB"
-OTHER_COLOR = "#9E9E9E"  # a block held by a table that is not drawn
-INK = "#222222"
-HIGHLIGHT = "#000000"
 
-FIG_W, FIG_H = 9.0, 4.6  # inches
 TAB = 0.22  # width of the tab carrying a block's index
 GAP = 0.16  # space after a block, room for an arrowhead
 ROWS = 8  # blocks per column, in both views
-
-
-def table_color(index: int) -> str:
-    """Colour of the ``index``-th table passed to a drawing function."""
-    return PALETTE[index % len(PALETTE)]
-
-
-def tint(color: str, amount: float = 0.22) -> str:
-    """``color`` mixed with white: the face of an allocated but empty slot."""
-    rgb = [int(color[i : i + 2], 16) for i in (1, 3, 5)]
-    return "#" + "".join(f"{round(255 - (255 - c) * amount):02X}" for c in rgb)
-
-
-# --- what a picture is made of ------------------------------------------------------------
-@dataclass(frozen=True)
-class Box:
-    """A rectangle in inches: left, bottom, width, height."""
-
-    x: float
-    y: float
-    w: float
-    h: float
-
-    def contains(self, point: tuple[float, float], tol: float = 1e-9) -> bool:
-        px, py = point
-        return (
-            self.x - tol <= px <= self.x + self.w + tol
-            and self.y - tol <= py <= self.y + self.h + tol
-        )
-
-
-@dataclass(frozen=True)
-class Rect:
-    """A filled rectangle; ``kind`` says what it stands for (tests count by kind)."""
-
-    box: Box
-    face: str
-    edge: str
-    kind: str  # filled-slot, empty-slot, tab, free-block, other-block, table-cell, badge, key
-    view: str  # logical, pool, table, legend
-    block: int | None = None  # physical block (pool) or logical block (logical view)
-    linewidth: float = 0.6
-
-
-@dataclass(frozen=True)
-class Label:
-    x: float
-    y: float
-    text: str
-    size: float = 7.0
-    color: str = INK
-    ha: str = "center"  # center or left
-
-
-@dataclass(frozen=True)
-class Arrow:
-    """From the right edge of logical block ``logical`` to the left edge of ``physical``."""
-
-    start: tuple[float, float]
-    end: tuple[float, float]
-    color: str
-    logical: int
-    physical: int
-
-
-@dataclass
-class Drawing:
-    rects: list[Rect] = field(default_factory=list)
-    labels: list[Label] = field(default_factory=list)
-    arrows: list[Arrow] = field(default_factory=list)
-    boxes: dict[tuple[str, int], Box] = field(default_factory=dict)  # (view, block) -> box
-
-    def extend(self, other: Drawing) -> None:
-        self.rects += other.rects
-        self.labels += other.labels
-        self.arrows += other.arrows
-        self.boxes.update(other.boxes)
-
-    def count(self, kind: str, view: str | None = None) -> int:
-        return sum(1 for r in self.rects if r.kind == kind and (view is None or r.view == view))
 
 
 # --- state -> drawing ------------------------------------------------------------------------
@@ -159,11 +58,6 @@ def _labels(table: BlockTable, values: Sequence[object] | None) -> list[str]:
     return [f"{v:g}" if isinstance(v, float) else str(v) for v in values[: table.num_tokens]]
 
 
-def _font_size(slot_w: float, text: str, largest: float = 7.0) -> float:
-    """Largest size <= ``largest`` at which ``text`` fits a slot ``slot_w`` inches wide."""
-    return min(largest, slot_w * 72 / (0.64 * max(2, len(text))))
-
-
 MIN_SIZE = 5.0
 
 
@@ -172,7 +66,7 @@ class _Grid:
 
     def __init__(self, box: Box, n: int, rows: int = ROWS) -> None:
         self.box, self.rows = box, rows
-        cols = max(1, -(-n // rows))
+        cols = max(1, ceil_div(n, rows))
         self.pitch_x, self.pitch_y = box.w / cols, box.h / rows
 
     def block(self, i: int) -> Box:
@@ -224,7 +118,7 @@ def _slot(
         edge = INK if show else color  # narrow slots: no dark lines, one caption per block
         d.rects.append(Rect(slot, color, edge, "filled-slot", view, index, 0.6 if show else 0.3))
         if show:
-            d.labels.append(Label(cx, cy, label, _font_size(w, label)))
+            d.labels.append(Label(cx, cy, label, font_size(w, label)))
 
 
 def logical_view(
@@ -240,7 +134,7 @@ def logical_view(
     labels = _labels(table, values)
     grid = _Grid(box, n_blocks, rows)
     w = grid.slot_w(size)
-    show = _font_size(w, max(labels, key=len, default="0")) >= MIN_SIZE
+    show = font_size(w, max(labels, key=len, default="0")) >= MIN_SIZE
     for i in range(n_blocks):
         b = grid.block(i)
         _block(d, "logical", i, b, "white", INK, False)
@@ -287,7 +181,7 @@ def pool_view(
             owner.setdefault(block, index)
     grid = _Grid(box, allocator.num_blocks, rows)
     w = grid.slot_w(size)
-    show = _font_size(w, max(contents.values(), key=len, default="0")) >= MIN_SIZE
+    show = font_size(w, max(contents.values(), key=len, default="0")) >= MIN_SIZE
     for block in range(allocator.num_blocks):
         b = grid.block(block)
         lit = block in highlight
@@ -338,7 +232,7 @@ def table_view(table: BlockTable, box: Box, color: str = PALETTE[0], cells: int 
         for row, text, face in ((1, str(i), "white"), (0, str(block), color)):
             cell = Box(box.x + i * w, box.y + row * h, w, h)
             d.rects.append(Rect(cell, face, INK, "table-cell", "table", i))
-            d.labels.append(Label(cell.x + w / 2, cell.y + h / 2, text, _font_size(w, text)))
+            d.labels.append(Label(cell.x + w / 2, cell.y + h / 2, text, font_size(w, text)))
     return d
 
 
@@ -393,139 +287,3 @@ def scene(
     if caption:
         d.labels.append(Label(0.15, 0.4, caption, 8.0, ha="left"))
     return d
-
-
-# --- drawing -> pixels ------------------------------------------------------------------------
-_FONT = FontProperties(family="DejaVu Sans")
-
-
-@lru_cache(maxsize=4096)
-def _glyphs(text: str, size: float, ha: str) -> Path:
-    """``text`` as a filled path in points, centred vertically, anchored by ``ha``."""
-    path = TextPath((0, 0), text, size=size, prop=_FONT)
-    # The control points' span, not Path.get_extents(): exact Bezier extents cost ~12 ms a
-    # label, and the outline's control points lie within a hair of the ink.
-    xs = path.vertices[:, 0] if len(path.vertices) else np.zeros(1)
-    x0, x1 = float(xs.min()), float(xs.max())
-    dx = -(x0 + x1) / 2 if ha == "center" else (-(x1 - x0) if ha == "right" else 0.0)
-    dy = -size * 0.36  # centre on the height of a digit, not on this label's own ink
-    return Path(path.vertices + (dx, dy), path.codes)
-
-
-class Canvas:
-    """A figure that shows one ``Drawing`` at a time, updated in place.
-
-    Rectangles, arrow shafts, arrowheads and glyphs are four collections; ``render``
-    replaces their contents, so the figure and its artists are made once.
-    """
-
-    def __init__(self, dpi: float = 80) -> None:
-        self.dpi = dpi
-        self.figure = Figure(figsize=(FIG_W, FIG_H), dpi=dpi, facecolor="white")
-        self.canvas = FigureCanvasAgg(self.figure)
-        ax = self.figure.add_axes((0, 0, 1, 1))
-        ax.set_xlim(0, FIG_W)
-        ax.set_ylim(0, FIG_H)
-        ax.set_axis_off()
-        self.ax = ax
-        self.shafts = LineCollection([], linewidths=0.9, zorder=1)
-        self.rects = PolyCollection([], zorder=2)
-        self.heads = PolyCollection([], linewidths=0, zorder=3)
-        points_to_pixels = Affine2D().scale(dpi / 72)
-        self.glyphs = PathCollection(
-            [], offsets=np.zeros((0, 2)), offset_transform=ax.transData, zorder=4
-        )
-        self.glyphs.set_transform(points_to_pixels)
-        for artist in (self.shafts, self.rects, self.heads, self.glyphs):
-            ax.add_collection(artist)
-        self.drawing: Drawing | None = None
-
-    def render(self, drawing: Drawing) -> Canvas:
-        """Show ``drawing``; returns self."""
-        rects = drawing.rects
-        self.rects.set_verts([_corners(r.box) for r in rects])
-        self.rects.set_facecolor([r.face for r in rects])
-        self.rects.set_edgecolor([r.edge for r in rects])
-        self.rects.set_linewidth([r.linewidth for r in rects])
-        shafts, heads = [], []
-        for arrow in drawing.arrows:
-            shaft, head = _arrow(arrow.start, arrow.end)
-            shafts.append(shaft)
-            heads.append(head)
-        colors = [a.color for a in drawing.arrows]
-        self.shafts.set_segments(shafts)
-        self.shafts.set_color(colors)
-        self.heads.set_verts(heads)
-        self.heads.set_facecolor(colors)
-        labels = drawing.labels
-        self.glyphs.set_paths([_glyphs(lb.text, round(lb.size * 4) / 4, lb.ha) for lb in labels])
-        self.glyphs.set_offsets(np.array([(lb.x, lb.y) for lb in labels]).reshape(-1, 2))
-        self.glyphs.set_facecolor([lb.color for lb in labels])
-        self.glyphs.set_edgecolor("none")
-        self.drawing = drawing
-        return self
-
-    def png(self) -> bytes:
-        """The figure as PNG bytes: Agg at the canvas dpi, zlib level 1 (fast, small enough)."""
-        from PIL import Image
-
-        self.canvas.draw()
-        width, height = self.canvas.get_width_height()
-        image = Image.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba())
-        buffer = io.BytesIO()
-        image.convert("RGB").save(buffer, format="png", compress_level=1)
-        return buffer.getvalue()
-
-    def rgb(self) -> np.ndarray:
-        """The rendered figure as an RGB array (GIF frames)."""
-        self.canvas.draw()
-        return np.asarray(self.canvas.buffer_rgba())[..., :3].copy()
-
-
-def _corners(b: Box) -> list[tuple[float, float]]:
-    return [(b.x, b.y), (b.x + b.w, b.y), (b.x + b.w, b.y + b.h), (b.x, b.y + b.h)]
-
-
-HEAD_LEN, HEAD_HALF = 0.1, 0.045
-
-
-Point = tuple[float, float]
-
-
-def _arrow(start: Point, end: Point) -> tuple[list[Point], list[Point]]:
-    """A straight shaft stopping at the head, and a triangular head ending at ``end``."""
-    (x0, y0), (x1, y1) = start, end
-    length = max(float(np.hypot(x1 - x0, y1 - y0)), 1e-9)
-    ux, uy = (x1 - x0) / length, (y1 - y0) / length
-    bx, by = x1 - ux * HEAD_LEN, y1 - uy * HEAD_LEN
-    px, py = -uy * HEAD_HALF, ux * HEAD_HALF
-    head = [(x1, y1), (bx + px, by + py), (bx - px, by - py)]
-    return [(x0, y0), (bx, by)], head
-
-
-def draw_scene(
-    allocator: BlockAllocator,
-    tables: Sequence[BlockTable],
-    values: Sequence[Sequence[object] | None] | None = None,
-    highlight: Sequence[int] = (),
-    caption: str = "",
-    dpi: float = 80,
-) -> Figure:
-    """A new figure of ``scene(...)``, for static notebook cells and the figures command."""
-    canvas = Canvas(dpi).render(scene(allocator, tables, values, highlight, caption))
-    return canvas.figure
-
-
-def scene_image(
-    allocator: BlockAllocator,
-    tables: Sequence[BlockTable],
-    values: Sequence[Sequence[object] | None] | None = None,
-    highlight: Sequence[int] = (),
-    caption: str = "",
-    dpi: float = 80,
-) -> object:
-    """``scene(...)`` as an ``IPython.display.Image`` (PNG) for a static notebook cell."""
-    from IPython.display import Image
-
-    canvas = Canvas(dpi).render(scene(allocator, tables, values, highlight, caption))
-    return Image(data=canvas.png(), format="png")

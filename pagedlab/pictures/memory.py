@@ -1,14 +1,13 @@
-"""Matplotlib pictures of KV memory: one request's reservation, Fig. 2, Fig. 13, block sweep.
+"""Matplotlib pictures of KV memory at scale: Fig. 2, Fig. 13 and the block-size sweep.
 
-Pure functions: each takes results or a state object and returns a new ``Figure``; nothing is
-mutated and nothing is shown, except by ``show``, which displays a figure as a PNG in a
-notebook. ``to_png`` renders a figure to PNG bytes (for Image widgets). Figures use the Agg
-canvas directly, so no pyplot state is touched.
+Pure functions: each takes results and returns a new ``Figure``; nothing is mutated and
+nothing is shown (``pagedlab.pictures.png.image`` makes a figure a cell's picture). Figures
+use the Agg canvas directly, so no pyplot state is touched; colours are the theme's.
+One request's reservation is :mod:`pagedlab.pictures.reservation`.
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,17 +15,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from pagedlab.paper import FIG2_BREAKDOWN
+from pagedlab.pictures.theme import CATEGORY_COLORS, HIGHLIGHT, PAPER, SIMULATED
 from pagedlab.simulate.accounting import FIG2, SimResult
-from pagedlab.simulate.memory import OneRequest
 from pagedlab.simulate.report import PAPER_MEAN_BATCH, SweepRow
 
-COLORS = {
-    "tokens": "#2b8a3e",
-    "reserved": "#f59f00",
-    "internal": "#e03131",
-    "external": "#868e96",
-    "idle": "#e9ecef",
-}
+COLORS = CATEGORY_COLORS
 LABELS = {
     "tokens": "token states",
     "reserved": "reserved for future tokens",
@@ -39,66 +32,6 @@ LABELS = {
 def _figure(w: float, h: float) -> Figure:
     fig = Figure(figsize=(w, h), dpi=90, layout="constrained")
     FigureCanvasAgg(fig)
-    return fig
-
-
-def to_png(fig: Figure) -> bytes:
-    """PNG bytes of ``fig``."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")  # constrained layout: no second "tight" drawing pass
-    return buf.getvalue()
-
-
-def show(fig: Figure) -> None:
-    """Display ``fig`` as a PNG in a notebook (no pyplot, so nothing else is drawn twice)."""
-    from IPython.display import Image, display
-
-    display(Image(to_png(fig)))
-
-
-def plot_reservation(req: OneRequest, scale_max: int | None = None) -> Figure:
-    """Two bars for one request: contiguous reservation vs paged blocks, in slots."""
-    fig = _figure(8.0, 2.6)
-    ax = fig.add_subplot()
-    contiguous = [
-        ("tokens", req.tokens),
-        ("reserved", req.future),
-        ("internal", req.never_used),
-    ]
-    left = 0
-    for cat, n in contiguous:
-        ax.barh(1, n, left=left, color=COLORS[cat], edgecolor="black", lw=0.5, label=None)
-        left += n
-    ax.barh(0, req.tokens, color=COLORS["tokens"], edgecolor="black", lw=0.5)
-    ax.barh(
-        0, req.paged_waste, left=req.tokens, color=COLORS["internal"], edgecolor="black", lw=0.5
-    )
-    for b in range(1, req.paged_blocks):  # block boundaries
-        ax.plot([b * req.block_size] * 2, [-0.4, 0.4], color="black", lw=0.4)
-    ax.set_yticks(
-        [0, 1],
-        [
-            f"paged, B={req.block_size}\n{req.paged_blocks} blocks",
-            f"contiguous\n{req.reserved_slots} reserved",
-        ],
-    )
-    ax.set_xlim(0, scale_max or req.reserved_slots)
-    ax.set_xlabel("KV slots (one slot = one token's keys and values)")
-    ax.set_title(
-        f"used {req.tokens}, reserved for future {req.future}, never used {req.never_used}; "
-        f"paged waste {req.paged_waste} (< {req.block_size})",
-        fontsize=9,
-    )
-    handles = [
-        ax.barh(0, 0, color=COLORS[c], edgecolor="black", lw=0.5)[0]
-        for c in ("tokens", "reserved", "internal")
-    ]
-    ax.legend(
-        handles,
-        ["token states", "reserved for future tokens", "never used"],
-        loc="lower right",
-        fontsize=8,
-    )
     return fig
 
 
@@ -157,8 +90,8 @@ def plot_batch(results: Sequence[SimResult]) -> Figure:
     x = np.arange(len(names))
     ours = [r.mean_batch for r in results]
     paper = [PAPER_MEAN_BATCH.get(n, np.nan) for n in names]
-    ax.bar(x - 0.2, ours, 0.4, label="simulated", color="#1971c2")
-    ax.bar(x + 0.2, paper, 0.4, label="paper (Fig. 13)", color="#adb5bd")
+    ax.bar(x - 0.2, ours, 0.4, label="simulated", color=SIMULATED)
+    ax.bar(x + 0.2, paper, 0.4, label="paper (Fig. 13)", color=PAPER)
     for xi, v in zip(x, ours, strict=True):
         ax.text(xi - 0.2, v, f"{v:.1f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, names, fontsize=8)
@@ -178,7 +111,7 @@ def plot_block_sweep(rows: Sequence[SweepRow], highlight: int | None = 16) -> Fi
     ]
     for i, (title, v) in enumerate(panels):
         ax = fig.add_subplot(1, 3, i + 1)
-        ax.plot(b, v, "o-", color="#1971c2", ms=4)
+        ax.plot(b, v, "o-", color=SIMULATED, ms=4)
         ax.set_xscale("log", base=2)
         ax.set_xticks(b, [str(x) for x in b], fontsize=7)
         ax.minorticks_off()
@@ -186,6 +119,6 @@ def plot_block_sweep(rows: Sequence[SweepRow], highlight: int | None = 16) -> Fi
         ax.set_title(title, fontsize=9)
         if highlight is not None and highlight in b:
             k = b.index(highlight)
-            ax.plot([highlight], [v[k]], "o", color="#e03131", ms=8)
-            ax.axvline(highlight, color="#e03131", lw=0.8, ls=":")
+            ax.plot([highlight], [v[k]], "o", color=HIGHLIGHT, ms=8)
+            ax.axvline(highlight, color=HIGHLIGHT, lw=0.8, ls=":")
     return fig

@@ -25,19 +25,8 @@ from matplotlib.figure import Figure
 from pagedlab.attention.swap_cost import CostModel, SwapTiming
 from pagedlab.memory.requests import Group, StepResult
 from pagedlab.memory.scheduler import Scheduler
-from pagedlab.pictures.blocks import (
-    FIG_W,
-    FREE_COLOR,
-    FREE_EDGE,
-    HIGHLIGHT,
-    INK,
-    Box,
-    Drawing,
-    Label,
-    Rect,
-    table_color,
-    tint,
-)
+from pagedlab.pictures.canvas import FIG_W, Box, Drawing, Label, Rect
+from pagedlab.pictures.theme import FREE_COLOR, FREE_EDGE, HIGHLIGHT, INK, table_color, tint
 
 DEVICE_BOX = Box(0.15, 2.55, 5.3, 1.45)
 HOST_BOX = Box(0.15, 0.6, 5.3, 1.45)
@@ -198,11 +187,9 @@ def scheduler_drawing(scheduler: Scheduler, result: StepResult | None = None) ->
 
 def scheduler_image(scheduler: Scheduler, result: StepResult | None = None) -> object:
     """``scheduler_drawing(...)`` as an ``IPython.display.Image`` for a static notebook cell."""
-    from IPython.display import Image
+    from pagedlab.pictures.png import image
 
-    from pagedlab.pictures.blocks import Canvas
-
-    return Image(data=Canvas(dpi=80).render(scheduler_drawing(scheduler, result)).png())
+    return image(scheduler_drawing(scheduler, result))
 
 
 # --- Fig. 19 -------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Pictures of shared blocks: several block tables over one pool, ref counts, copy-on-write.
 
-Built on ``pagedlab.pictures.blocks`` (its ``Drawing`` / ``Canvas``, pool view with ``×n`` ref-count
-badges and Okabe-Ito palette); this module adds what is specific to sharing:
+Built on ``pagedlab.pictures.blocks`` (its pool view with ``×n`` ref-count badges) and
+``pagedlab.pictures.canvas``; this module adds what is specific to sharing:
 
 - ``sharing_scene``: one block-table strip per sequence on the left (a cell of a block that
   several tables hold is marked with its ref count), the physical pool on the right;
@@ -24,21 +24,9 @@ from dataclasses import dataclass
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.events import Event
-from pagedlab.pictures.blocks import (
-    FIG_H,
-    FIG_W,
-    HIGHLIGHT,
-    INK,
-    POOL_BOX,
-    TAB,
-    Box,
-    Canvas,
-    Drawing,
-    Label,
-    Rect,
-    pool_view,
-    table_color,
-)
+from pagedlab.pictures.blocks import POOL_BOX, TAB, pool_view
+from pagedlab.pictures.canvas import FIG_H, FIG_W, Box, Drawing, Label, Rect
+from pagedlab.pictures.theme import HIGHLIGHT, INK, table_color
 
 MAX_TABLES = 6
 STRIPS_BOX = Box(0.75, 0.45, 3.4, FIG_H - 0.55 - 0.45)
@@ -64,7 +52,7 @@ def sharing_scene(
     for row, table in enumerate(tables):
         color = table_color(row)
         y = STRIPS_BOX.y + STRIPS_BOX.h - (row + 1) * pitch
-        # few distinct strings: each new one costs a glyph layout (see viz._glyphs)
+        # few distinct strings: each new one costs a glyph layout (see canvas._glyphs)
         d.labels.append(Label(STRIPS_BOX.x, y + h + 0.12, f"sequence {row}", 7.5, ha="left"))
         tokens = f"{table.num_tokens} tokens"
         d.labels.append(Label(STRIPS_BOX.x + 0.85, y + h + 0.12, tokens, 7.5, ha="left"))
@@ -141,9 +129,3 @@ def event_frames(
         Frame(sharing_scene(allocator, tables(), values(), (), "after", title), "after", None)
     )
     return frames
-
-
-def render_frames(frames: Sequence[Frame], canvas: Canvas | None = None) -> list[bytes]:
-    """PNG bytes of every frame, drawn on one reused canvas."""
-    canvas = canvas or Canvas(dpi=80)
-    return [canvas.render(f.drawing).png() for f in frames]

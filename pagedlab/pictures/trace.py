@@ -12,12 +12,12 @@ Three panels share one x axis, one column per logical block (one step of the tra
 
 Everything drawn comes from the ``TraceStep`` records; nothing is recomputed here and the
 records are not modified. Rendered with Agg (no pyplot, no global state); colours are
-pagedlab.pictures.blocks's Okabe-Ito palette. Readable up to about 16 steps.
+the theme's Okabe-Ito palette (:mod:`pagedlab.pictures.theme`); PNG through
+:func:`pagedlab.pictures.png.to_png`. Readable up to about 16 steps.
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -25,12 +25,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
 from pagedlab.attention.kernel_trace import TraceStep
-from pagedlab.pictures.blocks import INK, OTHER_COLOR, PALETTE, tint
-
-CARRIED = "#BBBBBB"
+from pagedlab.pictures.theme import CARRIED, DPI, INK, OTHER_COLOR, PALETTE, tint
 
 
-def trace_figure(steps: Sequence[TraceStep], title: str = "", dpi: float = 80) -> Figure:
+def trace_figure(steps: Sequence[TraceStep], title: str = "", dpi: float = DPI) -> Figure:
     """A new figure of ``steps`` (see the module docstring for what each panel shows)."""
     if not steps:
         raise ValueError("steps is empty: trace at least one block")
@@ -102,18 +100,3 @@ def trace_figure(steps: Sequence[TraceStep], title: str = "", dpi: float = 80) -
     sums.set_xlim(-0.6, n - 0.4)
     fig.subplots_adjust(left=0.11, right=0.97, top=0.93, bottom=0.07)
     return fig
-
-
-def trace_png(steps: Sequence[TraceStep], title: str = "", dpi: float = 80) -> bytes:
-    """``trace_figure`` as PNG bytes (for ``ipywidgets.Image.value`` or a file)."""
-    fig = trace_figure(steps, title, dpi)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
-    return buffer.getvalue()
-
-
-def trace_image(steps: Sequence[TraceStep], title: str = "", dpi: float = 80) -> object:
-    """``trace_figure`` as an ``IPython.display.Image`` for a static notebook cell."""
-    from IPython.display import Image
-
-    return Image(data=trace_png(steps, title, dpi), format="png")

@@ -8,7 +8,8 @@ with the sliders; a layout control described "layout" with options "ascending",
 "seed [4, 1, …]", "shuffled"; an ipywidgets.Play.
 
 Each check moves real controls in the page and asserts on the values the page then shows,
-with screenshots before and after for humans.
+with screenshots before and after for humans. A cell showing an explorer must render its
+widget and not also its image/png fallback (one picture, not two).
 """
 
 from __future__ import annotations
@@ -55,6 +56,23 @@ def check_runs_clean(notebook: OpenNotebook) -> None:
     for index in range(sliders.count()):
         assert sliders.nth(index).is_visible(), f"slider {index} is not visible"
     assert sliders.first.locator(".noUi-handle").count() == 1, "slider has no handle"
+    check_one_picture_each(notebook)
+
+
+def check_one_picture_each(notebook: OpenNotebook) -> None:
+    """A cell that shows an explorer renders its widget, not also the PNG fallback.
+
+    An explorer's display bundle carries the widget view and its first frame as image/png
+    (for static renderers); JupyterLab, with the widget manager, must pick the widget.
+    """
+    page = notebook.page
+    cells = page.locator(".jp-Notebook .jp-CodeCell").filter(has=page.locator(".pagedlab-picture"))
+    for index in range(cells.count()):
+        cell = cells.nth(index)
+        png = cell.locator('.jp-OutputArea-output[data-mime-type="image/png"]').count()
+        pictures = cell.locator("img.pagedlab-picture").count()
+        assert png == 0, f"explorer cell {index}: {png} PNG output(s) beside its widget"
+        assert pictures >= 1, f"explorer cell {index}: its .pagedlab-picture has no image"
 
 
 def explorer(notebook: OpenNotebook, need_layout: bool = False) -> Locator:

@@ -15,6 +15,7 @@ import pytest
 from .checks import (
     check_layouts_keep_output,
     check_length_step,
+    check_one_picture_each,
     check_play_steps_by_one,
     check_runs_clean,
 )
@@ -61,6 +62,21 @@ update()
 w.VBox([w.HBox([block, length, layout, play]), readout, picture])
 """
 
+# A cell showing a widget and, beside it, its picture again as a plain PNG output: the
+# "two pictures" mistake check_one_picture_each must catch.
+TWICE = """\
+import io
+import ipywidgets as w
+from IPython.display import Image, display
+from PIL import Image as PILImage
+
+buffer = io.BytesIO()
+PILImage.new("RGB", (40, 20), "orange").save(buffer, format="PNG")
+picture = w.Image(value=buffer.getvalue(), format="png").add_class("pagedlab-picture")
+display(w.VBox([w.IntSlider(description="length"), picture]))
+Image(buffer.getvalue())
+"""
+
 BROKEN = ['print("before")', 'raise ValueError("boom from the probe")', 'print("never")']
 
 
@@ -81,6 +97,7 @@ def _write(path: Path, sources: list[str]) -> None:
 def probe(lab: LabServer) -> str:
     _write(lab.root / "probe" / "probe_explorer.ipynb", [PROBE])
     _write(lab.root / "probe" / "probe_broken.ipynb", BROKEN)
+    _write(lab.root / "probe" / "probe_twice.ipynb", [TWICE])
     return "probe/probe_explorer.ipynb"
 
 
@@ -112,3 +129,10 @@ def test_broken_notebook_is_reported(notebooks: NotebookPages, probe: str) -> No
     assert any("never ran" in item and "[2]" in item for item in found), found
     with pytest.raises(AssertionError, match="boom from the probe"):
         check_runs_clean(notebook)
+
+
+@pytest.mark.browser
+def test_picture_shown_twice_is_reported(notebooks: NotebookPages, probe: str) -> None:
+    notebook = notebooks.open("probe/probe_twice.ipynb")
+    with pytest.raises(AssertionError, match="1 PNG output"):
+        check_one_picture_each(notebook)

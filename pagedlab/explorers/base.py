@@ -1,0 +1,345 @@
+"""One base for every explorer: controls -> state -> picture + readout, fast and atomic.
+
+A new explorer is its controls plus one render function::
+
+    class LengthExplorer(Explorer):
+        def __init__(self, length: int = 5) -> None:
+            slider = widgets.IntSlider(min=1, max=64, description="length")
+            super().__init__({"length": slider}, length=length)
+
+        def render(self, length: int) -> View:
+            state = build_state(length)  # the real objects, built fresh (pure)
+            return View(state, scene_of(state), readout_of(state))
+
+The API (small on purpose):
+
+- ``Explorer(controls, rows=None, **initial)``: ``controls`` maps each keyword of ``set`` to
+  its widget: an ``IntSlider`` (its min/max are the range), a selection widget
+  (``SelectionSlider``, ``ToggleButtons``, ``Dropdown``: its options are the values) or a
+  ``Checkbox``. ``rows`` lays them out (widgets or ``HBox``es, extra widgets such as a Play
+  allowed; default one control per line). ``initial`` is validated like ``set``.
+- ``render(**values) -> View``: **required**. The state, the picture (a ``Drawing``, drawn
+  on the explorer's one reused ``Canvas``; a matplotlib ``Figure``; or PNG bytes) and the
+  readout (HTML). Must not change any widget; should be fast (a few ms).
+- ``finish(view) -> View``: optional, the slow part (a kernel call), run after the picture
+  is on the page; returns the view with its final state and readout. Default: ``view``.
+- ``bounds(values) -> {name: (min, max)}``: optional, ranges that depend on other values.
+- ``check(values)``: optional, rules across controls; raise ``ValueError``.
+- Attributes: ``.widget`` (the ``VBox``), ``.picture`` (``Image``, CSS class
+  ``pagedlab-picture``), ``.readout`` (``HTML``, class ``pagedlab-readout``), ``.state``
+  (what the picture was drawn from), ``.controls``, ``.values``, and each control by its
+  name (``explorer.length``).
+- ``set(**settings) -> state``: move controls as a learner would, with one redraw.
+
+Invariants:
+
+- ``set`` is atomic: it validates every keyword first (an unknown name is a ``TypeError``
+  naming it and listing the valid ones; a wrong kind a ``TypeError``, a wrong value a
+  ``ValueError``, both naming the value), then computes the whole new view; only then does
+  it assign anything. On any error no widget value, readout, picture or state changed.
+- A learner's move in the browser is fast the same way for every explorer: the state, then
+  the picture assigned (it reaches the page at once), then ``finish`` (deferred by
+  ``DEFER_S`` on the kernel's event loop and dropped if a newer move came), then the
+  readout. A move the range allows but the model refuses is explained in the readout.
+  Moves made by code (``set``, ``control.value = ...`` in a cell, tests) are synchronous.
+- Callbacks never display: they assign ``Image.value`` / ``HTML.value``, so strict nbval
+  sees the same outputs in a saved and a live notebook.
+- A notebook shows ``explorer`` itself: its bundle carries the widget view, the first
+  frame as ``image/png`` (what GitHub and nbviewer show; JupyterLab prefers the widget)
+  and a short deterministic ``text/plain``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import html
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as widgets
+from matplotlib.figure import Figure
+
+from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.memory.allocator import OutOfBlocksError
+from pagedlab.pictures.canvas import Canvas, Drawing
+from pagedlab.pictures.png import to_png
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+@dataclass(frozen=True)
+class View:
+    """What one setting shows: the state, its picture and its readout (HTML)."""
+
+    state: Any
+    picture: Drawing | Figure | bytes
+    readout: str
+
+
+class Explorer:
+    """Controls -> ``render`` -> picture and readout; see the module docstring."""
+
+    def __init__(
+        self,
+        controls: Mapping[str, widgets.ValueWidget],
+        rows: Sequence[widgets.Widget] | None = None,
+        **initial: object,
+    ) -> None:
+        self.controls: dict[str, widgets.ValueWidget] = dict(controls)
+        for name, control in self.controls.items():
+            if name in _RESERVED or hasattr(self, name) or not name.isidentifier():
+                raise ValueError(f"control name {name!r} is taken by the Explorer base")
+            if not isinstance(control, (widgets.IntSlider, widgets.Checkbox)) and not hasattr(
+                control, "options"
+            ):
+                raise TypeError(f"control {name!r} must be an IntSlider, selection or Checkbox")
+            setattr(self, name, control)
+        self.picture = widgets.Image(format="png")
+        self.picture.add_class("pagedlab-picture")
+        self.readout = widgets.HTML()
+        self.readout.add_class("pagedlab-readout")
+        self._canvas: Canvas | None = None
+        self._holding = False
+        self._generation = 0  # counts moves: a deferred finish of an older one is dropped
+        self.state: Any = None
+        layout = list(rows) if rows is not None else list(self.controls.values())
+        self.widget = widgets.VBox([*layout, self.picture, self.readout])
+        values = self._validated({**self.values, **initial})
+        view = self.finish(self.render(**values))
+        self._apply(values)
+        self._show(view)
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+
+    # --- what a subclass provides ------------------------------------------------------------
+    if TYPE_CHECKING:  # each subclass names its own keywords: one per control
+        render: Callable[..., View]
+    else:
+
+        def render(self, **values: Any) -> View:
+            """The view of one setting (required; see the module docstring)."""
+            raise NotImplementedError(f"{type(self).__name__} must define render(**values)")
+
+    def finish(self, view: View) -> View:
+        """The slow part of a view (a kernel call); the default has none."""
+        return view
+
+    def bounds(self, values: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+        """Ranges of int controls that depend on the other values; none by default."""
+        return {}
+
+    def check(self, values: Mapping[str, Any]) -> None:
+        """Rules across controls (raise ``ValueError``); none by default."""
+
+    # --- the public surface ------------------------------------------------------------------
+    @property
+    def values(self) -> dict[str, Any]:
+        """The controls' current values, by name."""
+        return {name: control.value for name, control in self.controls.items()}
+
+    @property
+    def canvas(self) -> Canvas:
+        """The one canvas this explorer's drawings are rendered on, in place."""
+        if self._canvas is None:
+            self._canvas = Canvas()
+        return self._canvas
+
+    def set(self, **settings: object) -> Any:
+        """Move controls by name, all at once, with one redraw; returns the new state.
+
+        Atomic: every value is validated and the whole view computed before anything is
+        assigned, so on an error nothing has changed.
+        """
+        values = self._validated({**self.values, **settings}, list(settings))
+        view = self.finish(self.render(**values))
+        self._generation += 1
+        self._apply(values)
+        self._show(view)
+        return self.state
+
+    # --- validation ----------------------------------------------------------------------------
+    def _validated(self, values: dict[str, object], names: Sequence[str] = ()) -> dict[str, Any]:
+        unknown = [name for name in names if name not in self.controls]
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}.set() got unknown control {unknown[0]!r}; "
+                f"valid: {', '.join(self.controls)}"
+            )
+        out = dict(values)
+        for name, control in self.controls.items():  # kinds first: bounds read the values
+            if isinstance(control, widgets.IntSlider):
+                out[name] = check_int(out[name], name)
+            else:
+                out[name] = _check_option(name, control, out[name])
+        for name, control in self.controls.items():
+            if isinstance(control, widgets.IntSlider):
+                low, high = self.bounds(out).get(name, (control.min, control.max))
+                out[name] = check_int(out[name], name, minimum=low, maximum=high)
+        self.check(out)
+        return out
+
+    def _clamped(self, values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` moved into their ranges (a browser move that narrowed another range)."""
+        out = dict(values)
+        for name, control in self.controls.items():
+            if isinstance(control, widgets.IntSlider):
+                low, high = self.bounds(out).get(name, (control.min, control.max))
+                out[name] = min(max(out[name], low), high)
+        return out
+
+    # --- assigning widget state --------------------------------------------------------------
+    def _apply(self, values: Mapping[str, Any]) -> None:
+        """Give every control its value (and range), observers held: no redraw per control."""
+        self._holding = True
+        try:
+            bounds = self.bounds(values)
+            for name, control in self.controls.items():
+                value = values[name]
+                if name in bounds:
+                    low, high = bounds[name]
+                    control.min, control.max = min(control.min, low, value), max(control.max, high)
+                    control.value = value
+                    control.min, control.max = low, high
+                elif control.value != value:
+                    control.value = value
+        finally:
+            self._holding = False
+
+    def _encode(self, picture: Drawing | Figure | bytes) -> bytes:
+        if isinstance(picture, Drawing):
+            return self.canvas.render(picture).png()
+        if isinstance(picture, Figure):
+            return to_png(picture)
+        return picture
+
+    def _show(self, view: View) -> None:
+        self.state = view.state
+        self.picture.value = self._encode(view.picture)
+        self.readout.value = view.readout
+
+    def _on_change(self, _change: object) -> None:
+        """A learner moved a control: state, then picture, then ``finish``, then readout.
+
+        When the move came from the browser (a comm message), ``finish`` runs a moment
+        later on the kernel's event loop, so the picture leaves at once and a burst of
+        moves (a held arrow key) runs the slow part only for the last one.
+        """
+        if self._holding:
+            return
+        self._generation += 1
+        generation, values = self._generation, self._clamped(self.values)
+        try:
+            view = self.render(**values)
+            self._apply(values)
+            self.state = view.state
+            self.picture.value = self._encode(view.picture)
+        except (ValueError, TypeError, OutOfBlocksError) as error:
+            self._explain(error)
+            return
+
+        def complete() -> None:
+            if generation != self._generation:  # a newer move (or set) superseded this one
+                return
+            try:
+                done = self.finish(view)
+            except (ValueError, TypeError, OutOfBlocksError) as error:
+                self._explain(error)
+                return
+            self.state = done.state
+            self.readout.value = done.readout
+
+        if not _after_this_message(complete):
+            complete()
+
+    def _explain(self, error: Exception) -> None:
+        """A move the ranges allow but the model refuses: said in the readout, never raised."""
+        self.readout.value = f"<b>✗ not possible:</b> {html.escape(str(error))}"
+
+    # --- display ---------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        settings = ", ".join(f"{name}={value!r}" for name, value in self.values.items())
+        return f"{type(self).__name__}({settings})"
+
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict:
+        """The widget view, the current picture as ``image/png`` and a short ``text/plain``.
+
+        Front ends with the widget manager (JupyterLab, Notebook 7, VS Code) render the
+        widget view and ignore the PNG (tests/browser checks JupyterLab); static renderers
+        (GitHub, nbviewer) show the PNG. nbval compares only the ``text/plain``.
+        """
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
+        bundle["image/png"] = base64.b64encode(bytes(self.picture.value)).decode("ascii")
+        bundle["text/plain"] = repr(self)
+        return {
+            key: bundle[key] for key in (WIDGET_VIEW, "image/png", "text/plain") if key in bundle
+        }
+
+
+DEFER_S = 0.01  # how long a browser move's slow part waits for newer moves
+
+
+def from_browser() -> bool:
+    """Whether the code running now handles a widget message from the browser (a comm_msg).
+
+    False outside a kernel and in a cell's own code. Controls linked in the browser
+    (``jslink``) need no Python-side sync for such a change: syncing again would echo an
+    older value back while the learner's next key press is on its way.
+    """
+    try:
+        from IPython import get_ipython
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        parent = kernel.get_parent("shell") if kernel is not None else None
+    except Exception:  # no IPython, an old kernel
+        return False
+    header = parent.get("header", {}) if parent else {}
+    return header.get("msg_type") == "comm_msg"
+
+
+def _after_this_message(callback: Callable[[], None]) -> bool:
+    """Schedule ``callback`` on the kernel's event loop if a browser message is being handled.
+
+    True when scheduled; False (run it now) outside a kernel, in a cell's own code, or
+    without a running loop, so tests, ``set`` and nbval runs stay synchronous.
+    """
+    if not from_browser():
+        return False
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    loop.call_later(DEFER_S, callback)
+    return True
+
+
+_RESERVED = {"picture", "readout", "widget", "state", "controls", "canvas", "values"}
+
+
+def _option_values(control: widgets.ValueWidget) -> list[object]:
+    options = list(getattr(control, "options", ()))
+    if options and all(isinstance(o, tuple) and len(o) == 2 for o in options):
+        return [value for _label, value in options]
+    return options
+
+
+def _check_option(name: str, control: widgets.ValueWidget, value: object) -> object:
+    """``value`` if it is one of ``control``'s options (or a bool for a Checkbox)."""
+    if isinstance(control, widgets.Checkbox):
+        if not isinstance(value, bool):
+            raise ArgumentTypeError(f"{name} must be True or False, got {value!r}")
+        return value
+    options = _option_values(control)
+    if options and all(isinstance(o, int) and not isinstance(o, bool) for o in options):
+        number = check_int(value, name)
+        if number not in options:
+            raise ValueError(f"{name} must be one of {options}, got {number!r}")
+        return number
+    if options and all(isinstance(o, str) for o in options) and not isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be one of {options}, got {value!r}")
+    for option in options:
+        if type(option) is type(value) and operator.eq(option, value):
+            return option
+    raise ValueError(f"{name} must be one of {options}, got {value!r}")

@@ -1,0 +1,96 @@
+"""One request's KV slots: a contiguous reservation beside paged blocks (Fig. 3's wastes).
+
+``reservation_scene(request)`` reads a :class:`~pagedlab.simulate.memory.OneRequest` and
+returns a :class:`~pagedlab.pictures.canvas.Drawing` (so a slider redraws it in place in a
+few milliseconds) with three bars on one slot axis and a zoom:
+
+- **contiguous**: token states, slots reserved for future tokens, and the rest of the
+  reservation that is never used (internal fragmentation);
+- **paged**: the blocks the same tokens hold; the empty slots of the last block are
+  "allocated, empty" (the only waste, always < B);
+- **paged, zoomed**: the paged blocks alone across the whole width, one cell per block, so
+  a 16-slot allocation on a 2048-slot axis is readable.
+
+Colours are the theme's categories (:data:`pagedlab.pictures.theme.CATEGORY_COLORS`).
+"""
+
+from __future__ import annotations
+
+from pagedlab.pictures.canvas import Box, Drawing, Label, Rect
+from pagedlab.pictures.theme import CATEGORY_COLORS, INK, tint
+from pagedlab.simulate.memory import OneRequest
+
+SIZE = (8.0, 3.0)  # inches
+X0, X1 = 1.55, 7.8  # the slot axis, inches
+BAR_H = 0.34
+ROW_Y = {"contiguous": 2.05, "paged": 1.45, "zoom": 0.72}
+MAX_CELLS = 128  # block boundaries drawn in the zoom; more blocks share one cell
+
+
+def _bar(d: Drawing, row: str, start: float, width: float, face: str, kind: str) -> None:
+    if width > 0:
+        box = Box(start, ROW_Y[row], width, BAR_H)
+        d.rects.append(Rect(box, face, INK, kind, row, linewidth=0.5))
+
+
+def reservation_scene(request: OneRequest, scale_max: int | None = None) -> Drawing:
+    """Contiguous reservation vs paged blocks for one request, in slots (see module doc)."""
+    r = request
+    d = Drawing(size=SIZE)
+    scale = (X1 - X0) / (scale_max or r.reserved_slots)  # inches per slot
+    used, empty = CATEGORY_COLORS["tokens"], tint(CATEGORY_COLORS["tokens"], 0.3)
+    x = X0
+    for n, kind in ((r.tokens, "tokens"), (r.future, "reserved"), (r.never_used, "internal")):
+        _bar(d, "contiguous", x, n * scale, CATEGORY_COLORS[kind], kind)
+        x += n * scale
+    _bar(d, "paged", X0, r.tokens * scale, used, "tokens")
+    _bar(d, "paged", X0 + r.tokens * scale, r.paged_waste * scale, empty, "allocated-empty")
+    _zoom(d, r, used, empty)
+    rows = (
+        ("contiguous", f"contiguous: {r.reserved_slots} reserved"),
+        ("paged", f"paged: {r.paged_blocks} × B={r.block_size}"),
+        ("zoom", "paged, zoomed"),
+    )
+    for row, text in rows:
+        d.labels.append(Label(X0 - 0.08, ROW_Y[row] + BAR_H / 2, text, 7.5, ha="right"))
+    top = scale_max or r.reserved_slots
+    for i in range(5):
+        slots = round(top * i / 4)
+        d.labels.append(Label(X0 + slots * scale, ROW_Y["paged"] - 0.12, str(slots), 6.5))
+    d.labels.append(Label(X1, ROW_Y["paged"] - 0.3, "KV slots (one token's K and V each)", 6.5,
+                          ha="right"))  # fmt: skip
+    title = (
+        f"used {r.tokens}, reserved for future {r.future}, never used {r.never_used}; "
+        f"paged: {r.paged_waste} allocated, empty (< {r.block_size})"
+    )
+    d.labels.append(Label(0.15, SIZE[1] - 0.22, title, 8.5, ha="left"))
+    _legend(d, used, empty)
+    return d
+
+
+def _zoom(d: Drawing, r: OneRequest, used: str, empty: str) -> None:
+    """The paged blocks across the whole width: one cell per block, filled part and empty."""
+    slots = r.paged_blocks * r.block_size
+    scale = (X1 - X0) / slots
+    _bar(d, "zoom", X0, r.tokens * scale, used, "tokens")
+    _bar(d, "zoom", X0 + r.tokens * scale, r.paged_waste * scale, empty, "allocated-empty")
+    if r.paged_blocks <= MAX_CELLS:
+        for b in range(r.paged_blocks):
+            box = Box(X0 + b * r.block_size * scale, ROW_Y["zoom"], r.block_size * scale, BAR_H)
+            d.rects.append(Rect(box, "none", INK, "block", "zoom", b, 0.9))
+    d.labels.append(Label(X0, ROW_Y["zoom"] - 0.12, "0", 6.5))
+    d.labels.append(Label(X1, ROW_Y["zoom"] - 0.12, f"{slots} slots", 6.5, ha="right"))
+
+
+def _legend(d: Drawing, used: str, empty: str) -> None:
+    keys = (
+        (used, "token states"),
+        (CATEGORY_COLORS["reserved"], "reserved for future tokens"),
+        (CATEGORY_COLORS["internal"], "never used (internal fragmentation)"),
+        (empty, "allocated, empty"),
+    )
+    x = 0.15
+    for face, text in keys:
+        d.rects.append(Rect(Box(x, 0.1, 0.22, 0.14), face, INK, "key", "legend", linewidth=0.5))
+        d.labels.append(Label(x + 0.3, 0.17, text, 7.0, ha="left"))
+        x += 0.45 + 0.062 * len(text)
