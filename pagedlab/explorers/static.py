@@ -59,7 +59,7 @@ STATIC_AXES: dict[tuple[str, str], tuple[dict[str, Sequence[object]], str | None
         "steps",
     ),
     ("pagedlab.explorers.sharing", "PrefixCacheExplorer"): (
-        {"shared": [0, 2, 4, 6, 8, 10], "requests": [1, 2, 3, 4, 5, 6]},
+        {"shared": [0, 2, 4, 6, 8], "requests": [1, 2, 3, 4, 5, 6]},
         "requests",
     ),
     ("pagedlab.explorers.batch", "BatchExplorer"): (
