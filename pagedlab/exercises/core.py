@@ -313,7 +313,7 @@ class Exercise:
                     return mistake.hint
             if not _same_kind(case.expected, got):
                 return (
-                    f"the answer should be a {self.returns}, got a {type(got).__name__}. "
+                    f"the answer should be {_a(self.returns)}, got {_a(type(got).__name__)}. "
                     + (self.hints[0] if self.hints else "")
                 ).strip()
         elif case.expected is not None and self.hints:
@@ -324,9 +324,15 @@ class Exercise:
 def _same_kind(expected: Any, got: Any) -> bool:
     if isinstance(expected, bool) or isinstance(got, bool):
         return type(expected) is type(got)
-    if isinstance(expected, (int, float)):
+    if isinstance(expected, int):
+        return isinstance(got, int)
+    if isinstance(expected, float):
         return isinstance(got, (int, float))
     return isinstance(got, type(expected)) or isinstance(expected, type(got))
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[:1] in "aeiou" else "a ") + noun
 
 
 def results() -> dict[str, bool]:

@@ -240,9 +240,17 @@ def _hits_ignoring_last(earlier: list[list[int]], prompt: list[int], b: int) -> 
     return hits
 
 
-def _hits_anywhere(earlier: list[list[int]], prompt: list[int], b: int) -> int:
-    cached = {h for t in earlier for h in block_hashes(t, b)}
-    return sum(h in cached for h in block_hashes(prompt[:-1], b))
+def _hits_by_content(earlier: list[list[int]], prompt: list[int], b: int) -> int:
+    def unchained(t: list[int]) -> list[str]:
+        return [chain_hash(ROOT_HASH, t[s : s + b]) for s in range(0, len(t) - b + 1, b)]
+
+    cached = {h for t in earlier for h in unchained(t)}
+    hits = 0
+    for h in unchained(prompt[:-1]):
+        if h not in cached:
+            break
+        hits += 1
+    return hits
 
 
 EXERCISES_06 = [
@@ -285,7 +293,8 @@ EXERCISES_06 = [
                 _hits_ignoring_last,
             ),
             Mistake(
-                "only a prefix hits: stop at the first block that is not cached.", _hits_anywhere
+                "the same tokens behind another prefix do not hit: the hashes are chained.",
+                _hits_by_content,
             ),
         ],
         hints=["compare the chained hashes block by block from the start; stop at the first miss."],

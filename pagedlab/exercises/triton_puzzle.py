@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from pagedlab.attention import backend
+from pagedlab.attention.kernel_trace import trace_paged_attention
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.exercises.attention import tensors_equal
 from pagedlab.exercises.core import Case, Exercise
@@ -202,23 +203,29 @@ def _diagnose(fn: Any, case: Case) -> str:
             fn(*args)[0, head], reference_attention(*args)[0, head], rtol=1e-4, atol=1e-4
         ):
             physical, filled = int(tables[seq, k - 1]), cut - (k - 1) * block_size
+            steps = trace_paged_attention(query[seq], key, value, tables[seq], n, head)
+            grows = k > 1 and steps[k - 1].alpha < 1.0
             text += (
                 f"\n            its first {k - 1} block(s) agree; logical block {k - 1} "
                 f"(physical {physical}, {filled} of {block_size} slots hold tokens) is the first "
-                f"that goes wrong.\n  hint:     " + _block_hint(k - 1, filled, block_size, got)
+                f"that goes wrong.\n  hint:     "
+                + _block_hint(k - 1, filled, block_size, grows, got)
             )
             break
     return text
 
 
-def _block_hint(logical: int, filled: int, block_size: int, got: torch.Tensor) -> str:
+def _block_hint(logical: int, filled: int, block_size: int, grows: bool, got: torch.Tensor) -> str:
     if bool(torch.isnan(got).any()):
         return "NaN: a masked slot or a padding block was read, or l stayed 0 (check the masks)."
+    hints = []
     if filled < block_size:
-        return "this block is partly filled: mask its slots past seq_len (score -inf, value 0)."
-    if logical == 0:
-        return "the first block already differs: the table lookup, the K/V offsets or the scores."
-    return "when the max grows, rescale l and acc by exp(m - m_new) before adding this block."
+        hints.append("this block is partly filled: mask its slots past seq_len (score -inf)")
+    if grows:
+        hints.append("the max grows here: rescale l and acc by exp(m - m_new) before adding it")
+    if not hints:
+        return "the table lookup (physical, not logical), the K/V offsets or the scores."
+    return "; ".join(hints) + "."
 
 
 def _vec(t: torch.Tensor) -> str:
