@@ -22,6 +22,7 @@ Layout the kernel sees (all contiguous): ``q`` and ``out`` ``[num_seqs, NUM_HEAD
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -117,18 +118,27 @@ def launch(kernel: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     if not hasattr(kernel, "__getitem__"):
         raise TypeError(f"pass the @triton.jit kernel itself, got {type(kernel).__name__}")
     device = backend.device()
-    num_seqs, num_heads, head_dim = query.shape
-    _, block_size, kv_heads, _ = key.shape
+    num_seqs, num_heads = query.shape[:2]
     q = query.to(device).contiguous()
     k, v = (_guarded(t.to(device).contiguous(), float("nan")) for t in (key, value))
     table = _guarded(tables.to(device).contiguous(), -1)
     lens = seq_lens.to(device).contiguous()
     out = torch.full_like(q, float("nan"))
-    kernel[(num_seqs, num_heads)](
-        out, q, k, v, table, lens, head_dim**-0.5, tables.shape[1],
+    with warnings.catch_warnings():  # NaN read from a guard block: numpy warns, we report it
+        warnings.simplefilter("ignore", RuntimeWarning)
+        _launch(kernel, (num_seqs, num_heads), out, q, k, v, table, lens, tables.shape[1])
+    return out.cpu()
+
+
+def _launch(kernel: Any, grid: tuple[int, int], out: torch.Tensor, q: torch.Tensor,
+            k: torch.Tensor, v: torch.Tensor, table: torch.Tensor, lens: torch.Tensor,
+            max_blocks: int) -> None:  # fmt: skip
+    num_heads, head_dim = q.shape[1], q.shape[2]
+    block_size, kv_heads = k.shape[1], k.shape[2]
+    kernel[grid](
+        out, q, k, v, table, lens, head_dim**-0.5, max_blocks,
         NUM_HEADS=num_heads, NUM_KV_HEADS=kv_heads, BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
     )  # fmt: skip
-    return out.cpu()
 
 
 def _batch(lens: list[int], block_size: int, heads: int, kv_heads: int, dim: int,
@@ -189,6 +199,13 @@ def _diagnose(fn: Any, case: Case) -> str:
         f"sequence {seq}, head {head} (of {int(bad.sum())} wrong (sequence, head) pairs): "
         f"expected {_vec(case.expected[seq, head])}, got {_vec(got[seq, head])}"
     )
+    poisoned = fn(query, *_poison(key, value, tables, seq_lens), tables, seq_lens)
+    if bool(torch.isnan(poisoned[seq, head]).any()):
+        text += (
+            "\n            with every slot that holds none of its tokens set to NaN the answer is"
+            " NaN: it reads a block it does not own, a padding entry or slots past seq_len"
+            " (check the table lookup and the masks)."
+        )
     pages = -(-n // block_size)
     for k in range(1, pages + 1):
         cut = min(k * block_size, n)
@@ -213,6 +230,20 @@ def _diagnose(fn: Any, case: Case) -> str:
             )
             break
     return text
+
+
+def _poison(
+    key: torch.Tensor, value: torch.Tensor, tables: torch.Tensor, seq_lens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Copies of the caches with NaN in every slot that holds no token of the batch."""
+    block_size = key.shape[1]
+    used = torch.zeros(key.shape[:2], dtype=torch.bool)
+    for row, n in zip(tables.tolist(), seq_lens.tolist(), strict=True):
+        for pos in range(n):
+            used[row[pos // block_size], pos % block_size] = True
+    k, v = key.clone(), value.clone()
+    k[~used], v[~used] = float("nan"), float("nan")
+    return k, v
 
 
 def _block_hint(logical: int, filled: int, block_size: int, grows: bool, got: torch.Tensor) -> str:
