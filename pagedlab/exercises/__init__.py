@@ -19,7 +19,7 @@ from typing import Any
 
 from pagedlab.attention import backend
 from pagedlab.exercises import attention, blocks, serving, sharing
-from pagedlab.exercises.core import CheckResult, Exercise, forget_results, results
+from pagedlab.exercises.core import CheckResult, Exercise, forget_results, results, with_article
 
 _ALL: list[Exercise] = [
     *blocks.EXERCISES_01,
@@ -72,7 +72,7 @@ def stub(name: str) -> str:
     return (
         f"def my_{exercise.name}({', '.join(exercise.params)}):\n"
         f'    """{doc}"""\n'
-        f"    ...  # your code here: return a {exercise.returns}\n"
+        f"    ...  # your code here; the answer is {with_article(exercise.returns)}\n"
     )
 
 

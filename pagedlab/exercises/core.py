@@ -312,10 +312,9 @@ class Exercise:
                 if matches:
                     return mistake.hint
             if not _same_kind(case.expected, got):
-                return (
-                    f"the answer should be {_a(self.returns)}, got {_a(type(got).__name__)}. "
-                    + (self.hints[0] if self.hints else "")
-                ).strip()
+                wanted, kind = with_article(self.returns), with_article(type(got).__name__)
+                hint = self.hints[0] if self.hints else ""
+                return f"the answer should be {wanted}, got {kind}. {hint}".strip()
         elif case.expected is not None and self.hints:
             return self.hints[0]
         return self.hints[0] if self.hints else "compare your steps with the task text."
@@ -331,7 +330,7 @@ def _same_kind(expected: Any, got: Any) -> bool:
     return isinstance(got, type(expected)) or isinstance(expected, type(got))
 
 
-def _a(noun: str) -> str:
+def with_article(noun: str) -> str:
     return ("an " if noun[:1] in "aeiou" else "a ") + noun
 
 

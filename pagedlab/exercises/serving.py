@@ -214,7 +214,8 @@ EXERCISES_08 = [
         solution=pad_block_tables,
         mistakes=[
             Mistake(
-                "pad with -1: 0 is a real block id.",
+                "pad with -1 (pagedlab's padding): here 0 is a real block id. vLLM pads with 0 "
+                "because it reserves block 0 as a null block; pagedlab reserves none.",
                 lambda t: [r + [0] * (max(map(len, t)) - len(r)) for r in t],
             ),
             Mistake(
