@@ -20,7 +20,7 @@ RIGHT = "def my_blocks_needed(num_tokens, block_size):\n    return -(-num_tokens
 
 def _cell(page, code: str):  # type: ignore[no-untyped-def]
     """The code cell whose source contains ``code``."""
-    editor = page.locator(".jp-CodeCell .cm-content", has_text=code)
+    editor = page.locator(".cm-content", has_text=code)  # relative to the cell
     return page.locator(".jp-CodeCell", has=editor).first
 
 
