@@ -76,17 +76,23 @@ def nav(stem: str) -> str:
 PREDICT = {
     "02_block_table": (
         "a07e6854",
-        """from pagedlab import BlockTable
+        """from pagedlab import BlockAllocator, BlockTable
 from pagedlab.exercises.predict import Predict
-from pagedlab.explorers.allocation import seed_history
 
-# The answer, read off a copy of the scene the next cell builds (the same real allocator).
-pool_copy, _ = seed_history(num_blocks=8, block_size=4, finished=False)
+# The answer, from a replay of the next cell's history with the real allocator: A, B, C and D
+# take blocks 0-1, 2-3, 4 and 5-7; then C finishes, then A (its last block first).
+pool_copy = BlockAllocator(8, 4)
+a, b, c, d = (BlockTable(pool_copy) for _ in range(4))
+for table, tokens in ((a, 8), (b, 8), (c, 4), (d, 12)):
+    table.append_tokens(tokens)
+c.free()
+a.free()
+free_list = pool_copy.free_list()  # [4, 1, 0]
 seq_copy = BlockTable(pool_copy)
 seq_copy.append_tokens(5)
-Predict("Other requests hold blocks 2, 3, 5, 6 and 7, and the free list, front first, is "
-        "[4, 1, 0]. A new sequence of 5 tokens gets blocks of 4. Which physical block does "
-        "token 5 (position 4) land in?",
+Predict(f"Other requests hold blocks {b.blocks + d.blocks} and the free list, front first, "
+        f"is {free_list}. A new sequence of 5 tokens gets blocks of 4. Which physical block "
+        "does token 5 (position 4) land in?",
         answer=seq_copy.slot(4)[0],
         explain="Tokens 1-4 fill logical block 0, which took the first free block, 4; token 5 "
                 "starts logical block 1, which took the next one, 1.")""",
