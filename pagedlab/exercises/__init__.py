@@ -69,7 +69,8 @@ def stub(name: str) -> str:
     if exercise.stub_code:
         return exercise.stub_code
     doc = "\n    ".join(_wrap(exercise.task, 88))
-    return (
+    setup = f"{exercise.setup}\n\n\n" if exercise.setup else ""
+    return setup + (
         f"def my_{exercise.name}({', '.join(exercise.params)}):\n"
         f'    """{doc}"""\n'
         f"    ...  # your code here; the answer is {with_article(exercise.returns)}\n"

@@ -192,6 +192,7 @@ EXERCISES_03 = [
         returns="tuple[float, float, list[float]]",
         cases=_step_cases,
         solution=online_step,
+        setup="import math",
         compare=_step_equal,
         mistakes=[
             Mistake(

@@ -229,7 +229,8 @@ class Exercise:
     diagnose: Callable[[Callable[..., Any], Case], str] | None = None  # extra words on a miss
     adapt: Callable[[Any], Callable[..., Any]] | None = None  # learner's object -> a function
     todo: str = ""  # what "not done yet" asks for, when "write its body" is not enough
-    stub_code: str = field(default="", repr=False)  # the notebook's starter cell
+    stub_code: str = field(default="", repr=False)  # the notebook's starter cell, if not made
+    setup: str = ""  # imports the starter cell begins with (names the task refers to)
 
     def check(self, fn: Any) -> CheckResult:
         """Run ``fn`` on every case; the first wrong answer ends the check (never raises)."""

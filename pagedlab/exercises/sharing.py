@@ -263,6 +263,7 @@ EXERCISES_06 = [
         returns="list[str]",
         cases=_hash_cases,
         solution=chain_hashes,
+        setup="from pagedlab.memory.prefix_cache import ROOT_HASH, chain_hash",
         mistakes=[
             Mistake(
                 "not chained: each hash must cover the previous block's hash too.",
@@ -286,6 +287,7 @@ EXERCISES_06 = [
         returns="int",
         cases=_hits_cases,
         solution=prefix_hits,
+        setup="from pagedlab.memory.prefix_cache import block_hashes  # or my_chain_hashes",
         mistakes=[
             Mistake(
                 "the last prompt token is always computed: at most (len(prompt) - 1) // "
