@@ -310,3 +310,14 @@ def test_results_render_as_text_and_html() -> None:
     assert (
         "&lt;lambda&gt;" in result._repr_html_() and "offset counted from 1" in result._repr_html_()
     )
+
+
+def test_numpy_and_torch_scalars_count_as_numbers() -> None:
+    import numpy as np
+    import torch
+
+    assert EXERCISES["blocks_needed"].check(lambda n, b: np.int64(_ceil(n, b))).passed
+    assert EXERCISES["blocks_needed"].check(lambda n, b: torch.tensor(_ceil(n, b))).passed
+    assert EXERCISES["must_copy"].check(lambda n, b, h: np.bool_(n % b != 0 and h > 1)).passed
+    assert not EXERCISES["must_copy"].check(lambda n, b, h: np.int64(n % b != 0 and h > 1)).passed
+    assert not EXERCISES["blocks_needed"].check(lambda n, b: np.float64(_ceil(n, b))).passed

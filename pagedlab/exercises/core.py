@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import html
 import math
+import operator
 import signal
 import sys
 import threading
@@ -111,16 +112,17 @@ def short(value: Any, limit: int = 300) -> str:
 
 
 def equal(expected: Any, got: Any) -> bool:
-    """Exact equality, with the same type family (an int is not a float, a list not a tuple).
+    """Equal values of the same kind: a bool is not an int, an int not a float, a list not a
+    tuple. numpy and 0-d torch scalars count as the Python number they hold.
 
     Floats compare with a relative tolerance of 1e-4 (and NaN never matches).
     """
-    if isinstance(expected, bool) or isinstance(got, bool):
-        return type(expected) is type(got) and expected == got
+    if isinstance(expected, bool) or _is_bool(got):
+        return isinstance(expected, bool) and _is_bool(got) and expected == bool(got)
     if isinstance(expected, float):
-        return isinstance(got, (int, float)) and _close(expected, float(got))
+        return _is_number(got) and _close(expected, float(got))
     if isinstance(expected, int):
-        return isinstance(got, int) and expected == got
+        return _is_integer(got) and expected == int(got)
     if isinstance(expected, (list, tuple)):
         return (
             isinstance(got, type(expected))
@@ -128,6 +130,30 @@ def equal(expected: Any, got: Any) -> bool:
             and all(equal(e, g) for e, g in zip(expected, got, strict=True))
         )
     return bool(expected == got)
+
+
+def _is_bool(x: Any) -> bool:
+    return isinstance(x, bool) or str(getattr(x, "dtype", "")) in ("bool", "torch.bool")
+
+
+def _is_integer(x: Any) -> bool:
+    if _is_bool(x) or isinstance(x, float):
+        return False
+    try:
+        operator.index(x)
+    except TypeError:
+        return False
+    return True
+
+
+def _is_number(x: Any) -> bool:
+    if _is_bool(x) or isinstance(x, (str, bytes)):
+        return False
+    try:
+        float(x)
+    except (TypeError, ValueError):
+        return False
+    return getattr(x, "ndim", 0) == 0
 
 
 def _close(a: float, b: float) -> bool:
@@ -322,12 +348,12 @@ class Exercise:
 
 
 def _same_kind(expected: Any, got: Any) -> bool:
-    if isinstance(expected, bool) or isinstance(got, bool):
-        return type(expected) is type(got)
+    if isinstance(expected, bool) or _is_bool(got):
+        return isinstance(expected, bool) and _is_bool(got)
     if isinstance(expected, int):
-        return isinstance(got, int)
+        return _is_integer(got)
     if isinstance(expected, float):
-        return isinstance(got, (int, float))
+        return _is_number(got)
     return isinstance(got, type(expected)) or isinstance(expected, type(got))
 
 
