@@ -1,6 +1,6 @@
-"""Add (or refresh) the exercise cells, predict cells and previous/next links of notebooks 01-08.
+"""Add (or refresh) the exercise cells, predict cells and previous/next links of notebooks 01-09.
 
-Usage: python scripts/add_exercise_cells.py notebooks/0[1-8]_*.ipynb
+Usage: python scripts/add_exercise_cells.py notebooks/0[1-9]_*.ipynb
        then python scripts/execute_notebooks.py on the notebooks it changed.
 
 Only ever inserts new cells or rewrites the source of cells it inserted itself (their ids are
@@ -12,7 +12,7 @@ branch's version of a notebook; it puts these cells back in the same places:
 - a "Predict" cell before the key output named in PREDICT (skipped, with a note, if that cell
   is gone);
 - the "Exercises" section (task, stub, check per exercise of ``pagedlab.exercises``, then the
-  notebook's tally) appended before the final links cell.
+  notebook's tally) appended before the final links cell (notebooks with exercises: 01-08).
 """
 
 from __future__ import annotations
@@ -147,8 +147,11 @@ Predict("Orca (Max) reserves 2048 slots for every request. On the ShareGPT trace
 
 
 def exercise_cells(stem: str) -> list[dict[str, Any]]:
+    """The Exercises section, or nothing for a notebook without exercises (00, 09)."""
     number = stem[:2]
     exercises = in_notebook(number)
+    if not exercises:
+        return []
     intro = (
         "## Exercises\n\n"
         "Now build it yourself. Write each function in the cell under its task (replace the "

@@ -147,9 +147,10 @@ WRONG = {
         (lambda e, p, b: _hits(e, p, b, chained=False), "hashes are chained"),
     ],
     "reserved_slots": [
-        (lambda n, r, m: min(1 << n.bit_length(), m) if r == "pow2" else (m if r == "max" else n), "its own"),
-        (lambda n, r, m: 1 << (n - 1).bit_length() if r == "pow2" else (m if r == "max" else n), "max_len"),
-        (lambda n, r, m: n, "inputs:"),
+        (lambda r, p, o, m: min(1 << (p + o - 1).bit_length(), m) if r == "pow2" else (m if r == "max" else p + o), "round only the output"),
+        (lambda r, p, o, m: min(p + (1 << o.bit_length()), m) if r == "pow2" else (m if r == "max" else p + o), "its own"),
+        (lambda r, p, o, m: p + (1 << (o - 1).bit_length()) if r == "pow2" else (m if r == "max" else p + o), "max_len"),
+        (lambda r, p, o, m: p + o, "inputs:"),
     ],
     "mix_memory": [
         (lambda ls, m, b: (len(ls) * m, sum(ls)), "whole blocks"),

@@ -18,19 +18,36 @@ from pagedlab.exercises.blocks import fresh_table
 from pagedlab.exercises.core import Case, Exercise, Mistake
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
-from pagedlab.simulate.memory import Policy
+from pagedlab.simulate import memory as simulate_memory
 
 NB07, NB08 = "07_memory_at_scale", "08_to_vllm"
+RESERVES = ("max", "pow2", "oracle")
 
 
 # --- 07 · memory at scale ----------------------------------------------------------------------
-def reserved_slots(final_len: int, reserve: str, max_len: int) -> int:
-    """Contiguous slots an Orca-style system reserves for a request of ``final_len`` tokens."""
+def reserved_slots(reserve: str, prompt_len: int, output_len: int, max_len: int) -> int:
+    """Contiguous slots an Orca baseline reserves for one request (the paper's §6.1)."""
     if reserve == "max":
         return max_len
+    if reserve == "pow2":  # the output rounded up to a power of two: at most 2x over
+        return min(prompt_len + (1 << (output_len - 1).bit_length()), max_len)
+    return prompt_len + output_len  # "oracle": exactly the true length
+
+
+def orca_reservation(reserve: str, prompt_len: int, output_len: int, max_len: int) -> int:
+    """The reservation as :mod:`pagedlab.simulate.memory` computes it.
+
+    Uses its ``reserved_slots`` (the §6.1 baselines). A pagedlab without it has only
+    ``Policy.reservation(final_len)``, right for "max" and "oracle" but rounding prompt and
+    output up together for "pow2"; there the paper's rule is applied to the output here.
+    """
+    real = getattr(simulate_memory, "reserved_slots", None)
+    if real is not None:
+        return int(real(reserve, prompt_len, output_len, max_len))
     if reserve == "pow2":
-        return min(1 << (final_len - 1).bit_length(), max_len)
-    return final_len  # "oracle": exactly the final length
+        return min(prompt_len + (1 << (output_len - 1).bit_length()), max_len)
+    policy = simulate_memory.Policy(reserve, reserve=reserve, max_len=max_len)
+    return int(policy.reservation(np.array([prompt_len + output_len]))[0])
 
 
 def mix_memory(lengths: list[int], max_len: int, block_size: int) -> tuple[int, int]:
@@ -39,33 +56,32 @@ def mix_memory(lengths: list[int], max_len: int, block_size: int) -> tuple[int, 
 
 
 def _reserve_cases() -> list[Case]:
-    specs = [(5, "pow2", 2048), (4, "pow2", 2048), (1, "pow2", 2048), (1500, "pow2", 2048),
-             (2048, "pow2", 2048), (300, "max", 2048), (300, "oracle", 2048),
-             (100, "pow2", 64)]  # fmt: skip
+    specs = [("pow2", 100, 25, 2048), ("max", 100, 25, 2048), ("oracle", 100, 25, 2048),
+             ("pow2", 10, 32, 2048), ("pow2", 1, 1, 2048), ("pow2", 1500, 520, 2048),
+             ("pow2", 7, 33, 64), ("oracle", 1, 2047, 2048)]  # fmt: skip
     rng = random.Random(701)
-    specs += [
-        (rng.randint(1, 2048), rng.choice(["max", "pow2", "oracle"]), 2048) for _ in range(24)
-    ]
+    for _ in range(24):
+        prompt = rng.randint(1, 1200)
+        specs.append((rng.choice(RESERVES), prompt, rng.randint(1, 2048 - prompt), 2048))
     cases = []
-    for i, (n, reserve, max_len) in enumerate(specs):
-        policy = Policy(reserve, reserve=reserve, max_len=max(max_len, 2))
-        expected = int(policy.reservation(np.array([n]))[0])
-        cases.append(Case((n, reserve, max_len), expected, kind="fixed" if i < 8 else "generated"))
+    for i, (reserve, p, o, max_len) in enumerate(specs):
+        expected = orca_reservation(reserve, p, o, max_len)
+        cases.append(
+            Case((reserve, p, o, max_len), expected, kind="fixed" if i < 8 else "generated")
+        )
     return cases
 
 
 def _mix_cases() -> list[Case]:
-    specs = [([5], 2048, 4), ([300, 56, 1000], 2048, 16), ([16, 32], 64, 16), ([1, 2, 3], 8, 1)]
+    specs = [([5], 2048, 4), ([300, 56, 1000], 2048, 16), ([16, 32], 64, 16), ([2, 3, 4], 8, 1)]
     rng = random.Random(702)
     specs += [
-        ([rng.randint(1, 2048) for _ in range(rng.randint(1, 8))], 2048, rng.choice([8, 16, 32]))
+        ([rng.randint(2, 2048) for _ in range(rng.randint(1, 8))], 2048, rng.choice([8, 16, 32]))
         for _ in range(16)
     ]
     cases = []
     for i, (lengths, max_len, size) in enumerate(specs):
-        reserved = int(
-            Policy("max", reserve="max", max_len=max_len).reservation(np.array(lengths)).sum()
-        )
+        reserved = sum(orca_reservation("max", 1, n - 1, max_len) for n in lengths)
         paged = sum(fresh_table(n, size).num_slots for n in lengths)
         cases.append(
             Case(
@@ -79,34 +95,43 @@ EXERCISES_07 = [
     Exercise(
         name="reserved_slots",
         notebook=NB07,
-        task="How many contiguous slots does Orca reserve for a request that ends with final_len "
-        'tokens? reserve is "max" (max_len), "pow2" (the next power of two, at most max_len) or '
-        '"oracle" (exactly final_len).',
-        params=("final_len", "reserve", "max_len"),
+        task="How many contiguous slots does an Orca baseline reserve for a request of "
+        'prompt_len prompt tokens and output_len output tokens (§6.1)? reserve is "max" '
+        '(max_len), "pow2" (the prompt plus the output rounded up to a power of two, at most '
+        'max_len) or "oracle" (exactly prompt_len + output_len).',
+        params=("reserve", "prompt_len", "output_len", "max_len"),
         returns="int",
         cases=_reserve_cases,
         solution=reserved_slots,
         mistakes=[
             Mistake(
-                "the next power of two at or above final_len: a power of two is its own.",
-                lambda n, r, m: (
-                    reserved_slots(n + 1, r, m) if r == "pow2" else reserved_slots(n, r, m)
+                "round only the output up: the prompt is known, so it is reserved exactly.",
+                lambda r, p, o, m: (
+                    min(1 << (p + o - 1).bit_length(), m)
+                    if r == "pow2"
+                    else reserved_slots(r, p, o, m)
                 ),
             ),
             Mistake(
-                "rounded down: the reservation must hold all final_len tokens.",
-                lambda n, r, m: (
-                    min(1 << (n.bit_length() - 1), m) if r == "pow2" else reserved_slots(n, r, m)
+                "the next power of two at or above output_len: a power of two is its own.",
+                lambda r, p, o, m: (
+                    min(p + (1 << o.bit_length()), m) if r == "pow2" else reserved_slots(r, p, o, m)
                 ),
             ),
             Mistake(
                 "never reserve more than max_len.",
-                lambda n, r, m: (
-                    1 << (n - 1).bit_length() if r == "pow2" else reserved_slots(n, r, m)
+                lambda r, p, o, m: (
+                    p + (1 << (o - 1).bit_length()) if r == "pow2" else reserved_slots(r, p, o, m)
+                ),
+            ),
+            Mistake(
+                "the prompt's tokens need slots too.",
+                lambda r, p, o, m: (
+                    m if r == "max" else (min(1 << (o - 1).bit_length(), m) if r == "pow2" else o)
                 ),
             ),
         ],
-        hints=["pow2: 1 << (final_len - 1).bit_length(), capped at max_len."],
+        hints=["pow2: prompt_len + (1 << (output_len - 1).bit_length()), capped at max_len."],
     ),
     Exercise(
         name="mix_memory",
