@@ -51,8 +51,11 @@ class Predict(widgets.VBox):
             self.entry = widgets.Text(
                 value="", placeholder="your prediction", layout=widgets.Layout(width="16em")
             )
-        self.check_button = widgets.Button(description="Check my prediction", button_style="info")
-        self.show_button = widgets.Button(description="Just show me")
+        fit = widgets.Layout(width="auto")  # the whole label, never cut short
+        self.check_button = widgets.Button(
+            description="Check my prediction", button_style="info", layout=fit
+        )
+        self.show_button = widgets.Button(description="Just show me", layout=fit)
         self.feedback = widgets.HTML(value="")
         self.check_button.on_click(lambda _: self._safely(self.reveal_guess))
         self.show_button.on_click(lambda _: self._safely(self.show))

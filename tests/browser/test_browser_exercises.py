@@ -65,3 +65,29 @@ def test_wrong_answer_then_right_answer(notebooks: NotebookPages) -> None:
     wait_until(lambda: "1 of 3 done" in _output(tally), lambda: _output(tally), "1 of 3 done")
     assert not problems(page), problems(page)
     assert not notebook.page_errors, notebook.page_errors
+
+
+PREDICT_NOTEBOOK = "05_sharing.ipynb"
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(
+    not (NOTEBOOKS_DIR / PREDICT_NOTEBOOK).exists(), reason=f"{PREDICT_NOTEBOOK} not found"
+)
+def test_predict_then_reveal(notebooks: NotebookPages) -> None:
+    notebook = notebooks.open(f"notebooks/{PREDICT_NOTEBOOK}")
+    page = notebook.page
+    widget = page.locator(".widget-vbox", has=page.locator("text=Predict:")).first
+    entry = widget.locator("input[type=text]")
+    check = widget.get_by_role("button", name="Check my prediction")
+    feedback = widget.locator(".widget-html").last
+    assert text(feedback).strip() == ""  # unanswered until asked
+
+    for guess, expect in (("2, 2, 1", "✗ not quite"), ("2, 1, 1", "✓ right")):
+        entry.fill(guess)
+        entry.press("Enter")  # a Text widget sends its value on Enter (continuous_update)
+        check.click()
+        got = wait_until(lambda e=expect: e in text(feedback), lambda: text(feedback), expect)
+        assert "The answer: 2, 1, 1" in got
+    notebook.shot("predict-revealed", widget)
+    assert not problems(page), problems(page)
