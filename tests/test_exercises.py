@@ -322,3 +322,23 @@ def test_numpy_and_torch_scalars_count_as_numbers() -> None:
     assert EXERCISES["must_copy"].check(lambda n, b, h: np.bool_(n % b != 0 and h > 1)).passed
     assert not EXERCISES["must_copy"].check(lambda n, b, h: np.int64(n % b != 0 and h > 1)).passed
     assert not EXERCISES["blocks_needed"].check(lambda n, b: np.float64(_ceil(n, b))).passed
+
+
+def test_an_error_names_the_learners_line() -> None:
+    def buggy(num_tokens: int, block_size: int) -> int:
+        blocks = num_tokens / 0
+        return int(blocks)
+
+    message = EXERCISES["blocks_needed"].check(buggy).message
+    assert "it raised ZeroDivisionError: division by zero" in message
+    assert "at line " in message and "blocks = num_tokens / 0" in message
+
+
+def test_the_alarm_and_its_handler_are_restored() -> None:
+    import signal
+
+    before = signal.getsignal(signal.SIGALRM)
+    EXERCISES["blocks_needed"].check(_raises)
+    dataclasses.replace(EXERCISES["slot"], budget_s=0.2).check(_forever)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is before

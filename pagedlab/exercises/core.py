@@ -17,10 +17,7 @@ Invariants
     * A function that raises ``NotImplementedError`` or returns ``None`` on the first case is
       "not done yet" (a stub), not wrong.
 
-The time budget: in the main thread on a system with ``SIGALRM`` (Linux, macOS: also inside a
-Jupyter kernel, which runs cells in its main thread) a real-time alarm interrupts the learner's
-code; elsewhere a ``sys.settrace`` hook checks the clock on every line it runs (it cannot stop a
-long call into C code, which the alarm can, once that call returns to Python).
+The time budget and the exception handling live in :mod:`pagedlab.exercises.sandbox`.
 """
 
 from __future__ import annotations
@@ -29,20 +26,13 @@ import copy
 import html
 import math
 import operator
-import signal
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pagedlab.exercises.sandbox import Outcome, _in_chain, raised_at, run_limited
+
 PASSED, FAILED, TODO = "passed", "failed", "not done"
-
-
-class _OutOfTime(BaseException):  # not an Exception: a learner's ``except Exception`` misses it
-    pass
 
 
 @dataclass(frozen=True)
@@ -162,69 +152,6 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
 
 
-@contextmanager
-def time_budget(seconds: float) -> Iterator[None]:
-    """Raise :class:`_OutOfTime` inside the block once ``seconds`` have passed."""
-    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
-
-        def on_alarm(signum: int, frame: Any) -> None:
-            raise _OutOfTime
-
-        previous = signal.signal(signal.SIGALRM, on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-        try:
-            yield
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-        return
-    deadline = time.monotonic() + seconds
-
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        if time.monotonic() > deadline:
-            raise _OutOfTime
-        return tracer
-
-    previous_trace = sys.gettrace()
-    sys.settrace(tracer)
-    try:
-        yield
-    finally:
-        sys.settrace(previous_trace)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    value: Any = None
-    error: BaseException | None = None
-    timed_out: bool = False
-
-
-def run_limited(fn: Callable[..., Any], args: Sequence[Any], seconds: float) -> Outcome:
-    """``fn(*args)`` within ``seconds``; every exception is caught and returned."""
-    try:
-        with time_budget(seconds):
-            value = fn(*args)
-        return Outcome(value=value)
-    except _OutOfTime:
-        return Outcome(timed_out=True)
-    except BaseException as error:  # the learner's code may raise anything
-        if _in_chain(error, _OutOfTime):
-            return Outcome(timed_out=True)
-        return Outcome(error=error)
-
-
-def _in_chain(error: BaseException, kind: type[BaseException]) -> bool:
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, kind):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
-
-
 def _is_stub_error(error: BaseException) -> bool:
     return _in_chain(error, NotImplementedError) or "NotImplementedError" in short(error, 2000)
 
@@ -311,8 +238,10 @@ class Exercise:
                 "  hint:     a loop that never ends? Check its condition and that it advances."
             )
         if outcome.error is not None:
-            error = f"{type(outcome.error).__name__}: {short(str(outcome.error), 200)}"
-            return f"  got:      it raised {error}\n  hint:     {self._hint(case, None)}"
+            error = f"{type(outcome.error).__name__}: {_error_text(outcome.error)}"
+            where = raised_at(outcome.error)
+            at = f"\n            at {where}" if where else ""
+            return f"  got:      it raised {error}{at}\n  hint:     {self._hint(case, None)}"
         got = outcome.value
         try:
             right = bool(self.compare(case.expected, got))
@@ -345,6 +274,14 @@ class Exercise:
         elif case.expected is not None and self.hints:
             return self.hints[0]
         return self.hints[0] if self.hints else "compare your steps with the task text."
+
+
+def _error_text(error: BaseException, limit: int = 200) -> str:
+    try:
+        text = str(error)
+    except BaseException:  # an exception whose __str__ raises
+        return "(its message could not be read)"
+    return text if len(text) <= limit else text[: limit - 4] + " ..."
 
 
 def _same_kind(expected: Any, got: Any) -> bool:
