@@ -82,15 +82,15 @@ from pagedlab.exercises.predict import Predict
 # The answer, from a replay of the next cell's history with the real allocator: A, B, C and D
 # take blocks 0-1, 2-3, 4 and 5-7; then C finishes, then A (its last block first).
 pool_copy = BlockAllocator(8, 4)
-a, b, c, d = (BlockTable(pool_copy) for _ in range(4))
-for table, tokens in ((a, 8), (b, 8), (c, 4), (d, 12)):
+req_a, req_b, req_c, req_d = (BlockTable(pool_copy) for _ in range(4))
+for table, tokens in ((req_a, 8), (req_b, 8), (req_c, 4), (req_d, 12)):
     table.append_tokens(tokens)
-c.free()
-a.free()
+req_c.free()
+req_a.free()
 free_list = pool_copy.free_list()  # [4, 1, 0]
 seq_copy = BlockTable(pool_copy)
 seq_copy.append_tokens(5)
-Predict(f"Other requests hold blocks {b.blocks + d.blocks} and the free list, front first, "
+Predict(f"Other requests hold blocks {req_b.blocks + req_d.blocks} and the free list, front first, "
         f"is {free_list}. A new sequence of 5 tokens gets blocks of 4. Which physical block "
         "does token 5 (position 4) land in?",
         answer=seq_copy.slot(4)[0],
