@@ -1,0 +1,141 @@
+"""Graded exercises: the learner writes a piece of the mechanism, pagedlab grades it.
+
+``EXERCISES[name].check(fn)`` runs ``fn`` on fixed and seeded cases whose answers come from the
+real allocator, block tables, prefix cache and kernels, and returns a result that names the
+first failing case (inputs, expected, got, and a hint for the common mistake). It never
+raises. ``EXERCISES[name].solution`` is a reference solution; ``solution(name)`` shows its
+source. ``progress("01")`` counts the exercises of notebook 01 passed in this kernel.
+
+Each notebook 01-08 has two or three exercises, in the notebook's order; ``stub(name)`` is the
+starter cell a notebook holds. Importing this package imports torch, not ipywidgets
+(``pagedlab.exercises.predict`` holds the predict-then-reveal widget).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+from pagedlab.attention import backend
+from pagedlab.exercises import attention, blocks, serving, sharing
+from pagedlab.exercises.core import CheckResult, Exercise, forget_results, results, with_article
+
+_ALL: list[Exercise] = [
+    *blocks.EXERCISES_01,
+    *blocks.EXERCISES_02,
+    *attention.EXERCISES_03,
+    *attention.EXERCISES_04,
+    *sharing.EXERCISES_05,
+    *sharing.EXERCISES_06,
+    *serving.EXERCISES_07,
+    *serving.EXERCISES_08,
+]
+if backend.BACKEND != "unavailable":  # the Triton puzzle needs triton (Linux x86_64)
+    from pagedlab.exercises import triton_puzzle
+
+    _ALL.insert(_ALL.index(attention.EXERCISES_04[-1]) + 1, triton_puzzle.make_exercise())
+
+EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in _ALL}
+
+
+def _exercise(name: str) -> Exercise:
+    if name not in EXERCISES:
+        raise ValueError(f"no exercise named {name!r}; there are: {', '.join(EXERCISES)}")
+    return EXERCISES[name]
+
+
+class Source(str):
+    """Code shown as code in a notebook (its repr is the text itself)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
+
+
+def solution(name: str) -> Source:
+    """The reference solution of exercise ``name``, as source code."""
+    exercise = _exercise(name)
+    target = exercise.solution
+    target = getattr(target, "fn", target)  # a @triton.jit kernel wraps its Python function
+    return Source(inspect.getsource(target))
+
+
+def stub(name: str) -> str:
+    """The starter cell of exercise ``name``: a function whose body is still ``...``."""
+    exercise = _exercise(name)
+    if exercise.stub_code:
+        return exercise.stub_code
+    doc = "\n    ".join(_wrap(exercise.task, 88))
+    setup = f"{exercise.setup}\n\n\n" if exercise.setup else ""
+    return setup + (
+        f"def my_{exercise.name}({', '.join(exercise.params)}):\n"
+        f'    """{doc}"""\n'
+        f"    ...  # your code here; the answer is {with_article(exercise.returns)}\n"
+    )
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return [*lines, line]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How many of a notebook's exercises passed in this kernel."""
+
+    notebook: str
+    done: tuple[str, ...]
+    todo: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        total = len(self.done) + len(self.todo)
+        line = f"exercises in this notebook: {len(self.done)} of {total} done"
+        if self.todo:
+            line += f" (to do: {', '.join(self.todo)})"
+        return line
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text)
+
+
+def in_notebook(notebook: str) -> list[Exercise]:
+    """The exercises of the notebook whose file name starts with ``notebook`` (e.g. "01")."""
+    return [e for e in _ALL if e.notebook.startswith(notebook)]
+
+
+def progress(notebook: str) -> Progress:
+    """Exercises of ``notebook`` whose latest check in this kernel passed, and the rest."""
+    passed = results()
+    names = [e.name for e in in_notebook(notebook)]
+    return Progress(
+        notebook,
+        tuple(n for n in names if passed.get(n)),
+        tuple(n for n in names if not passed.get(n)),
+    )
+
+
+__all__ = [
+    "EXERCISES",
+    "CheckResult",
+    "Exercise",
+    "Progress",
+    "forget_results",
+    "in_notebook",
+    "progress",
+    "results",
+    "solution",
+    "stub",
+]

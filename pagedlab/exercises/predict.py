@@ -1,0 +1,110 @@
+"""Predict, then reveal: a small widget that asks for the learner's guess before showing a result.
+
+``Predict(question, answer, explain)`` shows the question, an entry (a text box, or a dropdown
+when ``choices`` are given) and two buttons. "Check my prediction" compares the guess with the
+answer and shows ✓ or ✗ with the answer and ``explain``; "Just show me" reveals it without a
+guess. Until then the answer is not on the page (a saved notebook shows the unanswered state).
+
+Answers are ints (the guess is read as an int), lists of ints (every integer in the guess, in
+order: "2, 1, 1" or "[2 1 1]") or one of ``choices``. The answer is computed by the notebook
+cell from the real objects before the widget is made; the widget only reads it.
+
+Invariants: a callback changes only this widget's own ``feedback.value`` (no printing, no
+``with out:``, so nbval sees the same outputs in every run), never raises (an unreadable guess
+asks again), and touches no pagedlab state, so nothing a prediction does can break a later cell.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import ipywidgets as widgets
+
+ASK = "Type your prediction, then check it."
+
+
+class Predict(widgets.VBox):
+    """A question, an entry for the guess, and a reveal that says ✓ or ✗."""
+
+    def __init__(
+        self,
+        question: str,
+        answer: int | list[int] | str,
+        explain: str = "",
+        choices: Sequence[str] | None = None,
+    ) -> None:
+        if choices is not None and answer not in choices:
+            raise ValueError(f"answer {answer!r} is not one of the choices {list(choices)!r}")
+        self.answer = answer
+        self.explain = explain
+        self.entry: widgets.ValueWidget
+        if choices is not None:
+            self.entry = widgets.Dropdown(
+                options=[("choose ...", "")] + [(c, c) for c in choices],
+                value="",
+                layout=widgets.Layout(width="16em"),
+            )
+        else:
+            self.entry = widgets.Text(
+                value="", placeholder="your prediction", layout=widgets.Layout(width="16em")
+            )
+        fit = widgets.Layout(width="auto")  # the whole label, never cut short
+        self.check_button = widgets.Button(
+            description="Check my prediction", button_style="info", layout=fit
+        )
+        self.show_button = widgets.Button(description="Just show me", layout=fit)
+        self.feedback = widgets.HTML(value="")
+        self.check_button.on_click(lambda _: self._safely(self.reveal_guess))
+        self.show_button.on_click(lambda _: self._safely(self.show))
+        prompt = widgets.HTML(value=f"<b>Predict:</b> {html.escape(question)}")
+        row = widgets.HBox([self.entry, self.check_button, self.show_button])
+        super().__init__([prompt, row, self.feedback])
+
+    # --- reading a guess -------------------------------------------------------------------
+    def parse(self, guess: str) -> int | list[int] | str | None:
+        """The guess in the answer's type, or None if it cannot be read as one."""
+        text = str(guess).strip()
+        if not text:
+            return None
+        if isinstance(self.answer, str):
+            return text
+        numbers = [int(n) for n in re.findall(r"-?\d+", text)]
+        if isinstance(self.answer, list):
+            return numbers or None
+        return numbers[0] if len(numbers) == 1 else None
+
+    def verdict(self, guess: str) -> bool | None:
+        """True / False for a readable guess, None for one that cannot be read."""
+        value = self.parse(guess)
+        return None if value is None else value == self.answer
+
+    # --- callbacks: only feedback.value changes --------------------------------------------
+    def reveal_guess(self) -> None:
+        right = self.verdict(str(self.entry.value))
+        if right is None:
+            kind = "a choice" if isinstance(self.answer, str) else "a number"
+            if isinstance(self.answer, list):
+                kind = "numbers (e.g. 2, 1)"
+            self.feedback.value = f"<i>{html.escape(ASK)} (expected {kind})</i>"
+            return
+        mark = "✓ right" if right else f"✗ not quite: you said {html.escape(str(self.entry.value))}"
+        self.feedback.value = f"<b>{mark}.</b> {self._answer_text()}"
+
+    def show(self) -> None:
+        self.feedback.value = self._answer_text()
+
+    def _answer_text(self) -> str:
+        answer = (
+            self.answer if not isinstance(self.answer, list) else ", ".join(map(str, self.answer))
+        )
+        text = f"The answer: <b>{html.escape(str(answer))}</b>."
+        return text + (f" {html.escape(self.explain)}" if self.explain else "")
+
+    def _safely(self, action: Any) -> None:
+        try:
+            action()
+        except Exception as error:  # a widget never shows a traceback
+            self.feedback.value = f"<i>could not check that: {html.escape(str(error))}</i>"

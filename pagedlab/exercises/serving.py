@@ -1,0 +1,290 @@
+"""Exercises of notebooks 07 (memory at scale) and 08 (from pagedlab to vLLM).
+
+Expected answers come from :class:`pagedlab.simulate.memory.Policy` (the reservations of the
+paper's Fig. 2), from real block tables, from :func:`pagedlab.block_tables_tensor` and from
+:func:`pagedlab.attention.batch.batch_slot_mapping`.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+from pagedlab.attention.batch import batch_slot_mapping
+from pagedlab.attention.ops import block_tables_tensor
+from pagedlab.exercises.blocks import fresh_table
+from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.memory.allocator import BlockAllocator
+from pagedlab.memory.block_table import BlockTable
+from pagedlab.simulate import memory as simulate_memory
+
+NB07, NB08 = "07_memory_at_scale", "08_to_vllm"
+RESERVES = ("max", "pow2", "oracle")
+
+
+# --- 07 · memory at scale ----------------------------------------------------------------------
+def reserved_slots(reserve: str, prompt_len: int, output_len: int, max_len: int) -> int:
+    """Contiguous slots an Orca baseline reserves for one request (the paper's §6.1)."""
+    if reserve == "max":
+        return max_len
+    if reserve == "pow2":  # the output rounded up to a power of two: at most 2x over
+        return min(prompt_len + (1 << (output_len - 1).bit_length()), max_len)
+    return prompt_len + output_len  # "oracle": exactly the true length
+
+
+def orca_reservation(reserve: str, prompt_len: int, output_len: int, max_len: int) -> int:
+    """The reservation as :mod:`pagedlab.simulate.memory` computes it.
+
+    Uses its ``reserved_slots`` (the §6.1 baselines). A pagedlab without it has only
+    ``Policy.reservation(final_len)``, right for "max" and "oracle" but rounding prompt and
+    output up together for "pow2"; there the paper's rule is applied to the output here.
+    """
+    real = getattr(simulate_memory, "reserved_slots", None)
+    if real is not None:
+        return int(real(reserve, prompt_len, output_len, max_len))
+    if reserve == "pow2":
+        return min(prompt_len + (1 << (output_len - 1).bit_length()), max_len)
+    policy = simulate_memory.Policy(reserve, reserve=reserve, max_len=max_len)
+    return int(policy.reservation(np.array([prompt_len + output_len]))[0])
+
+
+def mix_memory(lengths: list[int], max_len: int, block_size: int) -> tuple[int, int]:
+    """(slots Orca (Max) reserves, slots paging holds) for requests of these final lengths."""
+    return len(lengths) * max_len, sum(-(-n // block_size) * block_size for n in lengths)
+
+
+def _reserve_cases() -> list[Case]:
+    specs = [("pow2", 100, 25, 2048), ("max", 100, 25, 2048), ("oracle", 100, 25, 2048),
+             ("pow2", 10, 32, 2048), ("pow2", 1, 1, 2048), ("pow2", 1500, 520, 2048),
+             ("pow2", 7, 33, 64), ("oracle", 1, 2047, 2048)]  # fmt: skip
+    rng = random.Random(701)
+    for _ in range(24):
+        prompt = rng.randint(1, 1200)
+        specs.append((rng.choice(RESERVES), prompt, rng.randint(1, 2048 - prompt), 2048))
+    cases = []
+    for i, (reserve, p, o, max_len) in enumerate(specs):
+        expected = orca_reservation(reserve, p, o, max_len)
+        cases.append(
+            Case((reserve, p, o, max_len), expected, kind="fixed" if i < 8 else "generated")
+        )
+    return cases
+
+
+def _mix_cases() -> list[Case]:
+    specs = [([5], 2048, 4), ([300, 56, 1000], 2048, 16), ([16, 32], 64, 16), ([2, 3, 4], 8, 1)]
+    rng = random.Random(702)
+    specs += [
+        ([rng.randint(2, 2048) for _ in range(rng.randint(1, 8))], 2048, rng.choice([8, 16, 32]))
+        for _ in range(16)
+    ]
+    cases = []
+    for i, (lengths, max_len, size) in enumerate(specs):
+        reserved = sum(orca_reservation("max", 1, n - 1, max_len) for n in lengths)
+        paged = sum(fresh_table(n, size).num_slots for n in lengths)
+        cases.append(
+            Case(
+                (lengths, max_len, size), (reserved, paged), kind="fixed" if i < 4 else "generated"
+            )
+        )
+    return cases
+
+
+EXERCISES_07 = [
+    Exercise(
+        name="reserved_slots",
+        notebook=NB07,
+        task="How many contiguous slots does an Orca baseline reserve for a request of "
+        'prompt_len prompt tokens and output_len output tokens (§6.1)? reserve is "max" '
+        '(max_len), "pow2" (the prompt plus the output rounded up to a power of two, at most '
+        'max_len) or "oracle" (exactly prompt_len + output_len).',
+        params=("reserve", "prompt_len", "output_len", "max_len"),
+        returns="int",
+        cases=_reserve_cases,
+        solution=reserved_slots,
+        mistakes=[
+            Mistake(
+                "round only the output up: the prompt is known, so it is reserved exactly.",
+                lambda r, p, o, m: (
+                    min(1 << (p + o - 1).bit_length(), m)
+                    if r == "pow2"
+                    else reserved_slots(r, p, o, m)
+                ),
+            ),
+            Mistake(
+                "the next power of two at or above output_len: a power of two is its own.",
+                lambda r, p, o, m: (
+                    min(p + (1 << o.bit_length()), m) if r == "pow2" else reserved_slots(r, p, o, m)
+                ),
+            ),
+            Mistake(
+                "never reserve more than max_len.",
+                lambda r, p, o, m: (
+                    p + (1 << (o - 1).bit_length()) if r == "pow2" else reserved_slots(r, p, o, m)
+                ),
+            ),
+            Mistake(
+                "the prompt's tokens need slots too.",
+                lambda r, p, o, m: (
+                    m if r == "max" else (min(1 << (o - 1).bit_length(), m) if r == "pow2" else o)
+                ),
+            ),
+        ],
+        hints=["pow2: prompt_len + (1 << (output_len - 1).bit_length()), capped at max_len."],
+    ),
+    Exercise(
+        name="mix_memory",
+        notebook=NB07,
+        task="Requests end with these lengths. Return (slots Orca (Max) reserves for them, slots "
+        "paged memory holds for them in blocks of block_size).",
+        params=("lengths", "max_len", "block_size"),
+        returns="tuple[int, int]",
+        cases=_mix_cases,
+        solution=mix_memory,
+        mistakes=[
+            Mistake(
+                "paging holds whole blocks: round each request up to block_size.",
+                lambda ls, m, b: (len(ls) * m, sum(ls)),
+            ),
+            Mistake(
+                "forgot the partly filled last block of each request.",
+                lambda ls, m, b: (len(ls) * m, sum(n // b * b for n in ls)),
+            ),
+            Mistake(
+                "Orca (Max) reserves max_len per request, whatever its length.",
+                lambda ls, m, b: (sum(ls), mix_memory(ls, m, b)[1]),
+            ),
+        ],
+        hints=["Orca (Max): max_len each; paging: ceil(n / block_size) * block_size each."],
+    ),
+]
+
+
+# --- 08 · one decode batch, as an engine packs it ------------------------------------------------
+def pad_block_tables(tables: list[list[int]]) -> list[list[int]]:
+    """Rows padded with -1 to the longest row (the int32 tensor an engine sends, as lists)."""
+    width = max(len(row) for row in tables)
+    return [row + [-1] * (width - len(row)) for row in tables]
+
+
+def pack_decode(
+    tables: list[list[int]], num_tokens: list[int], block_size: int
+) -> tuple[list[list[int]], list[int], list[int]]:
+    """(padded block tables, seq_lens, slot of each sequence's newest token) for one decode step."""
+    slots = [
+        row[(n - 1) // block_size] * block_size + (n - 1) % block_size
+        for row, n in zip(tables, num_tokens, strict=True)
+    ]
+    return pad_block_tables(tables), list(num_tokens), slots
+
+
+def _lockstep(lengths: list[int], block_size: int) -> list[BlockTable]:
+    """Tables grown one token per step in lockstep (as in decode): their blocks interleave."""
+    pool = BlockAllocator(sum(-(-n // block_size) for n in lengths), block_size)
+    tables = [BlockTable(pool) for _ in lengths]
+    for step in range(max(lengths)):
+        for table, n in zip(tables, lengths, strict=True):
+            if n > step:
+                table.append_tokens()
+    return tables
+
+
+def _batch_specs(seed: int) -> list[tuple[list[int], int]]:
+    specs = [([5, 3, 9], 4), ([4, 8], 4), ([1], 16), ([17, 2, 33, 16], 16)]
+    rng = random.Random(seed)
+    return specs + [
+        ([rng.randint(1, 40) for _ in range(rng.randint(1, 5))], rng.choice([2, 4, 8]))
+        for _ in range(16)
+    ]
+
+
+def _pad_cases() -> list[Case]:
+    cases = []
+    for i, (lengths, size) in enumerate(_batch_specs(801)):
+        rows = [t.blocks for t in _lockstep(lengths, size)]
+        cases.append(
+            Case(
+                (rows,), block_tables_tensor(rows).tolist(), kind="fixed" if i < 4 else "generated"
+            )
+        )
+    return cases
+
+
+def _pack_cases() -> list[Case]:
+    cases = []
+    for i, (lengths, size) in enumerate(_batch_specs(802)):
+        tables = _lockstep(lengths, size)
+        rows = [t.blocks for t in tables]
+        padded = block_tables_tensor(rows)
+        seq_lens = torch.tensor(lengths, dtype=torch.int32)
+        every = batch_slot_mapping(padded, seq_lens, size).tolist()
+        ends = np.cumsum(lengths) - 1  # the newest token of each sequence
+        expected = (padded.tolist(), list(lengths), [every[e] for e in ends])
+        cases.append(
+            Case((rows, list(lengths), size), expected, kind="fixed" if i < 4 else "generated")
+        )
+    return cases
+
+
+EXERCISES_08 = [
+    Exercise(
+        name="pad_block_tables",
+        notebook=NB08,
+        task="Pack the block lists of a batch into one rectangle: pad every row with -1 to the "
+        "longest row's length.",
+        params=("tables",),
+        returns="list[list[int]]",
+        cases=_pad_cases,
+        solution=pad_block_tables,
+        mistakes=[
+            Mistake(
+                "pad with -1 (pagedlab's padding): here 0 is a real block id. vLLM pads with 0 "
+                "because it reserves block 0 as a null block; pagedlab reserves none.",
+                lambda t: [r + [0] * (max(map(len, t)) - len(r)) for r in t],
+            ),
+            Mistake(
+                "padding goes after a row's blocks: position i must stay logical block i.",
+                lambda t: [[-1] * (max(map(len, t)) - len(r)) + r for r in t],
+            ),
+        ],
+        hints=["width = the longest row; each row + [-1] * (width - len(row))."],
+    ),
+    Exercise(
+        name="pack_decode",
+        notebook=NB08,
+        task="One decode step: each sequence has just appended its newest token (num_tokens "
+        "counts it). Return (padded block tables, seq_lens, slot mapping with one entry per "
+        "sequence: the slot its newest token's K/V is written to).",
+        params=("tables", "num_tokens", "block_size"),
+        returns="tuple[list[list[int]], list[int], list[int]]",
+        cases=_pack_cases,
+        solution=pack_decode,
+        mistakes=[
+            Mistake(
+                "off by one: the newest token is at position num_tokens - 1.",
+                lambda t, n, b: (
+                    pad_block_tables(t),
+                    list(n),
+                    [
+                        r[k // b] * b + k % b if k // b < len(r) else -1
+                        for r, k in zip(t, n, strict=True)
+                    ],
+                ),
+            ),
+            Mistake(
+                "that is the logical slot: go through the table.",
+                lambda t, n, b: (pad_block_tables(t), list(n), [k - 1 for k in n]),
+            ),
+            Mistake(
+                "a decode step writes one token per sequence, not every position.",
+                lambda t, n, b: (
+                    pad_block_tables(t),
+                    list(n),
+                    [r[p // b] * b + p % b for r, k in zip(t, n, strict=True) for p in range(k)],
+                ),
+            ),
+        ],
+        hints=["slot = tables[i][(n - 1) // block_size] * block_size + (n - 1) % block_size."],
+    ),
+]

@@ -1,0 +1,296 @@
+"""The Triton puzzle of notebook 04: complete the paged kernel's inner loop.
+
+The learner gets a small ``@triton.jit`` kernel, one program per (sequence, query head), whose
+loop over the sequence's logical blocks is empty. They write the loop body: load the physical
+block id from the block table, load that block's K and V (masked: the last block may be partly
+filled), score it and fold it into the running max ``m``, sum ``l`` and accumulator ``acc``
+(online softmax). ``check(kernel)`` launches their kernel (in Triton's interpreter on a CPU,
+compiled on a GPU) on fixed and seeded batches and compares it with
+:func:`pagedlab.reference_attention`. On a mismatch it names the sequence and head, then reruns
+that sequence cut after 1, 2, ... blocks to find the first block whose fold goes wrong.
+
+Memory safety: the caches and the block table the kernel gets are views into larger buffers
+whose extra blocks hold NaN (and whose extra table entries are -1), so a kernel that reads a
+padding entry (-1) or one block too far reads NaN, shows up as a mismatch, and does not read
+memory it does not own.
+
+Layout the kernel sees (all contiguous): ``q`` and ``out`` ``[num_seqs, NUM_HEADS, HEAD_DIM]``;
+``k`` and ``v`` ``[num_blocks, BLOCK_SIZE, NUM_KV_HEADS, HEAD_DIM]``; ``table`` int32
+``[num_seqs, max_blocks]`` padded with -1; ``seq_lens`` int32 ``[num_seqs]``. ``BLOCK_SIZE`` and
+``HEAD_DIM`` are powers of two in every case.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+
+from pagedlab.attention import backend
+from pagedlab.attention.kernel_trace import trace_paged_attention
+from pagedlab.attention.ops import block_tables_tensor, reference_attention
+from pagedlab.exercises.attention import tensors_equal
+from pagedlab.exercises.core import Case, Exercise
+
+NB04 = "04_kernel_at_work"
+GUARD = 2  # NaN blocks before and after each cache (and -1 rows around the table)
+
+STUB = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def my_paged_kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_blocks,
+                    NUM_HEADS: tl.constexpr, NUM_KV_HEADS: tl.constexpr,
+                    BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
+    seq = tl.program_id(0)                              # one program per (sequence, head)
+    head = tl.program_id(1)
+    kv_head = head // (NUM_HEADS // NUM_KV_HEADS)       # grouped-query attention
+    seq_len = tl.load(seq_lens_ptr + seq)
+    offs_t = tl.arange(0, BLOCK_SIZE)                   # slots of one block
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + (seq * NUM_HEADS + head) * HEAD_DIM + offs_d) * scale
+    m = tl.max(tl.full([BLOCK_SIZE], float("-inf"), tl.float32), axis=0)   # running max
+    l = tl.sum(tl.zeros([BLOCK_SIZE], tl.float32), axis=0)                  # running sum
+    acc = tl.zeros([HEAD_DIM], tl.float32)                                  # running sum of p * v
+    for b in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):    # logical blocks, in order
+        # Your code: 1. the physical block of logical block b (table row `seq`, max_blocks wide)
+        #            2. which of its slots hold a token (b * BLOCK_SIZE + offs_t < seq_len)
+        #            3. load K and V [BLOCK_SIZE, HEAD_DIM] of kv_head from that block, masked;
+        #               element (block, slot, kv head, d) is at
+        #               ((block * BLOCK_SIZE + slot) * NUM_KV_HEADS + kv_head) * HEAD_DIM + d
+        #            4. scores = sum over d of q * k (masked slots: -inf)
+        #            5. the online-softmax update of m, l and acc
+        raise NotImplementedError("fill in the loop body")
+    tl.store(out_ptr + (seq * NUM_HEADS + head) * HEAD_DIM + offs_d, acc / l)
+"""
+
+
+def _solution_kernel() -> Any:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def paged_kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_blocks,
+                     NUM_HEADS: tl.constexpr, NUM_KV_HEADS: tl.constexpr,
+                     BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
+        seq = tl.program_id(0)
+        head = tl.program_id(1)
+        kv_head = head // (NUM_HEADS // NUM_KV_HEADS)
+        seq_len = tl.load(seq_lens_ptr + seq)
+        offs_t = tl.arange(0, BLOCK_SIZE)
+        offs_d = tl.arange(0, HEAD_DIM)
+        q = tl.load(q_ptr + (seq * NUM_HEADS + head) * HEAD_DIM + offs_d) * scale
+        m = tl.max(tl.full([BLOCK_SIZE], float("-inf"), tl.float32), axis=0)
+        l = tl.sum(tl.zeros([BLOCK_SIZE], tl.float32), axis=0)  # noqa: E741
+        acc = tl.zeros([HEAD_DIM], tl.float32)
+        for b in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):
+            physical = tl.load(table_ptr + seq * max_blocks + b)  # logical b -> physical
+            valid = b * BLOCK_SIZE + offs_t < seq_len  # the last block may be partly filled
+            slot = (physical * BLOCK_SIZE + offs_t[:, None]) * NUM_KV_HEADS + kv_head
+            offs = slot * HEAD_DIM + offs_d[None, :]
+            k = tl.load(k_ptr + offs, mask=valid[:, None], other=0.0)
+            v = tl.load(v_ptr + offs, mask=valid[:, None], other=0.0)
+            scores = tl.where(valid, tl.sum(k * q[None, :], axis=1), float("-inf"))
+            m_new = tl.maximum(m, tl.max(scores, axis=0))
+            alpha = tl.exp(m - m_new)  # 0 on the first block, < 1 when the max grows
+            p = tl.exp(scores - m_new)
+            l = l * alpha + tl.sum(p, axis=0)  # noqa: E741
+            acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
+            m = m_new
+        tl.store(out_ptr + (seq * NUM_HEADS + head) * HEAD_DIM + offs_d, acc / l)
+
+    return paged_kernel
+
+
+def _guarded(t: torch.Tensor, fill: float) -> torch.Tensor:
+    """``t`` copied into the middle of a buffer with GUARD extra leading-dim entries each side."""
+    shape = (t.shape[0] + 2 * GUARD, *t.shape[1:])
+    buffer = torch.full(shape, fill, dtype=t.dtype, device=t.device)
+    buffer[GUARD : GUARD + t.shape[0]] = t
+    return buffer[GUARD : GUARD + t.shape[0]]
+
+
+def launch(kernel: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+           tables: torch.Tensor, seq_lens: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """Run the learner's kernel on one batch; returns ``out`` (NaN where nothing was stored)."""
+    if not hasattr(kernel, "__getitem__"):
+        raise TypeError(f"pass the @triton.jit kernel itself, got {type(kernel).__name__}")
+    device = backend.device()
+    num_seqs, num_heads = query.shape[:2]
+    q = query.to(device).contiguous()
+    k, v = (_guarded(t.to(device).contiguous(), float("nan")) for t in (key, value))
+    table = _guarded(tables.to(device).contiguous(), -1)
+    lens = seq_lens.to(device).contiguous()
+    out = torch.full_like(q, float("nan"))
+    with warnings.catch_warnings():  # NaN read from a guard block: numpy warns, we report it
+        warnings.simplefilter("ignore", RuntimeWarning)
+        _launch(kernel, (num_seqs, num_heads), out, q, k, v, table, lens, tables.shape[1])
+    return out.cpu()
+
+
+def _launch(kernel: Any, grid: tuple[int, int], out: torch.Tensor, q: torch.Tensor,
+            k: torch.Tensor, v: torch.Tensor, table: torch.Tensor, lens: torch.Tensor,
+            max_blocks: int) -> None:  # fmt: skip
+    num_heads, head_dim = q.shape[1], q.shape[2]
+    block_size, kv_heads = k.shape[1], k.shape[2]
+    kernel[grid](
+        out, q, k, v, table, lens, head_dim**-0.5, max_blocks,
+        NUM_HEADS=num_heads, NUM_KV_HEADS=kv_heads, BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
+    )  # fmt: skip
+
+
+def _batch(lens: list[int], block_size: int, heads: int, kv_heads: int, dim: int,
+           seed: int) -> tuple[Any, ...]:  # fmt: skip
+    generator = torch.Generator().manual_seed(seed)
+    pages = [-(-n // block_size) for n in lens]
+    order = torch.randperm(sum(pages) + 2, generator=generator).tolist()
+    rows, start = [], 0
+    for p in pages:
+        rows.append(order[start : start + p])
+        start += p
+    shape = (sum(pages) + 2, block_size, kv_heads, dim)
+    key = torch.randn(shape, generator=generator)
+    value = torch.randn(shape, generator=generator)
+    for row, n in zip(rows, lens, strict=True):  # a large score late: the max must grow
+        key[row[-1], (n - 1) % block_size] *= 4
+    query = torch.randn(len(lens), heads, dim, generator=generator)
+    tables = block_tables_tensor(rows)
+    return query, key, value, tables, torch.tensor(lens, dtype=torch.int32)
+
+
+def _seed_batch() -> tuple[Any, ...]:
+    key = torch.zeros(8, 4, 1, 1)
+    value = torch.zeros(8, 4, 1, 1)
+    for pos in range(5):  # the seed: blocks [4, 1], values 1 .. 5, output 3
+        value[[4, 1][pos // 4], pos % 4, 0, 0] = pos + 1.0
+    tables = block_tables_tensor([[4, 1]])
+    return torch.ones(1, 1, 1), key, value, tables, torch.tensor([5], dtype=torch.int32)
+
+
+def _cases() -> list[Case]:
+    batches = [
+        ("the seed: one scalar head, length 5, blocks [4, 1], values 1..5", _seed_batch()),
+        ("3 sequences of lengths [5, 8, 1], blocks of 4, 2 query heads on 1 kv head, head_dim 4",
+         _batch([5, 8, 1], 4, 2, 1, 4, seed=41)),
+        ("2 sequences of lengths [13, 6], blocks of 4, 4 query heads on 2 kv heads, head_dim 8",
+         _batch([13, 6], 4, 4, 2, 8, seed=42)),
+        ("3 sequences of lengths [3, 9, 16], blocks of 8, 2 query heads on 2 kv heads, head_dim 2",
+         _batch([3, 9, 16], 8, 2, 2, 2, seed=43)),
+    ]  # fmt: skip
+    cases = []
+    for i, (label, args) in enumerate(batches):
+        expected = reference_attention(*args)
+        cases.append(Case(args, expected, label, "fixed" if i < 2 else "generated"))
+    return cases
+
+
+def _diagnose(fn: Any, case: Case) -> str:
+    """Which sequence and head differ, and the first block whose fold goes wrong."""
+    query, key, value, tables, seq_lens = case.args
+    got = fn(*case.args)
+    bad = ~torch.isclose(got, case.expected, rtol=1e-4, atol=1e-4).all(dim=-1)
+    if not bool(bad.any()):
+        return ""
+    seq, head = (int(x) for x in bad.nonzero()[0])
+    block_size, n = key.shape[1], int(seq_lens[seq])
+    text = (
+        f"sequence {seq}, head {head} (of {int(bad.sum())} wrong (sequence, head) pairs): "
+        f"expected {_vec(case.expected[seq, head])}, got {_vec(got[seq, head])}"
+    )
+    poisoned = fn(query, *_poison(key, value, tables, seq_lens), tables, seq_lens)
+    if bool(torch.isnan(poisoned[seq, head]).any()):
+        text += (
+            "\n            with every slot that holds none of its tokens set to NaN the answer is"
+            " NaN: it reads a block it does not own, a padding entry or slots past seq_len"
+            " (check the table lookup and the masks)."
+        )
+    pages = -(-n // block_size)
+    for k in range(1, pages + 1):
+        cut = min(k * block_size, n)
+        args = (
+            query[seq : seq + 1],
+            key,
+            value,
+            tables[seq : seq + 1],
+            torch.tensor([cut], dtype=torch.int32),
+        )
+        if not torch.allclose(
+            fn(*args)[0, head], reference_attention(*args)[0, head], rtol=1e-4, atol=1e-4
+        ):
+            physical, filled = int(tables[seq, k - 1]), cut - (k - 1) * block_size
+            steps = trace_paged_attention(query[seq], key, value, tables[seq], n, head)
+            grows = k > 1 and steps[k - 1].alpha < 1.0
+            text += (
+                f"\n            its first {k - 1} block(s) agree; logical block {k - 1} "
+                f"(physical {physical}, {filled} of {block_size} slots hold tokens) is the first "
+                f"that goes wrong.\n  hint:     "
+                + _block_hint(k - 1, filled, block_size, grows, got)
+            )
+            break
+    return text
+
+
+def _poison(
+    key: torch.Tensor, value: torch.Tensor, tables: torch.Tensor, seq_lens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Copies of the caches with NaN in every slot that holds no token of the batch."""
+    block_size = key.shape[1]
+    used = torch.zeros(key.shape[:2], dtype=torch.bool)
+    for row, n in zip(tables.tolist(), seq_lens.tolist(), strict=True):
+        for pos in range(n):
+            used[row[pos // block_size], pos % block_size] = True
+    k, v = key.clone(), value.clone()
+    k[~used], v[~used] = float("nan"), float("nan")
+    return k, v
+
+
+def _block_hint(logical: int, filled: int, block_size: int, grows: bool, got: torch.Tensor) -> str:
+    if bool(torch.isnan(got).any()):
+        return "NaN: a masked slot or a padding block was read, or l stayed 0 (check the masks)."
+    hints = []
+    if filled < block_size:
+        hints.append("this block is partly filled: mask its slots past seq_len (score -inf)")
+    if grows:
+        hints.append("the max grows here: rescale l and acc by exp(m - m_new) before adding it")
+    if not hints:
+        return "the table lookup (physical, not logical), the K/V offsets or the scores."
+    return "; ".join(hints) + "."
+
+
+def _vec(t: torch.Tensor) -> str:
+    return (
+        "[" + ", ".join(f"{x:.4f}" for x in t.tolist()[:8]) + (", ...]" if t.numel() > 8 else "]")
+    )
+
+
+def _adapt(kernel: Any) -> Any:
+    def run(*args: Any) -> torch.Tensor:
+        return launch(kernel, *args)
+
+    inner = getattr(kernel, "fn", kernel)  # a @triton.jit kernel wraps a Python function
+    run.__name__ = str(getattr(inner, "__name__", None) or type(kernel).__name__)
+    return run
+
+
+def make_exercise() -> Exercise:
+    return Exercise(
+        name="paged_kernel",
+        notebook=NB04,
+        task="The Triton puzzle: complete the loop body of my_paged_kernel (table lookup, masked "
+        "K/V loads, scores, online-softmax update); checked against reference_attention.",
+        params=("query", "key_cache", "value_cache", "block_tables", "seq_lens"),
+        returns="kernel output",
+        cases=_cases,
+        solution=_solution_kernel(),
+        compare=tensors_equal,
+        hints=[
+            "compare with the kernel trace of notebook 03: one row of that table is one loop step."
+        ],
+        budget_s=60.0,
+        diagnose=_diagnose,
+        adapt=_adapt,
+        todo="Write the loop body",
+        stub_code=STUB,
+    )

@@ -1,0 +1,239 @@
+"""Add (or refresh) the exercise cells, predict cells and previous/next links of notebooks 01-09.
+
+Usage: python scripts/add_exercise_cells.py notebooks/0[1-9]_*.ipynb
+       then python scripts/execute_notebooks.py on the notebooks it changed.
+
+Only ever inserts new cells or rewrites the source of cells it inserted itself (their ids are
+derived from the notebook and the cell's purpose, so a second run finds them): every other
+cell, its id and its outputs stay as they are. Run it again after a merge that took another
+branch's version of a notebook; it puts these cells back in the same places:
+
+- a links cell (previous / start here / next) after the title and again at the very end;
+- a "Predict" cell before the key output named in PREDICT (skipped, with a note, if that cell
+  is gone);
+- the "Exercises" section (task, stub, check per exercise of ``pagedlab.exercises``, then the
+  notebook's tally) appended before the final links cell (notebooks with exercises: 01-08).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pagedlab.exercises import in_notebook, stub
+
+TITLES = {
+    "00_start_here": "00 · Start here",
+    "01_why_paging": "01 · Why paging",
+    "02_block_table": "02 · The block table",
+    "03_same_data_any_layout": "03 · Same data, any layout",
+    "04_kernel_at_work": "04 · The kernel at work",
+    "05_sharing": "05 · Sharing",
+    "06_prefix_caching": "06 · Prefix caching",
+    "07_memory_at_scale": "07 · Memory at scale",
+    "08_to_vllm": "08 · From pagedlab to vLLM",
+    "09_when_memory_runs_out": "09 · When memory runs out",
+}
+ORDER = list(TITLES)
+
+
+def cid(stem: str, tag: str) -> str:
+    return hashlib.sha1(f"E:{stem}:{tag}".encode()).hexdigest()[:8]
+
+
+def md(stem: str, tag: str, text: str) -> dict[str, Any]:
+    return {"cell_type": "markdown", "id": cid(stem, tag), "metadata": {}, "source": text}
+
+
+def code(stem: str, tag: str, text: str) -> dict[str, Any]:
+    return {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": cid(stem, tag),
+        "metadata": {},
+        "outputs": [],
+        "source": text,
+    }
+
+
+def nav(stem: str) -> str:
+    i = ORDER.index(stem)
+    parts = []
+    if i > 0:
+        prev = ORDER[i - 1]
+        parts.append(f"[← {TITLES[prev]}]({prev}.ipynb)")
+    if stem != "00_start_here" and ORDER[i - 1] != "00_start_here":
+        parts.append("[start here](00_start_here.ipynb)")
+    if i + 1 < len(ORDER):
+        nxt = ORDER[i + 1]
+        parts.append(f"[{TITLES[nxt]} →]({nxt}.ipynb)")
+    return " · ".join(parts)
+
+
+PREDICT = {
+    "02_block_table": (
+        "a07e6854",
+        """from pagedlab import BlockAllocator, BlockTable
+from pagedlab.exercises.predict import Predict
+
+# The answer, from a replay of the next cell's history with the real allocator: A, B, C and D
+# take blocks 0-1, 2-3, 4 and 5-7; then C finishes, then A (its last block first).
+pool_copy = BlockAllocator(8, 4)
+req_a, req_b, req_c, req_d = (BlockTable(pool_copy) for _ in range(4))
+for table, tokens in ((req_a, 8), (req_b, 8), (req_c, 4), (req_d, 12)):
+    table.append_tokens(tokens)
+req_c.free()
+req_a.free()
+free_list = pool_copy.free_list()  # [4, 1, 0]
+seq_copy = BlockTable(pool_copy)
+seq_copy.append_tokens(5)
+Predict(f"Other requests hold blocks {req_b.blocks + req_d.blocks} and the free list, front first, "
+        f"is {free_list}. A new sequence of 5 tokens gets blocks of 4. Which physical block "
+        "does token 5 (position 4) land in?",
+        answer=seq_copy.slot(4)[0],
+        explain="Tokens 1-4 fill logical block 0, which took the first free block, 4; token 5 "
+                "starts logical block 1, which took the next one, 1.")""",
+    ),
+    "05_sharing": (
+        "8a975c90",
+        """from pagedlab import BlockAllocator, BlockTable, fork_samples
+from pagedlab.exercises.predict import Predict
+
+# The answer, from a copy of the next cell's prompt (the same real allocator and tables).
+prompt_copy = BlockTable(BlockAllocator(8, 4, free_order=[7, 1, 3, 0, 2, 4, 5, 6]))
+prompt_copy.append_tokens(7)
+s1, s2 = fork_samples(prompt_copy, 2)
+s1.append_tokens(1)
+pool_copy = prompt_copy.allocator
+Predict("A prompt of 7 tokens sits in blocks 7 and 1 (blocks of 4). fork_samples makes two "
+        "samples, A1 and A2, that share both blocks. Then A1 appends one token. What are the "
+        "ref counts of block 7, of block 1 and of the block A1's new token lands in?",
+        answer=[pool_copy.refcount(7), pool_copy.refcount(1), pool_copy.refcount(s1.blocks[-1])],
+        explain="Block 7 is full and stays shared. A1's token would land in block 1, which is "
+                "shared and partly filled, so A1 copies it into a free block (3) first and "
+                "writes there: block 1 drops to 1, the copy has 1.")""",
+    ),
+    "06_prefix_caching": (
+        "b22eb198",
+        """from pagedlab import BlockAllocator, PrefixCache
+from pagedlab.exercises.predict import Predict
+
+# The answer, from a copy of the next cell's cache (the same real PrefixCache).
+cache_copy = PrefixCache(BlockAllocator(16, 4))
+cache_copy.admit(system + [1, 2, 3])
+Predict("Blocks of 4. Request A's prompt is the 8-token system prompt followed by [1, 2, 3]; "
+        "then request B arrives with the system prompt followed by [7, 8]. How many of B's "
+        "blocks come from the cache?",
+        answer=len(cache_copy.admit(system + [7, 8]).hit_blocks),
+        explain="B's first two blocks are the system prompt, cached by A under the same chained "
+                "hashes. Its third block [7, 8] differs from A's and is only partly filled "
+                "anyway: partly filled blocks are never cached.")""",
+    ),
+    "07_memory_at_scale": (
+        "f471e81d",
+        """from pagedlab.exercises.predict import Predict
+
+Predict("Orca (Max) reserves 2048 slots for every request. On the ShareGPT trace, what share "
+        "of its KV memory holds token states (the paper's Fig. 2)?",
+        answer="under 30 %",
+        choices=["under 30 %", "30 to 60 %", "60 to 90 %", "over 90 %"],
+        explain="The paper measures 20.4 % for Orca (Max) (Fig. 2); the simulation below "
+                "computes our own figure and checks that it is under 30 %.")""",
+    ),
+}
+
+
+def exercise_cells(stem: str) -> list[dict[str, Any]]:
+    """The Exercises section, or nothing for a notebook without exercises (00, 09)."""
+    number = stem[:2]
+    exercises = in_notebook(number)
+    if not exercises:
+        return []
+    intro = (
+        "## Exercises\n\n"
+        "Now build it yourself. Write each function in the cell under its task (replace the "
+        "`...`), then run the check under it. The check calls your function on fixed and "
+        "seeded generated cases and compares it with pagedlab's own implementation; on the "
+        "first wrong answer it shows the inputs, what was expected, what you returned and a "
+        'hint. Stuck? `solution("name")` shows an answer. Saved, this notebook shows every '
+        "check as *not done yet*."
+    )
+    cells = [
+        md(stem, "ex-intro", intro),
+        code(stem, "ex-import", "from pagedlab.exercises import EXERCISES, progress, solution"),
+    ]
+    for k, exercise in enumerate(exercises, start=1):
+        head = f"**Exercise {k} · `{exercise.name}`.** {exercise.task}"
+        if exercise.hints:
+            head += f"\n\n<details><summary>Hint</summary>\n\n{exercise.hints[0]}\n\n</details>"
+        cells.append(md(stem, f"ex-{exercise.name}-task", head))
+        cells.append(code(stem, f"ex-{exercise.name}-stub", stub(exercise.name).rstrip("\n")))
+        fn = "my_" + exercise.name
+        cells.append(
+            code(stem, f"ex-{exercise.name}-check", f'EXERCISES["{exercise.name}"].check({fn})')
+        )
+    cells.append(code(stem, "ex-progress", f'progress("{number}")'))
+    return cells
+
+
+def _lines(text: str) -> list[str]:
+    return text.splitlines(keepends=True)
+
+
+def edit(path: Path) -> bool:
+    """Insert the missing cells, refresh the source of ours; True if the notebook changed."""
+    stem = path.stem
+    notebook = json.loads(path.read_text())
+    cells: list[dict[str, Any]] = notebook["cells"]
+    before = json.dumps(cells)
+    wanted = [
+        md(stem, "nav-top", nav(stem)),
+        *exercise_cells(stem),
+        md(stem, "nav-bottom", nav(stem)),
+    ]
+    if stem in PREDICT:
+        wanted.append(code(stem, "predict", PREDICT[stem][1]))
+    by_id = {c["id"]: c for c in cells}
+    for cell in wanted:  # ours already there: refresh the source only
+        if cell["id"] in by_id:
+            by_id[cell["id"]]["source"] = _lines(cell["source"])
+    ids = set(by_id)
+    if cid(stem, "nav-top") not in ids:
+        cells.insert(1, md(stem, "nav-top", nav(stem)))
+    if stem in PREDICT and cid(stem, "predict") not in ids:
+        anchor = PREDICT[stem][0]
+        at = next((i for i, c in enumerate(cells) if c["id"] == anchor), None)
+        if at is None:
+            print(f"{path}: cell {anchor} is gone; the predict cell was not added")
+        else:
+            cells.insert(at, code(stem, "predict", PREDICT[stem][1]))
+    bottom = cid(stem, "nav-bottom")
+    if bottom not in ids:
+        cells.append(md(stem, "nav-bottom", nav(stem)))
+    for cell in exercise_cells(stem):  # missing exercise cells go just before the tally/links
+        if cell["id"] not in {c["id"] for c in cells}:
+            tally = cid(stem, "ex-progress")
+            ids_now = [c["id"] for c in cells]
+            at = (
+                ids_now.index(tally)
+                if tally in ids_now and cell["id"] != tally
+                else ids_now.index(bottom)
+            )
+            cells.insert(at, cell)
+    for c in cells:
+        if isinstance(c["source"], str):
+            c["source"] = _lines(c["source"])
+    all_ids = [c["id"] for c in cells]
+    assert len(all_ids) == len(set(all_ids)), f"{path}: duplicate cell ids"
+    if json.dumps(cells) == before:
+        return False
+    path.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    return True
+
+
+if __name__ == "__main__":
+    for name in sys.argv[1:]:
+        print(name, "changed" if edit(Path(name)) else "unchanged")

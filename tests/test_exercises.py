@@ -1,0 +1,344 @@
+"""The graders are tested: each accepts its solution, rejects the common wrong answers with a
+message that names the failing case, and never raises, whatever the learner's function does."""
+
+# ruff: noqa: E501, E741  (the table of wrong answers reads best one answer per line)
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+
+import pytest
+
+from pagedlab.exercises import EXERCISES, forget_results, in_notebook, progress, solution, stub
+from pagedlab.exercises.core import FAILED, PASSED, TODO, CheckResult
+from pagedlab.memory.prefix_cache import ROOT_HASH, block_hashes, chain_hash
+
+NOTEBOOKS = [
+    "01_why_paging",
+    "02_block_table",
+    "03_same_data_any_layout",
+    "04_kernel_at_work",
+    "05_sharing",
+    "06_prefix_caching",
+    "07_memory_at_scale",
+    "08_to_vllm",
+]
+PLAIN = [name for name in EXERCISES if name != "paged_kernel"]
+
+
+def test_sixteen_or_more_and_two_per_notebook() -> None:
+    assert len(EXERCISES) >= 16
+    for notebook in NOTEBOOKS:
+        assert len(in_notebook(notebook[:2])) >= 2, notebook
+    assert {e.notebook for e in EXERCISES.values()} == set(NOTEBOOKS)
+
+
+@pytest.mark.parametrize("name", PLAIN)
+def test_solution_passes(name: str) -> None:
+    result = EXERCISES[name].check(EXERCISES[name].solution)
+    assert result.passed, result.message
+    assert result.status == PASSED and "✓" in result.message and "passed" in result.message
+
+
+@pytest.mark.parametrize("name", PLAIN)
+def test_the_cases_are_the_same_every_run(name: str) -> None:
+    first, second = EXERCISES[name].cases(), EXERCISES[name].cases()
+    assert [c.label or repr(c.args) for c in first] == [c.label or repr(c.args) for c in second]
+    assert len(first) >= 5
+
+
+@pytest.mark.parametrize("name", PLAIN)
+def test_the_stub_is_not_done_yet(name: str) -> None:
+    namespace: dict[str, object] = {}
+    exec(stub(name), namespace)
+    result = EXERCISES[name].check(namespace[f"my_{name}"])
+    assert result.status == TODO and result.message.startswith(f"… {name}: not done yet")
+    assert EXERCISES[name].check(namespace[f"my_{name}"]).message == result.message
+
+    def raising(*args: object) -> object:
+        raise NotImplementedError
+
+    assert EXERCISES[name].check(raising).status == TODO
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# name -> [(wrong implementation, words its message must hold)]
+WRONG = {
+    "blocks_needed": [
+        (lambda n, b: n // b, "partly filled last block"),
+        (lambda n, b: n // b + 1, "one block too many"),
+        (lambda n, b: round(n / b), "inputs:"),
+        (lambda n, b: float(_ceil(n, b)), "should be an int, got a float"),
+    ],
+    "empty_slots": [
+        (lambda n, b: b - n % b, "0 empty slots"),
+        (lambda n, b: n % b, "counts the tokens"),
+        (lambda n, b: (n // b) * b - n, "partly filled last block"),
+    ],
+    "reservation_waste": [
+        (lambda p, r, s: s - r, "prompt"),
+        (lambda p, r, s: s - p, "response"),
+        (lambda p, r, s: s - p - r - 1, "expected:"),
+    ],
+    "slot": [
+        (lambda p, bl, b: (bl[p // b], p % b + 1), "offset counted from 1"),
+        (lambda p, bl, b: (p // b, p % b), "logical block"),
+        (lambda p, bl, b: (p % b, bl[p // b]), "wrong order"),
+        (lambda p, bl, b: [bl[p // b], p % b], "got a list"),
+    ],
+    "slot_mapping": [
+        (lambda bl, n, b: [x * b + o for x in bl for o in range(b)], "empty slots"),
+        (lambda bl, n, b: list(range(n)), "logical positions"),
+        (lambda bl, n, b: [bl[p // b] * b + p % b + 1 for p in range(n)], "offset counted from 1"),
+        (lambda bl, n, b: [bl[p // b] * b + p % b for p in range(n)][::-1], "inputs:"),
+    ],
+    "new_blocks": [
+        (lambda t, n, b: _ceil(n, b), "still have room"),
+        (lambda t, n, b: _ceil(t + n, b), "every block the table holds"),
+        (lambda t, n, b: (t + n) // b - t // b, "partly filled last block"),
+    ],
+    "gather_kv": [
+        (lambda k, bl, n: k[sorted(x for x in bl if x >= 0)[: _ceil(n, k.shape[1])]].flatten(0, 1)[:n], "sorted"),
+        (lambda k, bl, n: k[: _ceil(n, k.shape[1])].flatten(0, 1)[:n], "go through blocks"),
+        (lambda k, bl, n: k[bl[: _ceil(n, k.shape[1])]].flatten(0, 1), "empty slots"),
+        (lambda k, bl, n: k[bl[: _ceil(n, k.shape[1])]].flatten(0, 1)[:n].tolist(), "should be a torch.Tensor"),
+    ],
+    "online_step": [
+        (lambda m, l, acc, s, v: _step(m, l, acc, s, v, rescale=False), "shrink by alpha"),
+        (lambda m, l, acc, s, v: _step(m, l, acc, s, v, invert=True), "not exp(m_new - m_old)"),
+        (lambda m, l, acc, s, v: _step(m, l, acc, s, v)[:2], "expected:"),
+    ],
+    "valid_slots": [
+        (lambda n, i, b: b, "partly filled last block"),
+        (lambda n, i, b: n % b if i == (n - 1) // b else b, "a full last block"),
+        (lambda n, i, b: n - i * b, "no block holds more"),
+    ],
+    "kv_head": [
+        (lambda h, n, k: h % k, "not interleaved"),
+        (lambda h, n, k: h // k, "group size"),
+    ],
+    "must_copy": [
+        (lambda n, b, h: h > 1, "full last block"),
+        (lambda n, b, h: n % b != 0, "written in place"),
+        (lambda n, b, h: n % b != 0 and h > 2, "ref count 2"),
+        (lambda n, b, h: int(n % b != 0 and h > 1), "should be a bool"),
+    ],
+    "refcounts_after_fork": [
+        (lambda p, b, n: [n] * _ceil(p, b), "copy-on-write"),
+        (lambda p, b, n: [n] * (p // b) + ([0] if p % b else []), "keeps the original"),
+        (lambda p, b, n: ([n] * (p // b) + ([1] if p % b else []))[::-1], "inputs:"),
+    ],
+    "blocks_held": [
+        (lambda p, o, n, b: n * _ceil(p + o, b), "without sharing"),
+        (lambda p, o, n, b: _ceil(p, b) + n * (_ceil(p + o, b) - _ceil(p, b)), "partly filled"),
+    ],
+    "chain_hashes": [
+        (lambda t, b: [chain_hash(ROOT_HASH, t[s : s + b]) for s in range(0, len(t) - b + 1, b)], "not chained"),
+        (lambda t, b: block_hashes(t + [0] * (-len(t) % b), b), "expected:"),
+        (lambda t, b: block_hashes(t, b)[::-1], "inputs:"),
+    ],
+    "prefix_hits": [
+        (lambda e, p, b: _hits(e, p, b, keep_last=True), "last prompt token"),
+        (lambda e, p, b: _hits(e, p, b, chained=False), "hashes are chained"),
+    ],
+    "reserved_slots": [
+        (lambda r, p, o, m: min(1 << (p + o - 1).bit_length(), m) if r == "pow2" else (m if r == "max" else p + o), "round only the output"),
+        (lambda r, p, o, m: min(p + (1 << o.bit_length()), m) if r == "pow2" else (m if r == "max" else p + o), "its own"),
+        (lambda r, p, o, m: p + (1 << (o - 1).bit_length()) if r == "pow2" else (m if r == "max" else p + o), "max_len"),
+        (lambda r, p, o, m: p + o, "inputs:"),
+    ],
+    "mix_memory": [
+        (lambda ls, m, b: (len(ls) * m, sum(ls)), "whole blocks"),
+        (lambda ls, m, b: (len(ls) * m, sum(n // b * b for n in ls)), "partly filled"),
+        (lambda ls, m, b: [len(ls) * m, sum(_ceil(n, b) * b for n in ls)], "got a list"),
+    ],
+    "pad_block_tables": [
+        (lambda t: [r + [0] * (max(map(len, t)) - len(r)) for r in t], "0 is a real block"),
+        (lambda t: [[-1] * (max(map(len, t)) - len(r)) + r for r in t], "after a row's blocks"),
+        (lambda t: t, "expected:"),
+    ],
+    "pack_decode": [
+        (lambda t, n, b: (_pad(t), list(n), [r[k // b] * b + k % b if k // b < len(r) else -1 for r, k in zip(t, n, strict=True)]), "off by one"),
+        (lambda t, n, b: (_pad(t), list(n), [k - 1 for k in n]), "logical slot"),
+        (lambda t, n, b: (_pad(t), list(n), [r[p // b] * b + p % b for r, k in zip(t, n, strict=True) for p in range(k)]), "one token per sequence"),
+    ],
+}  # fmt: skip
+
+
+def _pad(t: list[list[int]]) -> list[list[int]]:
+    width = max(map(len, t))
+    return [r + [-1] * (width - len(r)) for r in t]
+
+
+def _step(m, l, acc, s, v, rescale=True, invert=False):  # type: ignore[no-untyped-def]  # noqa: E741
+    m_new = max([m, *s])
+    alpha = math.exp(m - m_new) if rescale else 1.0
+    if invert:
+        alpha = math.exp(m_new - m) if m > -math.inf else 0.0
+    w = [math.exp(x - m_new) for x in s]
+    acc_new = [
+        a * alpha + sum(x * vv[d] for x, vv in zip(w, v, strict=True)) for d, a in enumerate(acc)
+    ]
+    return m_new, l * alpha + sum(w), acc_new
+
+
+def _hits(earlier, prompt, b, keep_last=False, chained=True):  # type: ignore[no-untyped-def]
+    def hashes_of(t):  # type: ignore[no-untyped-def]
+        if chained:
+            return block_hashes(t, b)
+        return [chain_hash(ROOT_HASH, t[s : s + b]) for s in range(0, len(t) - b + 1, b)]
+
+    cached = {h for t in earlier for h in hashes_of(t)}
+    hashes = hashes_of(prompt if keep_last else prompt[:-1])
+    hits = 0
+    for h in hashes:
+        if h not in cached:
+            break
+        hits += 1
+    return hits
+
+
+def test_every_plain_exercise_has_wrong_variants() -> None:
+    assert set(WRONG) == set(PLAIN)
+
+
+@pytest.mark.parametrize(
+    ("name", "index"), [(name, i) for name, variants in WRONG.items() for i in range(len(variants))]
+)
+def test_wrong_variant_is_rejected_naming_the_case(name: str, index: int) -> None:
+    wrong, words = WRONG[name][index]
+    result = EXERCISES[name].check(wrong)
+    assert result.status == FAILED, f"{name} accepted a wrong answer #{index}"
+    for part in ("✗", "case ", "inputs:", "expected:", "got:", "hint:", words):
+        assert part in result.message, f"{part!r} not in:\n{result.message}"
+
+
+def _raises(*args: object) -> object:
+    return 1 // 0
+
+
+class _Weird:
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no comparing me")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr either")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("name", PLAIN)
+def test_check_never_raises(name: str) -> None:
+    exercise = dataclasses.replace(EXERCISES[name], budget_s=0.2)
+    odd_inputs: list[object] = [
+        _raises,
+        lambda *a: _Weird(),
+        lambda *a: "a string",
+        lambda *a: [],
+        lambda *a: (_ for _ in ()).throw(SystemExit(3)),
+        lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()),
+        3,
+        None,
+    ]
+    for fn in odd_inputs:
+        result = exercise.check(fn)
+        assert isinstance(result, CheckResult) and result.status == FAILED, (fn, result)
+    assert "raised ZeroDivisionError" in exercise.check(_raises).message
+
+
+def _forever(*args: object) -> int:
+    count = 0
+    while True:
+        try:
+            count += 1
+        except Exception:  # a learner's catch-all does not swallow the time budget
+            count = 0
+
+
+def test_an_endless_loop_is_stopped_by_the_budget() -> None:
+    exercise = dataclasses.replace(EXERCISES["blocks_needed"], budget_s=0.3)
+    result = exercise.check(_forever)
+    assert result.status == FAILED and "no answer within 0.3 s" in result.message
+
+
+def test_the_budget_holds_outside_the_main_thread_too() -> None:
+    exercise = dataclasses.replace(EXERCISES["slot"], budget_s=0.3)
+    found: list[CheckResult] = []
+    worker = threading.Thread(target=lambda: found.append(exercise.check(_forever)))
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive() and "no answer within" in found[0].message
+
+
+def test_the_learner_cannot_change_a_case() -> None:
+    def mutating(blocks: list[int], num_tokens: int, block_size: int) -> list[int]:
+        answer = [blocks[p // block_size] * block_size + p % block_size for p in range(num_tokens)]
+        blocks.clear()
+        return answer
+
+    assert EXERCISES["slot_mapping"].check(mutating).passed
+
+
+def test_progress_counts_the_checks_run_here() -> None:
+    forget_results()
+    assert progress("01").text.startswith("exercises in this notebook: 0 of 3 done")
+    EXERCISES["blocks_needed"].check(EXERCISES["blocks_needed"].solution)
+    EXERCISES["empty_slots"].check(lambda n, b: 0)
+    assert progress("01").text == (
+        "exercises in this notebook: 1 of 3 done (to do: empty_slots, reservation_waste)"
+    )
+    EXERCISES["blocks_needed"].check(lambda n, b: 0)  # the latest check counts
+    assert progress("01").done == ()
+    forget_results()
+
+
+def test_solution_shows_source() -> None:
+    for name in EXERCISES:
+        assert "def " in solution(name) and "return" in solution(name) or name == "paged_kernel"
+    assert "tl.load" in solution("paged_kernel")
+    with pytest.raises(ValueError, match="no exercise named 'nope'"):
+        solution("nope")
+
+
+def test_results_render_as_text_and_html() -> None:
+    result = EXERCISES["slot"].check(lambda p, bl, b: (bl[p // b], p % b + 1))
+    assert repr(result) == result.message == str(result)
+    assert (
+        "&lt;lambda&gt;" in result._repr_html_() and "offset counted from 1" in result._repr_html_()
+    )
+
+
+def test_numpy_and_torch_scalars_count_as_numbers() -> None:
+    import numpy as np
+    import torch
+
+    assert EXERCISES["blocks_needed"].check(lambda n, b: np.int64(_ceil(n, b))).passed
+    assert EXERCISES["blocks_needed"].check(lambda n, b: torch.tensor(_ceil(n, b))).passed
+    assert EXERCISES["must_copy"].check(lambda n, b, h: np.bool_(n % b != 0 and h > 1)).passed
+    assert not EXERCISES["must_copy"].check(lambda n, b, h: np.int64(n % b != 0 and h > 1)).passed
+    assert not EXERCISES["blocks_needed"].check(lambda n, b: np.float64(_ceil(n, b))).passed
+
+
+def test_an_error_names_the_learners_line() -> None:
+    def buggy(num_tokens: int, block_size: int) -> int:
+        blocks = num_tokens / 0
+        return int(blocks)
+
+    message = EXERCISES["blocks_needed"].check(buggy).message
+    assert "it raised ZeroDivisionError: division by zero" in message
+    assert "at line " in message and "blocks = num_tokens / 0" in message
+
+
+def test_the_alarm_and_its_handler_are_restored() -> None:
+    import signal
+
+    before = signal.getsignal(signal.SIGALRM)
+    EXERCISES["blocks_needed"].check(_raises)
+    dataclasses.replace(EXERCISES["slot"], budget_s=0.2).check(_forever)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is before

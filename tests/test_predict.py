@@ -1,0 +1,61 @@
+"""The predict-then-reveal widget: unanswered until asked, ✓/✗ after, and harmless."""
+
+from __future__ import annotations
+
+import pytest
+
+from pagedlab.exercises.predict import Predict
+
+
+def test_starts_unanswered_and_hides_the_answer() -> None:
+    widget = Predict("Which physical block does token 5 land in?", 1, "free list [4, 1, 0]")
+    assert widget.feedback.value == ""
+    assert "1" not in widget.children[0].value.replace("token 5", "")
+    assert widget.entry.value == ""
+
+
+def test_right_and_wrong_guesses() -> None:
+    widget = Predict("block?", 1, "because")
+    widget.entry.value = "4"
+    widget.check_button.click()
+    assert widget.feedback.value.startswith("<b>✗ not quite: you said 4.</b>")
+    assert "The answer: <b>1</b>. because" in widget.feedback.value
+    widget.entry.value = " 1 "
+    widget.check_button.click()
+    assert widget.feedback.value.startswith("<b>✓ right.</b>")
+
+
+def test_unreadable_guess_asks_again() -> None:
+    widget = Predict("block?", 1)
+    for guess in ("", "one", "1 or 4"):
+        widget.entry.value = guess
+        widget.check_button.click()
+        shown = widget.feedback.value
+        assert "Type your prediction" in shown and "answer" not in shown
+
+
+def test_list_answers_and_show() -> None:
+    widget = Predict("ref counts of blocks 7, 1 and the copy?", [2, 1, 1])
+    assert widget.verdict("2, 1, 1") and widget.verdict("[2 1 1]") and not widget.verdict("2, 2")
+    widget.show_button.click()
+    assert widget.feedback.value == "The answer: <b>2, 1, 1</b>."
+
+
+def test_choices() -> None:
+    widget = Predict("share?", "under 30 %", choices=["under 30 %", "30-60 %", "over 90 %"])
+    widget.entry.value = "over 90 %"
+    widget.check_button.click()
+    assert "✗" in widget.feedback.value
+    widget.entry.value = ""
+    widget.check_button.click()
+    assert "expected a choice" in widget.feedback.value
+    with pytest.raises(ValueError, match="not one of the choices"):
+        Predict("share?", "50 %", choices=["under 30 %"])
+
+
+def test_a_broken_answer_never_raises() -> None:
+    widget = Predict("block?", 1)
+    widget.answer = object()  # type: ignore[assignment]
+    widget.entry.value = "1"
+    widget.check_button.click()  # compares, shows, does not raise
+    assert "✗" in widget.feedback.value
