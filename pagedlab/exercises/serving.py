@@ -14,6 +14,7 @@ import torch
 
 from pagedlab.attention.batch import batch_slot_mapping
 from pagedlab.attention.ops import block_tables_tensor
+from pagedlab.checks import ceil_div
 from pagedlab.exercises.blocks import fresh_table
 from pagedlab.exercises.core import Case, Exercise, Mistake
 from pagedlab.memory.allocator import BlockAllocator
@@ -35,24 +36,13 @@ def reserved_slots(reserve: str, prompt_len: int, output_len: int, max_len: int)
 
 
 def orca_reservation(reserve: str, prompt_len: int, output_len: int, max_len: int) -> int:
-    """The reservation as :mod:`pagedlab.simulate.memory` computes it.
-
-    Uses its ``reserved_slots`` (the §6.1 baselines). A pagedlab without it has only
-    ``Policy.reservation(final_len)``, right for "max" and "oracle" but rounding prompt and
-    output up together for "pow2"; there the paper's rule is applied to the output here.
-    """
-    real = getattr(simulate_memory, "reserved_slots", None)
-    if real is not None:
-        return int(real(reserve, prompt_len, output_len, max_len))
-    if reserve == "pow2":
-        return min(prompt_len + (1 << (output_len - 1).bit_length()), max_len)
-    policy = simulate_memory.Policy(reserve, reserve=reserve, max_len=max_len)
-    return int(policy.reservation(np.array([prompt_len + output_len]))[0])
+    """The reservation as :mod:`pagedlab.simulate` computes it (the §6.1 baselines)."""
+    return int(simulate_memory.reserved_slots(reserve, prompt_len, output_len, max_len))
 
 
 def mix_memory(lengths: list[int], max_len: int, block_size: int) -> tuple[int, int]:
     """(slots Orca (Max) reserves, slots paging holds) for requests of these final lengths."""
-    return len(lengths) * max_len, sum(-(-n // block_size) * block_size for n in lengths)
+    return len(lengths) * max_len, sum(ceil_div(n, block_size) * block_size for n in lengths)
 
 
 def _reserve_cases() -> list[Case]:
