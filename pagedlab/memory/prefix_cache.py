@@ -29,39 +29,61 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from pagedlab.checks import check_int
+from pagedlab.checks import ArgumentTypeError, check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
-from pagedlab.memory.block_table import BlockTable
+from pagedlab.memory.block_table import BlockTable, blocks_to_append
 from pagedlab.memory.events import Event
 
 ROOT_HASH = ""
 """The parent hash of a sequence's first block."""
 
 
+MIN_HASH_BYTES, MAX_HASH_BYTES = 1, 32
+"""``hash_bytes`` bounds: at least one byte (0 would make every hash equal), at most sha256's 32."""
+
+
 def block_hashes(tokens: Sequence[int], block_size: int, hash_bytes: int = 8) -> list[str]:
     """Chained hashes (hex) of the full blocks of ``tokens``; a partial tail gets none."""
     block_size = check_int(block_size, "block_size", minimum=1)
+    hash_bytes = _check_hash_bytes(hash_bytes)
     ids = _token_ids(tokens)
     hashes: list[str] = []
     parent = ROOT_HASH
     for start in range(0, len(ids) - block_size + 1, block_size):
-        parent = chain_hash(parent, ids[start : start + block_size], hash_bytes)
+        parent = _chain(parent, ids[start : start + block_size], hash_bytes)
         hashes.append(parent)
     return hashes
 
 
 def chain_hash(parent: str, token_ids: Sequence[int], hash_bytes: int = 8) -> str:
-    """sha256 of the parent hash and the block's token ids (int64 little-endian), as hex."""
-    payload = parent.encode() + struct.pack(f"<{len(token_ids)}q", *token_ids)
+    """sha256 of the parent hash and the block's token ids (int64 little-endian), as hex.
+
+    Token ids must fit in 64 bits (signed): each is packed into exactly 8 bytes, so two distinct
+    blocks of ids never share a payload (truncating a larger id would make ids collide).
+    """
+    if not isinstance(parent, str):
+        raise TypeError(f"parent must be a hex hash string, got {parent!r}")
+    return _chain(parent, _token_ids(token_ids), _check_hash_bytes(hash_bytes))
+
+
+def _chain(parent: str, ids: list[int], hash_bytes: int) -> str:
+    payload = parent.encode() + struct.pack(f"<{len(ids)}q", *ids)
     return hashlib.sha256(payload).hexdigest()[: 2 * hash_bytes]
 
 
-def _token_ids(tokens: Sequence[int]) -> list[int]:
-    if isinstance(tokens, (str, bytes)):
-        raise ValueError(f"tokens must be a sequence of integer token ids, got {tokens!r}")
+def _check_hash_bytes(hash_bytes: object) -> int:
+    number = check_int(hash_bytes, "hash_bytes", minimum=MIN_HASH_BYTES)
+    if number > MAX_HASH_BYTES:
+        raise ValueError(f"hash_bytes must be <= {MAX_HASH_BYTES} (sha256), got {number}")
+    return number
+
+
+def _token_ids(tokens: object) -> list[int]:
+    if isinstance(tokens, (str, bytes, dict)) or not isinstance(tokens, Iterable):
+        raise ArgumentTypeError(f"tokens must be a sequence of integer token ids, got {tokens!r}")
     ids = [check_int(t, "token id") for t in tokens]
     for t in ids:
         if not -(2**63) <= t < 2**63:
@@ -103,19 +125,38 @@ class Admission:
 
 
 class PrefixCache:
-    """Content-hashed full blocks of ``allocator``, shared across requests."""
+    """Content-hashed full blocks of ``allocator``, shared across requests.
+
+    ``close()`` stops the cache: it forgets every block (it could no longer see them being
+    handed out again) and refuses further lookups, admissions and registrations.
+    """
 
     def __init__(self, allocator: BlockAllocator, hash_bytes: int = 8) -> None:
-        self.hash_bytes = check_int(hash_bytes, "hash_bytes", minimum=1)
-        if self.hash_bytes > 32:
-            raise ValueError(f"hash_bytes must be <= 32 (sha256), got {self.hash_bytes}")
-        self.allocator = allocator
-        self.block_size = allocator.block_size
+        if not isinstance(allocator, BlockAllocator):
+            raise TypeError(f"PrefixCache needs a BlockAllocator, got {allocator!r}")
+        self._hash_bytes = _check_hash_bytes(hash_bytes)
+        self._allocator = allocator
         self.stats = CacheStats()
         self._block_of: dict[str, int] = {}  # hash -> physical block
         self._hash_of: dict[int, str] = {}  # physical block -> hash
         self._tokens_of: dict[int, tuple[int, ...]] = {}
-        self._unsubscribe = allocator.subscribe(self._on_event)
+        self._unsubscribe: Callable[[], None] | None = allocator.subscribe(self._on_event)
+
+    @property
+    def allocator(self) -> BlockAllocator:
+        return self._allocator
+
+    @property
+    def block_size(self) -> int:
+        return self._allocator.block_size
+
+    @property
+    def hash_bytes(self) -> int:
+        return self._hash_bytes
+
+    @property
+    def closed(self) -> bool:
+        return self._unsubscribe is None
 
     def _on_event(self, event: Event) -> None:
         if event.kind == "allocate" and event.block in self._hash_of:
@@ -127,8 +168,17 @@ class PrefixCache:
         del self._tokens_of[block]
 
     def close(self) -> None:
-        """Stop listening to the allocator (the cache then no longer tracks evictions)."""
-        self._unsubscribe()
+        """Stop listening to the allocator and forget every cached block (idempotent)."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+            self._block_of.clear()
+            self._hash_of.clear()
+            self._tokens_of.clear()
+
+    def _check_open(self, action: str) -> None:
+        if self._unsubscribe is None:
+            raise ValueError(f"cannot {action}: the prefix cache was closed")
 
     # --- what is cached ---------------------------------------------------------------------
     def cached_blocks(self) -> dict[int, str]:
@@ -137,24 +187,28 @@ class PrefixCache:
 
     def block_for(self, block_hash: str) -> int:
         """The block cached under ``block_hash``; ValueError if evicted or never cached."""
+        if not isinstance(block_hash, str):
+            raise TypeError(f"block_hash must be a hex string, got {block_hash!r}")
         if block_hash not in self._block_of:
             raise ValueError(f"hash {block_hash!r} is not cached (evicted or never stored)")
         return self._block_of[block_hash]
 
     def tokens_of(self, block: int) -> tuple[int, ...]:
         """The token ids block ``block`` is cached with; ValueError if it is not cached."""
+        block = check_int(block, "block")
         if block not in self._tokens_of:
             raise ValueError(f"block {block} is not cached (evicted or never stored)")
         return self._tokens_of[block]
 
     def hashes(self, tokens: Sequence[int]) -> list[str]:
-        return block_hashes(tokens, self.block_size, self.hash_bytes)
+        return block_hashes(tokens, self.block_size, self._hash_bytes)
 
     def lookup(self, tokens: Sequence[int]) -> tuple[list[int], int]:
         """(cached blocks of the longest verified prefix, collisions met); changes nothing.
 
         At most ``(len(tokens) - 1) // block_size`` blocks: the last token is always computed.
         """
+        self._check_open("look up a prefix")
         ids = _token_ids(tokens)
         size, limit = self.block_size, (len(ids) - 1) // self.block_size
         found: list[int] = []
@@ -168,19 +222,34 @@ class PrefixCache:
         return found, 0
 
     # --- requests -----------------------------------------------------------------------------
-    def admit(self, tokens: Sequence[int]) -> Admission:
-        """A new table for prompt ``tokens``: cached prefix held, the rest appended, full
-        blocks then registered. Atomic (ValueError / OutOfBlocksError change nothing)."""
+    def blocks_to_admit(self, tokens: Sequence[int]) -> int:
+        """Free blocks ``admit(tokens)`` needs now: cached free blocks it takes back, plus new
+        blocks for the rest (``blocks_to_append``); changes nothing."""
+        return self._plan(tokens)[2]
+
+    def can_admit(self, tokens: Sequence[int]) -> bool:
+        """Whether ``admit(tokens)`` would succeed; changes nothing."""
+        return self.blocks_to_admit(tokens) <= self._allocator.num_free
+
+    def _plan(self, tokens: Sequence[int]) -> tuple[list[int], tuple[list[int], int], int]:
+        self._check_open("admit a request")
         ids = _token_ids(tokens)
         if not ids:
             raise ValueError("tokens must hold at least one token id, got none")
-        size, alloc = self.block_size, self.allocator
         hits, collisions = self.lookup(ids)
-        new_blocks = -(-len(ids) // size) - len(hits)
-        taken_back = sum(1 for b in hits if alloc.refcount(b) == 0)
-        if new_blocks + taken_back > alloc.num_free:
+        held = len(hits) * self.block_size
+        taken_back = sum(1 for b in hits if self._allocator.refcount(b) == 0)
+        needed = taken_back + blocks_to_append(held, len(ids) - held, self.block_size)
+        return ids, (hits, collisions), needed
+
+    def admit(self, tokens: Sequence[int]) -> Admission:
+        """A new table for prompt ``tokens``: cached prefix held, the rest appended, full
+        blocks then registered. Atomic (ValueError / OutOfBlocksError change nothing)."""
+        ids, (hits, collisions), needed = self._plan(tokens)
+        size, alloc = self.block_size, self._allocator
+        if needed > alloc.num_free:
             raise OutOfBlocksError(
-                f"admitting {len(ids)} tokens needs {new_blocks + taken_back} free block(s), "
+                f"admitting {len(ids)} tokens needs {needed} free block(s), "
                 f"but only {alloc.num_free} of {alloc.num_blocks} are free"
             )
         table = BlockTable(alloc)
@@ -212,9 +281,13 @@ class PrefixCache:
         Blocks whose hash is already cached (under another block) stay uncached duplicates.
         Returns how many blocks were newly cached.
         """
+        self._check_open("register a table")
+        if not isinstance(table, BlockTable):
+            raise TypeError(f"table must be a BlockTable, got {table!r}")
         ids = _token_ids(tokens)
-        if table.freed or table.allocator is not self.allocator:
-            raise ValueError(f"table {table.id} is freed or belongs to another allocator")
+        if table.allocator is not self._allocator:
+            raise ValueError(f"table {table.id} belongs to another allocator")
+        table.check("register")
         if len(ids) != table.num_tokens:
             raise ValueError(
                 f"tokens has {len(ids)} ids but table {table.id} holds {table.num_tokens}"
