@@ -108,6 +108,11 @@ class BlockTable:
     def freed(self) -> bool:
         return self._freed
 
+    @property
+    def lost(self) -> list[int]:
+        """Blocks of this table that were freed behind its back (empty while it is healthy)."""
+        return list(self._owner.lost)
+
     def slot(self, pos: int) -> tuple[int, int]:
         """(physical block, offset) of position ``pos``, 0-based."""
         pos = check_int(pos, "pos")
