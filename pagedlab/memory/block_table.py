@@ -226,12 +226,12 @@ class BlockTable:
         Each block is shared if held elsewhere, or taken back off the free list with its
         contents if nobody holds it. The table then holds ``len(blocks) * block_size`` tokens.
         """
-        self.check("hold a prefix in")
-        if self._blocks:
-            raise ValueError(f"table {self.id} already holds blocks {self._blocks}")
         if isinstance(blocks, (str, bytes, dict)) or not isinstance(blocks, Iterable):
             raise TypeError(f"blocks must be a sequence of block ids, got {blocks!r}")
         checked = [check_int(b, "block") for b in blocks]
+        self.check("hold a prefix in")
+        if self._blocks:
+            raise ValueError(f"table {self.id} already holds blocks {self._blocks}")
         self._alloc.hold(checked, self._owner)  # checks range and repeats; all or nothing
         self._blocks = checked
         self._num_tokens = len(checked) * self._block_size
