@@ -98,7 +98,12 @@ class BlockAllocator(EventSource):
             raise ArgumentTypeError(
                 f"free_order must be a sequence of block ids, got {free_order!r}"
             )
-        order = list(free_order)
+        try:
+            order = list(free_order)
+        except TypeError:  # a 0-d array or tensor
+            raise ArgumentTypeError(
+                f"free_order must be a sequence of block ids, got {free_order!r}"
+            ) from None
         if len(order) != self._num_blocks:
             raise ValueError(
                 f"free_order must be a permutation of range({self._num_blocks}), "
@@ -168,9 +173,14 @@ class BlockAllocator(EventSource):
         if isinstance(blocks, (str, bytes)) or not isinstance(blocks, Iterable):
             raise ArgumentTypeError(f"{name} must be a sequence of block ids, got {blocks!r}")
         n = self._num_blocks
+        try:
+            items = blocks if blocks.__class__ is list else list(blocks)
+        except TypeError:  # a 0-d array or tensor
+            raise ArgumentTypeError(
+                f"{name} must be a sequence of block ids, got {blocks!r}"
+            ) from None
         checked = [
-            b if b.__class__ is int and 0 <= b < n else self._check_block(b, "block")
-            for b in blocks
+            b if b.__class__ is int and 0 <= b < n else self._check_block(b, "block") for b in items
         ]
         if len(set(checked)) != len(checked):
             raise ValueError(f"{name} {checked} repeat a block")

@@ -228,7 +228,11 @@ class BlockTable:
         """
         if isinstance(blocks, (str, bytes, dict)) or not isinstance(blocks, Iterable):
             raise TypeError(f"blocks must be a sequence of block ids, got {blocks!r}")
-        checked = [check_int(b, "block") for b in blocks]
+        try:
+            items = list(blocks)
+        except TypeError:  # a 0-d array or tensor
+            raise TypeError(f"blocks must be a sequence of block ids, got {blocks!r}") from None
+        checked = [check_int(b, "block") for b in items]
         self.check("hold a prefix in")
         if self._blocks:
             raise ValueError(f"table {self.id} already holds blocks {self._blocks}")

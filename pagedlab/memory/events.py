@@ -14,8 +14,9 @@ Event kinds, in the order a learner meets them:
 - ``free``: the last holder dropped ``block``; it is back on the free list.
 - ``reuse``: a free block was taken back with its contents (prefix caching).
 
-Listeners are called after the operation that emits the event has changed the state, so a
-listener sees the allocator as the event describes it.
+A listener is called as soon as the change its event describes is made, in the middle of the
+operation (pictures snapshot every step this way). So a listener must only read: one that
+raises, or changes the allocator, can leave the calling operation half done.
 """
 
 from __future__ import annotations

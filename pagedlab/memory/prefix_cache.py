@@ -84,7 +84,13 @@ def _check_hash_bytes(hash_bytes: object) -> int:
 def _token_ids(tokens: object) -> list[int]:
     if isinstance(tokens, (str, bytes, dict)) or not isinstance(tokens, Iterable):
         raise ArgumentTypeError(f"tokens must be a sequence of integer token ids, got {tokens!r}")
-    ids = [check_int(t, "token id") for t in tokens]
+    try:
+        items = list(tokens)
+    except TypeError:  # a 0-d array or tensor
+        raise ArgumentTypeError(
+            f"tokens must be a sequence of integer token ids, got {tokens!r}"
+        ) from None
+    ids = [check_int(t, "token id") for t in items]
     for t in ids:
         if not -(2**63) <= t < 2**63:
             raise ValueError(f"token id {t} does not fit in 64 bits")
