@@ -14,60 +14,25 @@ the same rules on 10,000 seeded random sequences of 30 steps, without hypothesis
 
 from __future__ import annotations
 
-import random
 from collections import Counter
-from collections.abc import Callable
 from itertools import count
-from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine
+from machine_steps import PICK, check, choose, integer, integers, one_of, run_random, setup, step
 
 from pagedlab import BlockAllocator, BlockTable, OutOfBlocksError, PrefixCache
 from pagedlab.memory.sharing import beam_step
 
-# Each rule argument is a spec: a hypothesis strategy and the same draw from a random.Random,
-# so that the slow run can replay the machine's rules without hypothesis's per-draw cost.
-Spec = tuple[st.SearchStrategy[Any], Callable[[random.Random], Any]]
-
-
-def integer(lo: int, hi: int) -> Spec:
-    return st.integers(lo, hi), lambda r: r.randint(lo, hi)
-
-
-def integers(lo: int, hi: int, min_size: int, max_size: int) -> Spec:
-    return (
-        st.lists(st.integers(lo, hi), min_size=min_size, max_size=max_size),
-        lambda r: [r.randint(lo, hi) for _ in range(r.randint(min_size, max_size))],
-    )
-
-
-def one_of(values: list[Any]) -> Spec:
-    return st.sampled_from(values), lambda r: r.choice(values)
-
-
-def step(pre: Callable[[Any], object] | None = None, **specs: Spec):  # type: ignore[no-untyped-def]
-    """``@rule`` (and ``@precondition``) from specs; remembers them for the random driver."""
-
-    def decorate(fn):  # type: ignore[no-untyped-def]
-        fn.specs, fn.pre = {k: v[1] for k, v in specs.items()}, pre
-        wrapped = rule(**{k: v[0] for k, v in specs.items()})(fn)
-        return precondition(pre)(wrapped) if pre else wrapped
-
-    return decorate
-
-
-PICK = integer(0, 2**16)  # an index into whatever list the rule picks from, modulo its length
 BAD_COUNTS = [0, -1, True, np.bool_(True), 1.5, float("nan"), "2", None, 2**70, np.int64(-3)]
 CLEAR = (TypeError, ValueError, OutOfBlocksError)
 
 
 class Misuse(RuleBasedStateMachine):
-    @initialize(num_blocks=st.integers(1, 8), block_size=st.integers(1, 3))
-    def setup(self, num_blocks: int, block_size: int) -> None:
+    @setup(num_blocks=integer(1, 8), block_size=integer(1, 3))
+    def start(self, num_blocks: int, block_size: int) -> None:
         self.alloc = BlockAllocator(num_blocks, block_size)
         self.cache = PrefixCache(self.alloc)
         self.tables: list[BlockTable] = []  # every table made, freed or not
@@ -125,7 +90,7 @@ class Misuse(RuleBasedStateMachine):
 
     @step(pre=lambda self: self._usable(), pick=PICK, n=integer(1, 5))
     def append(self, pick: int, n: int) -> None:
-        table = _pick(self._usable(), pick)
+        table = choose(self._usable(), pick)
         first = table.num_tokens
         needed, free = table.blocks_needed(n), self.alloc.num_free
         assert table.can_append(n) == (needed <= free)
@@ -137,19 +102,19 @@ class Misuse(RuleBasedStateMachine):
 
     @step(pre=lambda self: self._usable(), pick=PICK)
     def fork(self, pick: int) -> None:
-        table = _pick(self._usable(), pick)
+        table = choose(self._usable(), pick)
         child = table.fork()
         self.tables.append(child)
         self.data[child.id] = list(self.data[table.id])
 
     @step(pre=lambda self: self._usable(), pick=PICK)
     def free_table(self, pick: int) -> None:
-        _pick(self._usable(), pick).free()
+        choose(self._usable(), pick).free()
 
     @step(pre=lambda self: self._usable(), picks=integers(0, 99, 1, 3), kept=integers(0, 99, 1, 3))
     def beam(self, picks: list[int], kept: list[int], n: int = 1) -> None:
         usable = self._usable()
-        beams = list(dict.fromkeys(_pick(usable, p) for p in picks))
+        beams = list(dict.fromkeys(choose(usable, p) for p in picks))
         parents = [k % len(beams) for k in kept]
         ok, step = self._attempt(lambda: beam_step(beams, parents, n))
         if not ok:
@@ -181,7 +146,7 @@ class Misuse(RuleBasedStateMachine):
 
     @step(pre=lambda self: +self.anon, pick=PICK)
     def free_own_block(self, pick: int) -> None:
-        block = _pick(sorted(+self.anon), pick)
+        block = choose(sorted(+self.anon), pick)
         self.alloc.free(block)
         self.anon[block] -= 1
 
@@ -219,7 +184,7 @@ class Misuse(RuleBasedStateMachine):
         which=one_of(["append", "slot", "needed", "allocate_many"]),
     )
     def bad_count(self, pick: int, bad: object, which: str) -> None:
-        table = _pick(self.tables, pick)
+        table = choose(self.tables, pick)
         call = {
             "append": lambda: table.append_tokens(bad),  # type: ignore[arg-type]
             "slot": lambda: table.slot(bad),  # type: ignore[arg-type]
@@ -237,7 +202,7 @@ class Misuse(RuleBasedStateMachine):
     @step(pre=lambda self: any(t.freed or t.lost for t in self.tables), pick=PICK)
     def use_a_refusing_table(self, pick: int) -> None:
         """Freed tables and tables that lost a block refuse everything and change nothing."""
-        table = _pick([t for t in self.tables if t.freed or t.lost], pick)
+        table = choose([t for t in self.tables if t.freed or t.lost], pick)
         for call in (table.append_tokens, table.append_token, table.fork, table.free):
             assert not self._attempt(call)[0]
         assert not self._attempt(lambda: beam_step([table], [0]))[0]
@@ -267,7 +232,7 @@ class Misuse(RuleBasedStateMachine):
         self.cache = PrefixCache(self.alloc)  # a fresh one goes on
 
     # --- invariants --------------------------------------------------------------------------
-    @invariant()
+    @check
     def all_invariants(self) -> None:
         self.refcount_is_the_number_of_holders()
         self.every_usable_table_reads_back_its_data()
@@ -305,38 +270,6 @@ class Misuse(RuleBasedStateMachine):
             assert self.alloc.refcount(block) <= leaked[block]
 
 
-def _pick(items: list[Any], pick: int) -> Any:
-    return items[pick % len(items)]
-
-
-def run_random(sequences: int, steps: int, seed: int = 0) -> int:
-    """Replay the machine's rules on ``sequences`` random sequences of ``steps`` steps each,
-    checking the invariants after every step; returns the number of steps run. A failure
-    names the sequence's seed and its steps, so it can be replayed."""
-    rules = [fn for fn in vars(Misuse).values() if hasattr(fn, "specs")]
-    done = 0
-    for i in range(sequences):
-        rng = random.Random(seed * 1_000_003 + i)
-        machine = Misuse()
-        machine.setup(num_blocks=rng.randint(1, 8), block_size=rng.randint(1, 3))
-        history: list[str] = []
-        try:
-            machine.all_invariants()
-            for _ in range(steps):
-                fn = rng.choice(rules)
-                if fn.pre is not None and not fn.pre(machine):
-                    continue
-                args = {name: draw(rng) for name, draw in fn.specs.items()}
-                history.append(f"{fn.__name__}({args})")
-                fn(machine, **args)
-                machine.all_invariants()
-                done += 1
-            machine.teardown()
-        except Exception as error:
-            raise AssertionError(f"sequence {i} (seed {seed}) failed after {history}") from error
-    return done
-
-
 COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 TestMisuse = Misuse.TestCase
@@ -345,4 +278,4 @@ TestMisuse.settings = settings(max_examples=300, stateful_step_count=20, **COMMO
 
 @pytest.mark.slow
 def test_misuse_10000_random_sequences() -> None:
-    assert run_random(10_000, steps=30) > 200_000
+    assert run_random(Misuse, 10_000, steps=30) > 200_000

@@ -115,7 +115,8 @@ class BlockTable:
 
     def slot(self, pos: int) -> tuple[int, int]:
         """(physical block, offset) of position ``pos``, 0-based."""
-        pos = check_int(pos, "pos")
+        if pos.__class__ is not int:
+            pos = check_int(pos, "pos")
         if not 0 <= pos < self._num_tokens:
             raise ValueError(f"position {pos} is outside [0, {self._num_tokens})")
         if self._owner.lost:
