@@ -32,11 +32,12 @@ Events (``pagedlab.memory.events``) are only built while somebody listens.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pagedlab.checks import ArgumentTypeError, check_int
 from pagedlab.memory.events import Event, EventSource
+from pagedlab.memory.owner import Owner, items_of, permutation
 
 MAX_NUM_BLOCKS = 2**20
 """Largest pool: 1,048,576 blocks (about 140 MiB of bookkeeping; block ids fit int32)."""
@@ -47,25 +48,6 @@ MAX_SLOTS = 2**31 - 1
 
 class OutOfBlocksError(RuntimeError):
     """The pool has fewer free blocks than an operation needs; nothing was changed."""
-
-
-class Owner:
-    """A holder of block references: a ``BlockTable`` makes one with ``new_owner()``.
-
-    ``id`` names it in events and messages. ``lost`` lists the blocks whose reference it held
-    and an anonymous ``free`` dropped (see the module docstring); ``fast`` is set by
-    ``grant`` and cleared by the allocator.
-    """
-
-    __slots__ = ("id", "fast", "lost")
-
-    def __init__(self, owner_id: int) -> None:
-        self.id = owner_id
-        self.fast = False
-        self.lost: list[int] = []
-
-    def __repr__(self) -> str:
-        return f"Owner({self.id})"
 
 
 class BlockAllocator(EventSource):
@@ -85,43 +67,13 @@ class BlockAllocator(EventSource):
                 f"2**31 - 1 (flat slot ids are int32)"
             )
         self._num_blocks, self._block_size = num_blocks, block_size
-        order = range(num_blocks) if free_order is None else self._permutation(free_order)
+        order = range(num_blocks) if free_order is None else permutation(free_order, num_blocks)
         self._free: OrderedDict[int, None] = OrderedDict.fromkeys(order)
         self._refcounts = [0] * num_blocks
         # holders of each block: one holder (an Owner, or None: anonymous) while the ref
         # count is 1; a list of them while it is 2 or more; None while the block is free.
         self._holders: list[Any] = [None] * num_blocks
         self._owners = 0
-
-    def _permutation(self, free_order: object) -> list[int]:
-        if isinstance(free_order, (str, bytes)) or not isinstance(free_order, Iterable):
-            raise ArgumentTypeError(
-                f"free_order must be a sequence of block ids, got {free_order!r}"
-            )
-        try:
-            order = list(free_order)
-        except TypeError:  # a 0-d array or tensor
-            raise ArgumentTypeError(
-                f"free_order must be a sequence of block ids, got {free_order!r}"
-            ) from None
-        if len(order) != self._num_blocks:
-            raise ValueError(
-                f"free_order must be a permutation of range({self._num_blocks}), "
-                f"got {len(order)} entries: {_short(order)}"
-            )
-        try:
-            order = [check_int(b, "free_order entry") for b in order]
-        except ValueError:  # ArgumentTypeError is a ValueError too
-            raise ValueError(
-                f"free_order must be a permutation of range({self._num_blocks}), "
-                f"got {_short(order)}"
-            ) from None
-        if sorted(order) != list(range(self._num_blocks)):
-            raise ValueError(
-                f"free_order must be a permutation of range({self._num_blocks}), "
-                f"got {_short(order)}"
-            )
-        return order
 
     # --- sizes and state ---------------------------------------------------------------
     @property
@@ -170,15 +122,8 @@ class BlockAllocator(EventSource):
 
     def _check_blocks(self, blocks: object, name: str = "blocks") -> list[int]:
         """``blocks`` as a list of distinct, in-range block ids."""
-        if isinstance(blocks, (str, bytes)) or not isinstance(blocks, Iterable):
-            raise ArgumentTypeError(f"{name} must be a sequence of block ids, got {blocks!r}")
         n = self._num_blocks
-        try:
-            items = blocks if blocks.__class__ is list else list(blocks)
-        except TypeError:  # a 0-d array or tensor
-            raise ArgumentTypeError(
-                f"{name} must be a sequence of block ids, got {blocks!r}"
-            ) from None
+        items = blocks if blocks.__class__ is list else items_of(blocks, name, "block ids")
         checked = [
             b if b.__class__ is int and 0 <= b < n else self._check_block(b, "block") for b in items
         ]
@@ -424,10 +369,3 @@ class BlockAllocator(EventSource):
             f"BlockAllocator(num_blocks={self._num_blocks}, block_size={self._block_size}, "
             f"num_free={self.num_free})"
         )
-
-
-def _short(values: list[object], limit: int = 12) -> str:
-    """``values`` for a message, elided after ``limit`` entries."""
-    if len(values) <= limit:
-        return repr(values)
-    return "[" + ", ".join(map(repr, values[:limit])) + f", ... ({len(values)} entries)]"
