@@ -252,9 +252,15 @@ def test_a_closed_prefix_cache_answers_nothing() -> None:
 
 def test_cache_settings_are_read_only() -> None:
     s = scene()
-    for name in ("hash_bytes", "allocator", "block_size"):
+    for name in ("hash_bytes", "allocator", "block_size", "stats"):
         with pytest.raises(AttributeError):
             setattr(s.cache, name, 0)
+
+
+def test_beam_parents_may_be_a_numpy_array() -> None:
+    s = scene()
+    step = beam_step([s.table, s.child], np.array([1, 1]))
+    assert [t.num_tokens for t in step.beams] == [6, 6]
 
 
 def test_table_ids_are_read_only() -> None:
@@ -294,7 +300,8 @@ def test_table_ids_are_read_only() -> None:
         (lambda s: fork_samples(None, 2), TypeError, "prompt must be a BlockTable"),
         (lambda s: fork_samples(s.table, 10**9), ValueError, "must be <= 1024"),
         (lambda s: beam_step(s.table, [0]), TypeError, "beams must be a list"),
-        (lambda s: beam_step([s.table], "0"), TypeError, "parents must be a list"),
+        (lambda s: beam_step([s.table], "0"), TypeError, "parents must be a sequence"),
+        (lambda s: beam_step([s.table], 0), TypeError, "parents must be a sequence"),
         (lambda s: beam_step([s.table, s.table], [0]), ValueError, "repeat a table"),
         (lambda s: beam_step(["x"], [0]), TypeError, "beams must hold BlockTables"),
         (lambda s: beam_step([s.table], [0] * 1025), ValueError, "must be <= 1024"),

@@ -17,8 +17,8 @@ Invariants (checked by the property tests):
 
 Misuse through this layer is recorded, not hidden: an anonymous ``free`` of a block that no
 anonymous holder holds drops an owner's reference (a block freed behind a table's back; of
-several owners, the most recent one's). That owner's ``lost`` list names the block, so its table refuses its next operation instead of
-writing into a block somebody else may be handed.
+several owners, the most recent one's). That owner's ``lost`` list names the block, so its
+table refuses its next operation instead of writing into a block somebody else may be handed.
 
 An owner's ``fast`` flag is what lets ``BlockTable.append_token`` skip asking the allocator:
 :meth:`BlockAllocator.grant` sets it when the owner alone holds its last block and nobody

@@ -142,7 +142,7 @@ class PrefixCache:
             raise TypeError(f"PrefixCache needs a BlockAllocator, got {allocator!r}")
         self._hash_bytes = _check_hash_bytes(hash_bytes)
         self._allocator = allocator
-        self.stats = CacheStats()
+        self._stats = CacheStats()
         self._block_of: dict[str, int] = {}  # hash -> physical block
         self._hash_of: dict[int, str] = {}  # physical block -> hash
         self._tokens_of: dict[int, tuple[int, ...]] = {}
@@ -161,13 +161,18 @@ class PrefixCache:
         return self._hash_bytes
 
     @property
+    def stats(self) -> CacheStats:
+        """The counters (one object for the cache's life; read-only attribute)."""
+        return self._stats
+
+    @property
     def closed(self) -> bool:
         return self._unsubscribe is None
 
     def _on_event(self, event: Event) -> None:
         if event.kind == "allocate" and event.block in self._hash_of:
             self._forget(event.block)
-            self.stats.evictions += 1
+            self._stats.evictions += 1
 
     def _forget(self, block: int) -> None:
         del self._block_of[self._hash_of.pop(block)]
@@ -272,7 +277,7 @@ class PrefixCache:
             partial_tokens=len(ids) % size,
             recomputed_last_block=len(ids) % size == 0 and len(hits) == limit and limit > 0,
         )
-        s = self.stats
+        s = self._stats
         s.requests += 1
         s.query_tokens += len(ids)
         s.hit_tokens += admission.hit_tokens

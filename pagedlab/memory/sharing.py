@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite, blocks_to_append
+from pagedlab.memory.owner import items_of
 
 MAX_WIDTH = 1024
 """Most samples (``fork_samples``) or candidates (``beam_step``) one call makes."""
@@ -106,12 +107,12 @@ def _plan(
 ) -> tuple[int, int, list[int]]:
     """Check a beam step's arguments; (blocks it allocates, blocks free once the old
     candidates are dropped, parent indices as ints)."""
-    for name, value in (("beams", beams), ("parents", parents)):
-        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-            raise TypeError(f"{name} must be a list, got {value!r}")
+    if isinstance(beams, (str, bytes)) or not isinstance(beams, Sequence):
+        raise TypeError(f"beams must be a list, got {beams!r}")
+    indices = items_of(parents, "parents", "parent indices")  # a list, tuple or array
     if not beams:
         raise ValueError("beams must hold at least one candidate, got none")
-    width = len(parents)
+    width = len(indices)
     if width < 1:
         raise ValueError(f"beam width (len(parents)) must be >= 1, got {width}")
     if width > MAX_WIDTH:
@@ -130,7 +131,7 @@ def _plan(
     if len({id(t) for t in beams}) != len(beams):
         raise ValueError("beams repeat a table")
     checked = []
-    for p in parents:
+    for p in indices:
         index = check_int(p, "parent index")
         if not 0 <= index < len(beams):
             raise ValueError(f"parent index {index} is out of range [0, {len(beams)})")
