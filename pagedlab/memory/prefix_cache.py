@@ -11,12 +11,16 @@ Rules (the usual causes of a "low hit rate"):
 - the last prompt token is always computed (its logits pick the first output token), so at
   most ``(len(prompt) - 1) // block_size`` blocks can hit, and a block-aligned prompt that is
   entirely cached still recomputes its whole last block (a table starts on full blocks);
-- a hit compares token ids, so a hash collision is a miss (counted), never wrong KV.
+- a hit compares token ids and the cached parent block, so a hash collision is a miss
+  (counted), never wrong KV: a block's KV depends on every token before it, and each cached
+  block records the cached block it was computed after (its parent), so a hit walks the very
+  chain of blocks its prefix was computed in.
 
 Freed blocks keep their hash and stay findable until the allocator hands them out again:
 the cache listens to the allocator's ``allocate`` events and forgets (evicts) a block at
-that moment. The free list is a queue that freed blocks join at the back, so blocks are
-evicted least recently used first; a hit on a free block takes it back (``reuse``).
+that moment, with the cached blocks computed after it (no lookup can reach them any more).
+The free list is a queue that freed blocks join at the back, so blocks are evicted least
+recently used first; a hit on a free block takes it back (``reuse``).
 
 Invariants (tests/test_prefix_cache.py, tests/test_sharing_properties.py): every cached
 block holds the token ids it is cached under; a hash maps to exactly one block and back;
@@ -146,6 +150,8 @@ class PrefixCache:
         self._block_of: dict[str, int] = {}  # hash -> physical block
         self._hash_of: dict[int, str] = {}  # physical block -> hash
         self._tokens_of: dict[int, tuple[int, ...]] = {}
+        self._parent_of: dict[int, int | None] = {}  # the cached block it was computed after
+        self._children: dict[int, set[int]] = {}  # cached blocks computed after it
         self._unsubscribe: Callable[[], None] | None = allocator.subscribe(self._on_event)
 
     @property
@@ -171,21 +177,31 @@ class PrefixCache:
 
     def _on_event(self, event: Event) -> None:
         if event.kind == "allocate" and event.block in self._hash_of:
-            self._forget(event.block)
-            self._stats.evictions += 1
+            self._stats.evictions += self._forget(event.block)
 
-    def _forget(self, block: int) -> None:
-        del self._block_of[self._hash_of.pop(block)]
-        del self._tokens_of[block]
+    def _forget(self, block: int) -> int:
+        """Forget ``block`` and the cached blocks computed after it; returns how many."""
+        parent = self._parent_of[block]
+        if parent is not None:
+            self._children[parent].discard(block)
+        stack, forgotten = [block], 0
+        while stack:
+            b = stack.pop()
+            del self._block_of[self._hash_of.pop(b)]
+            del self._tokens_of[b], self._parent_of[b]
+            stack.extend(self._children.pop(b, ()))
+            forgotten += 1
+        return forgotten
 
     def close(self) -> None:
         """Stop listening to the allocator and forget every cached block (idempotent)."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-            self._block_of.clear()
-            self._hash_of.clear()
-            self._tokens_of.clear()
+            for table in (self._block_of, self._hash_of, self._tokens_of):
+                table.clear()
+            self._parent_of.clear()
+            self._children.clear()
 
     def _check_open(self, action: str) -> None:
         if self._unsubscribe is None:
@@ -223,13 +239,18 @@ class PrefixCache:
         ids = _token_ids(tokens)
         size, limit = self.block_size, (len(ids) - 1) // self.block_size
         found: list[int] = []
+        parent: int | None = None
         for i, block_hash in enumerate(self.hashes(ids[: limit * size])):
             block = self._block_of.get(block_hash)
             if block is None:
                 break
-            if self._tokens_of[block] != tuple(ids[i * size : (i + 1) * size]):
-                return found, 1  # same hash, other tokens: a collision, treated as a miss
+            if (
+                self._tokens_of[block] != tuple(ids[i * size : (i + 1) * size])
+                or self._parent_of[block] != parent
+            ):
+                return found, 1  # same hash, other tokens or prefix: a collision, a miss
             found.append(block)
+            parent = block
         return found, 0
 
     # --- requests -----------------------------------------------------------------------------
@@ -304,11 +325,23 @@ class PrefixCache:
                 f"tokens has {len(ids)} ids but table {table.id} holds {table.num_tokens}"
             )
         added, size = 0, self.block_size
+        parent: int | None = None  # the cached block holding the same prefix as the table's
         for i, (block, block_hash) in enumerate(zip(table.blocks, self.hashes(ids), strict=False)):
-            if block_hash in self._block_of or block in self._hash_of:
+            tokens_i = tuple(ids[i * size : (i + 1) * size])
+            cached = self._block_of.get(block_hash)
+            if cached is not None:
+                if self._tokens_of[cached] != tokens_i or self._parent_of[cached] != parent:
+                    break  # a collision: this prefix cannot be cached under its hash
+                parent = cached  # the same prefix is cached already (in this block or another)
                 continue
+            if block in self._hash_of:
+                break  # the block is cached for another prefix
             self._block_of[block_hash] = block
             self._hash_of[block] = block_hash
-            self._tokens_of[block] = tuple(ids[i * size : (i + 1) * size])
+            self._tokens_of[block] = tokens_i
+            self._parent_of[block] = parent
+            if parent is not None:
+                self._children.setdefault(parent, set()).add(block)
             added += 1
+            parent = block
         return added
