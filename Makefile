@@ -1,6 +1,7 @@
 # Two commands for a fresh machine with Python 3.11+ and pip:
 #   make lab    set everything up, then open JupyterLab on notebooks/ (127.0.0.1, token auth on)
-#   make test   set everything up, then lint, type-check and run every test and notebook
+#   make test   set everything up, then lint, type-check, check the layering (lint-imports)
+#               and dead code (vulture), and run every test and notebook
 # Both build .venv once and reuse it until pyproject.toml or constraints.txt change.
 
 PYTHON ?= python3
@@ -25,6 +26,8 @@ test: $(STAMP)
 	$(BIN)/ruff check pagedlab tests benchmarks scripts
 	$(BIN)/ruff format --check pagedlab tests benchmarks scripts
 	$(BIN)/mypy pagedlab
+	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_dead_code.py
 	@# pytest exits 5 when it collected nothing: a broken layout, never a pass.
 	$(BIN)/python -m pytest; status=$$?; \
 	  if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; exit $$status

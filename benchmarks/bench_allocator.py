@@ -15,6 +15,7 @@ import time
 import tracemalloc
 
 from pagedlab import BlockAllocator, BlockTable
+from pagedlab.checks import ceil_div
 
 NUM_SEQUENCES = 20_000
 MAX_PROMPT, MAX_DECODE = 512, 256
@@ -29,7 +30,7 @@ def make_trace(seed: int = 0) -> list[tuple[int, int]]:
 
 def run(trace: list[tuple[int, int]], with_allocator: bool = True) -> int:
     """Replay ``trace``; returns the number of single-token appends."""
-    blocks_per_seq = -(-(MAX_PROMPT + MAX_DECODE) // BLOCK_SIZE)
+    blocks_per_seq = ceil_div(MAX_PROMPT + MAX_DECODE, BLOCK_SIZE)
     allocator = BlockAllocator(MAX_RUNNING * blocks_per_seq, BLOCK_SIZE)
     running: list[tuple[BlockTable | None, int]] = []  # (table, step at which it finishes)
     admitted = appends = step = 0

@@ -2,33 +2,22 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
+import pytest
 from hypothesis import settings
-from hypothesis import strategies as st
-from hypothesis.stateful import (
-    Bundle,
-    RuleBasedStateMachine,
-    consumes,
-    initialize,
-    invariant,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine
+from machine_steps import PICK, check, choose, integer, run_random, setup, step
 
 from pagedlab import BlockAllocator, BlockTable, OutOfBlocksError
 
 
 class Allocation(RuleBasedStateMachine):
-    tables = Bundle("tables")
-
-    @initialize(
-        num_blocks=st.integers(1, 12),
-        block_size=st.integers(1, 5),
-        shuffle=st.randoms(use_true_random=False),
-    )
-    def setup(self, num_blocks: int, block_size: int, shuffle) -> None:  # type: ignore[no-untyped-def]
+    @setup(num_blocks=integer(1, 12), block_size=integer(1, 5), seed=integer(0, 2**32))
+    def start(self, num_blocks: int, block_size: int, seed: int) -> None:
         order = list(range(num_blocks))
-        shuffle.shuffle(order)
+        random.Random(seed).shuffle(order)
         self.alloc = BlockAllocator(num_blocks, block_size, free_order=order)
         self.live: list[BlockTable] = []
         self.slots: dict[int, list[tuple[int, int]]] = {}  # table id -> slot of each position
@@ -40,23 +29,21 @@ class Allocation(RuleBasedStateMachine):
             [(t.blocks, t.num_tokens) for t in self.live],
         )
 
-    @rule(target=tables, n=st.integers(1, 10))
-    def new_sequence(self, n: int) -> BlockTable | None:
+    @step(n=integer(1, 10))
+    def new_sequence(self, n: int) -> None:
         table = BlockTable(self.alloc)
         before = self._snapshot()
         try:
             table.append_tokens(n)
         except OutOfBlocksError:
             assert self._snapshot() == before
-            return None
+            return
         self.live.append(table)
         self.slots[table.id] = [table.slot(p) for p in range(n)]
-        return table
 
-    @rule(table=tables, n=st.integers(1, 6))
-    def append(self, table: BlockTable | None, n: int) -> None:
-        if table is None or table.freed:
-            return
+    @step(pre=lambda self: self.live, pick=PICK, n=integer(1, 6))
+    def append(self, pick: int, n: int) -> None:
+        table = choose(self.live, pick)
         before = self._snapshot()
         try:
             copy = table.append_tokens(n)
@@ -77,34 +64,31 @@ class Allocation(RuleBasedStateMachine):
         assert all(self.alloc.refcount(b) == 1 for b in written), "wrote into a shared block"
         self.slots[table.id] = now
 
-    @rule(target=tables, table=tables)
-    def fork(self, table: BlockTable | None) -> BlockTable | None:
-        if table is None or table.freed:
-            return None
+    @step(pre=lambda self: self.live, pick=PICK)
+    def fork(self, pick: int) -> None:
+        table = choose(self.live, pick)
         child = table.fork()
         self.live.append(child)
         self.slots[child.id] = list(self.slots[table.id])
-        return child
 
-    @rule(table=consumes(tables))
-    def free(self, table: BlockTable | None) -> None:
-        if table is None or table.freed:
-            return
+    @step(pre=lambda self: self.live, pick=PICK)
+    def free(self, pick: int) -> None:
+        table = choose(self.live, pick)
         table.free()
         self.live.remove(table)
 
-    @invariant()
+    @check
     def refcount_is_the_number_of_holders(self) -> None:
         holders = Counter(b for t in self.live for b in t.blocks)
         assert self.alloc.refcounts() == [holders[b] for b in range(self.alloc.num_blocks)]
 
-    @invariant()
+    @check
     def free_list_is_exactly_the_unheld_blocks(self) -> None:
         free = self.alloc.free_list()
         assert len(free) == len(set(free)) == self.alloc.num_free
         assert set(free) == {b for b, c in enumerate(self.alloc.refcounts()) if c == 0}
 
-    @invariant()
+    @check
     def only_the_last_block_has_empty_slots(self) -> None:
         for t in self.live:
             assert t.num_slots == len(t.blocks) * self.alloc.block_size
@@ -119,3 +103,8 @@ class Allocation(RuleBasedStateMachine):
 
 TestAllocation = Allocation.TestCase
 TestAllocation.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+
+
+@pytest.mark.slow
+def test_allocation_10000_random_sequences() -> None:
+    assert run_random(Allocation, 10_000, steps=30) > 200_000

@@ -98,6 +98,38 @@ def test_collision_is_a_miss_not_wrong_kv() -> None:
     assert cache.tokens_of(0) == (0, 0, 0, 0)
 
 
+def test_a_colliding_block_computed_after_another_prefix_is_a_miss() -> None:
+    """Same hash and same tokens, but the cached block's KV was computed after other tokens."""
+
+    def level1(tokens: list[int]) -> str:
+        return block_hashes(tokens, 2, hash_bytes=1)[1]
+
+    k, x = next(
+        (k, x)
+        for k in range(2, 200)
+        for x in range(2, 3000)
+        if block_hashes([x, x], 2, 1) != block_hashes([1, 1], 2, 1)
+        and level1([x, x, k, k]) == level1([1, 1, k, k])
+    )
+    cache = make(num_blocks=64, block_size=2, hash_bytes=1)
+    first = cache.admit([1, 1, k, k, 9])  # its block 1: the KV of (k, k) after (1, 1)
+    own = cache.admit([x, x, 9]).table.blocks[0]
+    again = cache.admit([x, x, k, k, 9])  # (k, k) after (x, x): same hash, other KV
+    assert again.hit_blocks == [own] and first.table.blocks[1] not in again.hit_blocks
+    assert cache.stats.collisions == 1
+
+
+def test_evicting_a_block_forgets_the_blocks_cached_after_it() -> None:
+    cache = make(num_blocks=4, block_size=2)
+    cache.admit([1, 1, 2, 2, 3]).table.free()  # blocks 0, 1 cached (1 after 0), 2 partial
+    alloc = cache.allocator
+    assert alloc.free_list() == [3, 2, 1, 0]
+    alloc.reuse(1)  # block 1 is held again, still cached
+    assert [alloc.allocate() for _ in range(3)] == [3, 2, 0]  # block 0 is handed out
+    assert cache.cached_blocks() == {}  # and block 1, computed after it, is unreachable
+    assert cache.stats.evictions == 2 and cache.lookup([1, 1, 2, 2, 3]) == ([], 0)
+
+
 def test_decoded_blocks_can_be_registered() -> None:
     cache = make()
     first = cache.admit([1, 2, 3])

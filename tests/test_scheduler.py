@@ -110,6 +110,8 @@ def test_fcfs_order_of_completion_for_equal_lengths(mode: str, chunked: bool) ->
         s.add(Request(f"r{i}", 5, 7))
     run_checked(s)
     assert [g.name for g in s.finished] == [f"r{i}" for i in range(6)]
+    steps = [g.finished_at for g in s.finished]
+    assert steps == sorted(steps) and steps[-1] == s.steps  # each records its finishing step
 
 
 def test_recompute_counts_prompt_and_generated_tokens() -> None:

@@ -14,16 +14,17 @@ tokens at their slots, copy-on-write copies before writes. Invariants after ever
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine
+from machine_steps import PICK, check, choose, integer, integers, run_random, step
 
 from pagedlab import BlockAllocator, BlockTable, OutOfBlocksError
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.sharing import beam_step, holders
 
 SIZE, BLOCKS = 4, 16
-TOKENS = st.lists(st.integers(0, 2), min_size=1, max_size=12)  # few ids: many shared prefixes
+TOKENS = integers(0, 2, 1, 12)  # few ids: many shared prefixes
 
 
 class Sharing(RuleBasedStateMachine):
@@ -47,7 +48,7 @@ class Sharing(RuleBasedStateMachine):
     def _snapshot(self) -> tuple[list[int], list[int], dict[int, str]]:
         return self.alloc.refcounts(), self.alloc.free_list(), self.cache.cached_blocks()
 
-    @rule(tokens=TOKENS)
+    @step(tokens=TOKENS)
     def admit(self, tokens: list[int]) -> None:
         before = self._snapshot()
         try:
@@ -60,16 +61,14 @@ class Sharing(RuleBasedStateMachine):
         self._write(result.table, tokens, result.hit_tokens)
         self.live.append((result.table, list(tokens)))
 
-    @precondition(lambda self: self.live)
-    @rule(data=st.data())
-    def fork(self, data: st.DataObject) -> None:
-        table, tokens = data.draw(st.sampled_from(self.live))
+    @step(pre=lambda self: self.live, pick=PICK)
+    def fork(self, pick: int) -> None:
+        table, tokens = choose(self.live, pick)
         self.live.append((table.fork(), list(tokens)))
 
-    @precondition(lambda self: self.live)
-    @rule(data=st.data(), new=TOKENS)
-    def append(self, data: st.DataObject, new: list[int]) -> None:
-        table, tokens = data.draw(st.sampled_from(self.live))
+    @step(pre=lambda self: self.live, pick=PICK, new=TOKENS)
+    def append(self, pick: int, new: list[int]) -> None:
+        table, tokens = choose(self.live, pick)
         before = self._snapshot()
         try:
             copy = table.append_tokens(len(new))
@@ -83,21 +82,23 @@ class Sharing(RuleBasedStateMachine):
         self._write(table, tokens, first)
         self.cache.register(table, tokens)
 
-    @precondition(lambda self: self.live)
-    @rule(data=st.data())
-    def free(self, data: st.DataObject) -> None:
-        index = data.draw(st.integers(0, len(self.live) - 1))
+    @step(pre=lambda self: self.live, pick=PICK)
+    def free(self, pick: int) -> None:
+        index = pick % len(self.live)
         table, _ = self.live.pop(index)
         table.free()
 
-    @precondition(lambda self: self.live)
-    @rule(data=st.data(), n=st.integers(1, 5), token=st.integers(0, 2))
-    def beam(self, data: st.DataObject, n: int, token: int) -> None:
-        chosen = data.draw(
-            st.lists(st.sampled_from(range(len(self.live))), min_size=1, max_size=3, unique=True)
-        )
+    @step(
+        pre=lambda self: self.live,
+        picks=integers(0, 99, 1, 3),
+        kept=integers(0, 99, 1, 4),
+        n=integer(1, 5),
+        token=integer(0, 2),
+    )
+    def beam(self, picks: list[int], kept: list[int], n: int, token: int) -> None:
+        chosen = list(dict.fromkeys(p % len(self.live) for p in picks))
         beams = [self.live[i] for i in chosen]
-        parents = data.draw(st.lists(st.integers(0, len(beams) - 1), min_size=1, max_size=4))
+        parents = [k % len(beams) for k in kept]
         before = self._snapshot()
         try:
             step = beam_step([t for t, _ in beams], parents, n)
@@ -112,28 +113,30 @@ class Sharing(RuleBasedStateMachine):
             self._write(table, tokens, len(beams[p][1]))
             self.live.append((table, tokens))
 
-    @invariant()
+    @check
     def refcount_is_number_of_holders(self) -> None:
         held = holders([t for t, _ in self.live])
         counts = self.alloc.refcounts()
         assert all(counts[b] == len(held.get(b, [])) for b in range(BLOCKS))
         assert self.alloc.num_free == counts.count(0)
 
-    @invariant()
+    @check
     def every_table_reads_back_its_tokens(self) -> None:
         for table, tokens in self.live:
             assert table.num_tokens == len(tokens)
-            read = [self.store[b][o] for b, o in (table.slot(p) for p in range(len(tokens)))]
+            read = [self.store[s // SIZE][s % SIZE] for s in table.slot_mapping()]
             assert read == tokens
 
-    @invariant()
+    @check
     def held_cached_blocks_hold_their_tokens(self) -> None:
         cached = self.cache.cached_blocks()
         for table, tokens in self.live:
-            for i, block in enumerate(table.blocks):
-                if block in cached and (i + 1) * SIZE <= len(tokens):
+            held = [(i, b) for i, b in enumerate(table.blocks) if b in cached]
+            hashes = self.cache.hashes(tokens) if held else []
+            for i, block in held:
+                if (i + 1) * SIZE <= len(tokens):
                     assert self.cache.tokens_of(block) == tuple(tokens[i * SIZE : (i + 1) * SIZE])
-                    assert self.cache.hashes(tokens)[i] == cached[block]
+                    assert hashes[i] == cached[block]
 
     def teardown(self) -> None:
         for table, _ in self.live:
@@ -144,3 +147,8 @@ class Sharing(RuleBasedStateMachine):
 
 TestSharing = Sharing.TestCase
 TestSharing.settings = settings(max_examples=80, stateful_step_count=30, deadline=None)
+
+
+@pytest.mark.slow
+def test_sharing_10000_random_sequences() -> None:
+    assert run_random(Sharing, 10_000, steps=20) > 120_000

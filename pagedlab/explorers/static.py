@@ -32,7 +32,6 @@ from typing import Any, Protocol
 import ipywidgets as widgets
 from PIL import Image
 
-ENABLED = False  # True once enable() ran in this kernel
 FRAME_COLORS = 32  # frames are quantised to this many colours: ~4x smaller, same picture
 
 
@@ -79,7 +78,6 @@ def enable() -> None:
     It registers a display printer per explorer class with IPython (printers registered by
     type run before an object's own display methods), so the explorers need no flag.
     """
-    global ENABLED
     from IPython import get_ipython
 
     shell = get_ipython()
@@ -88,7 +86,6 @@ def enable() -> None:
     printer = shell.display_formatter.ipython_display_formatter
     for (module, name), (axes, play) in STATIC_AXES.items():
         printer.for_type_by_name(module, name, _displayer(axes, play))
-    ENABLED = True
 
 
 def _displayer(axes: dict[str, Sequence[object]], play: str | None):

@@ -4,19 +4,21 @@ In vLLM this is the scheduler's side (the KV-cache manager and its block pool): 
 which physical block each sequence's logical blocks live in and when blocks are shared,
 copied or freed. It never touches K/V data; :mod:`pagedlab.attention` does that.
 
-- :mod:`~pagedlab.memory.allocator`    ``BlockAllocator``: free list, ref counts
-- :mod:`~pagedlab.memory.block_table`  ``BlockTable``: one sequence's logical -> physical map
+- :mod:`~pagedlab.memory.allocator`    ``BlockAllocator``: free list, ref counts, who holds what
+- :mod:`~pagedlab.memory.block_table`  ``BlockTable``: one sequence's logical -> physical map;
+  ``blocks_to_append``: how many free blocks an append needs (the one formula)
+- :mod:`~pagedlab.memory.owner`        ``Owner``: a holder of references, as a table shows itself
 - :mod:`~pagedlab.memory.events`       what happened (allocate, share, copy, free, ...)
 - :mod:`~pagedlab.memory.sharing`      parallel sampling and beam search (§4.4)
 - :mod:`~pagedlab.memory.prefix_cache` chained block hashes, hits, LRU eviction
 - :mod:`~pagedlab.memory.savings`      memory saved by sharing (Fig. 15)
 """
 
-from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
-from pagedlab.memory.block_table import BlockTable, CopyOnWrite
+from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError, Owner
+from pagedlab.memory.block_table import BlockTable, CopyOnWrite, blocks_to_append
 from pagedlab.memory.events import Event
 from pagedlab.memory.prefix_cache import CacheStats, PrefixCache
-from pagedlab.memory.sharing import BeamStepResult, beam_step, fork_samples
+from pagedlab.memory.sharing import BeamStepResult, beam_step, can_beam_step, fork_samples
 
 __all__ = [
     "BeamStepResult",
@@ -26,7 +28,10 @@ __all__ = [
     "CopyOnWrite",
     "Event",
     "OutOfBlocksError",
+    "Owner",
     "PrefixCache",
     "beam_step",
+    "blocks_to_append",
+    "can_beam_step",
     "fork_samples",
 ]

@@ -10,18 +10,25 @@ Invariants (checked by the property tests):
 - appending never moves a position that was already written: ``slot(p)`` is the same
   before and after, except that a shared, partly filled last block is first copied
   (copy-on-write) so that the block being written always has ref count 1;
-- the table holds exactly one reference to each of its blocks, and ``free()`` drops them;
-- every method either succeeds or raises with nothing changed.
+- the table holds exactly one reference to each of its blocks (as its allocator ``Owner``),
+  and ``free()`` drops them;
+- every method either succeeds or raises with nothing changed;
+- a table whose block was freed behind its back (``allocator.free(b)`` on one of its blocks)
+  refuses every later operation with a ValueError that names the block, instead of writing
+  into a block the pool may hand to another sequence.
+
+How many free blocks an append needs is :func:`blocks_to_append`, the one formula that the
+table, the prefix cache and beam search all use; ``blocks_needed`` / ``can_append`` are the
+pure checks beside ``append_tokens``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from pagedlab.checks import check_int
+from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
-from pagedlab.memory.events import Event
 
 
 class CopyOnWrite(NamedTuple):
@@ -31,33 +38,51 @@ class CopyOnWrite(NamedTuple):
     dst: int
 
 
+def blocks_to_append(
+    num_tokens: int, n: int, block_size: int, last_block_shared: bool = False
+) -> int:
+    """Free blocks that appending ``n`` tokens to a table of ``num_tokens`` tokens needs.
+
+    New blocks for the tokens that do not fit in the last block's empty slots, plus one for
+    the copy of the last block if it is partly filled and shared (copy-on-write).
+    """
+    num_tokens = check_int(num_tokens, "num_tokens", minimum=0)
+    n = check_int(n, "n", minimum=0)
+    block_size = check_int(block_size, "block_size", minimum=1)
+    if not isinstance(last_block_shared, bool):
+        raise TypeError(f"last_block_shared must be a bool, got {last_block_shared!r}")
+    return _blocks_to_append(num_tokens, n, block_size, last_block_shared)
+
+
+def _blocks_to_append(num_tokens: int, n: int, size: int, last_block_shared: bool) -> int:
+    room = -num_tokens % size  # empty slots in the last block
+    new_blocks = ceil_div(n - room, size) if n > room else 0
+    return new_blocks + (1 if n and room and last_block_shared else 0)
+
+
 class BlockTable:
     """A sequence's block table over ``allocator``; starts empty (0 tokens, no blocks)."""
 
-    __slots__ = (
-        "_alloc",
-        "_refcounts",
-        "_listeners",
-        "_block_size",
-        "_blocks",
-        "_num_tokens",
-        "_freed",
-        "id",
-    )
+    __slots__ = ("_alloc", "_owner", "_block_size", "_blocks", "_num_tokens", "_freed")
 
     def __init__(self, allocator: BlockAllocator) -> None:
+        if not isinstance(allocator, BlockAllocator):
+            raise TypeError(
+                f"BlockTable needs a BlockAllocator to take blocks from, got {allocator!r}"
+            )
         self._alloc = allocator
-        # The allocator's own ref-count list and listener list (never rebound), read on the
-        # fast path of append_tokens without going through the allocator object.
-        self._refcounts = allocator._refcounts
-        self._listeners = allocator._listeners
+        self._owner = allocator.new_owner()
         self._block_size = allocator.block_size
         self._blocks: list[int] = []
         self._num_tokens = 0
         self._freed = False
-        self.id = allocator._new_table_id()
 
     # --- what the table says ----------------------------------------------------------------
+    @property
+    def id(self) -> int:
+        """The table's number in its allocator (0, 1, 2, ... in the order tables were made)."""
+        return self._owner.id
+
     @property
     def allocator(self) -> BlockAllocator:
         return self._alloc
@@ -83,17 +108,59 @@ class BlockTable:
     def freed(self) -> bool:
         return self._freed
 
+    @property
+    def lost(self) -> list[int]:
+        """Blocks of this table that were freed behind its back (empty while it is healthy)."""
+        return list(self._owner.lost)
+
     def slot(self, pos: int) -> tuple[int, int]:
         """(physical block, offset) of position ``pos``, 0-based."""
-        pos = check_int(pos, "pos")
+        if pos.__class__ is not int:
+            pos = check_int(pos, "pos")
         if not 0 <= pos < self._num_tokens:
             raise ValueError(f"position {pos} is outside [0, {self._num_tokens})")
+        if self._owner.lost:
+            self.check("read")
         return self._blocks[pos // self._block_size], pos % self._block_size
 
     def slot_mapping(self) -> list[int]:
         """Flat slot ``block * block_size + offset`` of every position, in order."""
+        if self._owner.lost:
+            self.check("read")
         size = self._block_size
         return [self._blocks[p // size] * size + p % size for p in range(self._num_tokens)]
+
+    def check(self, action: str = "use") -> None:
+        """Raise ValueError if the table was freed or lost a block behind its back."""
+        if self._freed:
+            raise ValueError(f"cannot {action} table {self.id}: it was already freed")
+        lost = self._owner.lost
+        if lost:
+            block = lost[0]
+            state = (
+                f"block {block} is already free"
+                if self._alloc.refcount(block) == 0
+                else f"block {block} now has other holders"
+            )
+            raise ValueError(
+                f"cannot {action} table {self.id}: block {block} was freed behind its back "
+                f"(BlockAllocator.free({block}) dropped the table's reference; {state}), so the "
+                f"table no longer holds it; make a new table"
+            )
+
+    # --- pure checks ----------------------------------------------------------------------------
+    def blocks_needed(self, n: int = 1) -> int:
+        """Free blocks ``append_tokens(n)`` needs now (new blocks plus a copy-on-write)."""
+        n = check_int(n, "n", minimum=1)
+        self.check("append to")
+        return _blocks_to_append(self._num_tokens, n, self._block_size, self._last_shared())
+
+    def can_append(self, n: int = 1) -> bool:
+        """Whether ``append_tokens(n)`` would succeed; changes nothing."""
+        return self.blocks_needed(n) <= self._alloc.num_free
+
+    def _last_shared(self) -> bool:
+        return bool(self._blocks) and self._alloc.refcount(self._blocks[-1]) > 1
 
     # --- changing it --------------------------------------------------------------------------
     def append_tokens(self, n: int = 1) -> CopyOnWrite | None:
@@ -104,64 +171,52 @@ class BlockTable:
         """
         if n == 1 and n.__class__ is int:
             return self.append_token()
-        return self._append_slow(check_int(n, "n", minimum=1))
+        return self._append(check_int(n, "n", minimum=1))
 
     def append_token(self) -> CopyOnWrite | None:
-        """``append_tokens(1)``: the decode step's hot path, with nothing to validate."""
-        tokens = self._num_tokens
-        if tokens % self._block_size:
-            # Room in the last block, and only this table holds it: just count.
-            if self._refcounts[self._blocks[-1]] == 1:
-                self._num_tokens = tokens + 1
-                if self._listeners:
-                    self._emit_writes(tokens, 1)
-                return None
-        elif tokens and self._alloc._free:
-            # The last block is full: open a new one; nothing to copy, nothing moves.
-            self._blocks.append(self._alloc._allocate(self.id))
-            self._num_tokens = tokens + 1
-            if self._listeners:
-                self._emit_writes(tokens, 1)
-            return None
-        return self._append_slow(1)
+        """``append_tokens(1)``: the decode step's hot path.
 
-    def _append_slow(self, n: int) -> CopyOnWrite | None:
-        self._check_live("append to")
-        alloc, size, blocks = self._alloc, self._block_size, self._blocks
-        room = len(blocks) * size - self._num_tokens
-        copy_last = room > 0 and alloc._refcounts[blocks[-1]] > 1
-        new_blocks = -(-(n - room) // size) if n > room else 0
-        needed = new_blocks + copy_last
+        While the allocator's grant holds (``Owner.fast``: this table alone holds its last
+        block, nobody listens, nothing was freed behind its back), nothing needs checking.
+        """
+        if self._owner.fast:
+            tokens = self._num_tokens
+            if tokens % self._block_size:  # room in the last block, which only this table holds
+                self._num_tokens = tokens + 1
+                return None
+            if tokens:  # the last block is full: open a new one; nothing to copy, nothing moves
+                self._blocks.append(self._alloc.allocate(self._owner))
+                self._num_tokens = tokens + 1
+                return None
+        return self._append(1)
+
+    def _append(self, n: int) -> CopyOnWrite | None:
+        self.check("append to")
+        alloc, owner, blocks = self._alloc, self._owner, self._blocks
+        shared = self._last_shared()
+        needed = _blocks_to_append(self._num_tokens, n, self._block_size, shared)
         if needed > alloc.num_free:
             raise OutOfBlocksError(
                 f"appending {n} token(s) to table {self.id} needs {needed} free block(s), "
                 f"but only {alloc.num_free} of {alloc.num_blocks} are free"
             )
         copy = None
-        if copy_last:
-            copy = CopyOnWrite(blocks[-1], alloc._allocate(self.id))
-            if alloc._listeners:
-                alloc.emit(Event("copy", copy.dst, 1, table=self.id, src=copy.src))
-            alloc._release(copy.src, self.id)
+        room = len(blocks) * self._block_size - self._num_tokens
+        if shared and room:
+            copy = CopyOnWrite(blocks[-1], alloc.copy_on_write(blocks[-1], owner))
             blocks[-1] = copy.dst
-        blocks += alloc._allocate_many(new_blocks, self.id)
-        if alloc._listeners:
-            self._emit_writes(self._num_tokens, n)
+            needed -= 1
+        blocks += alloc.allocate_many(needed, owner)
+        alloc.note_writes(owner, blocks, self._num_tokens, n)
         self._num_tokens += n
+        alloc.grant(owner, blocks[-1])
         return copy
-
-    def _emit_writes(self, first: int, count: int) -> None:
-        size, emit = self._block_size, self._alloc.emit
-        for pos in range(first, first + count):
-            block = self._blocks[pos // size]
-            emit(Event("write", block, self._alloc._refcounts[block], self.id, pos, pos % size))
 
     def fork(self) -> BlockTable:
         """A new table that shares every block of this one (each ref count + 1)."""
-        self._check_live("fork")
+        self.check("fork")
         child = BlockTable(self._alloc)
-        for block in self._blocks:
-            self._alloc._share(block, child.id)
+        self._alloc.hold(self._blocks, child._owner)
         child._blocks = list(self._blocks)
         child._num_tokens = self._num_tokens
         return child
@@ -172,19 +227,21 @@ class BlockTable:
         Each block is shared if held elsewhere, or taken back off the free list with its
         contents if nobody holds it. The table then holds ``len(blocks) * block_size`` tokens.
         """
-        self._check_live("hold a prefix in")
+        if isinstance(blocks, (str, bytes, dict)) or not isinstance(blocks, Iterable):
+            raise TypeError(f"blocks must be a sequence of block ids, got {blocks!r}")
+        try:
+            items = list(blocks)
+        except TypeError:  # a 0-d array or tensor
+            raise TypeError(f"blocks must be a sequence of block ids, got {blocks!r}") from None
+        checked = [check_int(b, "block") for b in items]
+        self.check("hold a prefix in")
         if self._blocks:
             raise ValueError(f"table {self.id} already holds blocks {self._blocks}")
-        checked = [self._alloc._check_block(b) for b in blocks]
-        if len(set(checked)) != len(checked):
-            raise ValueError(f"blocks {list(blocks)} repeat a block")
-        for block in checked:
-            if self._alloc._refcounts[block]:
-                self._alloc._share(block, self.id)
-            else:
-                self._alloc._reuse(block, self.id)
+        self._alloc.hold(checked, self._owner)  # checks range and repeats; all or nothing
         self._blocks = checked
         self._num_tokens = len(checked) * self._block_size
+        if checked:
+            self._alloc.grant(self._owner, checked[-1])
 
     def free(self) -> None:
         """Drop this table's reference to each block, last block first; the table is done.
@@ -192,15 +249,11 @@ class BlockTable:
         Freed blocks join the back of the free list tail first, so the tail is handed out
         again before the beginning: a prefix cache keeps a sequence's shared start longest.
         """
-        self._check_live("free")
-        self._alloc._release_many(self._blocks[::-1], self.id)
+        self.check("free")
+        self._alloc.free_many(self._blocks[::-1], self._owner)
         self._blocks = []
         self._num_tokens = 0
         self._freed = True
-
-    def _check_live(self, action: str) -> None:
-        if self._freed:
-            raise ValueError(f"cannot {action} table {self.id}: it was already freed")
 
     def __repr__(self) -> str:
         return f"BlockTable(id={self.id}, blocks={self._blocks}, num_tokens={self._num_tokens})"

@@ -13,6 +13,10 @@ Event kinds, in the order a learner meets them:
 - ``release``: a table dropped ``block`` but others still hold it (``refcount`` left).
 - ``free``: the last holder dropped ``block``; it is back on the free list.
 - ``reuse``: a free block was taken back with its contents (prefix caching).
+
+A listener is called as soon as the change its event describes is made, in the middle of the
+operation (pictures snapshot every step this way). So a listener must only read: one that
+raises, or changes the allocator, can leave the calling operation half done.
 """
 
 from __future__ import annotations
@@ -52,22 +56,41 @@ Listener = Callable[[Event], None]
 
 
 class EventSource:
-    """A list of listeners; ``emit`` is only ever called after checking ``listening``."""
+    """A list of listeners. Subclasses build an event only while ``_listeners`` is non-empty."""
+
+    __slots__ = ("_listeners",)
 
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
 
-    @property
-    def listening(self) -> bool:
-        return bool(self._listeners)
-
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener`` with every future event; returns a function that unsubscribes."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
+        """Call ``listener`` with every future event; returns a function that unsubscribes.
 
-    def emit(self, event: Event) -> None:
-        for listener in self._listeners:
+        Unsubscribing twice is harmless. TypeError if ``listener`` is not callable.
+        """
+        if not callable(listener):
+            raise TypeError(f"listener must be callable, got {listener!r}")
+        self._listeners.append(listener)
+        self._listeners_changed()
+        entry = [listener]  # emptied on the first unsubscribe
+
+        def unsubscribe() -> None:
+            if entry:
+                # remove this subscription (by identity: the same callable may be subscribed twice)
+                for i, held in enumerate(self._listeners):
+                    if held is entry[0]:
+                        del self._listeners[i]
+                        break
+                entry.clear()
+                self._listeners_changed()
+
+        return unsubscribe
+
+    def _listeners_changed(self) -> None:
+        """Hook for subclasses: a listener came or went."""
+
+    def _emit(self, event: Event) -> None:
+        for listener in list(self._listeners):
             listener(event)
 
     @contextmanager

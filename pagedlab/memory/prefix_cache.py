@@ -11,12 +11,16 @@ Rules (the usual causes of a "low hit rate"):
 - the last prompt token is always computed (its logits pick the first output token), so at
   most ``(len(prompt) - 1) // block_size`` blocks can hit, and a block-aligned prompt that is
   entirely cached still recomputes its whole last block (a table starts on full blocks);
-- a hit compares token ids, so a hash collision is a miss (counted), never wrong KV.
+- a hit compares token ids and the cached parent block, so a hash collision is a miss
+  (counted), never wrong KV: a block's KV depends on every token before it, and each cached
+  block records the cached block it was computed after (its parent), so a hit walks the very
+  chain of blocks its prefix was computed in.
 
 Freed blocks keep their hash and stay findable until the allocator hands them out again:
 the cache listens to the allocator's ``allocate`` events and forgets (evicts) a block at
-that moment. The free list is a queue that freed blocks join at the back, so blocks are
-evicted least recently used first; a hit on a free block takes it back (``reuse``).
+that moment, with the cached blocks computed after it (no lookup can reach them any more).
+The free list is a queue that freed blocks join at the back, so blocks are evicted least
+recently used first; a hit on a free block takes it back (``reuse``).
 
 Invariants (tests/test_prefix_cache.py, tests/test_sharing_properties.py): every cached
 block holds the token ids it is cached under; a hash maps to exactly one block and back;
@@ -29,40 +33,68 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from pagedlab.checks import check_int
+from pagedlab.checks import ArgumentTypeError, check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
-from pagedlab.memory.block_table import BlockTable
+from pagedlab.memory.block_table import BlockTable, blocks_to_append
 from pagedlab.memory.events import Event
 
 ROOT_HASH = ""
 """The parent hash of a sequence's first block."""
 
 
+MIN_HASH_BYTES, MAX_HASH_BYTES = 1, 32
+"""``hash_bytes`` bounds: at least one byte (0 would make every hash equal), at most sha256's 32."""
+
+
 def block_hashes(tokens: Sequence[int], block_size: int, hash_bytes: int = 8) -> list[str]:
     """Chained hashes (hex) of the full blocks of ``tokens``; a partial tail gets none."""
     block_size = check_int(block_size, "block_size", minimum=1)
+    hash_bytes = _check_hash_bytes(hash_bytes)
     ids = _token_ids(tokens)
     hashes: list[str] = []
     parent = ROOT_HASH
     for start in range(0, len(ids) - block_size + 1, block_size):
-        parent = chain_hash(parent, ids[start : start + block_size], hash_bytes)
+        parent = _chain(parent, ids[start : start + block_size], hash_bytes)
         hashes.append(parent)
     return hashes
 
 
 def chain_hash(parent: str, token_ids: Sequence[int], hash_bytes: int = 8) -> str:
-    """sha256 of the parent hash and the block's token ids (int64 little-endian), as hex."""
-    payload = parent.encode() + struct.pack(f"<{len(token_ids)}q", *token_ids)
+    """sha256 of the parent hash and the block's token ids (int64 little-endian), as hex.
+
+    Token ids must fit in 64 bits (signed): each is packed into exactly 8 bytes, so two distinct
+    blocks of ids never share a payload (truncating a larger id would make ids collide).
+    """
+    if not isinstance(parent, str):
+        raise TypeError(f"parent must be a hex hash string, got {parent!r}")
+    return _chain(parent, _token_ids(token_ids), _check_hash_bytes(hash_bytes))
+
+
+def _chain(parent: str, ids: list[int], hash_bytes: int) -> str:
+    payload = parent.encode() + struct.pack(f"<{len(ids)}q", *ids)
     return hashlib.sha256(payload).hexdigest()[: 2 * hash_bytes]
 
 
-def _token_ids(tokens: Sequence[int]) -> list[int]:
-    if isinstance(tokens, (str, bytes)):
-        raise ValueError(f"tokens must be a sequence of integer token ids, got {tokens!r}")
-    ids = [check_int(t, "token id") for t in tokens]
+def _check_hash_bytes(hash_bytes: object) -> int:
+    number = check_int(hash_bytes, "hash_bytes", minimum=MIN_HASH_BYTES)
+    if number > MAX_HASH_BYTES:
+        raise ValueError(f"hash_bytes must be <= {MAX_HASH_BYTES} (sha256), got {number}")
+    return number
+
+
+def _token_ids(tokens: object) -> list[int]:
+    if isinstance(tokens, (str, bytes, dict)) or not isinstance(tokens, Iterable):
+        raise ArgumentTypeError(f"tokens must be a sequence of integer token ids, got {tokens!r}")
+    try:
+        items = list(tokens)
+    except TypeError:  # a 0-d array or tensor
+        raise ArgumentTypeError(
+            f"tokens must be a sequence of integer token ids, got {tokens!r}"
+        ) from None
+    ids = [t if t.__class__ is int else check_int(t, "token id") for t in items]
     for t in ids:
         if not -(2**63) <= t < 2**63:
             raise ValueError(f"token id {t} does not fit in 64 bits")
@@ -103,32 +135,77 @@ class Admission:
 
 
 class PrefixCache:
-    """Content-hashed full blocks of ``allocator``, shared across requests."""
+    """Content-hashed full blocks of ``allocator``, shared across requests.
+
+    ``close()`` stops the cache: it forgets every block (it could no longer see them being
+    handed out again) and refuses further lookups, admissions and registrations.
+    """
 
     def __init__(self, allocator: BlockAllocator, hash_bytes: int = 8) -> None:
-        self.hash_bytes = check_int(hash_bytes, "hash_bytes", minimum=1)
-        if self.hash_bytes > 32:
-            raise ValueError(f"hash_bytes must be <= 32 (sha256), got {self.hash_bytes}")
-        self.allocator = allocator
-        self.block_size = allocator.block_size
-        self.stats = CacheStats()
+        if not isinstance(allocator, BlockAllocator):
+            raise TypeError(f"PrefixCache needs a BlockAllocator, got {allocator!r}")
+        self._hash_bytes = _check_hash_bytes(hash_bytes)
+        self._allocator = allocator
+        self._stats = CacheStats()
         self._block_of: dict[str, int] = {}  # hash -> physical block
         self._hash_of: dict[int, str] = {}  # physical block -> hash
         self._tokens_of: dict[int, tuple[int, ...]] = {}
-        self._unsubscribe = allocator.subscribe(self._on_event)
+        self._parent_of: dict[int, int | None] = {}  # the cached block it was computed after
+        self._children: dict[int, set[int]] = {}  # cached blocks computed after it
+        self._unsubscribe: Callable[[], None] | None = allocator.subscribe(self._on_event)
+
+    @property
+    def allocator(self) -> BlockAllocator:
+        return self._allocator
+
+    @property
+    def block_size(self) -> int:
+        return self._allocator.block_size
+
+    @property
+    def hash_bytes(self) -> int:
+        return self._hash_bytes
+
+    @property
+    def stats(self) -> CacheStats:
+        """The counters (one object for the cache's life; read-only attribute)."""
+        return self._stats
+
+    @property
+    def closed(self) -> bool:
+        return self._unsubscribe is None
 
     def _on_event(self, event: Event) -> None:
         if event.kind == "allocate" and event.block in self._hash_of:
-            self._forget(event.block)
-            self.stats.evictions += 1
+            self._stats.evictions += self._forget(event.block)
 
-    def _forget(self, block: int) -> None:
-        del self._block_of[self._hash_of.pop(block)]
-        del self._tokens_of[block]
+    def _forget(self, block: int) -> int:
+        """Forget ``block`` and the cached blocks computed after it; returns how many."""
+        parent = self._parent_of[block]
+        if parent is not None:
+            self._children[parent].discard(block)
+        stack, forgotten = [block], 0
+        while stack:
+            b = stack.pop()
+            del self._block_of[self._hash_of.pop(b)]
+            del self._tokens_of[b], self._parent_of[b]
+            stack.extend(self._children.pop(b, ()))
+            forgotten += 1
+        return forgotten
 
     def close(self) -> None:
-        """Stop listening to the allocator (the cache then no longer tracks evictions)."""
-        self._unsubscribe()
+        """Stop listening to the allocator and forget every cached block (idempotent)."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+            for table in (self._block_of, self._hash_of, self._tokens_of):
+                table.clear()
+            self._parent_of.clear()
+            self._children.clear()
+
+    def _check_open(self, action: str) -> None:
+        if self._unsubscribe is None:
+            raise ValueError(f"cannot {action}: the prefix cache was closed")
 
     # --- what is cached ---------------------------------------------------------------------
     def cached_blocks(self) -> dict[int, str]:
@@ -137,50 +214,74 @@ class PrefixCache:
 
     def block_for(self, block_hash: str) -> int:
         """The block cached under ``block_hash``; ValueError if evicted or never cached."""
+        if not isinstance(block_hash, str):
+            raise TypeError(f"block_hash must be a hex string, got {block_hash!r}")
         if block_hash not in self._block_of:
             raise ValueError(f"hash {block_hash!r} is not cached (evicted or never stored)")
         return self._block_of[block_hash]
 
     def tokens_of(self, block: int) -> tuple[int, ...]:
         """The token ids block ``block`` is cached with; ValueError if it is not cached."""
+        block = check_int(block, "block")
         if block not in self._tokens_of:
             raise ValueError(f"block {block} is not cached (evicted or never stored)")
         return self._tokens_of[block]
 
     def hashes(self, tokens: Sequence[int]) -> list[str]:
-        return block_hashes(tokens, self.block_size, self.hash_bytes)
+        return block_hashes(tokens, self.block_size, self._hash_bytes)
 
     def lookup(self, tokens: Sequence[int]) -> tuple[list[int], int]:
         """(cached blocks of the longest verified prefix, collisions met); changes nothing.
 
         At most ``(len(tokens) - 1) // block_size`` blocks: the last token is always computed.
         """
+        self._check_open("look up a prefix")
         ids = _token_ids(tokens)
         size, limit = self.block_size, (len(ids) - 1) // self.block_size
         found: list[int] = []
+        parent: int | None = None
         for i, block_hash in enumerate(self.hashes(ids[: limit * size])):
             block = self._block_of.get(block_hash)
             if block is None:
                 break
-            if self._tokens_of[block] != tuple(ids[i * size : (i + 1) * size]):
-                return found, 1  # same hash, other tokens: a collision, treated as a miss
+            if (
+                self._tokens_of[block] != tuple(ids[i * size : (i + 1) * size])
+                or self._parent_of[block] != parent
+            ):
+                return found, 1  # same hash, other tokens or prefix: a collision, a miss
             found.append(block)
+            parent = block
         return found, 0
 
     # --- requests -----------------------------------------------------------------------------
-    def admit(self, tokens: Sequence[int]) -> Admission:
-        """A new table for prompt ``tokens``: cached prefix held, the rest appended, full
-        blocks then registered. Atomic (ValueError / OutOfBlocksError change nothing)."""
+    def blocks_to_admit(self, tokens: Sequence[int]) -> int:
+        """Free blocks ``admit(tokens)`` needs now: cached free blocks it takes back, plus new
+        blocks for the rest (``blocks_to_append``); changes nothing."""
+        return self._plan(tokens)[2]
+
+    def can_admit(self, tokens: Sequence[int]) -> bool:
+        """Whether ``admit(tokens)`` would succeed; changes nothing."""
+        return self.blocks_to_admit(tokens) <= self._allocator.num_free
+
+    def _plan(self, tokens: Sequence[int]) -> tuple[list[int], tuple[list[int], int], int]:
+        self._check_open("admit a request")
         ids = _token_ids(tokens)
         if not ids:
             raise ValueError("tokens must hold at least one token id, got none")
-        size, alloc = self.block_size, self.allocator
         hits, collisions = self.lookup(ids)
-        new_blocks = -(-len(ids) // size) - len(hits)
-        taken_back = sum(1 for b in hits if alloc.refcount(b) == 0)
-        if new_blocks + taken_back > alloc.num_free:
+        held = len(hits) * self.block_size
+        taken_back = sum(1 for b in hits if self._allocator.refcount(b) == 0)
+        needed = taken_back + blocks_to_append(held, len(ids) - held, self.block_size)
+        return ids, (hits, collisions), needed
+
+    def admit(self, tokens: Sequence[int]) -> Admission:
+        """A new table for prompt ``tokens``: cached prefix held, the rest appended, full
+        blocks then registered. Atomic (ValueError / OutOfBlocksError change nothing)."""
+        ids, (hits, collisions), needed = self._plan(tokens)
+        size, alloc = self.block_size, self._allocator
+        if needed > alloc.num_free:
             raise OutOfBlocksError(
-                f"admitting {len(ids)} tokens needs {new_blocks + taken_back} free block(s), "
+                f"admitting {len(ids)} tokens needs {needed} free block(s), "
                 f"but only {alloc.num_free} of {alloc.num_blocks} are free"
             )
         table = BlockTable(alloc)
@@ -197,7 +298,7 @@ class PrefixCache:
             partial_tokens=len(ids) % size,
             recomputed_last_block=len(ids) % size == 0 and len(hits) == limit and limit > 0,
         )
-        s = self.stats
+        s = self._stats
         s.requests += 1
         s.query_tokens += len(ids)
         s.hit_tokens += admission.hit_tokens
@@ -212,19 +313,35 @@ class PrefixCache:
         Blocks whose hash is already cached (under another block) stay uncached duplicates.
         Returns how many blocks were newly cached.
         """
+        self._check_open("register a table")
+        if not isinstance(table, BlockTable):
+            raise TypeError(f"table must be a BlockTable, got {table!r}")
         ids = _token_ids(tokens)
-        if table.freed or table.allocator is not self.allocator:
-            raise ValueError(f"table {table.id} is freed or belongs to another allocator")
+        if table.allocator is not self._allocator:
+            raise ValueError(f"table {table.id} belongs to another allocator")
+        table.check("register")
         if len(ids) != table.num_tokens:
             raise ValueError(
                 f"tokens has {len(ids)} ids but table {table.id} holds {table.num_tokens}"
             )
         added, size = 0, self.block_size
+        parent: int | None = None  # the cached block holding the same prefix as the table's
         for i, (block, block_hash) in enumerate(zip(table.blocks, self.hashes(ids), strict=False)):
-            if block_hash in self._block_of or block in self._hash_of:
+            tokens_i = tuple(ids[i * size : (i + 1) * size])
+            cached = self._block_of.get(block_hash)
+            if cached is not None:
+                if self._tokens_of[cached] != tokens_i or self._parent_of[cached] != parent:
+                    break  # a collision: this prefix cannot be cached under its hash
+                parent = cached  # the same prefix is cached already (in this block or another)
                 continue
+            if block in self._hash_of:
+                break  # the block is cached for another prefix
             self._block_of[block_hash] = block
             self._hash_of[block] = block_hash
-            self._tokens_of[block] = tuple(ids[i * size : (i + 1) * size])
+            self._tokens_of[block] = tokens_i
+            self._parent_of[block] = parent
+            if parent is not None:
+                self._children.setdefault(parent, set()).add(block)
             added += 1
+            parent = block
         return added

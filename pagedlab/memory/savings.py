@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pagedlab import paper
-from pagedlab.checks import check_int
+from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.sharing import beam_step, fork_samples
@@ -59,21 +60,47 @@ class Savings:
         )
 
 
-def _check(prompt_len: int, output_len: int, width: int, block_size: int) -> None:
-    check_int(prompt_len, "prompt_len", minimum=1)
-    check_int(output_len, "output_len", minimum=1)
-    check_int(width, "width", minimum=1)
-    check_int(block_size, "block_size", minimum=1)
+MAX_PROMPT_LEN = MAX_OUTPUT_LEN = 4096
+"""Longest prompt and generation one run simulates, token by token."""
+
+MAX_SAVINGS_WIDTH = 64
+"""Most samples or beams one run simulates."""
+
+MAX_RUN_BLOCKS = 4096
+"""Most blocks a run may hold without sharing (``width * ceil((prompt_len + output_len) /
+block_size)``): beyond that, a token-by-token run with a fork per beam takes minutes."""
+
+MAX_REQUESTS = 10_000
+"""Most requests ``trace_savings`` draws."""
+
+
+def _check(
+    prompt_len: int, output_len: int, width: int, block_size: int, width_name: str
+) -> tuple[int, int, int, int]:
+    checked = (
+        check_int(prompt_len, "prompt_len", minimum=1, maximum=MAX_PROMPT_LEN),
+        check_int(output_len, "output_len", minimum=1, maximum=MAX_OUTPUT_LEN),
+        check_int(width, width_name, minimum=1, maximum=MAX_SAVINGS_WIDTH),
+        check_int(block_size, "block_size", minimum=1, maximum=MAX_PROMPT_LEN + MAX_OUTPUT_LEN),
+    )
+    p, o, w, b = checked
+    if w * ceil_div(p + o, b) > MAX_RUN_BLOCKS:
+        raise ValueError(
+            f"{width_name}={w} sequences of prompt_len + output_len = {p + o} tokens in blocks "
+            f"of {b} hold {w * ceil_div(p + o, b)} blocks without sharing; at most "
+            f"{MAX_RUN_BLOCKS} (use a larger block_size or shorter sequences)"
+        )
+    return checked
 
 
 def _pool(prompt_len: int, output_len: int, width: int, block_size: int) -> BlockAllocator:
-    per_seq = math.ceil((prompt_len + output_len) / block_size)
+    per_seq = ceil_div(prompt_len + output_len, block_size)
     return BlockAllocator(width * (per_seq + 1) + 1, block_size)
 
 
 def parallel_savings(prompt_len: int, output_len: int, n: int, block_size: int = 16) -> Savings:
     """n samples of one prompt, each generating ``output_len`` tokens."""
-    _check(prompt_len, output_len, n, block_size)
+    prompt_len, output_len, n, block_size = _check(prompt_len, output_len, n, block_size, "n")
     alloc = _pool(prompt_len, output_len, n, block_size)
     prompt = BlockTable(alloc)
     prompt.append_tokens(prompt_len)
@@ -83,7 +110,7 @@ def parallel_savings(prompt_len: int, output_len: int, n: int, block_size: int =
         for table in samples:
             table.append_tokens(1)
         used.append(alloc.num_blocks - alloc.num_free)
-        without.append(n * math.ceil((prompt_len + step) / block_size))
+        without.append(n * ceil_div(prompt_len + step, block_size))
     return _result("parallel", n, prompt_len, output_len, block_size, used, without)
 
 
@@ -91,8 +118,8 @@ def beam_savings(
     prompt_len: int, output_len: int, k: int, block_size: int = 16, seed: int = 0
 ) -> Savings:
     """Beam search of width k with synthetic, seeded scores for ``output_len`` steps."""
-    _check(prompt_len, output_len, k, block_size)
-    rng = random.Random(seed)
+    prompt_len, output_len, k, block_size = _check(prompt_len, output_len, k, block_size, "k")
+    rng = random.Random(check_int(seed, "seed"))
     alloc = _pool(prompt_len, output_len, k, block_size)
     prompt = BlockTable(alloc)
     prompt.append_tokens(prompt_len)
@@ -109,7 +136,7 @@ def beam_savings(
         beams = beam_step(beams, [parent for _, parent in best]).beams
         scores = [score for score, _ in best]
         used.append(alloc.num_blocks - alloc.num_free)
-        without.append(k * math.ceil((prompt_len + step) / block_size))
+        without.append(k * ceil_div(prompt_len + step, block_size))
     return _result("beam", k, prompt_len, output_len, block_size, used, without)
 
 
@@ -121,20 +148,25 @@ def trace_savings(
     Lengths are drawn from exponential distributions with the trace's means (19.31 in,
     58.45 out; at least 1 each), seeded: skewed like the real trace, but not the real trace.
     """
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be 'parallel' or 'beam', got {mode!r}")
     if mode not in PAPER_SAVED:
         raise ValueError(f"mode must be 'parallel' or 'beam', got {mode!r}")
-    check_int(num_requests, "num_requests", minimum=1)
+    width = check_int(width, "width", minimum=1, maximum=MAX_SAVINGS_WIDTH)
+    num_requests = check_int(num_requests, "num_requests", minimum=1, maximum=MAX_REQUESTS)
+    block_size = check_int(block_size, "block_size", minimum=1, maximum=MAX_PROMPT_LEN)
+    seed = check_int(seed, "seed")
     rng = random.Random(seed)
     saved = total = 0.0
     for i in range(num_requests):
-        p = max(1, round(rng.expovariate(1 / ALPACA_MEAN_LENGTHS[0])))
-        o = max(1, round(rng.expovariate(1 / ALPACA_MEAN_LENGTHS[1])))
+        p = min(MAX_PROMPT_LEN, max(1, round(rng.expovariate(1 / ALPACA_MEAN_LENGTHS[0]))))
+        o = min(MAX_OUTPUT_LEN, max(1, round(rng.expovariate(1 / ALPACA_MEAN_LENGTHS[1]))))
         if mode == "parallel":
             r = parallel_savings(p, o, width, block_size)
         else:
             r = beam_savings(p, o, width, block_size, seed=seed + i)
         # mean_saved is a ratio of sums; weight it back by the request's block-steps
-        steps = sum(width * math.ceil((p + t) / block_size) for t in range(1, o + 1))
+        steps = sum(width * ceil_div(p + t, block_size) for t in range(1, o + 1))
         saved += r.mean_saved * steps
         total += steps
     return saved / total
@@ -163,6 +195,9 @@ def savings_table(
     block_size: int = 16,
 ) -> list[Savings]:
     """Parallel sampling then beam search for each width (defaults: Alpaca-like means)."""
+    if isinstance(widths, (str, bytes)) or not isinstance(widths, Sequence):
+        raise TypeError(f"widths must be a tuple of ints, got {widths!r}")
+    widths = tuple(check_int(w, "width", minimum=1, maximum=MAX_SAVINGS_WIDTH) for w in widths)
     return [parallel_savings(prompt_len, output_len, w, block_size) for w in widths] + [
         beam_savings(prompt_len, output_len, w, block_size) for w in widths
     ]
@@ -171,6 +206,9 @@ def savings_table(
 def format_savings(rows: list[Savings]) -> str:
     """A plain-text table with the paper's Fig. 15 value for the same mode and width beside
     ours ("-" for a width the figure does not show)."""
+    for r in rows:
+        if not isinstance(r, Savings):
+            raise TypeError(f"rows must hold Savings, got {r!r}")
     lines = ["mode     width without with  final    mean    paper (Fig. 15, Alpaca)"]
     for r in rows:
         fig15 = PAPER_FIG15.get((r.mode, r.width))

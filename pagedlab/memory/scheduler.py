@@ -43,7 +43,7 @@ from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
 from pagedlab.memory.preemption import by_arrival, preempt, swap_in_all
-from pagedlab.memory.requests import Group, Request, StepResult
+from pagedlab.memory.requests import STATUSES, Group, Request, StepResult
 from pagedlab.memory.swap_space import append_need
 
 MODES = ("swap", "recompute")
@@ -301,6 +301,9 @@ class Scheduler:
         """Raise AssertionError if a block leaked or a group is in an impossible state."""
         device = [0] * self.device.num_blocks
         host = [0] * self.host.num_blocks
+        for group in (*self.waiting, *self.running, *self.swapped, *self.finished):
+            if group.status not in STATUSES:
+                raise AssertionError(f"{group} has status {group.status!r}, not one of {STATUSES}")
         for group in self.running:
             for table in group.tables:
                 for block in table.blocks:

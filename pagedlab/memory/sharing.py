@@ -32,18 +32,24 @@ from dataclasses import dataclass
 
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
-from pagedlab.memory.block_table import BlockTable, CopyOnWrite
+from pagedlab.memory.block_table import BlockTable, CopyOnWrite, blocks_to_append
+from pagedlab.memory.owner import items_of
+
+MAX_WIDTH = 1024
+"""Most samples (``fork_samples``) or candidates (``beam_step``) one call makes."""
 
 
 def fork_samples(prompt: BlockTable, n: int) -> list[BlockTable]:
     """``n`` samples of one prompt: the prompt's own table first, then ``n - 1`` forks.
 
-    Every block of the prompt is then held by ``n`` tables. Raises ValueError (nothing
-    changed) if ``n < 1`` or the prompt table was freed.
+    Every block of the prompt is then held by ``n`` tables. Raises TypeError if ``prompt``
+    is not a BlockTable, ValueError (nothing changed) if ``n`` is not in ``[1, MAX_WIDTH]``
+    or the prompt table cannot be forked (freed, or lost a block behind its back).
     """
-    n = check_int(n, "n (number of samples)", minimum=1)
-    if prompt.freed:
-        raise ValueError(f"cannot fork table {prompt.id}: it was already freed")
+    if not isinstance(prompt, BlockTable):
+        raise TypeError(f"prompt must be a BlockTable, got {prompt!r}")
+    n = check_int(n, "n (number of samples)", minimum=1, maximum=MAX_WIDTH)
+    prompt.check("fork")
     return [prompt] + [prompt.fork() for _ in range(n - 1)]
 
 
@@ -62,38 +68,18 @@ def beam_step(
 ) -> BeamStepResult:
     """Keep the candidates ``parents[i]`` (indices into ``beams``) and append ``num_tokens``.
 
-    ``len(parents)`` is the beam width k (>= 1); a parent may appear several times (it
-    keeps several continuations) or not at all (dropped). The old tables are all freed:
-    use the returned ``beams``. Atomic: bad input raises ValueError, a pool too small
-    raises OutOfBlocksError, and in both cases nothing changed.
+    ``len(parents)`` is the beam width k (in ``[1, MAX_WIDTH]``); a parent may appear
+    several times (it keeps several continuations) or not at all (dropped). The old tables
+    are all freed: use the returned ``beams``. Atomic: bad input raises TypeError or
+    ValueError, a pool too small raises OutOfBlocksError, and in all cases nothing changed.
     """
-    if not beams:
-        raise ValueError("beams must hold at least one candidate, got none")
-    width = len(parents)
-    if width < 1:
-        raise ValueError(f"beam width (len(parents)) must be >= 1, got {width}")
-    num_tokens = check_int(num_tokens, "num_tokens", minimum=1)
+    needed, available, checked = _plan(beams, parents, num_tokens)
     allocator = beams[0].allocator
-    for table in beams:
-        if table.freed:
-            raise ValueError(f"beam table {table.id} was already freed")
-        if table.allocator is not allocator:
-            raise ValueError(f"beam table {table.id} uses a different allocator")
-    if len({id(t) for t in beams}) != len(beams):
-        raise ValueError("beams repeat a table")
-    checked = []
-    for p in parents:
-        index = check_int(p, "parent index")
-        if not 0 <= index < len(beams):
-            raise ValueError(f"parent index {index} is out of range [0, {len(beams)})")
-        checked.append(index)
-    needed, available = _blocks_needed(allocator, beams, checked, num_tokens)
     if needed > available:
         raise OutOfBlocksError(
-            f"beam step of width {width} needs {needed} free block(s), "
+            f"beam step of width {len(checked)} needs {needed} free block(s), "
             f"but only {available} of {allocator.num_blocks} would be free"
         )
-
     with allocator.record() as events:
         survivors = [beams[i].fork() for i in checked]
         for table in beams:
@@ -105,6 +91,53 @@ def beam_step(
         freed=[e.block for e in events if e.kind == "free"],
         allocated=[e.block for e in events if e.kind == "allocate"],
     )
+
+
+def can_beam_step(beams: Sequence[BlockTable], parents: Sequence[int], num_tokens: int = 1) -> bool:
+    """Whether ``beam_step(beams, parents, num_tokens)`` would succeed; changes nothing.
+
+    Bad input raises as ``beam_step`` does; only a pool too small makes it False.
+    """
+    needed, available, _ = _plan(beams, parents, num_tokens)
+    return needed <= available
+
+
+def _plan(
+    beams: Sequence[BlockTable], parents: Sequence[int], num_tokens: int
+) -> tuple[int, int, list[int]]:
+    """Check a beam step's arguments; (blocks it allocates, blocks free once the old
+    candidates are dropped, parent indices as ints)."""
+    if isinstance(beams, (str, bytes)) or not isinstance(beams, Sequence):
+        raise TypeError(f"beams must be a list, got {beams!r}")
+    indices = items_of(parents, "parents", "parent indices")  # a list, tuple or array
+    if not beams:
+        raise ValueError("beams must hold at least one candidate, got none")
+    width = len(indices)
+    if width < 1:
+        raise ValueError(f"beam width (len(parents)) must be >= 1, got {width}")
+    if width > MAX_WIDTH:
+        raise ValueError(f"beam width (len(parents)) must be <= {MAX_WIDTH}, got {width}")
+    num_tokens = check_int(num_tokens, "num_tokens", minimum=1)
+    for table in beams:
+        if not isinstance(table, BlockTable):
+            raise TypeError(f"beams must hold BlockTables, got {table!r}")
+    allocator = beams[0].allocator
+    for table in beams:
+        if table.freed:
+            raise ValueError(f"beam table {table.id} was already freed")
+        if table.allocator is not allocator:
+            raise ValueError(f"beam table {table.id} uses a different allocator")
+        table.check("step the beam of")
+    if len({id(t) for t in beams}) != len(beams):
+        raise ValueError("beams repeat a table")
+    checked = []
+    for p in indices:
+        index = check_int(p, "parent index")
+        if not 0 <= index < len(beams):
+            raise ValueError(f"parent index {index} is out of range [0, {len(beams)})")
+        checked.append(index)
+    needed, available = _blocks_needed(allocator, beams, checked, num_tokens)
+    return needed, available, checked
 
 
 def _blocks_needed(
@@ -120,12 +153,11 @@ def _blocks_needed(
     available = allocator.num_free + sum(1 for c in counts.values() if c == 0)
     needed = 0
     for i in parents:
-        blocks, tokens = beams[i].blocks, beams[i].num_tokens
-        room = len(blocks) * size - tokens
-        if room and counts[blocks[-1]] > 1:  # this survivor copies its shared last block
+        blocks = beams[i].blocks
+        shared = bool(blocks) and counts[blocks[-1]] > 1
+        needed += blocks_to_append(beams[i].num_tokens, n, size, shared)
+        if shared:  # a partly filled one is copied (a full one never is: its count is moot)
             counts[blocks[-1]] -= 1
-            needed += 1
-        needed += -(-(n - room) // size) if n > room else 0
     return needed, available
 
 
@@ -133,6 +165,8 @@ def holders(tables: Sequence[BlockTable]) -> dict[int, list[int]]:
     """For each physical block, the ids of the live tables that hold it (for ref-count checks)."""
     held: dict[int, list[int]] = {}
     for table in tables:
+        if not isinstance(table, BlockTable):
+            raise TypeError(f"tables must hold BlockTables, got {table!r}")
         for block in table.blocks:
             held.setdefault(block, []).append(table.id)
     return held

@@ -1,0 +1,61 @@
+"""Who holds a block: the :class:`Owner` a block table shows its allocator, and the checks of
+the sequences of block ids an allocator is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pagedlab.checks import ArgumentTypeError, check_int
+
+
+class Owner:
+    """A holder of block references: a ``BlockTable`` makes one with ``new_owner()``.
+
+    ``id`` names it in events and messages. ``lost`` lists the blocks whose reference it held
+    and an anonymous ``free`` dropped (see the module docstring); ``fast`` is set by
+    ``grant`` and cleared by the allocator.
+    """
+
+    __slots__ = ("id", "fast", "lost")
+
+    def __init__(self, owner_id: int) -> None:
+        self.id = owner_id
+        self.fast = False
+        self.lost: list[int] = []
+
+    def __repr__(self) -> str:
+        return f"Owner({self.id})"
+
+
+def items_of(values: object, name: str, what: str) -> list[object]:
+    """``values`` as a list; TypeError naming ``name`` for a string, a 0-d array or tensor,
+    or anything else that is not a sequence."""
+    if isinstance(values, (str, bytes, dict)):
+        raise ArgumentTypeError(f"{name} must be a sequence of {what}, got {values!r}")
+    try:
+        return list(values)  # type: ignore[call-overload]
+    except TypeError:  # not iterable, or a 0-d array or tensor
+        raise ArgumentTypeError(f"{name} must be a sequence of {what}, got {values!r}") from None
+
+
+def permutation(free_order: object, num_blocks: int) -> list[int]:
+    """``free_order`` as a list of ints if it is a permutation of ``range(num_blocks)``."""
+    order = items_of(free_order, "free_order", "block ids")
+    wanted = f"free_order must be a permutation of range({num_blocks})"
+    if len(order) != num_blocks:
+        raise ValueError(f"{wanted}, got {len(order)} entries: {short(order)}")
+    try:
+        ints = [check_int(b, "free_order entry") for b in order]
+    except ValueError:  # ArgumentTypeError is a ValueError too
+        raise ValueError(f"{wanted}, got {short(order)}") from None
+    if sorted(ints) != list(range(num_blocks)):
+        raise ValueError(f"{wanted}, got {short(ints)}")
+    return ints
+
+
+def short(values: Sequence[object], limit: int = 12) -> str:
+    """``values`` for a message, elided after ``limit`` entries."""
+    if len(values) <= limit:
+        return repr(values)
+    return "[" + ", ".join(map(repr, values[:limit])) + f", ... ({len(values)} entries)]"
