@@ -37,7 +37,7 @@ from pagedlab.memory.requests import Request
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.memory.sharing import beam_step, fork_samples
 
-# --- the seed (DESIGN.md §1): block size 4, length 5, physical blocks 4 and 1 -----------------
+# --- the seed (ARCHITECTURE.md): block size 4, length 5, physical blocks 4 and 1 ------------
 
 POOL_BLOCKS = 32  # the allocation explorer's pool
 LAYOUTS = ("ascending", "seed [4, 1, …]", "shuffled")

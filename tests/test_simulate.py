@@ -357,7 +357,7 @@ def test_block_size_explorer_indexes_the_sweep() -> None:
         BlockSizeExplorer(rows, value=32)
 
 
-# --- cross-check with the real allocator (DESIGN.md section 2) -------------------------------
+# --- cross-check with the real allocator (the contract in ARCHITECTURE.md) -------------------
 
 
 def test_paged_counts_match_block_allocator() -> None:

@@ -1,6 +1,6 @@
 """Decode attention over a paged KV cache: a plain-torch reference and the Triton kernel.
 
-Both functions take the same arguments (the public contract, DESIGN.md section 2)::
+Both functions take the same arguments (the public contract, ARCHITECTURE.md)::
 
     query        [num_seqs, num_heads, head_dim]            float16 / bfloat16 / float32
     key_cache    [num_blocks, block_size, num_kv_heads, head_dim]   same dtype and device
