@@ -29,7 +29,7 @@ BOTH = [paged_attention, reference_attention]
 def seed_inputs(
     length: int, blocks: list[int], num_blocks: int = 6, block_size: int = 4
 ) -> tuple[torch.Tensor, ...]:
-    """One scalar head: keys 0, query 1, value at position p is p + 1 (the seed, ARCHITECTURE.md)."""
+    """The seed's scalar head (ARCHITECTURE.md): keys 0, query 1, value at position p is p + 1."""
     key_cache = torch.zeros(num_blocks, block_size, 1, 1)
     value_cache = torch.zeros(num_blocks, block_size, 1, 1)
     for pos in range(length):
