@@ -25,7 +25,8 @@ from pagedlab.memory.savings import (
     savings_table,
     trace_savings,
 )
-from pagedlab.memory.sharing import beam_step, can_beam_step, figure9_before, fork_samples, holders
+from pagedlab.memory.sharing import beam_step, can_beam_step, fork_samples, holders
+from pagedlab.scenes import figure9_before
 
 WRONG_KINDS: list[Any] = [
     True,
