@@ -35,7 +35,7 @@ STATIC = ".pagedlab-static"
 VISIBLE_READOUT = f"{STATIC} .pagedlab-readout:visible"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: the browser tests run interleaved by notebook
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Build the site once and serve it on loopback; yields the base URL."""
     out = tmp_path_factory.mktemp("site") / "site"
