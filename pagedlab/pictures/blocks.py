@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pagedlab.checks import ceil_div
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
-from pagedlab.pictures.canvas import FIG_H, Arrow, Box, Drawing, Label, Rect, font_size
+from pagedlab.pictures.canvas import FIG_H, Arrow, Box, Drawing, Label, Point, Rect, font_size
 from pagedlab.pictures.theme import (
     FREE_COLOR,
     FREE_EDGE,
@@ -65,8 +65,8 @@ class _Grid:
     """Blocks in columns of ``rows`` inside ``box``: block ``i`` goes down, then right."""
 
     def __init__(self, box: Box, n: int, rows: int = ROWS) -> None:
-        self.box, self.rows = box, rows
         cols = max(1, ceil_div(n, rows))
+        self.box, self.rows = box, max(1, ceil_div(n, cols))  # balanced: no orphan column
         self.pitch_x, self.pitch_y = box.w / cols, box.h / rows
 
     def block(self, i: int) -> Box:
@@ -77,6 +77,17 @@ class _Grid:
 
     def slot_w(self, block_size: int) -> float:
         return (self.pitch_x - GAP - TAB) / block_size
+
+    def route(self, i: int, start: Point) -> tuple[Point, ...]:
+        """Waypoints from ``start`` (left of the grid) to block ``i``, through the empty lane
+        above its row and the gap before its column, so no arrow passes behind a block."""
+        col = i // self.rows
+        if col == 0:
+            return ()
+        b = self.block(i)
+        lane = b.y + b.h + (self.pitch_y - b.h) / 2
+        corridor = b.x - GAP * 0.85
+        return ((self.box.x - 0.12, lane), (corridor, lane), (corridor, b.y + b.h / 2))
 
 
 def _block(
@@ -218,7 +229,13 @@ def pool_view(
     return d
 
 
-def table_view(table: BlockTable, box: Box, color: str = PALETTE[0], cells: int = 32) -> Drawing:
+def table_view(
+    table: BlockTable,
+    box: Box,
+    color: str = PALETTE[0],
+    cells: int = 32,
+    name: str = "sequence A",
+) -> Drawing:
     """The block table: logical index (top row) over physical block id (bottom row)."""
     d = Drawing()
     blocks = table.blocks
@@ -226,7 +243,7 @@ def table_view(table: BlockTable, box: Box, color: str = PALETTE[0], cells: int 
     d.labels.append(Label(box.x - 0.08, box.y + 1.5 * h, "logical", 7.0, ha="right"))
     d.labels.append(Label(box.x - 0.08, box.y + 0.5 * h, "physical", 7.0, ha="right"))
     entries = "entry" if len(blocks) == 1 else "entries"
-    title = f"block table of sequence {table.id}: {len(blocks)} {entries} (int32)"
+    title = f"block table of {name}: {len(blocks)} {entries} (int32)"
     d.labels.append(Label(box.x, box.y + box.h + 0.13, title, 8.0, ha="left"))
     for i, block in enumerate(blocks):
         for row, text, face in ((1, str(i), "white"), (0, str(block), color)):
@@ -241,18 +258,31 @@ POOL_BOX = Box(4.45, 1.3, 4.5, FIG_H - 0.55 - 1.3)
 TABLE_BOX = Box(0.85, 0.55, 8.1, 0.36)
 
 
-def _legend(color: str) -> Drawing:
+def sequence_names(count: int) -> list[str]:
+    """Default names of ``count`` drawn sequences: "our sequence" alone, else "sequence A",
+    "sequence B", ...
+
+    Letters, never a table's numeric id: an id next to "block 4" and "blocks of 4" reads as
+    one more block number.
+    """
+    if count == 1:
+        return ["our sequence"]
+    return [f"sequence {chr(ord('A') + i % 26)}" for i in range(count)]
+
+
+def legend(names: Sequence[str], others: bool, y: float = 0.1) -> Drawing:
+    """A colour key per drawn sequence, then "allocated, empty", "free block" and, only when
+    ``others``, the grey of blocks held by sequences that are not drawn."""
     d = Drawing()
-    keys = (
-        (color, INK, "filled slot (its value)"),
-        (tint(color), color, "allocated, empty"),
-        (FREE_COLOR, FREE_EDGE, "free block"),
-        (OTHER_COLOR, FREE_EDGE, "held by another request"),
-    )
+    keys = [(table_color(i), INK, name) for i, name in enumerate(names)]
+    keys.append((tint(table_color(0)), table_color(0), "allocated, empty"))
+    keys.append((FREE_COLOR, FREE_EDGE, "free block"))
+    if others:
+        keys.append((OTHER_COLOR, FREE_EDGE, "held by sequences not drawn"))
     x = 0.15
     for face, edge, text in keys:
-        d.rects.append(Rect(Box(x, 0.1, 0.22, 0.14), face, edge, "key", "legend"))
-        d.labels.append(Label(x + 0.3, 0.17, text, 7.0, ha="left"))
+        d.rects.append(Rect(Box(x, y, 0.22, 0.14), face, edge, "key", "legend"))
+        d.labels.append(Label(x + 0.3, y + 0.07, text, 7.0, ha="left"))
         x += 0.45 + 0.062 * len(text)
     return d
 
@@ -263,25 +293,33 @@ def scene(
     values: Sequence[Sequence[object] | None] | None = None,
     highlight: Sequence[int] = (),
     caption: str = "",
+    names: Sequence[str] | None = None,
 ) -> Drawing:
-    """``tables[0]``'s logical view, block table and arrows; every table in the pool."""
+    """``tables[0]``'s logical view, block table and arrows; every table in the pool.
+
+    ``names`` name the tables in the title and the colour key (default
+    :func:`sequence_names`: letters, never table ids).
+    """
     if not tables:
         raise ValueError("tables is empty: pass at least the table to show")
+    if names is None:
+        names = sequence_names(len(tables))
+    if len(names) != len(tables):
+        raise ValueError(f"names has {len(names)} entries for {len(tables)} tables")
     table, color = tables[0], table_color(0)
     d = logical_view(table, LOGICAL_BOX, None if values is None else values[0], color)
     d.extend(pool_view(allocator, tables, POOL_BOX, values, highlight))
-    d.extend(table_view(table, TABLE_BOX, color))
-    d.extend(_legend(color))
+    d.extend(table_view(table, TABLE_BOX, color, name=names[0]))
+    d.extend(legend(names, d.count("other-block", "pool") > 0))
     for i, block in enumerate(table.blocks):
         src, dst = d.boxes[("logical", i)], d.boxes[("pool", block)]
         start = (src.x + src.w, src.y + src.h / 2)
         end = (dst.x, dst.y + dst.h / 2)
-        d.arrows.append(Arrow(start, end, color, i, block))
+        via = _Grid(POOL_BOX, allocator.num_blocks).route(block, start)
+        d.arrows.append(Arrow(start, end, color, i, block, via))
     n, size = table.num_tokens, table.block_size
     top = FIG_H - 0.3
-    d.labels.append(
-        Label(0.15, top, f"sequence {table.id}: {n} tokens, blocks of {size}", 9.0, ha="left")
-    )
+    d.labels.append(Label(0.15, top, f"{names[0]}: {n} tokens, blocks of {size}", 9.0, ha="left"))
     pool_title = f"physical pool: {allocator.num_blocks} blocks ({allocator.num_free} free)"
     d.labels.append(Label(4.45, top, pool_title, 9.0, ha="left"))
     if caption:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.events import Event
-from pagedlab.pictures.blocks import POOL_BOX, TAB, pool_view
+from pagedlab.pictures.blocks import POOL_BOX, TAB, pool_view, sequence_names
 from pagedlab.pictures.canvas import FIG_H, FIG_W, Box, Drawing, Label, Rect
 from pagedlab.pictures.theme import HIGHLIGHT, INK, table_color
 
@@ -39,11 +39,18 @@ def sharing_scene(
     highlight: Sequence[int] = (),
     caption: str = "",
     title: str = "",
+    names: Sequence[str] | None = None,
 ) -> Drawing:
-    """Block-table strips of up to 6 ``tables`` (sequence 0, 1, ... in the order given) and the
-    whole pool with ref counts."""
+    """Block-table strips of up to 6 ``tables`` and the whole pool with ref counts.
+
+    ``names`` label the strips (default :func:`~pagedlab.pictures.blocks.sequence_names`:
+    letters in the order given, never table ids)."""
     if len(tables) > MAX_TABLES:
         raise ValueError(f"at most {MAX_TABLES} tables fit one picture, got {len(tables)}")
+    if names is None:
+        names = sequence_names(len(tables))
+    if len(names) != len(tables):
+        raise ValueError(f"names has {len(names)} entries for {len(tables)} tables")
     d = pool_view(allocator, tables, POOL_BOX, values, highlight)
     refcounts = allocator.refcounts()
     cells = max([8] + [len(t.blocks) for t in tables])
@@ -53,7 +60,7 @@ def sharing_scene(
         color = table_color(row)
         y = STRIPS_BOX.y + STRIPS_BOX.h - (row + 1) * pitch
         # few distinct strings: each new one costs a glyph layout (see canvas._glyphs)
-        d.labels.append(Label(STRIPS_BOX.x, y + h + 0.12, f"sequence {row}", 7.5, ha="left"))
+        d.labels.append(Label(STRIPS_BOX.x, y + h + 0.12, names[row], 7.5, ha="left"))
         tokens = f"{table.num_tokens} tokens"
         d.labels.append(Label(STRIPS_BOX.x + 0.85, y + h + 0.12, tokens, 7.5, ha="left"))
         d.labels.append(Label(STRIPS_BOX.x - 0.08, y + h / 2, "blocks", 7.0, ha="right"))
@@ -89,6 +96,17 @@ def _outline_slot(d: Drawing, allocator: BlockAllocator, block: int, offset: int
     d.rects.append(Rect(slot, "none", HIGHLIGHT, "write", "pool", block, 2.0))
 
 
+def event_caption(event: Event, tables: Sequence[BlockTable], names: Sequence[str]) -> str:
+    """``str(event)`` with "table <id>: " replaced by the drawn sequence's name."""
+    text = str(event)
+    prefix = f"table {event.table}: "
+    if event.table is None or not text.startswith(prefix):
+        return text
+    ids = [t.id for t in tables]
+    name = names[ids.index(event.table)] if event.table in ids else "a sequence not drawn"
+    return f"{name}: {text[len(prefix) :]}"
+
+
 @dataclass(frozen=True)
 class Frame:
     drawing: Drawing
@@ -102,20 +120,24 @@ def event_frames(
     action: Callable[[], object],
     values: Callable[[], Sequence[Sequence[object] | None] | None] = lambda: None,
     title: str = "",
+    names: Sequence[str] | None = None,
 ) -> list[Frame]:
     """One frame before ``action()``, one per allocator event during it, one after.
 
     ``tables`` (and ``values``) are called at each frame, so an action that replaces the
     tables (a beam step) is drawn with whatever is current.
     """
-    frames = [
-        Frame(sharing_scene(allocator, tables(), values(), (), "before", title), "before", None)
-    ]
+
+    def draw(lit: Sequence[int], text: str) -> Drawing:
+        return sharing_scene(allocator, tables(), values(), lit, text, title, names)
+
+    frames = [Frame(draw((), "before"), "before", None)]
 
     def snap(event: Event) -> None:
         lit = [event.block] + ([event.src] if event.src is not None else [])
-        text = str(event)
-        d = sharing_scene(allocator, tables(), values(), lit, text, title)
+        current = tables()
+        text = event_caption(event, current, names or sequence_names(len(current)))
+        d = draw(lit, text)
         if event.kind == "write" and event.offset is not None:
             _outline_slot(d, allocator, event.block, event.offset)
         frames.append(Frame(d, text, event))
@@ -125,7 +147,5 @@ def event_frames(
         action()
     finally:
         unsubscribe()
-    frames.append(
-        Frame(sharing_scene(allocator, tables(), values(), (), "after", title), "after", None)
-    )
+    frames.append(Frame(draw((), "after"), "after", None))
     return frames

@@ -1,0 +1,97 @@
+"""Pictures name sequences by letter or role, key every drawn colour, and route arrows clear
+of blocks (issue 12, "Pictures that must show their claim")."""
+
+from __future__ import annotations
+
+import re
+
+from pagedlab import BlockAllocator, BlockTable, fork_samples
+from pagedlab.pictures.blocks import POOL_BOX, scene
+from pagedlab.pictures.canvas import Box, Drawing
+from pagedlab.pictures.sharing import event_frames, sharing_scene
+from pagedlab.pictures.theme import OTHER_COLOR, table_color
+from pagedlab.scenes import kernel_batch, seed_history
+
+
+def _texts(d: Drawing) -> list[str]:
+    return [label.text for label in d.labels]
+
+
+def _no_table_id(texts: list[str], tables: list[BlockTable]) -> None:
+    for text in texts:
+        for t in tables:
+            assert not re.search(rf"\b(sequence|table) {t.id}\b", text), text
+
+
+def _keys(d: Drawing) -> list[str]:
+    return [r.face for r in d.rects if r.kind == "key"]
+
+
+def test_seed_scene_title_names_no_table_id() -> None:
+    pool, running = seed_history(num_blocks=8, block_size=4, finished=False)
+    seq = BlockTable(pool)
+    seq.append_tokens(5)
+    d = scene(pool, [seq, *running], names=["our sequence", "B", "D"])
+    assert "our sequence: 5 tokens, blocks of 4" in _texts(d)
+    _no_table_id(_texts(d), [seq, *running])
+    # a key per drawn sequence, and no grey key when every held block is drawn
+    assert _keys(d)[:3] == [table_color(i) for i in range(3)]
+    assert OTHER_COLOR not in _keys(d)
+    assert {"our sequence", "B", "D"} <= set(_texts(d))
+
+
+def test_grey_key_only_for_sequences_not_drawn() -> None:
+    pool, running = seed_history(num_blocks=8, block_size=4, finished=False)
+    seq = BlockTable(pool)
+    seq.append_tokens(5)
+    d = scene(pool, [seq])
+    assert d.count("other-block", "pool") > 0
+    assert OTHER_COLOR in _keys(d)
+    assert "held by sequences not drawn" in _texts(d)
+    _no_table_id(_texts(d), [seq, *running])
+
+
+def _crosses(a: tuple[float, float], b: tuple[float, float], box: Box) -> bool:
+    """Whether segment a-b (horizontal or vertical, or any: sampled) passes inside ``box``."""
+    for k in range(1, 200):
+        x = a[0] + (b[0] - a[0]) * k / 200
+        y = a[1] + (b[1] - a[1]) * k / 200
+        if box.x + 1e-6 < x < box.x + box.w - 1e-6 and box.y + 1e-6 < y < box.y + box.h - 1e-6:
+            return True
+    return False
+
+
+def test_kernel_batch_picture_balanced_keyed_and_arrows_clear() -> None:
+    batch = kernel_batch([5, 17, 30], block_size=4)
+    d = scene(batch.allocator, batch.tables)
+    pool = [d.boxes[("pool", b)] for b in range(batch.allocator.num_blocks)]
+    columns: dict[float, int] = {}
+    for b in pool:
+        columns[round(b.x, 6)] = columns.get(round(b.x, 6), 0) + 1
+    assert max(columns.values()) - min(columns.values()) <= 1, columns  # no orphan column
+    assert _keys(d)[:3] == [table_color(i) for i in range(3)]
+    assert {"sequence A", "sequence B", "sequence C"} <= set(_texts(d))
+    _no_table_id(_texts(d), list(batch.tables))
+    for arrow in d.arrows:
+        points = [arrow.start, *arrow.via, arrow.end]
+        for a, b in zip(points, points[1:], strict=False):
+            for block, box in enumerate(pool):
+                if block != arrow.physical:
+                    assert not _crosses(a, b, box), (arrow.physical, block)
+    assert all(POOL_BOX.x <= b.x for b in pool)
+
+
+def test_sharing_strips_and_event_captions_name_sequences() -> None:
+    prompt = BlockTable(BlockAllocator(8, 4, free_order=[7, 1, 3, 0, 2, 4, 5, 6]))
+    prompt.append_tokens(7)
+    a1, a2 = fork_samples(prompt, 2)
+    frames = event_frames(
+        prompt.allocator, lambda: [a1, a2], lambda: a1.append_tokens(1), names=["A1", "A2"]
+    )
+    captions = [f.caption for f in frames]
+    assert "A1: copy block 1 -> block 3" in captions
+    for frame in frames:
+        _no_table_id(_texts(frame.drawing), [prompt, a1, a2])
+        assert {"A1", "A2"} <= set(_texts(frame.drawing))
+    d = sharing_scene(prompt.allocator, [a1, a2])
+    assert {"sequence A", "sequence B"} <= set(_texts(d))
