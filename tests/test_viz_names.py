@@ -6,11 +6,19 @@ from __future__ import annotations
 import re
 
 from pagedlab import BlockAllocator, BlockTable, fork_samples
+from pagedlab.memory.sharing import beam_step
 from pagedlab.pictures.blocks import POOL_BOX, scene
-from pagedlab.pictures.canvas import Box, Drawing
-from pagedlab.pictures.sharing import event_frames, sharing_scene
+from pagedlab.pictures.canvas import Box, Drawing, Label
+from pagedlab.pictures.sharing import Frame, event_frames, sharing_scene
 from pagedlab.pictures.theme import OTHER_COLOR, table_color
-from pagedlab.scenes import kernel_batch, seed_history
+from pagedlab.scenes import (
+    FIG8_WORDS,
+    FIG9_STEP,
+    figure8_prompt,
+    figure9_before,
+    kernel_batch,
+    seed_history,
+)
 
 
 def _texts(d: Drawing) -> list[str]:
@@ -95,3 +103,60 @@ def test_sharing_strips_and_event_captions_name_sequences() -> None:
         assert {"A1", "A2"} <= set(_texts(frame.drawing))
     d = sharing_scene(prompt.allocator, [a1, a2])
     assert {"sequence A", "sequence B"} <= set(_texts(d))
+
+
+def _label_box(label: Label) -> Box:
+    """A generous box around a label's ink: 0.62 em a character, 0.75 em high."""
+    w = 0.62 * label.size / 72 * len(label.text)
+    h = 0.75 * label.size / 72
+    x = {"center": label.x - w / 2, "left": label.x, "right": label.x - w}[label.ha]
+    return Box(x, label.y - h / 2, w, h)
+
+
+def _overlap(a: Box, b: Box) -> bool:
+    return a.x < b.x + b.w and b.x < a.x + a.w and a.y < b.y + b.h and b.y < a.y + a.h
+
+
+def _fig8_frames() -> list[Frame]:
+    prompt = figure8_prompt()
+    a1, a2 = fork_samples(prompt, 2)
+    words = list(FIG8_WORDS)
+    return event_frames(
+        prompt.allocator,
+        lambda: [a1, a2],
+        lambda: a1.append_tokens(1),
+        lambda: [[*words, "fathers"], [*words, "mothers"]],
+        names=["A1", "A2"],
+    )
+
+
+def test_badges_never_cover_labels() -> None:
+    beams = figure9_before()
+    step = beam_step(beams, FIG9_STEP)
+    drawings = [f.drawing for f in _fig8_frames()]
+    drawings.append(sharing_scene(beams[0].allocator, step.beams))
+    for d in drawings:
+        badges = [r.box for r in d.rects if r.kind == "badge"]
+        assert badges
+        for label in d.labels:
+            if label.text.startswith("×"):
+                continue  # the badge's own count
+            for badge in badges:
+                assert not _overlap(_label_box(label), badge), label
+
+
+def test_copy_target_shows_copied_words_and_strips_show_words() -> None:
+    frames = _fig8_frames()
+    copy = next(f for f in frames if f.event is not None and f.event.kind == "copy")
+    assert (copy.event.src, copy.event.block) == (1, 3)
+    target = copy.drawing.boxes[("pool", 3)]
+    inside = {
+        label.text
+        for label in copy.drawing.labels
+        if target.x < label.x < target.x + target.w and target.y < label.y < target.y + target.h
+    }
+    assert {"years", "ago", "our"} <= inside  # what the copy put there
+    assert copy.drawing.count("filled-slot", "pool") == 4 + 3 + 3  # block 7, 1 and its copy
+    texts = _texts(frames[0].drawing)
+    assert "Four score and seven | years ago our" in texts
+    assert "Four score and seven | years ago our fathers" in _texts(frames[-1].drawing)

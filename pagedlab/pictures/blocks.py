@@ -24,7 +24,7 @@ into boxes of your own).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pagedlab.checks import ceil_div
 from pagedlab.memory.allocator import BlockAllocator
@@ -47,7 +47,7 @@ ROWS = 8  # blocks per column, in both views
 
 
 # --- state -> drawing ------------------------------------------------------------------------
-def _labels(table: BlockTable, values: Sequence[object] | None) -> list[str]:
+def slot_labels(table: BlockTable, values: Sequence[object] | None) -> list[str]:
     """Labels of a table's positions: ``values`` if given, else the seed's 1, 2, 3, ..."""
     if values is None:
         return [str(p + 1) for p in range(table.num_tokens)]
@@ -142,7 +142,7 @@ def logical_view(
     """A table's logical blocks in ``box``: one filled slot per token, empty slots after."""
     d = Drawing()
     size, n_tokens, n_blocks = table.block_size, table.num_tokens, len(table.blocks)
-    labels = _labels(table, values)
+    labels = slot_labels(table, values)
     grid = _Grid(box, n_blocks, rows)
     w = grid.slot_w(size)
     show = font_size(w, max(labels, key=len, default="0")) >= MIN_SIZE
@@ -168,7 +168,7 @@ def pool_contents(
     size = allocator.block_size
     contents: dict[tuple[int, int], str] = {}
     for index, table in enumerate(tables):
-        labels = _labels(table, None if values is None else values[index])
+        labels = slot_labels(table, None if values is None else values[index])
         for pos, slot in enumerate(table.slot_mapping()):
             contents.setdefault(divmod(slot, size), labels[pos])
     return contents
@@ -181,8 +181,14 @@ def pool_view(
     values: Sequence[Sequence[object] | None] | None = None,
     highlight: Sequence[int] = (),
     rows: int = ROWS,
+    copies: Mapping[int, int] | None = None,
 ) -> Drawing:
-    """Every physical block in address order, coloured by the first table holding it."""
+    """Every physical block in address order, coloured by the first table holding it.
+
+    ``copies`` maps a copy-on-write target to its source: a target that no drawn table holds
+    yet (mid-operation) is drawn in its source's colour with the source's contents, which
+    is what the copy put there.
+    """
     d = Drawing()
     size, refcounts = allocator.block_size, allocator.refcounts()
     contents = pool_contents(allocator, tables, values)
@@ -190,6 +196,12 @@ def pool_view(
     for index, table in enumerate(tables):
         for block in table.blocks:
             owner.setdefault(block, index)
+    for dst, src in (copies or {}).items():
+        if dst not in owner and src in owner and refcounts[dst] > 0:
+            owner[dst] = owner[src]
+            for offset in range(size):
+                if (src, offset) in contents:
+                    contents[(dst, offset)] = contents[(src, offset)]
     grid = _Grid(box, allocator.num_blocks, rows)
     w = grid.slot_w(size)
     show = font_size(w, max(contents.values(), key=len, default="0")) >= MIN_SIZE
