@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from pagedlab import BlockAllocator, BlockTable, fork_samples
+from pagedlab.explorers.sharing import PrefixCacheExplorer
 from pagedlab.memory.sharing import beam_step
 from pagedlab.pictures.blocks import POOL_BOX, scene
 from pagedlab.pictures.canvas import Box, Drawing, Label
@@ -17,6 +18,7 @@ from pagedlab.scenes import (
     figure8_prompt,
     figure9_before,
     kernel_batch,
+    prefix_tokens,
     seed_history,
 )
 
@@ -160,3 +162,16 @@ def test_copy_target_shows_copied_words_and_strips_show_words() -> None:
     texts = _texts(frames[0].drawing)
     assert "Four score and seven | years ago our" in texts
     assert "Four score and seven | years ago our fathers" in _texts(frames[-1].drawing)
+
+
+def test_prefix_explorer_pool_readable_and_slots_carry_token_ids() -> None:
+    explorer = PrefixCacheExplorer(shared=8, prompt_len=10, requests=3, block_size=4)
+    view = explorer.render(shared=8, prompt_len=10, requests=3, block_size=4)
+    assert view.state.cache.allocator.num_blocks == 16
+    d = view.picture
+    assert isinstance(d, Drawing)
+    texts = set(_texts(d))
+    assert {str(t) for t in prefix_tokens(8, 10, 2)} <= texts  # token ids in the slots
+    # the largest setting still fits: 6 requests of 16 unshared tokens in blocks of 2
+    big = explorer.render(shared=0, prompt_len=16, requests=6, block_size=2)
+    assert big.state.cache.allocator.num_blocks == 48
