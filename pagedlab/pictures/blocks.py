@@ -9,7 +9,14 @@ One scene shows one sequence the way PagedAttention sees it:
   holds it, light grey when free, dark grey when held by a table that is not drawn; filled
   and empty slots; a ref-count badge (``×2``) on blocks held more than once;
 - an *arrow* from each logical block to its physical block;
-- the *block table* itself (logical index over physical id) as a strip of cells.
+- the *block table* itself (logical index over physical id) as a strip of cells;
+- a colour key naming every drawn sequence ("our sequence" alone, else "sequence A", "B",
+  ... or the ``names`` given: never a table's numeric id, which would read as one more
+  block number), and the grey of sequences not drawn only when such blocks are shown.
+
+Pool columns are balanced (17 blocks: 6, 6, 5, never 8, 8, 1) and an arrow to a block past
+the first column runs through the empty lane above its row and the gap before its column,
+never behind another block.
 
 ``scene(...)`` reads the state (``refcounts()``, ``blocks``, ``slot_mapping()``; never a
 hand-written model, never a write) and returns a :class:`~pagedlab.pictures.canvas.Drawing`
