@@ -52,26 +52,6 @@ def test_play_steps_one_token_at_a_time(explorer: AllocationExplorer) -> None:
     assert explorer.state.new_block is None
 
 
-def test_play_first_press_starts_from_length_1() -> None:
-    explorer = AllocationExplorer(block_size=4, length=5)
-    assert explorer.state.blocks == [4, 1]
-    explorer.play.playing = True  # the learner presses Play
-    assert explorer.length.value == 1 and explorer.play.value == 1
-    assert explorer.state.blocks == [4]
-    blocks = []
-    for length in range(2, 6):  # the ticks: 1 -> 5 allocate
-        explorer.play.value = length
-        blocks.append(explorer.state.blocks)
-    assert blocks == [[4], [4], [4], [4, 1]]
-    explorer.play.playing = False  # pause at 5, then resume: no restart
-    explorer.play.playing = True
-    assert explorer.length.value == 5
-    explorer.play.playing = False
-    explorer.set(length=64)  # at the last length a press restarts from 1
-    explorer.play.playing = True
-    assert explorer.length.value == 1
-
-
 def test_layouts_change_blocks_not_output() -> None:
     outputs = {}
     for layout in LAYOUTS:

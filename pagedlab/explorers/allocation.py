@@ -57,9 +57,6 @@ def seed_scene(state: SeedState) -> Drawing:
 class AllocationExplorer(Explorer):
     """Sliders for block size and length, a layout choice, Play/step, picture and readout.
 
-    Play's first press (and a press at the last length) restarts from length 1; later
-    presses resume where it paused.
-
     ``set(block_size=..., length=..., layout=...)`` and ``step()`` drive it without a
     browser; ``.state`` (a :class:`~pagedlab.scenes.SeedState`) is what the picture shows.
     """
@@ -85,24 +82,12 @@ class AllocationExplorer(Explorer):
         # from the slider's value even before the kernel has caught up.
         self._link = widgets.jslink((self.play, "value"), (self.length, "value"))
         self.play.observe(self._on_play, names="value")
-        self.play.observe(self._on_playing, names="playing")
-        self._played = False
         self.length.observe(self._on_length, names="value")
         self.step_button.on_click(lambda _button: self.step())
 
     def _on_play(self, change: dict) -> None:
         if not from_browser():  # in the browser, jslink moved the length slider already
             self.length.value = change["new"]
-
-    def _on_playing(self, change: dict) -> None:
-        """The first press of Play, and a press at the last length, start from length 1, so
-        the learner watches 1 -> 5 allocate; a press after a pause resumes."""
-        if not change["new"]:
-            return
-        if not self._played or self.length.value >= MAX_LENGTH:
-            self.length.value = 1
-            self.play.value = 1
-        self._played = True
 
     def _on_length(self, change: dict) -> None:
         if not from_browser():
