@@ -269,10 +269,10 @@ def test_copy_on_write_is_its_own_frame() -> None:
     frames = event_frames(prompt.allocator, lambda: [a1, a2], lambda: a1.append_tokens(1))
     assert [f.caption for f in frames] == [
         "before",
-        "table 0: allocate block 3 (ref count 1)",
-        "table 0: copy block 1 -> block 3",
-        "table 0: release block 1 (ref count 1)",
-        "table 0: position 7 -> block 3[3]",
+        "sequence A: allocate block 3 (ref count 1)",
+        "sequence A: copy block 1 -> block 3",
+        "sequence A: release block 1 (ref count 1)",
+        "sequence A: position 7 -> block 3[3]",
         "after",
     ]
     before, after = frames[0].drawing, frames[-1].drawing

@@ -29,7 +29,15 @@ from pagedlab.pictures.sharing import MAX_TABLES, sharing_scene
 from pagedlab.scenes import prefix_tokens
 
 POOL_BLOCKS, BLOCK_SIZE = 32, 4
-PREFIX_POOL_BLOCKS, MAX_PROMPT = 48, 16
+PREFIX_POOL_BLOCKS, MAX_PROMPT = 16, 16  # the smallest pool drawn: 16 blocks stay readable
+
+
+def prefix_pool_blocks(prompt_len: int, requests: int, block_size: int) -> int:
+    """Blocks of the explorer's pool: 16, or as many as the requests need with nothing
+    shared (at most 6 x 16 tokens in blocks of 2: 48), so every setting fits."""
+    return max(PREFIX_POOL_BLOCKS, requests * ceil_div(prompt_len, block_size))
+
+
 MODES = ("parallel sampling", "beam search")
 
 
@@ -135,7 +143,9 @@ def prefix_state(
     shared = check_int(shared, "shared", minimum=0)
     prompt_len = check_int(prompt_len, "prompt_len", minimum=1, maximum=MAX_PROMPT)
     requests = check_int(requests, "requests", minimum=1, maximum=MAX_TABLES)
-    cache = PrefixCache(BlockAllocator(PREFIX_POOL_BLOCKS, block_size))
+    block_size = check_int(block_size, "block_size", minimum=1)
+    pool = BlockAllocator(prefix_pool_blocks(prompt_len, requests, block_size), block_size)
+    cache = PrefixCache(pool)
     admissions = [cache.admit(prefix_tokens(shared, prompt_len, r)) for r in range(requests)]
     return PrefixState(cache, admissions)
 
@@ -179,9 +189,11 @@ class PrefixCacheExplorer(Explorer):
         st = prefix_state(shared, prompt_len, requests, block_size)
         tables = [a.table for a in st.admissions]
         title = f"{len(tables)} requests with a common prefix"  # few distinct strings
+        tokens = [prefix_tokens(shared, prompt_len, r) for r in range(requests)]
         drawing = sharing_scene(
             st.cache.allocator,
             tables,
+            tokens,  # token ids in the slots, not positions
             highlight=list(st.cache.cached_blocks()),
             title=title,
             caption="outlined: cached full blocks",

@@ -9,7 +9,14 @@ One scene shows one sequence the way PagedAttention sees it:
   holds it, light grey when free, dark grey when held by a table that is not drawn; filled
   and empty slots; a ref-count badge (``×2``) on blocks held more than once;
 - an *arrow* from each logical block to its physical block;
-- the *block table* itself (logical index over physical id) as a strip of cells.
+- the *block table* itself (logical index over physical id) as a strip of cells;
+- a colour key naming every drawn sequence ("our sequence" alone, else "sequence A", "B",
+  ... or the ``names`` given: never a table's numeric id, which would read as one more
+  block number), and the grey of sequences not drawn only when such blocks are shown.
+
+Pool columns are balanced (17 blocks: 6, 6, 5, never 8, 8, 1) and an arrow to a block past
+the first column runs through the empty lane above its row and the gap before its column,
+never behind another block.
 
 ``scene(...)`` reads the state (``refcounts()``, ``blocks``, ``slot_mapping()``; never a
 hand-written model, never a write) and returns a :class:`~pagedlab.pictures.canvas.Drawing`
@@ -24,12 +31,12 @@ into boxes of your own).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pagedlab.checks import ceil_div
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
-from pagedlab.pictures.canvas import FIG_H, Arrow, Box, Drawing, Label, Rect, font_size
+from pagedlab.pictures.canvas import FIG_H, Arrow, Box, Drawing, Label, Point, Rect, font_size
 from pagedlab.pictures.theme import (
     FREE_COLOR,
     FREE_EDGE,
@@ -47,7 +54,7 @@ ROWS = 8  # blocks per column, in both views
 
 
 # --- state -> drawing ------------------------------------------------------------------------
-def _labels(table: BlockTable, values: Sequence[object] | None) -> list[str]:
+def slot_labels(table: BlockTable, values: Sequence[object] | None) -> list[str]:
     """Labels of a table's positions: ``values`` if given, else the seed's 1, 2, 3, ..."""
     if values is None:
         return [str(p + 1) for p in range(table.num_tokens)]
@@ -65,8 +72,8 @@ class _Grid:
     """Blocks in columns of ``rows`` inside ``box``: block ``i`` goes down, then right."""
 
     def __init__(self, box: Box, n: int, rows: int = ROWS) -> None:
-        self.box, self.rows = box, rows
         cols = max(1, ceil_div(n, rows))
+        self.box, self.rows = box, max(1, ceil_div(n, cols))  # balanced: no orphan column
         self.pitch_x, self.pitch_y = box.w / cols, box.h / rows
 
     def block(self, i: int) -> Box:
@@ -77,6 +84,17 @@ class _Grid:
 
     def slot_w(self, block_size: int) -> float:
         return (self.pitch_x - GAP - TAB) / block_size
+
+    def route(self, i: int, start: Point) -> tuple[Point, ...]:
+        """Waypoints from ``start`` (left of the grid) to block ``i``, through the empty lane
+        above its row and the gap before its column, so no arrow passes behind a block."""
+        col = i // self.rows
+        if col == 0:
+            return ()
+        b = self.block(i)
+        lane = b.y + b.h + (self.pitch_y - b.h) / 2
+        corridor = b.x - GAP * 0.85
+        return ((self.box.x - 0.12, lane), (corridor, lane), (corridor, b.y + b.h / 2))
 
 
 def _block(
@@ -131,7 +149,7 @@ def logical_view(
     """A table's logical blocks in ``box``: one filled slot per token, empty slots after."""
     d = Drawing()
     size, n_tokens, n_blocks = table.block_size, table.num_tokens, len(table.blocks)
-    labels = _labels(table, values)
+    labels = slot_labels(table, values)
     grid = _Grid(box, n_blocks, rows)
     w = grid.slot_w(size)
     show = font_size(w, max(labels, key=len, default="0")) >= MIN_SIZE
@@ -157,7 +175,7 @@ def pool_contents(
     size = allocator.block_size
     contents: dict[tuple[int, int], str] = {}
     for index, table in enumerate(tables):
-        labels = _labels(table, None if values is None else values[index])
+        labels = slot_labels(table, None if values is None else values[index])
         for pos, slot in enumerate(table.slot_mapping()):
             contents.setdefault(divmod(slot, size), labels[pos])
     return contents
@@ -170,8 +188,14 @@ def pool_view(
     values: Sequence[Sequence[object] | None] | None = None,
     highlight: Sequence[int] = (),
     rows: int = ROWS,
+    copies: Mapping[int, int] | None = None,
 ) -> Drawing:
-    """Every physical block in address order, coloured by the first table holding it."""
+    """Every physical block in address order, coloured by the first table holding it.
+
+    ``copies`` maps a copy-on-write target to its source: a target that no drawn table holds
+    yet (mid-operation) is drawn in its source's colour with the source's contents, which
+    is what the copy put there.
+    """
     d = Drawing()
     size, refcounts = allocator.block_size, allocator.refcounts()
     contents = pool_contents(allocator, tables, values)
@@ -179,6 +203,12 @@ def pool_view(
     for index, table in enumerate(tables):
         for block in table.blocks:
             owner.setdefault(block, index)
+    for dst, src in (copies or {}).items():
+        if dst not in owner and src in owner and refcounts[dst] > 0:
+            owner[dst] = owner[src]
+            for offset in range(size):
+                if (src, offset) in contents:
+                    contents[(dst, offset)] = contents[(src, offset)]
     grid = _Grid(box, allocator.num_blocks, rows)
     w = grid.slot_w(size)
     show = font_size(w, max(contents.values(), key=len, default="0")) >= MIN_SIZE
@@ -218,7 +248,13 @@ def pool_view(
     return d
 
 
-def table_view(table: BlockTable, box: Box, color: str = PALETTE[0], cells: int = 32) -> Drawing:
+def table_view(
+    table: BlockTable,
+    box: Box,
+    color: str = PALETTE[0],
+    cells: int = 32,
+    name: str = "sequence A",
+) -> Drawing:
     """The block table: logical index (top row) over physical block id (bottom row)."""
     d = Drawing()
     blocks = table.blocks
@@ -226,7 +262,7 @@ def table_view(table: BlockTable, box: Box, color: str = PALETTE[0], cells: int 
     d.labels.append(Label(box.x - 0.08, box.y + 1.5 * h, "logical", 7.0, ha="right"))
     d.labels.append(Label(box.x - 0.08, box.y + 0.5 * h, "physical", 7.0, ha="right"))
     entries = "entry" if len(blocks) == 1 else "entries"
-    title = f"block table of sequence {table.id}: {len(blocks)} {entries} (int32)"
+    title = f"block table of {name}: {len(blocks)} {entries} (int32)"
     d.labels.append(Label(box.x, box.y + box.h + 0.13, title, 8.0, ha="left"))
     for i, block in enumerate(blocks):
         for row, text, face in ((1, str(i), "white"), (0, str(block), color)):
@@ -241,18 +277,31 @@ POOL_BOX = Box(4.45, 1.3, 4.5, FIG_H - 0.55 - 1.3)
 TABLE_BOX = Box(0.85, 0.55, 8.1, 0.36)
 
 
-def _legend(color: str) -> Drawing:
+def sequence_names(count: int) -> list[str]:
+    """Default names of ``count`` drawn sequences: "our sequence" alone, else "sequence A",
+    "sequence B", ...
+
+    Letters, never a table's numeric id: an id next to "block 4" and "blocks of 4" reads as
+    one more block number.
+    """
+    if count == 1:
+        return ["our sequence"]
+    return [f"sequence {chr(ord('A') + i % 26)}" for i in range(count)]
+
+
+def legend(names: Sequence[str], others: bool, y: float = 0.1) -> Drawing:
+    """A colour key per drawn sequence, then "allocated, empty", "free block" and, only when
+    ``others``, the grey of blocks held by sequences that are not drawn."""
     d = Drawing()
-    keys = (
-        (color, INK, "filled slot (its value)"),
-        (tint(color), color, "allocated, empty"),
-        (FREE_COLOR, FREE_EDGE, "free block"),
-        (OTHER_COLOR, FREE_EDGE, "held by another request"),
-    )
+    keys = [(table_color(i), INK, name) for i, name in enumerate(names)]
+    keys.append((tint(table_color(0)), table_color(0), "allocated, empty"))
+    keys.append((FREE_COLOR, FREE_EDGE, "free block"))
+    if others:
+        keys.append((OTHER_COLOR, FREE_EDGE, "held by sequences not drawn"))
     x = 0.15
     for face, edge, text in keys:
-        d.rects.append(Rect(Box(x, 0.1, 0.22, 0.14), face, edge, "key", "legend"))
-        d.labels.append(Label(x + 0.3, 0.17, text, 7.0, ha="left"))
+        d.rects.append(Rect(Box(x, y, 0.22, 0.14), face, edge, "key", "legend"))
+        d.labels.append(Label(x + 0.3, y + 0.07, text, 7.0, ha="left"))
         x += 0.45 + 0.062 * len(text)
     return d
 
@@ -263,25 +312,33 @@ def scene(
     values: Sequence[Sequence[object] | None] | None = None,
     highlight: Sequence[int] = (),
     caption: str = "",
+    names: Sequence[str] | None = None,
 ) -> Drawing:
-    """``tables[0]``'s logical view, block table and arrows; every table in the pool."""
+    """``tables[0]``'s logical view, block table and arrows; every table in the pool.
+
+    ``names`` name the tables in the title and the colour key (default
+    :func:`sequence_names`: letters, never table ids).
+    """
     if not tables:
         raise ValueError("tables is empty: pass at least the table to show")
+    if names is None:
+        names = sequence_names(len(tables))
+    if len(names) != len(tables):
+        raise ValueError(f"names has {len(names)} entries for {len(tables)} tables")
     table, color = tables[0], table_color(0)
     d = logical_view(table, LOGICAL_BOX, None if values is None else values[0], color)
     d.extend(pool_view(allocator, tables, POOL_BOX, values, highlight))
-    d.extend(table_view(table, TABLE_BOX, color))
-    d.extend(_legend(color))
+    d.extend(table_view(table, TABLE_BOX, color, name=names[0]))
+    d.extend(legend(names, d.count("other-block", "pool") > 0))
     for i, block in enumerate(table.blocks):
         src, dst = d.boxes[("logical", i)], d.boxes[("pool", block)]
         start = (src.x + src.w, src.y + src.h / 2)
         end = (dst.x, dst.y + dst.h / 2)
-        d.arrows.append(Arrow(start, end, color, i, block))
+        via = _Grid(POOL_BOX, allocator.num_blocks).route(block, start)
+        d.arrows.append(Arrow(start, end, color, i, block, via))
     n, size = table.num_tokens, table.block_size
     top = FIG_H - 0.3
-    d.labels.append(
-        Label(0.15, top, f"sequence {table.id}: {n} tokens, blocks of {size}", 9.0, ha="left")
-    )
+    d.labels.append(Label(0.15, top, f"{names[0]}: {n} tokens, blocks of {size}", 9.0, ha="left"))
     pool_title = f"physical pool: {allocator.num_blocks} blocks ({allocator.num_free} free)"
     d.labels.append(Label(4.45, top, pool_title, 9.0, ha="left"))
     if caption:

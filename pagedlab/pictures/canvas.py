@@ -65,13 +65,15 @@ class Label:
 
 @dataclass(frozen=True)
 class Arrow:
-    """From the right edge of logical block ``logical`` to the left edge of ``physical``."""
+    """From the right edge of logical block ``logical`` to the left edge of ``physical``,
+    through the ``via`` waypoints (none: a straight arrow)."""
 
     start: Point
     end: Point
     color: str
     logical: int
     physical: int
+    via: tuple[Point, ...] = ()
 
 
 @dataclass
@@ -158,7 +160,7 @@ class Canvas:
         self.rects.set_linewidth([r.linewidth for r in rects])
         shafts, heads = [], []
         for arrow in drawing.arrows:
-            shaft, head = _arrow(arrow.start, arrow.end)
+            shaft, head = _arrow(arrow.start, arrow.end, arrow.via)
             shafts.append(shaft)
             heads.append(head)
         colors = [a.color for a in drawing.arrows]
@@ -191,12 +193,15 @@ def _corners(b: Box) -> list[Point]:
 HEAD_LEN, HEAD_HALF = 0.1, 0.045
 
 
-def _arrow(start: Point, end: Point) -> tuple[list[Point], list[Point]]:
-    """A straight shaft stopping at the head, and a triangular head ending at ``end``."""
-    (x0, y0), (x1, y1) = start, end
+def _arrow(
+    start: Point, end: Point, via: tuple[Point, ...] = ()
+) -> tuple[list[Point], list[Point]]:
+    """A shaft through ``via`` stopping at the head, and a triangular head ending at ``end``."""
+    points = [start, *via]
+    (x0, y0), (x1, y1) = points[-1], end
     length = max(float(np.hypot(x1 - x0, y1 - y0)), 1e-9)
     ux, uy = (x1 - x0) / length, (y1 - y0) / length
     bx, by = x1 - ux * HEAD_LEN, y1 - uy * HEAD_LEN
     px, py = -uy * HEAD_HALF, ux * HEAD_HALF
     head = [(x1, y1), (bx + px, by + py), (bx - px, by - py)]
-    return [(x0, y0), (bx, by)], head
+    return [*points, (bx, by)], head

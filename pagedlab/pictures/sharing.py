@@ -18,13 +18,13 @@ the event did. Readable up to 6 tables and a 32-block pool.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.events import Event
-from pagedlab.pictures.blocks import POOL_BOX, TAB, pool_view
+from pagedlab.pictures.blocks import POOL_BOX, TAB, pool_view, sequence_names, slot_labels
 from pagedlab.pictures.canvas import FIG_H, FIG_W, Box, Drawing, Label, Rect
 from pagedlab.pictures.theme import HIGHLIGHT, INK, table_color
 
@@ -39,24 +39,41 @@ def sharing_scene(
     highlight: Sequence[int] = (),
     caption: str = "",
     title: str = "",
+    names: Sequence[str] | None = None,
+    copies: Mapping[int, int] | None = None,
 ) -> Drawing:
-    """Block-table strips of up to 6 ``tables`` (sequence 0, 1, ... in the order given) and the
-    whole pool with ref counts."""
+    """Block-table strips of up to 6 ``tables`` and the whole pool with ref counts.
+
+    ``names`` label the strips (default :func:`~pagedlab.pictures.blocks.sequence_names`:
+    letters in the order given, never table ids). With ``values``, each strip has its
+    sequence's words under it, one group per logical block. ``copies`` (target -> source of
+    a copy-on-write in progress): see :func:`~pagedlab.pictures.blocks.pool_view`."""
     if len(tables) > MAX_TABLES:
         raise ValueError(f"at most {MAX_TABLES} tables fit one picture, got {len(tables)}")
-    d = pool_view(allocator, tables, POOL_BOX, values, highlight)
+    if names is None:
+        names = sequence_names(len(tables))
+    if len(names) != len(tables):
+        raise ValueError(f"names has {len(names)} entries for {len(tables)} tables")
+    d = pool_view(allocator, tables, POOL_BOX, values, highlight, copies=copies)
     refcounts = allocator.refcounts()
     cells = max([8] + [len(t.blocks) for t in tables])
     pitch = STRIPS_BOX.h / max(4, len(tables))
-    w, h = STRIPS_BOX.w / cells, min(0.28, pitch * 0.45)
+    # top to bottom in a row: title, ref-count badges, cells, words (never overlapping)
+    w, h = STRIPS_BOX.w / cells, min(0.24, pitch * 0.4)
     for row, table in enumerate(tables):
         color = table_color(row)
-        y = STRIPS_BOX.y + STRIPS_BOX.h - (row + 1) * pitch
+        top = STRIPS_BOX.y + STRIPS_BOX.h - row * pitch
+        y = top - 0.2 - h
         # few distinct strings: each new one costs a glyph layout (see canvas._glyphs)
-        d.labels.append(Label(STRIPS_BOX.x, y + h + 0.12, f"sequence {row}", 7.5, ha="left"))
+        d.labels.append(Label(STRIPS_BOX.x, top - 0.07, names[row], 7.5, ha="left"))
         tokens = f"{table.num_tokens} tokens"
-        d.labels.append(Label(STRIPS_BOX.x + 0.85, y + h + 0.12, tokens, 7.5, ha="left"))
+        d.labels.append(Label(STRIPS_BOX.x + 0.85, top - 0.07, tokens, 7.5, ha="left"))
         d.labels.append(Label(STRIPS_BOX.x - 0.08, y + h / 2, "blocks", 7.0, ha="right"))
+        if values is not None and values[row] is not None:
+            words = slot_labels(table, values[row])
+            size = table.block_size
+            groups = [" ".join(words[i : i + size]) for i in range(0, len(words), size)]
+            d.labels.append(Label(STRIPS_BOX.x, y - 0.09, " | ".join(groups), 6.5, ha="left"))
         for i, block in enumerate(table.blocks):
             cell = Box(STRIPS_BOX.x + i * w, y, w, h)
             shared = refcounts[block] > 1
@@ -64,10 +81,10 @@ def sharing_scene(
             d.rects.append(Rect(cell, color, edge, "table-cell", "table", block, width))
             d.labels.append(Label(cell.x + w / 2, cell.y + h / 2, str(block), 7.0))
             if shared:
-                mark = Box(cell.x + w - 0.17, cell.y + h - 0.04, 0.17, 0.12)
+                mark = Box(cell.x + w - 0.17, cell.y + h - 0.04, 0.17, 0.1)
                 d.rects.append(Rect(mark, INK, INK, "badge", "table", block))
                 d.labels.append(
-                    Label(mark.x + 0.085, mark.y + 0.06, f"×{refcounts[block]}", 5.5, "white")
+                    Label(mark.x + 0.085, mark.y + 0.05, f"×{refcounts[block]}", 5.5, "white")
                 )
     top = FIG_H - 0.3
     heading = title or f"{len(tables)} sequences share one pool"
@@ -89,6 +106,17 @@ def _outline_slot(d: Drawing, allocator: BlockAllocator, block: int, offset: int
     d.rects.append(Rect(slot, "none", HIGHLIGHT, "write", "pool", block, 2.0))
 
 
+def event_caption(event: Event, tables: Sequence[BlockTable], names: Sequence[str]) -> str:
+    """``str(event)`` with "table <id>: " replaced by the drawn sequence's name."""
+    text = str(event)
+    prefix = f"table {event.table}: "
+    if event.table is None or not text.startswith(prefix):
+        return text
+    ids = [t.id for t in tables]
+    name = names[ids.index(event.table)] if event.table in ids else "a sequence not drawn"
+    return f"{name}: {text[len(prefix) :]}"
+
+
 @dataclass(frozen=True)
 class Frame:
     drawing: Drawing
@@ -102,20 +130,28 @@ def event_frames(
     action: Callable[[], object],
     values: Callable[[], Sequence[Sequence[object] | None] | None] = lambda: None,
     title: str = "",
+    names: Sequence[str] | None = None,
 ) -> list[Frame]:
     """One frame before ``action()``, one per allocator event during it, one after.
 
     ``tables`` (and ``values``) are called at each frame, so an action that replaces the
     tables (a beam step) is drawn with whatever is current.
     """
-    frames = [
-        Frame(sharing_scene(allocator, tables(), values(), (), "before", title), "before", None)
-    ]
+
+    copies: dict[int, int] = {}  # copy-on-write target -> source, seen so far
+
+    def draw(lit: Sequence[int], text: str) -> Drawing:
+        return sharing_scene(allocator, tables(), values(), lit, text, title, names, copies)
+
+    frames = [Frame(draw((), "before"), "before", None)]
 
     def snap(event: Event) -> None:
         lit = [event.block] + ([event.src] if event.src is not None else [])
-        text = str(event)
-        d = sharing_scene(allocator, tables(), values(), lit, text, title)
+        if event.kind == "copy" and event.src is not None:
+            copies[event.block] = event.src
+        current = tables()
+        text = event_caption(event, current, names or sequence_names(len(current)))
+        d = draw(lit, text)
         if event.kind == "write" and event.offset is not None:
             _outline_slot(d, allocator, event.block, event.offset)
         frames.append(Frame(d, text, event))
@@ -125,7 +161,5 @@ def event_frames(
         action()
     finally:
         unsubscribe()
-    frames.append(
-        Frame(sharing_scene(allocator, tables(), values(), (), "after", title), "after", None)
-    )
+    frames.append(Frame(draw((), "after"), "after", None))
     return frames
