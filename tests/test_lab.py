@@ -79,13 +79,18 @@ def _listening_addresses(port: int) -> set[str]:
 def test_make_lab_runs_the_script():
     if not (REPO / "Makefile").exists() or subprocess.run(["which", "make"]).returncode:
         pytest.skip("make is not installed")
+    # Under `make test` this runs inside make: drop the parent's flags, which would make the
+    # child print "Entering/Leaving directory" lines around the command.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     dry = subprocess.run(
-        ["make", "-n", "-o", ".venv/.pagedlab-installed", "lab", "LAB_ARGS=--port=1"],
+        ["make", "--no-print-directory", "-n", "-o", ".venv/.pagedlab-installed", "lab",
+         "LAB_ARGS=--port=1"],
         cwd=REPO,
         capture_output=True,
         text=True,
         check=True,
-    )
+        env=env,
+    )  # fmt: skip
     line = dry.stdout.strip().splitlines()[-1]
     assert line.startswith("BIN=") and line.endswith(" bash scripts/lab.sh --port=1"), line
 
