@@ -41,15 +41,43 @@ def test_picture_is_drawn_from_the_state(explorer: AllocationExplorer) -> None:
     assert [(a.logical, a.physical) for a in drawing.arrows] == list(enumerate(state.blocks))
 
 
-def test_play_steps_one_token_at_a_time(explorer: AllocationExplorer) -> None:
-    explorer.set(block_size=4, length=4, layout=LAYOUTS[1])
-    assert explorer.state.blocks == [4]
-    explorer.play.value = 5  # what the Play widget does on each tick
-    assert explorer.length.value == 5 and explorer.state.table.num_tokens == 5
-    assert explorer.state.blocks == [4, 1]  # one new block, the first did not move
+def test_play_replays_the_growth_from_one_token(explorer: AllocationExplorer) -> None:
+    explorer.set(block_size=4, length=5, layout=LAYOUTS[1])
+    play = explorer.play
+    assert (play.min, play.value, play.max) == (1, 5, 5)  # at rest at its end: Play restarts
+    play.playing = True  # what the browser's Play sends when pressed, then one value a tick
+    seen = []
+    for tick in range(1, 6):
+        play.value = tick
+        seen.append((explorer.length.value, explorer.state.blocks))
+        assert play.max == 5  # the kernel leaves a running Play alone
+    play.playing = False
+    assert seen == [(1, [4]), (2, [4]), (3, [4]), (4, [4]), (5, [4, 1])]  # 4 -> 5: one block
+    assert (play.value, play.max) == (5, 5)
+
+
+def test_play_rests_at_the_length_the_slider_shows(explorer: AllocationExplorer) -> None:
+    explorer.set(block_size=4, length=9, layout=LAYOUTS[1])
+    assert (explorer.play.value, explorer.play.max) == (9, 9)
+    explorer.set(length=3)
+    assert (explorer.play.value, explorer.play.max) == (3, 3)
+    explorer.play.value = 1  # the Play's stop button: back to its start, not playing
+    assert explorer.length.value == 3 and explorer.play.value == 3  # parked at the end again
     explorer.step()
-    assert explorer.state.table.num_tokens == 6 and explorer.play.value == 6
+    assert explorer.state.table.num_tokens == 4 and (explorer.play.value, explorer.play.max) == (
+        4,
+        4,
+    )
     assert explorer.state.new_block is None
+
+
+def test_play_paused_midway_rests_where_it_stopped(explorer: AllocationExplorer) -> None:
+    explorer.set(block_size=4, length=8, layout=LAYOUTS[1])
+    explorer.play.playing = True
+    explorer.play.value = 1
+    explorer.play.value = 2
+    explorer.play.playing = False  # pause
+    assert explorer.length.value == 2 and (explorer.play.value, explorer.play.max) == (2, 2)
 
 
 def test_layouts_change_blocks_not_output() -> None:

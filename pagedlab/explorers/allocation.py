@@ -5,6 +5,10 @@ the sequence appended token by token with a real ``BlockTable``, the seed's scal
 (keys 0, query 1, values 1..L) written into a ``PagedKVCache`` through its slot mapping,
 and ``paged_attention`` (the Triton kernel; its interpreter on a CPU), memoised.
 
+Play replays the growth: pressed, it runs the length from 1 up to the slider's value, one
+token a tick, so the learner watches each block arrive (1 -> 5 at the seed: block 4, then
+block 1 when the fifth token comes). ``step`` appends one token.
+
 Layouts (the order of the free list when the sequence starts): ``ascending`` (a fresh pool),
 ``seed [4, 1, …]`` (after :func:`pagedlab.scenes.seed_history`), ``shuffled``.
 
@@ -18,7 +22,7 @@ import html
 
 import ipywidgets as widgets
 
-from pagedlab.explorers.base import Explorer, View, from_browser
+from pagedlab.explorers.base import Explorer, View
 from pagedlab.pictures.blocks import scene
 from pagedlab.pictures.canvas import Drawing
 from pagedlab.scenes import KV_BYTES_PER_SLOT, LAYOUTS, SeedState, seed_state, with_kernel_output
@@ -69,7 +73,10 @@ class AllocationExplorer(Explorer):
             "length": widgets.IntSlider(min=1, max=MAX_LENGTH, description="length"),
             "layout": widgets.ToggleButtons(options=list(LAYOUTS), description="layout"),
         }
-        self.play = widgets.Play(min=1, max=MAX_LENGTH, interval=700, description="play")
+        self.play = widgets.Play(
+            min=1, max=MAX_LENGTH, interval=700, description="play", show_repeat=False,
+            tooltip="replay: grow the sequence from 1 token to the length on the slider",
+        )  # fmt: skip
         self.step_button = widgets.Button(description="step", tooltip="append one token")
         row = widgets.HBox(
             [self.play, self.step_button, controls["block_size"], controls["length"]]
@@ -77,21 +84,35 @@ class AllocationExplorer(Explorer):
         super().__init__(
             controls, [row, controls["layout"]], block_size=block_size, length=length, layout=layout
         )
-        self.play.value = self.length.value
-        # Linked in the browser too, so pressing Play right after moving the slider starts
-        # from the slider's value even before the kernel has caught up.
-        self._link = widgets.jslink((self.play, "value"), (self.length, "value"))
+        self._rest_play()
         self.play.observe(self._on_play, names="value")
+        self.play.observe(self._on_playing, names="playing")
         self.length.observe(self._on_length, names="value")
         self.step_button.on_click(lambda _button: self.step())
 
-    def _on_play(self, change: dict) -> None:
-        if not from_browser():  # in the browser, jslink moved the length slider already
-            self.length.value = change["new"]
+    # Play replays the growth 1 -> length. At rest it sits at its end (value = max = the
+    # length); the browser's Play restarts from min = 1 when pressed at its end, and each
+    # tick the kernel moves the length slider to the Play's value. Play and slider are not
+    # linked in the browser, and the kernel writes to the Play only while it is not playing,
+    # so nothing the kernel sends can race the browser's Play loop.
 
-    def _on_length(self, change: dict) -> None:
-        if not from_browser():
-            self.play.value = change["new"]
+    def _rest_play(self) -> None:
+        """Park the Play at its end: pressing it replays 1 -> the slider's length."""
+        self.play.max = self.play.value = self.length.value
+
+    def _on_play(self, change: dict) -> None:
+        if self.play.playing:
+            self.length.value = change["new"]
+        elif change["new"] != self.length.value:  # Stop, or a value set from code
+            self._rest_play()
+
+    def _on_playing(self, change: dict) -> None:
+        if not change["new"]:  # paused or finished: the replay ends at the length shown
+            self._rest_play()
+
+    def _on_length(self, _change: dict) -> None:
+        if not self.play.playing:
+            self._rest_play()
 
     def render(self, block_size: int, length: int, layout: str) -> View:
         state = seed_state(block_size, length, layout, run_kernel=False)
@@ -102,7 +123,7 @@ class AllocationExplorer(Explorer):
         return View(state, view.picture, readout_html(state))
 
     def step(self) -> SeedState:
-        """One more token (what Play does each tick); stays at the maximum length."""
+        """One more token; stays at the maximum length."""
         if self.length.value < MAX_LENGTH:
             self.length.value += 1
         return self.state

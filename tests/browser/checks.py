@@ -179,3 +179,40 @@ def check_play_steps_by_one(notebook: OpenNotebook, steps: int = 3) -> None:
     steps_seen = [b - a for a, b in zip(distinct, distinct[1:], strict=False)]
     assert distinct[0] == low, f"play started from {distinct[0]}, not {low}: {distinct}"
     assert steps_seen and all(step == 1 for step in steps_seen), f"play moved {distinct}"
+
+
+def check_play_replays_from_one(notebook: OpenNotebook, length: int = 5) -> None:
+    """Play at length 5 (seed layout) replays 1, 2, 3, 4, 5 one token a tick, then stops at 5.
+
+    The learner watches 1 -> 5 allocate: the readout ends at "blocks 2", "physical [4, 1]" and
+    the output 3, with the slider back where it was.
+    """
+    scope = explorer(notebook)
+    _start_at(scope, length, SEED)
+    readout = scope.locator(".pagedlab-readout")
+    wait_until(lambda: OUTPUT_AT_5 in text(readout), lambda: text(readout), OUTPUT_AT_5)
+    play = scope.locator(".widget-play")
+    assert play.count() >= 1, "no Play widget in the explorer"
+    handle = slider(scope, "length").locator(".noUi-handle")
+    handle.evaluate(  # record every value the handle shows, even ones a poll would miss
+        """h => { window.__pagedlabValues = [h.getAttribute('aria-valuenow')];
+                  new MutationObserver(() => window.__pagedlabValues.push(
+                      h.getAttribute('aria-valuenow'))).observe(
+                      h, {attributes: true, attributeFilter: ['aria-valuenow']}); }"""
+    )
+    notebook.shot("replay-before", scope)
+    play.first.locator("button").first.click()
+    notebook.page.wait_for_function(  # the replay went down to 1 and came back to the end
+        f"""() => {{ const v = window.__pagedlabValues.map(Number);
+                     return v.includes(1) && v[v.length - 1] === {length}; }}""",
+        timeout=30_000,
+    )
+    wait_until(lambda: play.first.locator("i.fa-pause").count() == 0, lambda: None, "replay end")
+    settle(scope.page)
+    notebook.shot("replay-after", scope)
+    values = [round(float(v)) for v in notebook.page.evaluate("window.__pagedlabValues")]
+    distinct = [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+    assert distinct == [length, *range(1, length + 1)], f"the replay showed {distinct}"
+    after = wait_until(lambda: OUTPUT_AT_5 in text(readout), lambda: text(readout), OUTPUT_AT_5)
+    for expected in ("blocks 2", "physical [4, 1]"):
+        assert expected in after, f"after the replay the readout lacks {expected!r}: {after!r}"

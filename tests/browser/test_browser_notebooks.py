@@ -16,7 +16,7 @@ import pytest
 from .checks import (
     check_layouts_keep_output,
     check_length_step,
-    check_play_steps_by_one,
+    check_play_replays_from_one,
     check_runs_clean,
 )
 from .conftest import NOTEBOOKS_DIR, NotebookPages
@@ -71,5 +71,5 @@ def test_layout_change_keeps_output(notebooks: NotebookPages, name: str) -> None
 
 @pytest.mark.browser
 @pytest.mark.parametrize("name", [_explorer_notebook()])
-def test_explorer_play_advances_one_token(notebooks: NotebookPages, name: str) -> None:
-    check_play_steps_by_one(notebooks.open(f"notebooks/{name}"))
+def test_explorer_play_replays_growth_from_one(notebooks: NotebookPages, name: str) -> None:
+    check_play_replays_from_one(notebooks.open(f"notebooks/{name}"))
