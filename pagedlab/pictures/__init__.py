@@ -11,6 +11,7 @@ Scenes (state -> picture):
 - :mod:`~pagedlab.pictures.blocks`      the block pool, block tables and logical strips (Figs. 6-7)
 - :mod:`~pagedlab.pictures.sharing`     shared blocks, ref counts, copy-on-write (Figs. 8-9)
 - :mod:`~pagedlab.pictures.reservation` one request: contiguous reservation vs paging (Fig. 3)
+- :mod:`~pagedlab.pictures.fragmentation` holes between requests; ``fig3_scene``: all three wastes
 - :mod:`~pagedlab.pictures.trace`       the kernel's online softmax, block by block
 - :mod:`~pagedlab.pictures.memory`      memory at scale: Fig. 2, Fig. 13, block-size sweep
 """

@@ -11,7 +11,7 @@ pyplot, no global state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -94,6 +94,22 @@ class Drawing:
 
     def count(self, kind: str, view: str | None = None) -> int:
         return sum(1 for r in self.rects if r.kind == kind and (view is None or r.view == view))
+
+
+def stack(top: Drawing, bottom: Drawing) -> Drawing:
+    """One drawing with ``top`` above ``bottom`` (as wide as the wider, as tall as both)."""
+    dy = bottom.size[1]
+    d = Drawing(size=(max(top.size[0], bottom.size[0]), top.size[1] + dy))
+    d.extend(bottom)
+    d.rects += [replace(r, box=replace(r.box, y=r.box.y + dy)) for r in top.rects]
+    d.labels += [replace(lb, y=lb.y + dy) for lb in top.labels]
+    d.arrows += [
+        replace(a, start=(a.start[0], a.start[1] + dy), end=(a.end[0], a.end[1] + dy),
+                via=tuple((x, y + dy) for x, y in a.via))
+        for a in top.arrows
+    ]  # fmt: skip
+    d.boxes.update({k: replace(b, y=b.y + dy) for k, b in top.boxes.items()})
+    return d
 
 
 def font_size(width: float, text: str, largest: float = 7.0) -> float:

@@ -8,8 +8,9 @@ few milliseconds) with three bars on one slot axis and a zoom:
   reservation that is never used (internal fragmentation);
 - **paged**: the blocks the same tokens hold; the empty slots of the last block are
   "allocated, empty" (the only waste, always < B);
-- **paged, zoomed**: the paged blocks alone across the whole width, one cell per block, so
-  a 16-slot allocation on a 2048-slot axis is readable.
+- **contiguous, zoomed** and **paged, zoomed**: the first ``paged_blocks * B`` slots of
+  each, on one axis across the whole width (one cell per block), so the 2 reserved slots
+  and a 16-slot allocation on a 2048-slot axis are readable and line up slot for slot.
 
 Colours are the theme's categories (:data:`pagedlab.pictures.theme.CATEGORY_COLORS`).
 """
@@ -20,10 +21,10 @@ from pagedlab.pictures.canvas import Box, Drawing, Label, Rect
 from pagedlab.pictures.theme import CATEGORY_COLORS, INK, tint
 from pagedlab.simulate.memory import OneRequest
 
-SIZE = (8.0, 3.0)  # inches
+SIZE = (8.0, 3.55)  # inches
 X0, X1 = 1.55, 7.8  # the slot axis, inches
 BAR_H = 0.34
-ROW_Y = {"contiguous": 2.05, "paged": 1.45, "zoom": 0.72}
+ROW_Y = {"contiguous": 2.6, "paged": 2.0, "contiguous-zoom": 1.22, "zoom": 0.72}
 MAX_CELLS = 128  # block boundaries drawn in the zoom; more blocks share one cell
 
 
@@ -49,6 +50,7 @@ def reservation_scene(request: OneRequest, scale_max: int | None = None) -> Draw
     rows = (
         ("contiguous", f"contiguous: {r.reserved_slots} reserved"),
         ("paged", f"paged: {r.paged_blocks} × B={r.block_size}"),
+        ("contiguous-zoom", "contiguous, zoomed"),
         ("zoom", "paged, zoomed"),
     )
     for row, text in rows:
@@ -57,8 +59,8 @@ def reservation_scene(request: OneRequest, scale_max: int | None = None) -> Draw
     for i in range(5):
         slots = round(top * i / 4)
         d.labels.append(Label(X0 + slots * scale, ROW_Y["paged"] - 0.12, str(slots), 6.5))
-    d.labels.append(Label(X1, ROW_Y["paged"] - 0.3, "KV slots (one token's K and V each)", 6.5,
-                          ha="right"))  # fmt: skip
+    d.labels.append(Label(X0, ROW_Y["paged"] - 0.3, "KV slots (one token's K and V each)", 6.5,
+                          ha="left"))  # fmt: skip
     title = (
         f"used {r.tokens}, reserved for future {r.future}, never used {r.never_used}; "
         f"paged: {r.paged_waste} allocated, empty (< {r.block_size})"
@@ -69,9 +71,17 @@ def reservation_scene(request: OneRequest, scale_max: int | None = None) -> Draw
 
 
 def _zoom(d: Drawing, r: OneRequest, used: str, empty: str) -> None:
-    """The paged blocks across the whole width: one cell per block, filled part and empty."""
+    """The first ``paged_blocks * B`` slots of both, across the whole width, cell per block."""
     slots = r.paged_blocks * r.block_size
     scale = (X1 - X0) / slots
+    x = X0
+    for n, kind in ((r.tokens, "tokens"), (r.future, "reserved"), (r.never_used, "internal")):
+        n = min(n, slots - round((x - X0) / scale))  # the reservation, clipped to the zoom
+        _bar(d, "contiguous-zoom", x, n * scale, CATEGORY_COLORS[kind], kind)
+        x += n * scale
+    if r.reserved_slots > slots:
+        more = f"first {slots} of its {r.reserved_slots} slots"
+        d.labels.append(Label(X1, ROW_Y["contiguous-zoom"] + BAR_H + 0.1, more, 6.5, ha="right"))
     _bar(d, "zoom", X0, r.tokens * scale, used, "tokens")
     _bar(d, "zoom", X0 + r.tokens * scale, r.paged_waste * scale, empty, "allocated-empty")
     if r.paged_blocks <= MAX_CELLS:
