@@ -62,12 +62,18 @@ def test_bad_axes_are_refused_by_name(explorer) -> None:
         static.static_view(explorer, {})
 
 
-def test_compact_png_keeps_the_picture_size_and_shrinks_the_bytes(explorer) -> None:
+def test_frames_are_quantised_pngs_of_the_same_size_and_fewer_bytes(explorer) -> None:
     from io import BytesIO
 
     from PIL import Image
 
+    from pagedlab.pictures.png import quantised_png
+
     png = bytes(explorer.picture.value)
-    small = static.compact_png(png)
+    small = quantised_png(png, static.FRAME_COLORS)
     assert Image.open(BytesIO(small)).size == Image.open(BytesIO(png)).size
+    colours = Image.open(BytesIO(small)).convert("RGB").getcolors(256) or []
+    assert 0 < len(colours) <= static.FRAME_COLORS
     assert len(small) < len(png) / 2
+    frame = static._frame(png, "readout")
+    assert frame.children[0].value == small

@@ -23,14 +23,14 @@ its static view; the site builder (``scripts/build_site.py``) calls it before a 
 from __future__ import annotations
 
 import html
-import io
 import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import ipywidgets as widgets
-from PIL import Image
+
+from pagedlab.pictures.png import quantised_png
 
 FRAME_COLORS = 32  # frames are quantised to this many colours: ~4x smaller, same picture
 
@@ -128,16 +128,8 @@ def _selector(explorer: object, name: str, values: Sequence[object], current: ob
     return selector
 
 
-def compact_png(png: bytes, colors: int = FRAME_COLORS) -> bytes:
-    """``png`` with a palette of ``colors`` colours (the pictures use a handful of flat ones)."""
-    image = Image.open(io.BytesIO(png)).convert("RGB")
-    out = io.BytesIO()
-    image.quantize(colors=colors, method=Image.Quantize.MEDIANCUT).save(out, "PNG", optimize=True)
-    return out.getvalue()
-
-
 def _frame(png: bytes, readout: str) -> widgets.VBox:
-    picture = widgets.Image(value=compact_png(png), format="png")
+    picture = widgets.Image(value=quantised_png(png, FRAME_COLORS), format="png")
     picture.add_class("pagedlab-picture")
     text = widgets.HTML(value=readout)
     text.add_class("pagedlab-readout")
