@@ -56,6 +56,8 @@ def test_view_links_each_control_to_its_stack_level(explorer) -> None:
 def test_bad_axes_are_refused_by_name(explorer) -> None:
     with pytest.raises(ValueError, match="'colour'"):
         static.static_view(explorer, {"colour": [1]})
+    with pytest.raises(ValueError, match="'picture' is not a control"):  # a widget, no control
+        static.static_view(explorer, {"picture": [1]})
     with pytest.raises(ValueError, match="play axis 'length'"):
         static.static_view(explorer, {"block_size": [4]}, play="length")
     with pytest.raises(ValueError, match="at least one axis"):

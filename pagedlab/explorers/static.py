@@ -98,23 +98,22 @@ def _displayer(axes: dict[str, Sequence[object]], play: str | None):
 
 
 class Staticable(Protocol):
-    """What static mode needs from an explorer."""
+    """What static mode needs from an explorer (every :class:`~.base.Explorer` has it)."""
 
     picture: widgets.Image
     readout: widgets.HTML
 
+    @property
+    def controls(self) -> Mapping[str, widgets.ValueWidget]: ...
+
     def set(self, **settings: Any) -> object: ...
 
 
-def _control(explorer: object, name: str) -> widgets.DOMWidget | None:
-    controls = getattr(explorer, "controls", None)
-    if isinstance(controls, Mapping) and name in controls:
-        return controls[name]
-    found = getattr(explorer, name, None)
-    return found if isinstance(found, widgets.DOMWidget) else None
+def _control(explorer: Staticable, name: str) -> widgets.ValueWidget | None:
+    return explorer.controls.get(name)
 
 
-def _selector(explorer: object, name: str, values: Sequence[object], current: object):
+def _selector(explorer: Staticable, name: str, values: Sequence[object], current: object):
     """A control showing ``values`` whose ``index`` picks a frame; styled like the live one."""
     live = _control(explorer, name)
     description = getattr(live, "description", "") or name.replace("_", " ")
@@ -159,7 +158,7 @@ def render_frames(
     return frames
 
 
-def _current(explorer: object, name: str) -> object:
+def _current(explorer: Staticable, name: str) -> object:
     control = _control(explorer, name)
     if control is None:
         raise ValueError(f"static axis {name!r} is not a control of {type(explorer).__name__}")
