@@ -4,15 +4,21 @@ Usage: python scripts/add_exercise_cells.py notebooks/0[1-9]_*.ipynb
        then python scripts/execute_notebooks.py on the notebooks it changed.
 
 Only ever inserts new cells or rewrites the source of cells it inserted itself (their ids are
-derived from the notebook and the cell's purpose, so a second run finds them): every other
-cell, its id and its outputs stay as they are. Run it again after a merge that took another
-branch's version of a notebook; it puts these cells back in the same places:
+derived from the notebook and the cell's purpose, e.g. ``ex-slot-stub``, so a second run finds
+them wherever they are): every other cell, its id and its outputs stay as they are, and a cell
+of ours that is there stays where it is. Run it again after a merge that took another branch's
+version of a notebook; it puts missing cells back next to what they belong to, never at a
+fixed position, so cells added or moved elsewhere in a notebook do not shift them:
 
-- a links cell (previous / start here / next) after the title and again at the very end;
-- a "Predict" cell before the key output named in PREDICT (skipped, with a note, if that cell
-  is gone);
+- a links cell (previous / start here / next) right after the title (the first markdown cell
+  that opens with a ``# `` heading), and one at the very end;
+- a "Predict" cell right before the key output named in PREDICT (that cell's id, or if no
+  cell has it any more, the first other code cell containing PREDICT's text; skipped, with a
+  note, if neither is there);
 - the "Exercises" section (task, stub, check per exercise of ``pagedlab.exercises``, then the
-  notebook's tally) appended before the final links cell (notebooks with exercises: 01-08).
+  notebook's tally; notebooks with exercises: 01-08): a missing cell goes right after the
+  section's cell before it, or right before the one after it, and the whole section, if none
+  of it is there, right before the final links cell.
 """
 
 from __future__ import annotations
@@ -73,9 +79,11 @@ def nav(stem: str) -> str:
     return " · ".join(parts)
 
 
+# notebook -> (id of the cell the Predict cell goes before, text that cell holds, predict source)
 PREDICT = {
     "02_block_table": (
         "a07e6854",
+        "seed_history(num_blocks=8, block_size=4, finished=False)",
         """from pagedlab import BlockAllocator, BlockTable
 from pagedlab.exercises.predict import Predict
 
@@ -99,6 +107,7 @@ Predict(f"Other requests hold blocks {req_b.blocks + req_d.blocks} and the free 
     ),
     "05_sharing": (
         "8a975c90",
+        "prompt = figure8_prompt()",
         """from pagedlab import BlockAllocator, BlockTable, fork_samples
 from pagedlab.exercises.predict import Predict
 
@@ -118,6 +127,7 @@ Predict("A prompt of 7 tokens sits in blocks 7 and 1 (blocks of 4). fork_samples
     ),
     "06_prefix_caching": (
         "b22eb198",
+        "second = cache.admit(system + [7, 8])",
         """from pagedlab import BlockAllocator, PrefixCache
 from pagedlab.exercises.predict import Predict
 
@@ -134,6 +144,7 @@ Predict("Blocks of 4. Request A's prompt is the 8-token system prompt followed b
     ),
     "07_memory_at_scale": (
         "f471e81d",
+        "results = [simulate(trace, policy) for policy in paper_policies(block_size=16)]",
         """from pagedlab.exercises.predict import Predict
 
 Predict("Orca (Max) reserves 2048 slots for every request. On the ShareGPT trace, what share "
@@ -183,46 +194,77 @@ def _lines(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
 
+def _text(cell: dict[str, Any]) -> str:
+    source = cell["source"]
+    return source if isinstance(source, str) else "".join(source)
+
+
+def _after_title(cells: list[dict[str, Any]]) -> int:
+    """Just after the title: the first markdown cell that opens with a level-1 heading."""
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] == "markdown" and _text(cell).lstrip().startswith("# "):
+            return i + 1
+    return 0
+
+
+def _predict_anchor(cells: list[dict[str, Any]], stem: str, ours: set[str]) -> int | None:
+    """The index of the cell the Predict cell goes before: by id, else by its text."""
+    anchor, text, _source = PREDICT[stem]
+    ids = [c["id"] for c in cells]
+    if anchor in ids:
+        return ids.index(anchor)
+    found = (
+        i
+        for i, c in enumerate(cells)
+        if c["cell_type"] == "code" and c["id"] not in ours and text in _text(c)
+    )
+    return next(found, None)
+
+
+def _section_place(ids: list[str], section: list[str], k: int, bottom: str) -> int:
+    """Where the missing ``section[k]`` goes: after the section's nearest earlier cell that is
+    there, else before its nearest later one, else (none there) before the final links."""
+    for earlier in reversed(section[:k]):
+        if earlier in ids:
+            return ids.index(earlier) + 1
+    for later in section[k + 1 :]:
+        if later in ids:
+            return ids.index(later)
+    return ids.index(bottom)
+
+
 def edit(path: Path) -> bool:
     """Insert the missing cells, refresh the source of ours; True if the notebook changed."""
     stem = path.stem
     notebook = json.loads(path.read_text())
     cells: list[dict[str, Any]] = notebook["cells"]
     before = json.dumps(cells)
-    wanted = [
-        md(stem, "nav-top", nav(stem)),
-        *exercise_cells(stem),
-        md(stem, "nav-bottom", nav(stem)),
-    ]
+    section = exercise_cells(stem)
+    top, bottom = md(stem, "nav-top", nav(stem)), md(stem, "nav-bottom", nav(stem))
+    wanted = [top, *section, bottom]
     if stem in PREDICT:
-        wanted.append(code(stem, "predict", PREDICT[stem][1]))
+        wanted.append(code(stem, "predict", PREDICT[stem][2]))
+    ours = {cell["id"] for cell in wanted}
     by_id = {c["id"]: c for c in cells}
     for cell in wanted:  # ours already there: refresh the source only
         if cell["id"] in by_id:
             by_id[cell["id"]]["source"] = _lines(cell["source"])
-    ids = set(by_id)
-    if cid(stem, "nav-top") not in ids:
-        cells.insert(1, md(stem, "nav-top", nav(stem)))
-    if stem in PREDICT and cid(stem, "predict") not in ids:
-        anchor = PREDICT[stem][0]
-        at = next((i for i, c in enumerate(cells) if c["id"] == anchor), None)
+    if top["id"] not in by_id:
+        cells.insert(_after_title(cells), top)
+    if stem in PREDICT and cid(stem, "predict") not in by_id:
+        at = _predict_anchor(cells, stem, ours)
         if at is None:
-            print(f"{path}: cell {anchor} is gone; the predict cell was not added")
+            anchor, text, _source = PREDICT[stem]
+            print(f"{path}: no cell {anchor} nor one holding {text!r}; no predict cell added")
         else:
-            cells.insert(at, code(stem, "predict", PREDICT[stem][1]))
-    bottom = cid(stem, "nav-bottom")
-    if bottom not in ids:
-        cells.append(md(stem, "nav-bottom", nav(stem)))
-    for cell in exercise_cells(stem):  # missing exercise cells go just before the tally/links
-        if cell["id"] not in {c["id"] for c in cells}:
-            tally = cid(stem, "ex-progress")
-            ids_now = [c["id"] for c in cells]
-            at = (
-                ids_now.index(tally)
-                if tally in ids_now and cell["id"] != tally
-                else ids_now.index(bottom)
-            )
-            cells.insert(at, cell)
+            cells.insert(at, wanted[-1])
+    if bottom["id"] not in by_id:
+        cells.append(bottom)
+    section_ids = [cell["id"] for cell in section]
+    for k, cell in enumerate(section):
+        ids = [c["id"] for c in cells]
+        if cell["id"] not in ids:
+            cells.insert(_section_place(ids, section_ids, k, bottom["id"]), cell)
     for c in cells:
         if isinstance(c["source"], str):
             c["source"] = _lines(c["source"])

@@ -56,18 +56,26 @@ def test_view_links_each_control_to_its_stack_level(explorer) -> None:
 def test_bad_axes_are_refused_by_name(explorer) -> None:
     with pytest.raises(ValueError, match="'colour'"):
         static.static_view(explorer, {"colour": [1]})
+    with pytest.raises(ValueError, match="'picture' is not a control"):  # a widget, no control
+        static.static_view(explorer, {"picture": [1]})
     with pytest.raises(ValueError, match="play axis 'length'"):
         static.static_view(explorer, {"block_size": [4]}, play="length")
     with pytest.raises(ValueError, match="at least one axis"):
         static.static_view(explorer, {})
 
 
-def test_compact_png_keeps_the_picture_size_and_shrinks_the_bytes(explorer) -> None:
+def test_frames_are_quantised_pngs_of_the_same_size_and_fewer_bytes(explorer) -> None:
     from io import BytesIO
 
     from PIL import Image
 
+    from pagedlab.pictures.png import quantised_png
+
     png = bytes(explorer.picture.value)
-    small = static.compact_png(png)
+    small = quantised_png(png, static.FRAME_COLORS)
     assert Image.open(BytesIO(small)).size == Image.open(BytesIO(png)).size
+    colours = Image.open(BytesIO(small)).convert("RGB").getcolors(256) or []
+    assert 0 < len(colours) <= static.FRAME_COLORS
     assert len(small) < len(png) / 2
+    frame = static._frame(png, "readout")
+    assert frame.children[0].value == small

@@ -158,3 +158,22 @@ def test_other_scenes_read_state_and_never_write_it() -> None:
     assert widths["tokens"] / widths["internal"] == pytest.approx(128 / 716)
     assert r.count("block", "zoom") == request.paged_blocks == 8
     assert to_png(r)[:4] == b"\x89PNG"
+
+
+def test_quantised_png_reads_bytes_or_pixels_alike_and_save_png_writes_it(tmp_path) -> None:
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from pagedlab.pictures.png import quantised_png, save_png
+
+    allocator = BlockAllocator(4, block_size=2)
+    png = Canvas().render(scene(allocator, [BlockTable(allocator)])).png()
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+    small = quantised_png(png, 8)
+    assert small == quantised_png(pixels, 8) == quantised_png(png, 8)
+    assert Image.open(io.BytesIO(small)).mode == "P"
+    assert 0 < len(Image.open(io.BytesIO(small)).convert("RGB").getcolors(256) or []) <= 8
+    save_png(pixels, tmp_path / "x.png", colors=8)
+    assert (tmp_path / "x.png").read_bytes() == small

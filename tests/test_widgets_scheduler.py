@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-import pytest
+from dataclasses import replace
 
+import pytest
+import torch
+
+from pagedlab.attention.swap import SwappingKV
 from pagedlab.checks import ArgumentTypeError
 from pagedlab.explorers.scheduler import (
     MAX_STEP,
     SchedulerExplorer,
+    _run,
     explorer_state,
+    readout_html,
 )
+from pagedlab.explorers.scheduler import SchedulerState as ExplorerState
 from pagedlab.pictures.png import to_png
 from pagedlab.pictures.scheduler import scheduler_drawing
+from pagedlab.scenes import scheduler_scene
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +110,68 @@ def test_plain_text_is_deterministic(explorer: SchedulerExplorer) -> None:
         )
     )
     assert "image/png" in bundle  # the first frame, for static renderers
+
+
+def _seen(state: ExplorerState) -> tuple:
+    """Everything the explorer and its pictures read from a state, by value (K/V cloned)."""
+    s = state.scheduler
+    store = s.kv
+    assert isinstance(store, SwappingKV)
+    groups = [
+        (g.name, g.status, g.generated, g.work, g.prefilled, g.recompute_left, g.preemptions,
+         g.finished_at, [list(h) for h in g.host], list(g.host_tokens),
+         [(t.id, t.blocks, t.num_tokens, t.freed) for t in g.tables])
+        for g in s.groups.values()
+    ]  # fmt: skip
+    queues = [[g.name for g in q] for q in (s.waiting, s.running, s.swapped, s.finished)]
+    counters = (s.steps, s.preemptions, s.tokens_recomputed, s.blocks_swapped_out,
+                s.blocks_swapped_in, s.done)  # fmt: skip
+    pools = (s.device.refcounts(), s.device.free_list(), s.host.refcounts(), s.host.free_list())
+    kv = [t.clone() for t in (store.device.key, store.device.value)]
+    kv += [t.clone() for t in (store.host.cache.key, store.host.cache.value)]
+    fields = replace(state, scheduler=None)
+    drawing = scheduler_drawing(s, state.result)
+    return fields, groups, queues, counters, pools, kv, drawing, readout_html(state)
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    tensors = all(torch.equal(x, y) for x, y in zip(a[5], b[5], strict=True))
+    return a[:5] == b[:5] and tensors and a[6:] == b[6:]
+
+
+def _replayed(mode: str, size: int, budget: int, chunked: bool) -> list[tuple]:
+    """What every step shows when replayed from scratch (the scene built, then n steps)."""
+    scheduler, store = scheduler_scene(mode, size, budget, chunked)
+    total = len(scheduler_scene(mode, size, budget, chunked)[0].run())
+    state = ExplorerState(mode, size, budget, chunked, 0, scheduler, None, 0, total)
+    seen = [_seen(state)]
+    for step in range(1, MAX_STEP + 1):
+        if not scheduler.done:
+            result = scheduler.step()
+            scheduler.check()
+            checked = state.sequences_checked + store.verify(scheduler.running)
+            state = replace(state, result=result, sequences_checked=checked)
+        state = replace(state, step=step)
+        seen.append(_seen(state))
+    return seen
+
+
+@pytest.mark.parametrize(
+    "setting", [("swap", 4, 16, True), ("recompute", 2, 8, False), ("swap", 8, 64, False)]
+)
+def test_incremental_states_are_the_from_scratch_replay_at_every_step(setting) -> None:
+    _run.cache_clear()
+    explorer_state.cache_clear()
+    replay = _replayed(*setting)
+    middle = explorer_state(*setting, 7)  # held by a caller while the run goes on
+    held = _seen(middle)
+    states = [explorer_state(*setting, step) for step in range(MAX_STEP, -1, -1)][::-1]
+    for step, state in enumerate(states):
+        assert _same(_seen(state), replay[step]), f"step {step} differs from the replay"
+    assert _same(_seen(middle), held) and _same(held, replay[7])
+    assert states[-1].scheduler.done and states[-1].step == MAX_STEP
+    assert len({id(s.scheduler) for s in states[: states[0].total_steps + 1]}) == (
+        states[0].total_steps + 1
+    )  # every step has its own scheduler (and K/V): nothing is shared between snapshots
+    kvs = {id(s.scheduler.kv) for s in states[: states[0].total_steps + 1]}
+    assert len(kvs) == states[0].total_steps + 1

@@ -4,7 +4,8 @@ A 16-block device pool, a host pool as large (the swap space), and five requests
 two parallel samples) that do not all fit at once. ``explorer_state(...)`` is the model and
 is pure: it builds a real :class:`~pagedlab.memory.scheduler.Scheduler` with real K/V
 (:class:`~pagedlab.attention.swap.SwappingKV`), runs ``step`` steps and, after every step,
-checks every running sequence's K/V read back through its block table.
+checks every running sequence's K/V read back through its block table. Each setting's run
+is kept as a list of snapshots (one per step), so moving the step slider costs one step.
 :class:`SchedulerExplorer` draws it (:func:`~pagedlab.pictures.scheduler.scheduler_drawing`)
 on the common :class:`~pagedlab.explorers.base.Explorer` base.
 
@@ -14,12 +15,14 @@ Controls (``set(**controls)`` takes the same names): ``mode`` (swap / recompute)
 
 from __future__ import annotations
 
+import copy
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import ipywidgets as widgets
 
+from pagedlab.attention.swap import SwappingKV
 from pagedlab.checks import check_int
 from pagedlab.explorers.base import Explorer, View, from_browser
 from pagedlab.memory.requests import StepResult
@@ -71,6 +74,41 @@ def _total_steps(mode: str, block_size: int, budget: int, chunked: bool) -> int:
     return len(scheduler.run())
 
 
+@dataclass
+class _Run:
+    """One setting's states so far: ``states[n]`` is the scheduler after ``n`` steps.
+
+    Each state owns its scheduler (and the K/V store that is its ``kv``) and nothing ever
+    steps it again: the next state steps a deep copy. So a state handed out once stays what
+    it was, however far the run goes on, and step ``n + 1`` costs one step, not ``n + 1``.
+    """
+
+    states: list[SchedulerState]
+    store: SwappingKV  # the K/V of ``states[-1].scheduler`` (its ``kv``)
+
+    def extend_to(self, step: int) -> None:
+        """Append states until ``step`` is reached or every request has finished."""
+        while len(self.states) <= step and not self.states[-1].scheduler.done:
+            last = self.states[-1]
+            scheduler, store = copy.deepcopy((last.scheduler, self.store))
+            result = scheduler.step()
+            scheduler.check()
+            checked = last.sequences_checked + store.verify(scheduler.running)
+            self.states.append(
+                replace(last, step=len(self.states), scheduler=scheduler, result=result,
+                        sequences_checked=checked)
+            )  # fmt: skip
+            self.store = store
+
+
+@lru_cache(maxsize=16)
+def _run(mode: str, block_size: int, budget: int, chunked: bool) -> _Run:
+    scheduler, store = _build(mode, block_size, budget, chunked)
+    total = _total_steps(mode, block_size, budget, chunked)
+    start = SchedulerState(mode, block_size, budget, chunked, 0, scheduler, None, 0, total)
+    return _Run([start], store)
+
+
 @lru_cache(maxsize=256)
 def explorer_state(
     mode: str = "swap",
@@ -81,19 +119,18 @@ def explorer_state(
 ) -> SchedulerState:
     """The scheduler after ``step`` steps (fewer if everything finished first); pure, cached.
 
-    Raises AssertionError if a block leaked or a sequence's K/V is wrong after any step.
+    The same state as building the scene and running ``step`` steps from scratch, but each
+    setting's run is kept, so the next step costs one scheduler step (see ``_Run``). Raises
+    AssertionError if a block leaked or a sequence's K/V is wrong after any step.
     """
     mode, size, budget, chunked, step = check_controls(
         mode, block_size, token_budget, chunked_prefill, step
     )
-    scheduler, store = _build(mode, size, budget, chunked)
-    result, checked = None, 0
-    while scheduler.steps < step and not scheduler.done:
-        result = scheduler.step()
-        scheduler.check()
-        checked += store.verify(scheduler.running)
-    total = _total_steps(mode, size, budget, chunked)
-    return SchedulerState(mode, size, budget, chunked, step, scheduler, result, checked, total)
+    run = _run(mode, size, budget, chunked)
+    run.extend_to(step)
+    if step < len(run.states):
+        return run.states[step]
+    return replace(run.states[-1], step=step)  # finished before ``step``: the last state
 
 
 def readout_html(state: SchedulerState) -> str:

@@ -23,14 +23,14 @@ its static view; the site builder (``scripts/build_site.py``) calls it before a 
 from __future__ import annotations
 
 import html
-import io
 import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import ipywidgets as widgets
-from PIL import Image
+
+from pagedlab.pictures.png import quantised_png
 
 FRAME_COLORS = 32  # frames are quantised to this many colours: ~4x smaller, same picture
 
@@ -98,23 +98,22 @@ def _displayer(axes: dict[str, Sequence[object]], play: str | None):
 
 
 class Staticable(Protocol):
-    """What static mode needs from an explorer."""
+    """What static mode needs from an explorer (every :class:`~.base.Explorer` has it)."""
 
     picture: widgets.Image
     readout: widgets.HTML
 
+    @property
+    def controls(self) -> Mapping[str, widgets.ValueWidget]: ...
+
     def set(self, **settings: Any) -> object: ...
 
 
-def _control(explorer: object, name: str) -> widgets.DOMWidget | None:
-    controls = getattr(explorer, "controls", None)
-    if isinstance(controls, Mapping) and name in controls:
-        return controls[name]
-    found = getattr(explorer, name, None)
-    return found if isinstance(found, widgets.DOMWidget) else None
+def _control(explorer: Staticable, name: str) -> widgets.ValueWidget | None:
+    return explorer.controls.get(name)
 
 
-def _selector(explorer: object, name: str, values: Sequence[object], current: object):
+def _selector(explorer: Staticable, name: str, values: Sequence[object], current: object):
     """A control showing ``values`` whose ``index`` picks a frame; styled like the live one."""
     live = _control(explorer, name)
     description = getattr(live, "description", "") or name.replace("_", " ")
@@ -128,16 +127,8 @@ def _selector(explorer: object, name: str, values: Sequence[object], current: ob
     return selector
 
 
-def compact_png(png: bytes, colors: int = FRAME_COLORS) -> bytes:
-    """``png`` with a palette of ``colors`` colours (the pictures use a handful of flat ones)."""
-    image = Image.open(io.BytesIO(png)).convert("RGB")
-    out = io.BytesIO()
-    image.quantize(colors=colors, method=Image.Quantize.MEDIANCUT).save(out, "PNG", optimize=True)
-    return out.getvalue()
-
-
 def _frame(png: bytes, readout: str) -> widgets.VBox:
-    picture = widgets.Image(value=compact_png(png), format="png")
+    picture = widgets.Image(value=quantised_png(png, FRAME_COLORS), format="png")
     picture.add_class("pagedlab-picture")
     text = widgets.HTML(value=readout)
     text.add_class("pagedlab-readout")
@@ -167,7 +158,7 @@ def render_frames(
     return frames
 
 
-def _current(explorer: object, name: str) -> object:
+def _current(explorer: Staticable, name: str) -> object:
     control = _control(explorer, name)
     if control is None:
         raise ValueError(f"static axis {name!r} is not a control of {type(explorer).__name__}")

@@ -35,9 +35,16 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.checks import check_int
 from pagedlab.memory.events import Event, EventSource
-from pagedlab.memory.owner import Owner, items_of, permutation
+from pagedlab.memory.owner import (
+    Owner,
+    check_block,
+    check_blocks,
+    check_named_owner,
+    check_owner,
+    permutation,
+)
 
 MAX_NUM_BLOCKS = 2**20
 """Largest pool: 1,048,576 blocks (about 140 MiB of bookkeeping; block ids fit int32)."""
@@ -97,12 +104,12 @@ class BlockAllocator(EventSource):
         return list(self._refcounts)
 
     def refcount(self, block: int) -> int:
-        return self._refcounts[self._check_block(block)]
+        return self._refcounts[check_block(block, self._num_blocks)]
 
     def holds(self, owner: Owner, block: int) -> bool:
         """Whether ``owner`` holds a reference to ``block``."""
-        owner = self._check_named_owner(owner)
-        return self._holds(owner, self._check_block(block))
+        owner = check_named_owner(owner)
+        return self._holds(owner, check_block(block, self._num_blocks))
 
     def can_allocate(self, count: int = 1) -> bool:
         """Whether ``allocate_many(count)`` would succeed (the pure check beside it)."""
@@ -113,38 +120,7 @@ class BlockAllocator(EventSource):
         self._owners += 1
         return Owner(self._owners - 1)
 
-    # --- checks ------------------------------------------------------------------------
-    def _check_block(self, block: object, name: str = "block") -> int:
-        number = check_int(block, name)
-        if not 0 <= number < self._num_blocks:
-            raise ValueError(f"{name} {number} is out of range [0, {self._num_blocks})")
-        return number
-
-    def _check_blocks(self, blocks: object, name: str = "blocks") -> list[int]:
-        """``blocks`` as a list of distinct, in-range block ids."""
-        n = self._num_blocks
-        items = blocks if blocks.__class__ is list else items_of(blocks, name, "block ids")
-        checked = [
-            b if b.__class__ is int and 0 <= b < n else self._check_block(b, "block") for b in items
-        ]
-        if len(set(checked)) != len(checked):
-            raise ValueError(f"{name} {checked} repeat a block")
-        return checked
-
-    def _check_owner(self, owner: object) -> Owner | None:
-        if owner is None or owner.__class__ is Owner:
-            return owner
-        raise ArgumentTypeError(
-            f"owner must be an Owner from BlockAllocator.new_owner() or None, got {owner!r}"
-        )
-
-    def _check_named_owner(self, owner: object) -> Owner:
-        if owner.__class__ is not Owner:
-            raise ArgumentTypeError(
-                f"owner must be an Owner from BlockAllocator.new_owner(), got {owner!r}"
-            )
-        return owner
-
+    # --- holders ------------------------------------------------------------------------
     def _holds(self, owner: Owner | None, block: int) -> bool:
         count = self._refcounts[block]
         if count == 0:
@@ -168,7 +144,7 @@ class BlockAllocator(EventSource):
     def allocate(self, owner: Owner | None = None) -> int:
         """Take the block at the front of the free list for ``owner``; its ref count is 1."""
         if owner is not None and owner.__class__ is not Owner:
-            self._check_owner(owner)
+            check_owner(owner)
         free = self._free
         if not free:
             raise OutOfBlocksError(f"no free block: all {self._num_blocks} blocks are in use")
@@ -182,7 +158,7 @@ class BlockAllocator(EventSource):
     def allocate_many(self, count: int, owner: Owner | None = None) -> list[int]:
         """``count`` blocks from the front of the free list, in order; all or nothing."""
         count = check_int(count, "count", minimum=0)
-        owner = self._check_owner(owner)
+        owner = check_owner(owner)
         if count > len(self._free):
             raise OutOfBlocksError(
                 f"{count} block(s) needed but only {len(self._free)} of {self._num_blocks} are free"
@@ -191,8 +167,8 @@ class BlockAllocator(EventSource):
 
     def share(self, block: int, owner: Owner | None = None) -> None:
         """One more holder for an allocated ``block`` (a fork, or a prefix-cache hit)."""
-        block = self._check_block(block)
-        owner = self._check_owner(owner)
+        block = check_block(block, self._num_blocks)
+        owner = check_owner(owner)
         if self._refcounts[block] == 0:
             raise ValueError(f"block {block} is free and cannot be shared; reuse() takes it back")
         if owner is not None and self._holds(owner, block):
@@ -201,8 +177,8 @@ class BlockAllocator(EventSource):
 
     def reuse(self, block: int, owner: Owner | None = None) -> None:
         """Take the free ``block`` off the free list with its contents intact (prefix caching)."""
-        block = self._check_block(block)
-        owner = self._check_owner(owner)
+        block = check_block(block, self._num_blocks)
+        owner = check_owner(owner)
         if self._refcounts[block] != 0:
             raise ValueError(f"block {block} is not free (ref count {self._refcounts[block]})")
         self._take_back(block, owner)
@@ -210,8 +186,8 @@ class BlockAllocator(EventSource):
     def hold(self, blocks: Sequence[int], owner: Owner | None = None) -> None:
         """One more reference to each of ``blocks`` (distinct): shared if held, taken back with
         its contents if free. All or nothing (a fork, or a table starting on cached blocks)."""
-        owner = self._check_owner(owner)
-        checked = self._check_blocks(blocks)
+        owner = check_owner(owner)
+        checked = check_blocks(blocks, self._num_blocks)
         if owner is not None:
             for block in checked:
                 if self._holds(owner, block):
@@ -245,15 +221,15 @@ class BlockAllocator(EventSource):
         Without ``owner``, an anonymous reference is dropped; if the block has none, the
         reference of its most recent owner is (misuse, recorded in that owner's ``lost``).
         """
-        block = self._check_block(block)
-        owner = self._check_owner(owner)
+        block = check_block(block, self._num_blocks)
+        owner = check_owner(owner)
         self._check_held(block, owner)
         self._release(block, owner)
 
     def free_many(self, blocks: Sequence[int], owner: Owner | None = None) -> None:
         """Drop one reference to each of ``blocks`` (distinct), in order; all or nothing."""
-        owner = self._check_owner(owner)
-        checked = self._check_blocks(blocks)
+        owner = check_owner(owner)
+        checked = check_blocks(blocks, self._num_blocks)
         refcounts, holders = self._refcounts, self._holders
         for block in checked:
             if refcounts[block] != 1 or holders[block] is not owner:
@@ -277,8 +253,8 @@ class BlockAllocator(EventSource):
         """Give ``owner`` a private copy of the shared ``block``: a new block from the front of
         the free list replaces ``block`` among the owner's references. Returns the new block;
         the caller's KV storage must copy ``block`` into it. OutOfBlocksError if none is free."""
-        block = self._check_block(block)
-        owner = self._check_named_owner(owner)
+        block = check_block(block, self._num_blocks)
+        owner = check_named_owner(owner)
         if not self._holds(owner, block):
             raise ValueError(f"block {block} is not held by table {owner.id}")
         if self._refcounts[block] < 2:
@@ -333,8 +309,8 @@ class BlockAllocator(EventSource):
         blocks for itself without checking ref counts or reporting writes (see the module
         docstring for what clears it).
         """
-        owner = self._check_named_owner(owner)
-        block = self._check_block(block)
+        owner = check_named_owner(owner)
+        block = check_block(block, self._num_blocks)
         owner.fast = (
             not self._listeners
             and not owner.lost
@@ -351,7 +327,7 @@ class BlockAllocator(EventSource):
         listens (otherwise it returns at once and builds nothing)."""
         if not self._listeners:
             return
-        owner = self._check_owner(owner)
+        owner = check_owner(owner)
         first = check_int(first, "first", minimum=0)
         count = check_int(count, "count", minimum=0)
         size = self._block_size
@@ -361,7 +337,7 @@ class BlockAllocator(EventSource):
             )
         table = None if owner is None else owner.id
         for pos in range(first, first + count):
-            block = self._check_block(blocks[pos // size])
+            block = check_block(blocks[pos // size], self._num_blocks)
             self._emit(Event("write", block, self._refcounts[block], table, pos, pos % size))
 
     def __repr__(self) -> str:

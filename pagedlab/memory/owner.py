@@ -1,5 +1,6 @@
 """Who holds a block: the :class:`Owner` a block table shows its allocator, and the checks of
-the sequences of block ids an allocator is given.
+the owners, block ids and sequences of block ids an allocator is given (each returns the
+checked value or raises TypeError / ValueError naming it; none changes anything).
 """
 
 from __future__ import annotations
@@ -26,6 +27,44 @@ class Owner:
 
     def __repr__(self) -> str:
         return f"Owner({self.id})"
+
+
+def check_owner(owner: object) -> Owner | None:
+    """``owner`` if it is an :class:`Owner` or None (an anonymous holder)."""
+    if owner is None or owner.__class__ is Owner:
+        return owner
+    raise ArgumentTypeError(
+        f"owner must be an Owner from BlockAllocator.new_owner() or None, got {owner!r}"
+    )
+
+
+def check_named_owner(owner: object) -> Owner:
+    """``owner`` if it is an :class:`Owner` (None is refused)."""
+    if owner.__class__ is not Owner:
+        raise ArgumentTypeError(
+            f"owner must be an Owner from BlockAllocator.new_owner(), got {owner!r}"
+        )
+    return owner
+
+
+def check_block(block: object, num_blocks: int, name: str = "block") -> int:
+    """``block`` as an int in ``[0, num_blocks)``."""
+    number = check_int(block, name)
+    if not 0 <= number < num_blocks:
+        raise ValueError(f"{name} {number} is out of range [0, {num_blocks})")
+    return number
+
+
+def check_blocks(blocks: object, num_blocks: int, name: str = "blocks") -> list[int]:
+    """``blocks`` as a list of distinct block ids in ``[0, num_blocks)``."""
+    items = blocks if blocks.__class__ is list else items_of(blocks, name, "block ids")
+    checked = [
+        b if b.__class__ is int and 0 <= b < num_blocks else check_block(b, num_blocks)
+        for b in items
+    ]
+    if len(set(checked)) != len(checked):
+        raise ValueError(f"{name} {checked} repeat a block")
+    return checked
 
 
 def items_of(values: object, name: str, what: str) -> list[object]:

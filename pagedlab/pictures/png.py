@@ -4,7 +4,8 @@ Every picture in pagedlab goes through :func:`to_png`: Agg draws the figure at i
 PIL writes the RGB pixels at zlib level 1 (fast; PNG stays lossless) with no timestamp, so
 the same figure gives the same bytes on every run. :func:`image` wraps them in an
 ``IPython.display.Image`` for a notebook cell (the cell's value, displayed once);
-:func:`save_png` writes the README's files, quantised so they stay small.
+:func:`quantised_png` makes them small (a few-colour palette) for static frames, and
+:func:`save_png` writes the README's files with it.
 """
 
 from __future__ import annotations
@@ -36,18 +37,27 @@ def to_png(picture: Figure | Drawing) -> bytes:
     return buffer.getvalue()
 
 
-def save_png(pixels: np.ndarray, path: Path | str, colors: int = 96) -> None:
-    """Write RGB ``pixels`` [height, width, 3] as a small PNG file (the README's figures).
+def quantised_png(picture: bytes | np.ndarray, colors: int) -> bytes:
+    """``picture`` (PNG bytes, or RGB pixels [height, width, 3]) as a PNG of ``colors`` colours.
 
-    Quantised to ``colors`` by median cut without dithering, so the same pixels always give
-    the same bytes; flat-coloured pictures lose nothing visible.
+    Quantised by median cut (no dithering: that applies only to a given palette), saved with
+    ``optimize``: the same pixels always give the same bytes, and flat-coloured pictures, which
+    use a handful of colours, lose nothing visible. Static frames and the README's files use it.
     """
     from PIL import Image
 
-    quantised = Image.fromarray(pixels).quantize(
-        colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
-    )
-    quantised.save(path, format="png", optimize=True)
+    if isinstance(picture, bytes):
+        rgb = Image.open(io.BytesIO(picture)).convert("RGB")
+    else:
+        rgb = Image.fromarray(picture)
+    buffer = io.BytesIO()
+    rgb.quantize(colors, method=Image.Quantize.MEDIANCUT).save(buffer, format="png", optimize=True)
+    return buffer.getvalue()
+
+
+def save_png(pixels: np.ndarray, path: Path | str, colors: int = 96) -> None:
+    """Write RGB ``pixels`` [height, width, 3] as a small PNG file (see :func:`quantised_png`)."""
+    Path(path).write_bytes(quantised_png(pixels, colors))
 
 
 def image(picture: Figure | Drawing | bytes) -> object:
