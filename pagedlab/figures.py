@@ -14,8 +14,9 @@ Files (in ``figures/`` unless a directory is given):
 - ``allocation.gif``: the seed layout filled token by token, lengths 1 to 16;
 - ``nb01_why_paging.png`` … ``nb09_when_memory_runs_out.png``: for the README's list of
   notebooks, the first picture each notebook's explorer shows (notebooks 2 and 3 use the GIF
-  and the two layouts above), for notebook 7 the Fig. 2 breakdown from a 10-minute trace, and for
-  notebook 9 the explorer at step 4 (its first swap-out).
+  and the two layouts above), except: notebook 1, its Fig. 3 picture (all three wastes);
+  notebook 7, the Fig. 2 breakdown from a 1-hour trace; notebook 9, the explorer at step 4
+  (its first swap-out).
 """
 
 from __future__ import annotations
@@ -34,14 +35,15 @@ from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.sharing import fork_samples
 from pagedlab.pictures.blocks import scene
 from pagedlab.pictures.canvas import Canvas, Drawing
+from pagedlab.pictures.fragmentation import fig3_scene
 from pagedlab.pictures.memory import plot_breakdown
 from pagedlab.pictures.png import save_png, to_png
-from pagedlab.pictures.reservation import reservation_scene
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.pictures.sharing import sharing_scene
 from pagedlab.scenes import (
     LAYOUTS,
     SeedState,
+    fragmented_pool,
     kernel_batch,
     prefix_tokens,
     scheduler_scene,
@@ -62,6 +64,7 @@ NOTEBOOK_FILES = (
 )
 DPI = 80
 COLORS = 96
+RUNNING = ("R2", "R4", "R6", "R8")  # fragmented_pool's running requests
 
 
 def _picture(canvas: Canvas, state: SeedState, note: str) -> np.ndarray:
@@ -132,7 +135,7 @@ def _first_frames() -> list[bytes]:
     engine, _kv = scheduler_scene("swap", 4, 16, chunked_prefill=True)  # notebook 9, 4 steps
     last = [engine.step() for _ in range(4)][-1]
     return [
-        _drawn(reservation_scene(OneRequest(8, 2, 0, 2048, 16))),
+        _drawn(fig3_scene(OneRequest(8, 2, 0, 2048, 16), *fragmented_pool(), names=RUNNING)),
         _drawn(scene(kernel.allocator, kernel.tables)),
         _drawn(sharing_scene(prompt.allocator, samples, title=SAMPLING_TITLE)),
         _drawn(

@@ -8,6 +8,7 @@ This module imports the control and data planes only: never pictures or explorer
   :data:`LAYOUTS` of the allocation explorer and :func:`make_allocator` for each;
 - the seed's sequence at any block size, length and layout, with the kernel's output
   (:func:`seed_state`, :class:`SeedState`);
+- Fig. 3's external fragmentation (:func:`fragmented_pool`): holes between running requests;
 - Fig. 8 (:func:`figure8_prompt`, :data:`FIG8_WORDS`, :func:`figure8`): two samples of one
   prompt, copy-on-write of the shared block;
 - Fig. 9 (:func:`figure9_before`, :data:`FIG9_STEP`): four beam candidates and the step;
@@ -222,6 +223,31 @@ def _seed_output(
 
 
 # --- sharing (§4.4): Fig. 8 and Fig. 9, staged on a real allocator ----------------------------
+
+# --- Fig. 3's external fragmentation: holes between running requests -----------------------
+
+
+def fragmented_pool(
+    num_requests: int = 8, blocks_each: int = 2, block_size: int = 16
+) -> tuple[BlockAllocator, list[BlockTable], BlockTable]:
+    """Notebook 1's pool: ``num_requests`` requests of ``blocks_each`` blocks fill it, every
+    other one finishes (R1, R3, ...), and a newcomer of twice their size is paged in.
+
+    Returns the pool, the running tables (R2, R4, ...) and the newcomer. With the defaults:
+    16 blocks of 16 slots, holes of 2 blocks at 0, 4, 8, 12, newcomer in blocks [1, 0, 5, 4].
+    """
+    check_int(num_requests, "num_requests", minimum=2)
+    check_int(blocks_each, "blocks_each", minimum=1)
+    pool = BlockAllocator(num_requests * blocks_each, block_size)
+    requests = [BlockTable(pool) for _ in range(num_requests)]
+    for table in requests:
+        table.append_tokens(blocks_each * block_size)
+    for table in requests[::2]:
+        table.free()
+    newcomer = BlockTable(pool)
+    newcomer.append_tokens(2 * blocks_each * block_size)
+    return pool, requests[1::2], newcomer
+
 
 FIG8_ORDER = (7, 1, 3, 0, 2, 4, 5, 6)  # the prompt lands in 7 and 1; the copy goes to 3
 FIG8_WORDS = ("Four", "score", "and", "seven", "years", "ago", "our")

@@ -9,6 +9,7 @@ from pagedlab.pictures.canvas import Drawing, Label, stack
 from pagedlab.pictures.fragmentation import fig3_scene, fragmentation_scene, holes
 from pagedlab.pictures.png import to_png
 from pagedlab.pictures.reservation import reservation_scene
+from pagedlab.scenes import fragmented_pool
 from pagedlab.simulate.memory import OneRequest
 
 NAMES = ["R2", "R4", "R6", "R8"]
@@ -32,6 +33,19 @@ def every_other_finished(
 
 def texts(d: Drawing) -> list[str]:
     return [lb.text for lb in d.labels]
+
+
+def test_fragmented_pool_is_the_notebooks_pool() -> None:
+    pool, running, newcomer = fragmented_pool()
+    built = every_other_finished()
+    assert (
+        [t.blocks for t in running]
+        == [t.blocks for t in built[1]]
+        == [[2, 3], [6, 7], [10, 11], [14, 15]]
+    )
+    assert newcomer.blocks == built[2].blocks == [1, 0, 5, 4] and pool.num_free == 4
+    with pytest.raises(ValueError, match="num_requests"):
+        fragmented_pool(num_requests=1)
 
 
 def test_holes_are_the_runs_no_running_table_holds() -> None:
