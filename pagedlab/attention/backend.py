@@ -8,10 +8,11 @@ Three outcomes, exposed as ``BACKEND``:
   ``TRITON_INTERPRET=1`` ourselves when the user left it unset; Triton then runs every
   kernel program as plain Python/numpy on the CPU. Same kernel source, same results,
   no speed. Tensors live on ``device() == cpu``.
-- ``"unavailable"``: the ``triton`` package is not installed (it ships for Linux x86_64
-  only), or the user forced ``TRITON_INTERPRET=0`` on a machine without CUDA. pagedlab
-  still imports; :func:`require_triton` raises a ``RuntimeError`` that points to
-  ``pagedlab.reference_attention``, the plain-torch path that works everywhere.
+- ``"unavailable"``: the ``triton`` package is not installed (pagedlab's ``pyproject.toml``
+  installs it on Linux x86_64 only), or the user forced ``TRITON_INTERPRET=0`` on a machine
+  without CUDA. pagedlab still imports; :func:`require_triton` raises a ``RuntimeError``
+  that points to ``pagedlab.reference_attention``, the plain-torch path that works
+  everywhere.
 
 Why the order matters: Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` decorates a
 function (``triton.knobs.runtime.interpret``), so the variable must be in the environment
@@ -49,7 +50,7 @@ def _decide() -> tuple[Backend, str]:
         found = False
     if not found:
         return "unavailable", (
-            f"the triton package is not installed (it ships for Linux x86_64; this is "
+            f"the triton package is not installed (pagedlab installs it on Linux x86_64; this is "
             f"{platform.system()} {platform.machine()})"
         )
     user = os.environ.get("TRITON_INTERPRET")

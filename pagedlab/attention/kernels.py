@@ -85,7 +85,7 @@ def paged_attention_kernel(
     BLOCK_SIZE: tl.constexpr,  # positions per page (any value >= 1)
     HEAD_DIM: tl.constexpr,  # any value >= 1
     GROUP: tl.constexpr,  # query heads per kv head
-    PAGES: tl.constexpr,  # pages folded in per loop step (1 in the interpreter)
+    PAGES: tl.constexpr,  # pages folded in per loop step (tuning.pages_per_step)
     BLOCK_T: tl.constexpr,  # next power of two >= BLOCK_SIZE
     BLOCK_D: tl.constexpr,  # next power of two >= HEAD_DIM
     BLOCK_G: tl.constexpr,  # next power of two >= GROUP

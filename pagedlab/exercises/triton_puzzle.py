@@ -44,8 +44,8 @@ import triton.language as tl
 def my_paged_kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_blocks,
                     NUM_HEADS: tl.constexpr, NUM_KV_HEADS: tl.constexpr,
                     BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
-    seq = tl.program_id(0)                              # one program per (sequence, head)
-    head = tl.program_id(1)
+    seq = tl.program_id(0)      # one program per (sequence, query head): simpler than the real
+    head = tl.program_id(1)     # kernel, which runs one per (sequence, kv head)
     kv_head = head // (NUM_HEADS // NUM_KV_HEADS)       # grouped-query attention
     seq_len = tl.load(seq_lens_ptr + seq)
     offs_t = tl.arange(0, BLOCK_SIZE)                   # slots of one block

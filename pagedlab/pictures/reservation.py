@@ -63,7 +63,7 @@ def reservation_scene(request: OneRequest, scale_max: int | None = None) -> Draw
                           ha="left"))  # fmt: skip
     title = (
         f"used {r.tokens}, reserved for future {r.future}, never used {r.never_used}; "
-        f"paged: {r.paged_waste} allocated, empty (< {r.block_size})"
+        f"paged: {r.paged_waste} slots allocated but empty (< B = {r.block_size})"
     )
     d.labels.append(Label(0.15, SIZE[1] - 0.22, title, 8.5, ha="left"))
     _legend(d, used, empty)
