@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 import pytest
+from ipywidgets.widgets.widget import _instances
+from ipywidgets.widgets.widget_link import DirectionalLink, Link
 
 from pagedlab.explorers import static
 from pagedlab.explorers.allocation import AllocationExplorer
@@ -33,6 +35,13 @@ def test_rendering_leaves_the_explorer_where_it_was(explorer) -> None:
     assert (bytes(explorer.picture.value), explorer.readout.value) == before
 
 
+def _walk(widget: widgets.Widget) -> list[widgets.Widget]:
+    found = [widget]
+    for child in getattr(widget, "children", ()):
+        found += _walk(child)
+    return found
+
+
 def _stacks(widget: widgets.Widget) -> list[widgets.Stack]:
     found = [widget] if isinstance(widget, widgets.Stack) else []
     for child in getattr(widget, "children", ()):
@@ -51,6 +60,29 @@ def test_view_links_each_control_to_its_stack_level(explorer) -> None:
     picture, readout = frame.children
     assert "tokens 5" in readout.value and picture.value[:8] == b"\x89PNG\r\n\x1a\n"
     assert "pagedlab-static" in view._dom_classes
+
+
+def _links(play: widgets.Play) -> list[Link]:
+    """Every live link whose source is ``play`` (jslink makes a Link, jsdlink a DirectionalLink)."""
+    return [w for w in _instances.values() if isinstance(w, Link) and w.source[0] is play]
+
+
+def test_play_replays_from_the_first_value_or_steps_on(explorer) -> None:
+    axes = {"block_size": [4], "length": [1, 2, 3, 4, 5, 6, 7]}
+    replay = next(w for w in _walk(static.static_view(explorer, axes, "length", replay=True))
+                  if isinstance(w, widgets.Play))  # fmt: skip
+    assert (replay.min, replay.value, replay.max) == (0, 4, 4)  # rests at length 5, its end
+    links = _links(replay)
+    assert links and all(type(w) is DirectionalLink for w in links)  # one way only
+    steps = next(w for w in _walk(static.static_view(explorer, axes, "length"))
+                 if isinstance(w, widgets.Play))  # fmt: skip
+    assert (steps.min, steps.value, steps.max) == (0, 4, 6)  # steps on to length 7
+    assert any(type(w) is Link for w in _links(steps))  # both ways
+
+
+def test_allocation_explorer_replays_in_static_mode() -> None:
+    assert ("pagedlab.explorers.allocation", "AllocationExplorer") in static.REPLAYS
+    assert set(static.REPLAYS) <= set(static.STATIC_AXES)
 
 
 def test_bad_axes_are_refused_by_name(explorer) -> None:

@@ -72,6 +72,15 @@ STATIC_AXES: dict[tuple[str, str], tuple[dict[str, Sequence[object]], str | None
 }
 
 
+#: Explorers whose live Play replays its axis from the first value up to the one shown: in
+#: the static view too, their Play rests at the starting frame and, pressed, runs from the
+#: first value up to it (the page's own Play loop restarts at ``min`` when pressed at
+#: ``max``). The others' Play steps on from the frame shown.
+REPLAYS: frozenset[tuple[str, str]] = frozenset(
+    {("pagedlab.explorers.allocation", "AllocationExplorer")}
+)
+
+
 def enable() -> None:
     """From now on this kernel displays every explorer of :data:`STATIC_AXES` statically.
 
@@ -85,14 +94,14 @@ def enable() -> None:
         raise RuntimeError("static.enable() needs an IPython kernel (it changes how cells display)")
     printer = shell.display_formatter.ipython_display_formatter
     for (module, name), (axes, play) in STATIC_AXES.items():
-        printer.for_type_by_name(module, name, _displayer(axes, play))
+        printer.for_type_by_name(module, name, _displayer(axes, play, (module, name) in REPLAYS))
 
 
-def _displayer(axes: dict[str, Sequence[object]], play: str | None):
+def _displayer(axes: dict[str, Sequence[object]], play: str | None, replay: bool):
     def show(explorer: Staticable) -> None:
         from IPython.display import display
 
-        display(static_view(explorer, axes, play))
+        display(static_view(explorer, axes, play, replay=replay))
 
     return show
 
@@ -166,9 +175,17 @@ def _current(explorer: Staticable, name: str) -> object:
 
 
 def static_view(
-    explorer: Staticable, axes: Mapping[str, Sequence[object]], play: str | None = None
+    explorer: Staticable,
+    axes: Mapping[str, Sequence[object]],
+    play: str | None = None,
+    replay: bool = False,
 ) -> widgets.VBox:
-    """A kernel-free copy of ``explorer`` over ``axes``; ``play`` names the axis Play animates."""
+    """A kernel-free copy of ``explorer`` over ``axes``; ``play`` names the axis Play animates.
+
+    With ``replay`` the Play runs that axis from its first value up to the starting one (and
+    stops there), driving the control one way only, so a control moved by hand leaves it
+    ready to replay again; without, it steps on from the frame shown, linked both ways.
+    """
     if not axes:
         raise ValueError("static_view needs at least one axis")
     if play is not None and play not in axes:
@@ -191,11 +208,12 @@ def static_view(
     view = stack(0, 0)
     controls: list[widgets.Widget] = []
     if play is not None:
-        player = widgets.Play(
-            value=selectors[play].index, min=0, max=len(axes[play]) - 1, interval=700
-        )
+        first = selectors[play].index
+        top = first if replay else len(axes[play]) - 1
+        player = widgets.Play(value=first, min=0, max=top, interval=700, show_repeat=not replay)
         player.add_class("pagedlab-static-play")
-        widgets.jslink((player, "value"), (selectors[play], "index"))
+        link = widgets.jsdlink if replay else widgets.jslink
+        link((player, "value"), (selectors[play], "index"))
         controls.append(player)
     controls += [selectors[n] for n in names]
     note = widgets.HTML(

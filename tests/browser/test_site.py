@@ -132,13 +132,13 @@ def _frame_of(explorer) -> tuple[str, str | None]:  # type: ignore[no-untyped-de
 
 
 def test_allocation_explorer_static_frames_are_the_right_ones(browser: Browser, site: str) -> None:
-    """Notebook 2: length 5 at block size 4 says 2 blocks and output 3; Play appends tokens."""
+    """Notebook 2: length 5 at block size 4 says 2 blocks and output 3; Play replays 1 -> 5."""
     offline = OfflinePage(browser, f"{site}/02_block_table.html")
     page = offline.page
     try:
         page.wait_for_selector(VISIBLE_READOUT, timeout=30_000)
         explorer = page.locator(STATIC).first
-        readout, picture = _frame_of(explorer)
+        readout = _frame_of(explorer)[0]
         assert re.search(r"blocks 2 · physical \[4, 1\]", readout), readout
         assert "output 3.000" in readout, readout
         length = page.locator(f"{STATIC} .widget-slider .noUi-handle").nth(1)
@@ -148,13 +148,15 @@ def test_allocation_explorer_static_frames_are_the_right_ones(browser: Browser, 
         page.wait_for_timeout(200)
         readout_6, _ = _frame_of(explorer)
         assert "tokens 6" in readout_6 and "blocks 2" in readout_6, readout_6
-        page.locator(f"{STATIC} .pagedlab-static-play button").first.click()  # Play
-        page.wait_for_function(
-            "() => [...document.querySelectorAll('.pagedlab-static .pagedlab-readout')]"
-            ".some(e => e.offsetParent !== null && /tokens (7|8|9)/.test(e.innerText))",
-            timeout=10_000,
-        )
-        assert _frame_of(explorer)[1] != picture
+        page.locator(f"{STATIC} .pagedlab-static-play button").first.click()  # Play: replay
+        for tokens in (1, 5):  # from 1 token up to the length the page started at, 5
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.pagedlab-static .pagedlab-readout')]"
+                f".some(e => e.offsetParent !== null && /tokens {tokens} ·/.test(e.innerText))",
+                timeout=10_000,
+            )
+        page.wait_for_timeout(1_000)  # the replay stops at 5 (a next tick would show 6)
+        assert _frame_of(explorer)[0] == readout  # length 5 again (a blob src is re-made)
         assert not offline.errors and not offline.blocked
     finally:
         offline.close()
