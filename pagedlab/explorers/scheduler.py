@@ -78,19 +78,20 @@ def _total_steps(mode: str, block_size: int, budget: int, chunked: bool) -> int:
 class _Run:
     """One setting's states so far: ``states[n]`` is the scheduler after ``n`` steps.
 
-    Each state owns its scheduler (and the K/V store that is its ``kv``) and nothing ever
+    Each state owns its scheduler (with the K/V store that is its ``kv``) and nothing ever
     steps it again: the next state steps a deep copy. So a state handed out once stays what
     it was, however far the run goes on, and step ``n + 1`` costs one step, not ``n + 1``.
     """
 
     states: list[SchedulerState]
-    store: SwappingKV  # the K/V of ``states[-1].scheduler`` (its ``kv``)
 
     def extend_to(self, step: int) -> None:
         """Append states until ``step`` is reached or every request has finished."""
         while len(self.states) <= step and not self.states[-1].scheduler.done:
             last = self.states[-1]
-            scheduler, store = copy.deepcopy((last.scheduler, self.store))
+            scheduler = copy.deepcopy(last.scheduler)  # its kv (the K/V store) comes along
+            store = scheduler.kv
+            assert isinstance(store, SwappingKV)
             result = scheduler.step()
             scheduler.check()
             checked = last.sequences_checked + store.verify(scheduler.running)
@@ -98,15 +99,13 @@ class _Run:
                 replace(last, step=len(self.states), scheduler=scheduler, result=result,
                         sequences_checked=checked)
             )  # fmt: skip
-            self.store = store
 
 
 @lru_cache(maxsize=16)
 def _run(mode: str, block_size: int, budget: int, chunked: bool) -> _Run:
-    scheduler, store = _build(mode, block_size, budget, chunked)
+    scheduler, _store = _build(mode, block_size, budget, chunked)  # the store is scheduler.kv
     total = _total_steps(mode, block_size, budget, chunked)
-    start = SchedulerState(mode, block_size, budget, chunked, 0, scheduler, None, 0, total)
-    return _Run([start], store)
+    return _Run([SchedulerState(mode, block_size, budget, chunked, 0, scheduler, None, 0, total)])
 
 
 @lru_cache(maxsize=256)

@@ -19,7 +19,7 @@ wastes in one picture. Reads state only (``blocks``, ``num_blocks``); never writ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
@@ -36,30 +36,27 @@ ROW_Y = {"need": 1.72, "contiguous": 1.28, "paged": 0.62}
 RUNNING, NEWCOMER = PALETTE[1], PALETTE[3]  # sky blue, reddish purple
 
 
+def _runs(keys: Mapping[int, int]) -> list[tuple[int, int, int]]:
+    """(first block, length, key) of each maximal run of consecutive blocks with one key."""
+    out: list[tuple[int, int, int]] = []
+    for b in sorted(keys):
+        if out and out[-1][0] + out[-1][1] == b and out[-1][2] == keys[b]:
+            out[-1] = (out[-1][0], out[-1][1] + 1, keys[b])
+        else:
+            out.append((b, 1, keys[b]))
+    return out
+
+
+def _owners(running: Sequence[BlockTable]) -> dict[int, int]:
+    """Block -> index of the running table that holds it."""
+    return {b: i for i, t in enumerate(running) for b in t.blocks}
+
+
 def holes(pool: BlockAllocator, running: Sequence[BlockTable]) -> list[tuple[int, int]]:
     """Maximal runs of blocks no running table holds, as (first block, length), in order."""
-    held = {b for t in running for b in t.blocks}
-    runs: list[tuple[int, int]] = []
-    for b in range(pool.num_blocks):
-        if b in held:
-            continue
-        if runs and sum(runs[-1]) == b:
-            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
-        else:
-            runs.append((b, 1))
-    return runs
-
-
-def _stretches(running: Sequence[BlockTable]) -> list[tuple[int, int, int]]:
-    """(first block, length, table index) of each maximal run of one table's blocks."""
-    owner = {b: i for i, t in enumerate(running) for b in t.blocks}
-    out: list[tuple[int, int, int]] = []
-    for b in sorted(owner):
-        if out and sum(out[-1][:2]) == b and out[-1][2] == owner[b]:
-            out[-1] = (out[-1][0], out[-1][1] + 1, owner[b])
-        else:
-            out.append((b, 1, owner[b]))
-    return out
+    held = _owners(running)
+    free = {b: -1 for b in range(pool.num_blocks) if b not in held}
+    return [(first, length) for first, length, _ in _runs(free)]
 
 
 def fragmentation_scene(
@@ -79,7 +76,8 @@ def fragmentation_scene(
     def box(row: str, first: int, length: int) -> Box:
         return Box(X0 + first * cell, ROW_Y[row], length * cell, CELL_H)
 
-    for first, length, i in _stretches(running):  # a contiguous allocator sees stretches
+    owners = _owners(running)
+    for first, length, i in _runs(owners):  # a contiguous allocator sees stretches
         span = box("contiguous", first, length)
         d.rects.append(Rect(span, RUNNING, INK, "reservation", "contiguous", i, 0.6))
         d.labels.append(Label(span.x + span.w / 2, span.y + CELL_H / 2, names[i], 7.0))
@@ -110,7 +108,7 @@ def fragmentation_scene(
         cell_box = box("paged", b, 1)
         d.rects.append(Rect(cell_box, NEWCOMER, INK, "newcomer", "paged", b, 0.9))
         d.labels.append(Label(cell_box.x + cell / 2, cell_box.y + CELL_H / 2, f"N{logical}", 6.5))
-    taken = {b for t in running for b in t.blocks} | set(newcomer.blocks)
+    taken = owners.keys() | set(newcomer.blocks)
     for b in range(n):
         if b not in taken:
             d.rects.append(Rect(box("paged", b, 1), FREE_COLOR, FREE_EDGE, "free", "paged", b))

@@ -74,11 +74,11 @@ def _zoom(d: Drawing, r: OneRequest, used: str, empty: str) -> None:
     """The first ``paged_blocks * B`` slots of both, across the whole width, cell per block."""
     slots = r.paged_blocks * r.block_size
     scale = (X1 - X0) / slots
-    x = X0
+    shown = 0  # slots of the reservation drawn so far, clipped to the zoom's ``slots``
     for n, kind in ((r.tokens, "tokens"), (r.future, "reserved"), (r.never_used, "internal")):
-        n = min(n, slots - round((x - X0) / scale))  # the reservation, clipped to the zoom
-        _bar(d, "contiguous-zoom", x, n * scale, CATEGORY_COLORS[kind], kind)
-        x += n * scale
+        n = min(n, slots - shown)
+        _bar(d, "contiguous-zoom", X0 + shown * scale, n * scale, CATEGORY_COLORS[kind], kind)
+        shown += n
     if r.reserved_slots > slots:
         more = f"first {slots} of its {r.reserved_slots} slots"
         d.labels.append(Label(X1, ROW_Y["contiguous-zoom"] + BAR_H + 0.1, more, 6.5, ha="right"))

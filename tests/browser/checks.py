@@ -145,6 +145,22 @@ def check_layouts_keep_output(notebook: OpenNotebook) -> None:
     assert seen["ascending"] != seen[SEED], "the readout does not show the layout at all"
 
 
+def record_values(handle: Locator) -> None:
+    """From now on record every value a slider handle shows, even ones a poll would miss."""
+    handle.evaluate(
+        """h => { window.__pagedlabValues = [h.getAttribute('aria-valuenow')];
+                  new MutationObserver(() => window.__pagedlabValues.push(
+                      h.getAttribute('aria-valuenow'))).observe(
+                      h, {attributes: true, attributeFilter: ['aria-valuenow']}); }"""
+    )
+
+
+def recorded_values(notebook: OpenNotebook) -> list[int]:
+    """The values :func:`record_values` saw, repeats in a row dropped."""
+    values = [round(float(v)) for v in notebook.page.evaluate("window.__pagedlabValues")]
+    return [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+
+
 def check_play_steps_by_one(notebook: OpenNotebook, steps: int = 3) -> None:
     """Play moves the length slider one token at a time (every value it passes, in order)."""
     scope = explorer(notebook)
@@ -156,13 +172,7 @@ def check_play_steps_by_one(notebook: OpenNotebook, steps: int = 3) -> None:
     settle(scope.page)  # the kernel syncs the Play's value to the slider: let it catch up
     notebook.shot("play-before", scope)
     handle = length.locator(".noUi-handle")
-    # record every value the handle shows, even ones a poll would miss
-    handle.evaluate(
-        """h => { window.__pagedlabValues = [h.getAttribute('aria-valuenow')];
-                  new MutationObserver(() => window.__pagedlabValues.push(
-                      h.getAttribute('aria-valuenow'))).observe(
-                      h, {attributes: true, attributeFilter: ['aria-valuenow']}); }"""
-    )
+    record_values(handle)
     button = play.first.locator("button").first
     button.click()
     try:
@@ -173,9 +183,7 @@ def check_play_steps_by_one(notebook: OpenNotebook, steps: int = 3) -> None:
         if play.first.locator("i.fa-pause").count():
             button.click()  # pause
     notebook.shot("play-after", scope)
-    raw = notebook.page.evaluate("window.__pagedlabValues")
-    values = [round(float(v)) for v in raw]
-    distinct = [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+    distinct = recorded_values(notebook)
     steps_seen = [b - a for a, b in zip(distinct, distinct[1:], strict=False)]
     assert distinct[0] == low, f"play started from {distinct[0]}, not {low}: {distinct}"
     assert steps_seen and all(step == 1 for step in steps_seen), f"play moved {distinct}"
@@ -194,12 +202,7 @@ def check_play_replays_from_one(notebook: OpenNotebook, length: int = 5) -> None
     play = scope.locator(".widget-play")
     assert play.count() >= 1, "no Play widget in the explorer"
     handle = slider(scope, "length").locator(".noUi-handle")
-    handle.evaluate(  # record every value the handle shows, even ones a poll would miss
-        """h => { window.__pagedlabValues = [h.getAttribute('aria-valuenow')];
-                  new MutationObserver(() => window.__pagedlabValues.push(
-                      h.getAttribute('aria-valuenow'))).observe(
-                      h, {attributes: true, attributeFilter: ['aria-valuenow']}); }"""
-    )
+    record_values(handle)
     notebook.shot("replay-before", scope)
     play.first.locator("button").first.click()
     notebook.page.wait_for_function(  # the replay went down to 1 and came back to the end
@@ -210,8 +213,7 @@ def check_play_replays_from_one(notebook: OpenNotebook, length: int = 5) -> None
     wait_until(lambda: play.first.locator("i.fa-pause").count() == 0, lambda: None, "replay end")
     settle(scope.page)
     notebook.shot("replay-after", scope)
-    values = [round(float(v)) for v in notebook.page.evaluate("window.__pagedlabValues")]
-    distinct = [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+    distinct = recorded_values(notebook)
     assert distinct == [length, *range(1, length + 1)], f"the replay showed {distinct}"
     after = wait_until(lambda: OUTPUT_AT_5 in text(readout), lambda: text(readout), OUTPUT_AT_5)
     for expected in ("blocks 2", "physical [4, 1]"):
