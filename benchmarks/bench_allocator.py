@@ -82,7 +82,7 @@ def _hasher() -> tuple[str, Callable[[bytes, int], int]]:
     except ImportError:
 
         def blake(payload: bytes, prefix: int) -> int:
-            head = prefix.to_bytes(8, "little", signed=True) if prefix != -1 else b""
+            head = prefix.to_bytes(8, "little") if prefix != -1 else b""
             return int.from_bytes(hashlib.blake2b(head + payload, digest_size=8).digest())
 
         return "blake2b (xxhash is not installed)", blake
