@@ -66,10 +66,9 @@ class BlockTable:
         n, copy_last, new_blocks = self._check_append(n)
         copy = None
         if copy_last:  # the last block is shared and partly filled: write into a private copy
-            copy = CopyOnWrite(
-                self._blocks[-1], self._alloc.copy_on_write(self._blocks[-1], self._owner)
-            )
-            self._blocks[-1] = copy.dst
+            src = self._blocks[-1]
+            self._blocks[-1] = self._alloc.copy_on_write(src, self._owner)
+            copy = CopyOnWrite(src, self._blocks[-1])
         if new_blocks:  # the tokens that do not fit open new blocks; nothing written moves
             self._blocks += self._alloc.allocate_many(new_blocks, self._owner)
         self._alloc.note_writes(self._owner, self._blocks, self._num_tokens, n)

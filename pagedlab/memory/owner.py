@@ -77,7 +77,7 @@ def check_named_owner(owner: object) -> Owner:
 
 def check_block(block: object, num_blocks: int, name: str = "block") -> int:
     """``block`` as an int in ``[0, num_blocks)``."""
-    number = block if type(block) is int else check_int(block, name)  # an int: decided at once
+    number = check_int(block, name)
     if not 0 <= number < num_blocks:
         raise ValueError(f"{name} {number} is out of range [0, {num_blocks})")
     return number

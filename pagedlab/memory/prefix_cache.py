@@ -96,7 +96,7 @@ def _token_ids(tokens: object) -> list[int]:
         raise ArgumentTypeError(
             f"tokens must be a sequence of integer token ids, got {tokens!r}"
         ) from None
-    ids = [t if t.__class__ is int else check_int(t, "token id") for t in items]
+    ids = [check_int(t, "token id") for t in items]
     for t in ids:
         if not -(2**63) <= t < 2**63:
             raise ValueError(f"token id {t} does not fit in 64 bits")
