@@ -14,6 +14,8 @@ This module imports the control and data planes only: never pictures or explorer
 - Fig. 9 (:func:`figure9_before`, :data:`FIG9_STEP`): four beam candidates and the step;
 - the prefix-cache scene (:data:`SYSTEM_PROMPT`, :func:`prefix_tokens`);
 - notebook 4's batch in a shuffled pool (:func:`kernel_batch`);
+- notebook 8's mixed V1 step (:data:`MIXED_STEP_REQUESTS`, :func:`mixed_v1_step`): a prompt
+  chunk and three decodes, flattened as vLLM's model runner sends them;
 - notebook 9's serving scene (:data:`SCHEDULER_REQUESTS`, :func:`scheduler_scene`): five
   requests that do not all fit a 16-block pool, over real K/V.
 """
@@ -29,6 +31,7 @@ import torch
 
 from pagedlab.attention.batch import Batch, grow_batch
 from pagedlab.attention.kv_cache import PagedKVCache
+from pagedlab.attention.mixed_step import MixedStep, StepRequest, mixed_step
 from pagedlab.attention.ops import block_tables_tensor, paged_attention
 from pagedlab.attention.swap import HostPool, SwappingKV
 from pagedlab.checks import ceil_div, check_int
@@ -318,11 +321,30 @@ def kernel_batch(
     """Random fp16 q/K/V for ``lengths`` in a pool that hands out blocks in random order.
 
     8 query heads over 2 kv heads (grouped-query attention); the pool has two blocks more
-    than the batch needs (they stay free), so no sequence's pages are adjacent by design.
+    than the batch needs (they stay free) and hands its blocks out in a seeded random order,
+    so the pages are scattered: none is adjacent to its neighbour by design, a few are by
+    chance (with the defaults, the 17-token sequence's blocks 1, 2 and the 30-token
+    sequence's 12, 13).
     """
     return grow_batch(
         lengths, block_size, num_heads=8, num_kv_heads=2, head_dim=head_dim, seed=seed,
         dtype=dtype, shuffled=True, spare_blocks=2,
+    )  # fmt: skip
+
+
+# --- notebook 8: one vLLM V1 step, chunked prefill beside decodes ----------------------------
+
+MIXED_STEP_REQUESTS = (StepRequest(4, 1), StepRequest(7, 1), StepRequest(2, 1), StepRequest(4, 6))
+"""Three decodes (5, 8 and 3 tokens after the step) and the second chunk of a 12-token prompt
+(positions 4-9; its last 2 prompt tokens wait for the next step): 9 tokens."""
+
+
+def mixed_v1_step() -> MixedStep:
+    """:data:`MIXED_STEP_REQUESTS` in blocks of 4: a token budget of 12 (3 entries of padding),
+    ``max_model_len`` 16 (a block table 4 entries wide) and 6 request slots (2 unused rows)."""
+    return mixed_step(
+        MIXED_STEP_REQUESTS, block_size=4, max_model_len=16, max_num_reqs=6,
+        max_num_batched_tokens=12,
     )  # fmt: skip
 
 
