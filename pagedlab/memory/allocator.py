@@ -10,10 +10,26 @@ Invariants (checked by the property tests):
 - every block is either on the free list with ref count 0, or off it with ref count >= 1;
 - the ref count of a block is the number of its holders; an owner holds a block at most once;
 - ``num_free`` is the length of the free list;
-- the free list is a queue: ``allocate`` takes from the front, a block whose ref count
-  reaches 0 joins the back. Without ``free_order`` the front starts at block 0, so a fresh
-  pool hands out 0, 1, 2, ...; ``free_order`` stages a scene (the paper's blocks 4 then 1);
+- the free list is a queue: ``allocate`` takes from the front. Without ``free_order`` the
+  front starts at block 0, so a fresh pool hands out 0, 1, 2, ...; ``free_order`` stages a
+  scene (the paper's blocks 4 then 1);
 - every method either succeeds or raises with nothing changed.
+
+Where a block whose ref count reaches 0 joins the queue is the ``free_rule``:
+
+- ``"fifo"``: at the back, always (the default; vLLM V1's queue before it split them);
+- ``"vllm-v1"``: vLLM V1's ``BlockPool.free_blocks`` (``vllm/v1/core/block_pool.py`` at
+  commit c59cb79): a block without a hash (a request's partly filled last block; every
+  block when prefix caching is off) goes to the *front* and is reused first; a hashed block
+  (full, registered by a prefix cache: ``mark_hashed``) goes to the back, kept longest for
+  a cache hit. ``free_many(blocks)`` is ``free_blocks(blocks)``: the unhashed ones form one
+  run at the front and the hashed ones one run at the back, each in the order given; a
+  table frees its last block first, as vLLM's ``SingleTypeKVCacheManager.free`` does.
+
+``allocate`` drops the hash mark of the block it hands out (vLLM evicts the hash there);
+``reuse`` keeps it. vLLM also takes block 0 off its queue at start-up as a *null block*, a
+placeholder that is never handed out; pagedlab reserves none, so block 0 is a block like
+any other (the seed hands it to request A).
 
 Misuse through this layer is recorded, not hidden: an anonymous ``free`` of a block that no
 anonymous holder holds drops an owner's reference (a block freed behind a table's back; of
@@ -35,7 +51,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pagedlab.checks import check_int
+from pagedlab.checks import ArgumentTypeError, check_int
 from pagedlab.memory.events import Event, EventSource
 from pagedlab.memory.owner import (
     Owner,
@@ -49,6 +65,10 @@ from pagedlab.memory.owner import (
 MAX_NUM_BLOCKS = 2**20
 """Largest pool: 1,048,576 blocks (about 140 MiB of bookkeeping; block ids fit int32)."""
 
+FreeRule = Literal["fifo", "vllm-v1"]
+FREE_RULES: tuple[FreeRule, ...] = ("fifo", "vllm-v1")
+"""Where a block whose ref count reaches 0 joins the free queue (see the module docstring)."""
+
 MAX_SLOTS = 2**31 - 1
 """``num_blocks * block_size`` bound: flat slot ids ``block * block_size + offset`` are int32."""
 
@@ -60,12 +80,26 @@ class OutOfBlocksError(RuntimeError):
 class BlockAllocator(EventSource):
     """Physical KV blocks ``0 .. num_blocks - 1``, each holding ``block_size`` positions."""
 
-    __slots__ = ("_num_blocks", "_block_size", "_free", "_refcounts", "_holders", "_owners")
+    __slots__ = (
+        "_num_blocks",
+        "_block_size",
+        "_rule",
+        "_free",
+        "_refcounts",
+        "_holders",
+        "_hashed",
+        "_owners",
+    )
 
     def __init__(
-        self, num_blocks: int, block_size: int, free_order: Sequence[int] | None = None
+        self,
+        num_blocks: int,
+        block_size: int,
+        free_order: Sequence[int] | None = None,
+        free_rule: FreeRule = "fifo",
     ) -> None:
         super().__init__()
+        self._rule = check_free_rule(free_rule)
         num_blocks = check_int(num_blocks, "num_blocks", minimum=1, maximum=MAX_NUM_BLOCKS)
         block_size = check_int(block_size, "block_size", minimum=1)
         if num_blocks * block_size > MAX_SLOTS:
@@ -80,6 +114,7 @@ class BlockAllocator(EventSource):
         # holders of each block: one holder (an Owner, or None: anonymous) while the ref
         # count is 1; a list of them while it is 2 or more; None while the block is free.
         self._holders: list[Any] = [None] * num_blocks
+        self._hashed: set[int] = set()  # blocks that still hold the KV a prefix cache hashed
         self._owners = 0
 
     # --- sizes and state ---------------------------------------------------------------
@@ -90,6 +125,10 @@ class BlockAllocator(EventSource):
     @property
     def block_size(self) -> int:
         return self._block_size
+
+    @property
+    def free_rule(self) -> FreeRule:
+        return self._rule
 
     @property
     def num_free(self) -> int:
@@ -114,6 +153,26 @@ class BlockAllocator(EventSource):
     def can_allocate(self, count: int = 1) -> bool:
         """Whether ``allocate_many(count)`` would succeed (the pure check beside it)."""
         return check_int(count, "count", minimum=0) <= len(self._free)
+
+    def is_hashed(self, block: int) -> bool:
+        """Whether ``block`` carries a prefix-cache hash (``mark_hashed``, not yet handed out)."""
+        return check_block(block, self._num_blocks) in self._hashed
+
+    def mark_hashed(self, block: int) -> None:
+        """Record that the held ``block`` is full and hashed (a prefix cache registered it).
+
+        Under ``free_rule="vllm-v1"`` it then joins the back of the free queue when freed. The
+        mark goes when ``allocate`` hands the block out again (vLLM evicts its hash there) or
+        ``unmark_hashed`` drops it; ``reuse`` keeps it (the contents are still there).
+        """
+        block = check_block(block, self._num_blocks)
+        if self._refcounts[block] == 0:
+            raise ValueError(f"block {block} is free: only a held block can be hashed")
+        self._hashed.add(block)
+
+    def unmark_hashed(self, block: int) -> None:
+        """Drop ``block``'s hash mark, if it has one (a prefix cache forgot it)."""
+        self._hashed.discard(check_block(block, self._num_blocks))
 
     def new_owner(self) -> Owner:
         """A new holder; ids count up from 0 (they are the ``BlockTable.id`` of each table)."""
@@ -149,6 +208,7 @@ class BlockAllocator(EventSource):
         if not free:
             raise OutOfBlocksError(f"no free block: all {self._num_blocks} blocks are in use")
         block = free.popitem(last=False)[0]
+        self._hashed.discard(block)  # new contents: the old hash (if any) is evicted
         self._refcounts[block] = 1
         self._holders[block] = owner
         if self._listeners:
@@ -236,7 +296,9 @@ class BlockAllocator(EventSource):
                 self._check_held(block, owner)
         if owner is not None:
             owner.fast = False  # its last block may be among these: grant() again to write
-        if self._listeners or owner is None:
+        if self._rule == "vllm-v1":
+            checked = self._v1_order(checked)
+        if self._listeners or owner is None or self._rule != "fifo":
             for block in checked:
                 self._release(block, owner)
             return
@@ -248,6 +310,22 @@ class BlockAllocator(EventSource):
                 free[block] = None
             else:
                 self._release(block, owner)
+
+    def _v1_order(self, blocks: list[int]) -> list[int]:
+        """``blocks`` in the order that, freed one at a time, builds vLLM V1's queue.
+
+        vLLM puts the unhashed blocks that reach 0 at the front as one run, in the order
+        given (``prepend_n``), and the rest at the back in the order given (``append_n``).
+        Freeing the unhashed ones last and in reverse, each to the front, builds the same run.
+        """
+        fresh = {b for b in blocks if self._refcounts[b] == 1 and b not in self._hashed}
+        return [b for b in blocks if b not in fresh] + [b for b in reversed(blocks) if b in fresh]
+
+    def _enqueue(self, block: int) -> None:
+        """Put ``block``, whose ref count just reached 0, on the free queue by the free rule."""
+        self._free[block] = None
+        if self._rule == "vllm-v1" and block not in self._hashed:
+            self._free.move_to_end(block, last=False)  # no hash: nothing worth keeping
 
     def copy_on_write(self, block: int, owner: Owner) -> int:
         """Give ``owner`` a private copy of the shared ``block``: a new block from the front of
@@ -285,7 +363,7 @@ class BlockAllocator(EventSource):
             if held is not owner:  # anonymous free of an owner's block
                 loser = held
             self._holders[block] = None
-            self._free[block] = None
+            self._enqueue(block)
         else:
             if owner in held:
                 held.remove(owner)
@@ -341,7 +419,18 @@ class BlockAllocator(EventSource):
             self._emit(Event("write", block, self._refcounts[block], table, pos, pos % size))
 
     def __repr__(self) -> str:
+        rule = "" if self._rule == "fifo" else f", free_rule={self._rule!r}"
         return (
-            f"BlockAllocator(num_blocks={self._num_blocks}, block_size={self._block_size}, "
-            f"num_free={self.num_free})"
+            f"BlockAllocator(num_blocks={self._num_blocks}, block_size={self._block_size}"
+            f"{rule}, num_free={self.num_free})"
         )
+
+
+def check_free_rule(free_rule: object) -> FreeRule:
+    """``free_rule`` if it is one of :data:`FREE_RULES`."""
+    if not isinstance(free_rule, str):
+        raise ArgumentTypeError(f"free_rule must be one of {FREE_RULES}, got {free_rule!r}")
+    for rule in FREE_RULES:
+        if free_rule == rule:
+            return rule
+    raise ValueError(f"free_rule must be one of {FREE_RULES}, got {free_rule!r}")

@@ -19,8 +19,13 @@ Rules (the usual causes of a "low hit rate"):
 Freed blocks keep their hash and stay findable until the allocator hands them out again:
 the cache listens to the allocator's ``allocate`` events and forgets (evicts) a block at
 that moment, with the cached blocks computed after it (no lookup can reach them any more).
-The free list is a queue that freed blocks join at the back, so blocks are evicted least
-recently used first; a hit on a free block takes it back (``reuse``).
+Each cached block is marked hashed in the allocator (``mark_hashed``; the mark goes when the
+block is forgotten), so under ``free_rule="vllm-v1"`` it joins the back of the free queue
+while unhashed blocks go to the front; under either rule cached blocks are evicted least
+recently freed first. A hit on a free block takes it back (``reuse``).
+
+Unlike vLLM, a full block whose hash is already cached under another block stays unhashed
+(vLLM gives duplicates the hash too, so they also go to the back).
 
 Invariants (tests/test_prefix_cache.py, tests/test_sharing_properties.py): every cached
 block holds the token ids it is cached under; a hash maps to exactly one block and back;
@@ -187,6 +192,7 @@ class PrefixCache:
         stack, forgotten = [block], 0
         while stack:
             b = stack.pop()
+            self._allocator.unmark_hashed(b)
             del self._block_of[self._hash_of.pop(b)]
             del self._tokens_of[b], self._parent_of[b]
             stack.extend(self._children.pop(b, ()))
@@ -198,6 +204,8 @@ class PrefixCache:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+            for block in self._hash_of:
+                self._allocator.unmark_hashed(block)
             for table in (self._block_of, self._hash_of, self._tokens_of):
                 table.clear()
             self._parent_of.clear()
@@ -338,6 +346,7 @@ class PrefixCache:
                 break  # the block is cached for another prefix
             self._block_of[block_hash] = block
             self._hash_of[block] = block_hash
+            self._allocator.mark_hashed(block)
             self._tokens_of[block] = tokens_i
             self._parent_of[block] = parent
             if parent is not None:
