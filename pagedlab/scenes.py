@@ -4,7 +4,9 @@ Each scene is built with the real code (allocator, block tables, sharing, prefix
 the one batch builder) and returns fresh objects, so callers may mutate what they get.
 This module imports the control and data planes only: never pictures or explorers.
 
-- the seed's history: :func:`seed_history` (a pool whose free list starts 4, 1, 0), the
+- the seed's history: :func:`seed_history` (a pool whose free list starts 4, 1, 0), and
+  under either free rule (:func:`seed_free_list`, :func:`partial_block_free_list`,
+  :func:`lru_scene`: pagedlab's FIFO queue and vLLM V1's split side by side); the
   :data:`LAYOUTS` of the allocation explorer and :func:`make_allocator` for each;
 - the seed's sequence at any block size, length and layout, with the kernel's output
   (:func:`seed_state`, :class:`SeedState`);
@@ -35,8 +37,9 @@ from pagedlab.attention.mixed_step import MixedStep, StepRequest, mixed_step
 from pagedlab.attention.ops import block_tables_tensor, paged_attention
 from pagedlab.attention.swap import HostPool, SwappingKV
 from pagedlab.checks import ceil_div, check_int
-from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
+from pagedlab.memory.allocator import BlockAllocator, FreeRule, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
+from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Request
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.memory.sharing import beam_step, fork_samples
@@ -71,6 +74,56 @@ def seed_history(
     b.free()
     d.free()
     return allocator, []
+
+
+def seed_free_list(free_rule: FreeRule, prefix_caching: bool, num_blocks: int = 8) -> list[int]:
+    """The free list after the seed's history (:func:`seed_history`) under ``free_rule``.
+
+    With ``prefix_caching`` each request is admitted through a :class:`PrefixCache` (distinct
+    tokens, whole blocks, so every block is full and hashed, as in vLLM V1 by default);
+    without it, through plain tables (no block has a hash). B and D keep running.
+    """
+    allocator = BlockAllocator(num_blocks, 4, free_rule=free_rule)
+    cache = PrefixCache(allocator) if prefix_caching else None
+    tables = []
+    for request, blocks in enumerate((2, 2, 1, num_blocks - 5)):
+        tokens = [1000 * (request + 1) + i for i in range(4 * blocks)]
+        if cache is None:
+            tables.append(BlockTable(allocator))
+            tables[-1].append_tokens(len(tokens))
+        else:
+            tables.append(cache.admit(tokens).table)
+    tables[2].free()  # C
+    tables[0].free()  # A
+    return allocator.free_list()
+
+
+def partial_block_free_list(free_rule: FreeRule) -> list[int]:
+    """A 6-token request in blocks of 4 on a 4-block pool, prefix-cached, then finished.
+
+    Block 0 is full (hashed), block 1 holds 2 tokens (no hash: only full blocks are); the
+    table frees its last block first. Returns the free list after it finished.
+    """
+    cache = PrefixCache(BlockAllocator(4, 4, free_rule=free_rule))
+    cache.admit(list(range(6))).table.free()
+    return cache.allocator.free_list()
+
+
+def lru_scene(free_rule: FreeRule) -> tuple[PrefixCache, list[int], list[int]]:
+    """Notebook 6's eviction example under ``free_rule``: two 9-token requests A and B end, A
+    comes back (hits its 2 full blocks), ends, then an 11-token request needs 3 blocks.
+
+    Returns the cache, the free list after A and B first end, and the new request's blocks.
+    """
+    cache = PrefixCache(BlockAllocator(6, 4, free_rule=free_rule))
+    a = cache.admit(list(range(9)))
+    b = cache.admit(list(range(100, 109)))
+    a.table.free()
+    b.table.free()
+    after = cache.allocator.free_list()
+    cache.admit(list(range(9))).table.free()
+    new = cache.admit(list(range(200, 211)))
+    return cache, after, new.table.blocks
 
 
 def make_allocator(layout: str, block_size: int, num_blocks: int = POOL_BLOCKS) -> BlockAllocator:

@@ -100,9 +100,12 @@ REFS: Mapping[str, Ref] = MappingProxyType({
     ),
     "cache_config": Ref(
         "vllm/config/cache.py",
-        ("CacheConfig.enable_prefix_caching", "kv_offloading_size"),
+        ("CacheConfig.enable_prefix_caching", "prefix_caching_hash_algo", "swap_space",
+         "kv_offloading_size"),
         "c1d86421174a87056edc90a41dc9942391509e84",
-        "enable_prefix_caching is on by default; KV offloading to the CPU is a cache setting "
+        "enable_prefix_caching is None in the dataclass, documented 'Enabled by default for "
+        "V1' (the engine's arguments fill it in); prefix_caching_hash_algo defaults to sha256; "
+        "swap_space is 4 GiB per GPU; KV offloading to the CPU is a cache setting "
         "(kv_offloading_size), not a way to preempt.",
     ),
     "worker_block_table": Ref(
