@@ -18,6 +18,8 @@ This module imports the control and data planes only: never pictures or explorer
 - notebook 4's batch in a shuffled pool (:func:`kernel_batch`);
 - notebook 8's mixed V1 step (:data:`MIXED_STEP_REQUESTS`, :func:`mixed_v1_step`): a prompt
   chunk and three decodes, flattened as vLLM's model runner sends them;
+- notebook 7's buddy allocator at work (:func:`buddy_pow2_frames`): one Pow2 request split
+  out of a pool and merged back;
 - notebook 9's serving scene (:data:`SCHEDULER_REQUESTS`, :func:`scheduler_scene`): five
   requests that do not all fit a 16-block pool, over real K/V.
 """
@@ -43,6 +45,8 @@ from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Request
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.memory.sharing import beam_step, fork_samples
+from pagedlab.simulate.contiguous import BuddyAllocator
+from pagedlab.simulate.memory import reserved_slots
 
 # --- the seed (ARCHITECTURE.md): block size 4, length 5, physical blocks 4 and 1 ------------
 
@@ -434,3 +438,49 @@ def scheduler_scene(
     for request in SCHEDULER_REQUESTS:
         scheduler.add(request)
     return scheduler, store
+
+
+# --- notebook 7: the buddy allocator splits and merges one Pow2 request (§6.1) ---------------
+
+
+@dataclass(frozen=True)
+class BuddyFrame:
+    """One moment of a buddy allocator: its live extents and free blocks, (start, size) each."""
+
+    caption: str
+    live: tuple[tuple[int, int], ...]
+    free: tuple[tuple[int, int], ...]
+    requested: int  # slots the live extent's request reserved (0 if none)
+
+
+def buddy_pow2_frames(pool: int = 1024, prompt: int = 100, output: int = 25) -> list[BuddyFrame]:
+    """One Orca (Pow2) request in a buddy allocator of ``pool`` slots: before, allocated, freed.
+
+    Pow2 reserves ``prompt + next_pow2(output)`` slots (§6.1: 100 + 32 = 132); the buddy
+    allocator rounds that to a power-of-two extent (256), splitting the pool's block in halves
+    until one is that size, and merges it back with its buddies when the request ends.
+    """
+    pool = check_int(pool, "pool", minimum=1)
+    if pool & (pool - 1):
+        raise ValueError(f"pool must be a power of two (one buddy block), got {pool}")
+    slots = reserved_slots("pow2", prompt, output)
+    space = BuddyAllocator(pool)
+    frames = [BuddyFrame(f"a free pool of {pool} slots", (), tuple(space.free_blocks()), 0)]
+    start = space.alloc(slots)
+    if start is None:
+        raise ValueError(f"a pool of {pool} slots cannot hold an extent for {slots} slots")
+    extent = space.extent(slots)
+    splits = (pool // extent).bit_length() - 1
+    caption = (
+        f"Pow2 reserves {prompt} + {slots - prompt} = {slots} slots: an extent of {extent}, "
+        f"{splits} split{'' if splits == 1 else 's'} in halves"
+    )
+    frames.append(
+        BuddyFrame(caption, tuple(space.live_extents()), tuple(space.free_blocks()), slots)
+    )
+    space.free(start)
+    frames.append(BuddyFrame(
+        "the request ends: its extent merges with each free buddy back into one block",
+        (), tuple(space.free_blocks()), 0,
+    ))  # fmt: skip
+    return frames
