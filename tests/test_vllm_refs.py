@@ -54,3 +54,14 @@ def test_as_of_and_table() -> None:
     assert all(f"#{n}" in table for n in vllm_refs.PULL_REQUESTS)
     with pytest.raises(KeyError, match="block_pool"):
         vllm_refs.ref("blockpool")
+
+
+def test_every_cell_naming_a_vllm_file_says_as_of_which_commit() -> None:
+    shorts = {r.short for r in vllm_refs.REFS.values()}
+    for nb in NOTEBOOKS:
+        for cell in nbformat.read(nb, 4).cells:
+            if cell.cell_type != "markdown" or not PATH.search(cell.source):
+                continue
+            commits = set(re.findall(r"`([0-9a-f]{7})`", cell.source))
+            assert commits <= shorts, (nb.name, cell.id, sorted(commits - shorts))
+            assert commits, (nb.name, cell.id, "names a vLLM file but no pinned commit")
