@@ -15,5 +15,5 @@ Scenes (state -> picture):
 - :mod:`~pagedlab.pictures.trace`       the kernel's online softmax, block by block
 - :mod:`~pagedlab.pictures.memory`      memory at scale: Fig. 2, Fig. 13, block-size sweep
 - :mod:`~pagedlab.pictures.buddy`       a buddy allocator splitting and merging one request (§6.1)
-- :mod:`~pagedlab.pictures.step`        one mixed vLLM V1 step's tensors; one table for all TP workers (§4.6)
+- :mod:`~pagedlab.pictures.step`        a mixed vLLM V1 step; one table for every TP worker (§4.6)
 """
