@@ -28,12 +28,15 @@ def check_int(
     tensors). Refuses bools (``True`` is not a count), floats and everything else with an
     :class:`ArgumentTypeError`, and out-of-range integers with a ``ValueError``.
     """
-    if isinstance(value, bool) or _is_bool_like(value):
+    if type(value) is int:  # the common case, decided at once (a bool's type is bool)
+        number = value
+    elif isinstance(value, bool) or _is_bool_like(value):
         raise ArgumentTypeError(f"{name} must be an integer, got {value!r}")
-    try:
-        number = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise ArgumentTypeError(f"{name} must be an integer, got {value!r}") from None
+    else:
+        try:
+            number = operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            raise ArgumentTypeError(f"{name} must be an integer, got {value!r}") from None
     if minimum is not None and number < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {number}")
     if maximum is not None and number > maximum:

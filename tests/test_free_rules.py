@@ -212,7 +212,7 @@ def test_a_bad_free_rule_is_named(rule: object, error: type, message: str) -> No
 
 def test_marking_a_free_block_is_refused_and_changes_nothing() -> None:
     alloc = BlockAllocator(4, SIZE, free_rule="vllm-v1")
-    with pytest.raises(ValueError, match="block 2 is free"):
+    with pytest.raises(ValueError, match="block 2 is already free"):
         alloc.mark_hashed(2)
     with pytest.raises(ValueError, match="block 9 is out of range"):
         alloc.mark_hashed(9)

@@ -12,7 +12,7 @@ Invariants (checked by the property tests):
   (copy-on-write) so that the block being written always has ref count 1;
 - the table holds exactly one reference to each of its blocks (as its allocator ``Owner``),
   and ``free()`` drops them;
-- every method either succeeds or raises with nothing changed;
+- every method either succeeds or raises with nothing changed (one guard, then the mechanism);
 - a table whose block was freed behind its back (``allocator.free(b)`` on one of its blocks)
   refuses every later operation with a ValueError that names the block, instead of writing
   into a block the pool may hand to another sequence.
@@ -24,11 +24,12 @@ pure checks beside ``append_tokens``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
+from pagedlab.memory.owner import items_of
 
 
 class CopyOnWrite(NamedTuple):
@@ -36,28 +37,6 @@ class CopyOnWrite(NamedTuple):
 
     src: int
     dst: int
-
-
-def blocks_to_append(
-    num_tokens: int, n: int, block_size: int, last_block_shared: bool = False
-) -> int:
-    """Free blocks that appending ``n`` tokens to a table of ``num_tokens`` tokens needs.
-
-    New blocks for the tokens that do not fit in the last block's empty slots, plus one for
-    the copy of the last block if it is partly filled and shared (copy-on-write).
-    """
-    num_tokens = check_int(num_tokens, "num_tokens", minimum=0)
-    n = check_int(n, "n", minimum=0)
-    block_size = check_int(block_size, "block_size", minimum=1)
-    if not isinstance(last_block_shared, bool):
-        raise TypeError(f"last_block_shared must be a bool, got {last_block_shared!r}")
-    return _blocks_to_append(num_tokens, n, block_size, last_block_shared)
-
-
-def _blocks_to_append(num_tokens: int, n: int, size: int, last_block_shared: bool) -> int:
-    room = -num_tokens % size  # empty slots in the last block
-    new_blocks = ceil_div(n - room, size) if n > room else 0
-    return new_blocks + (1 if n and room and last_block_shared else 0)
 
 
 class BlockTable:
@@ -77,7 +56,63 @@ class BlockTable:
         self._num_tokens = 0
         self._freed = False
 
-    # --- what the table says ----------------------------------------------------------------
+    # --- the mechanism: append, fork, free ----------------------------------------------------
+    def append_tokens(self, n: int = 1) -> CopyOnWrite | None:
+        """Make room for ``n`` more positions; atomic.
+
+        Returns the copy-on-write the caller's KV storage must perform before writing, or
+        None. Raises OutOfBlocksError (too few free blocks) or ValueError with nothing changed.
+        """
+        n, copy_last, new_blocks = self._check_append(n)
+        copy = None
+        if copy_last:  # the last block is shared and partly filled: write into a private copy
+            copy = CopyOnWrite(
+                self._blocks[-1], self._alloc.copy_on_write(self._blocks[-1], self._owner)
+            )
+            self._blocks[-1] = copy.dst
+        if new_blocks:  # the tokens that do not fit open new blocks; nothing written moves
+            self._blocks += self._alloc.allocate_many(new_blocks, self._owner)
+        self._alloc.note_writes(self._owner, self._blocks, self._num_tokens, n)
+        self._num_tokens += n
+        return copy
+
+    def append_token(self) -> CopyOnWrite | None:
+        """``append_tokens(1)``: the decode step."""
+        return self.append_tokens(1)
+
+    def fork(self) -> BlockTable:
+        """A new table that shares every block of this one (each ref count + 1)."""
+        self.check("fork")
+        child = BlockTable(self._alloc)
+        self._alloc.hold(self._blocks, child._owner)
+        child._blocks = list(self._blocks)
+        child._num_tokens = self._num_tokens
+        return child
+
+    def free(self) -> None:
+        """Drop this table's reference to each block, last block first; the table is done.
+
+        Last block first, as vLLM frees a request: under either free rule a prefix cache then
+        evicts a sequence's tail before its beginning, which other requests share more often.
+        """
+        self.check("free")
+        self._alloc.free_many(self._blocks[::-1], self._owner)
+        self._blocks = []
+        self._num_tokens = 0
+        self._freed = True
+
+    def hold_prefix(self, blocks: Sequence[int]) -> None:
+        """Start an empty table on full, already written ``blocks`` (a prefix-cache hit).
+
+        Each block is shared if held elsewhere, or taken back off the free list with its
+        contents if nobody holds it. The table then holds ``len(blocks) * block_size`` tokens.
+        """
+        checked = self._check_prefix(blocks)
+        self._alloc.hold(checked, self._owner)  # checks range and repeats; all or nothing
+        self._blocks = checked
+        self._num_tokens = len(checked) * self._block_size
+
+    # --- what the table says ------------------------------------------------------------------
     @property
     def id(self) -> int:
         """The table's number in its allocator (0, 1, 2, ... in the order tables were made)."""
@@ -115,12 +150,7 @@ class BlockTable:
 
     def slot(self, pos: int) -> tuple[int, int]:
         """(physical block, offset) of position ``pos``, 0-based."""
-        if pos.__class__ is not int:
-            pos = check_int(pos, "pos")
-        if not 0 <= pos < self._num_tokens:
-            raise ValueError(f"position {pos} is outside [0, {self._num_tokens})")
-        if self._owner.lost:
-            self.check("read")
+        pos = self._check_position(pos)
         return self._blocks[pos // self._block_size], pos % self._block_size
 
     def slot_mapping(self) -> list[int]:
@@ -130,6 +160,18 @@ class BlockTable:
         size = self._block_size
         return [self._blocks[p // size] * size + p % size for p in range(self._num_tokens)]
 
+    def blocks_needed(self, n: int = 1) -> int:
+        """Free blocks ``append_tokens(n)`` needs now (new blocks plus a copy-on-write)."""
+        n = check_int(n, "n", minimum=1)
+        self.check("append to")
+        shared = bool(self._blocks) and self._alloc.refcount(self._blocks[-1]) > 1
+        return blocks_to_append(self._num_tokens, n, self._block_size, shared)
+
+    def can_append(self, n: int = 1) -> bool:
+        """Whether ``append_tokens(n)`` would succeed; changes nothing."""
+        return self.blocks_needed(n) <= self._alloc.num_free
+
+    # --- the guards: each raises (naming the value) before anything changes -----------------
     def check(self, action: str = "use") -> None:
         """Raise ValueError if the table was freed or lost a block behind its back."""
         if self._freed:
@@ -148,112 +190,59 @@ class BlockTable:
                 f"table no longer holds it; make a new table"
             )
 
-    # --- pure checks ----------------------------------------------------------------------------
-    def blocks_needed(self, n: int = 1) -> int:
-        """Free blocks ``append_tokens(n)`` needs now (new blocks plus a copy-on-write)."""
+    def _check_append(self, n: object) -> tuple[int, bool, int]:
+        """``(n, whether to copy the last block first, how many new blocks)`` if they fit."""
         n = check_int(n, "n", minimum=1)
-        self.check("append to")
-        return _blocks_to_append(self._num_tokens, n, self._block_size, self._last_shared())
-
-    def can_append(self, n: int = 1) -> bool:
-        """Whether ``append_tokens(n)`` would succeed; changes nothing."""
-        return self.blocks_needed(n) <= self._alloc.num_free
-
-    def _last_shared(self) -> bool:
-        return bool(self._blocks) and self._alloc.refcount(self._blocks[-1]) > 1
-
-    # --- changing it --------------------------------------------------------------------------
-    def append_tokens(self, n: int = 1) -> CopyOnWrite | None:
-        """Make room for ``n`` more positions; atomic.
-
-        Returns the copy-on-write the caller's KV storage must perform before writing, or
-        None. Raises OutOfBlocksError (too few free blocks) or ValueError with nothing changed.
-        """
-        if n == 1 and n.__class__ is int:
-            return self.append_token()
-        return self._append(check_int(n, "n", minimum=1))
-
-    def append_token(self) -> CopyOnWrite | None:
-        """``append_tokens(1)``: the decode step's hot path.
-
-        While the allocator's grant holds (``Owner.fast``: this table alone holds its last
-        block, nobody listens, nothing was freed behind its back), nothing needs checking.
-        """
-        if self._owner.fast:
-            tokens = self._num_tokens
-            if tokens % self._block_size:  # room in the last block, which only this table holds
-                self._num_tokens = tokens + 1
-                return None
-            if tokens:  # the last block is full: open a new one; nothing to copy, nothing moves
-                self._blocks.append(self._alloc.allocate(self._owner))
-                self._num_tokens = tokens + 1
-                return None
-        return self._append(1)
-
-    def _append(self, n: int) -> CopyOnWrite | None:
-        self.check("append to")
-        alloc, owner, blocks = self._alloc, self._owner, self._blocks
-        shared = self._last_shared()
-        needed = _blocks_to_append(self._num_tokens, n, self._block_size, shared)
-        if needed > alloc.num_free:
+        if self._freed or self._owner.lost:
+            self.check("append to")
+        room = -self._num_tokens % self._block_size  # empty slots in the last block
+        copy_last = room > 0 and self._alloc.refcount(self._blocks[-1]) > 1
+        new_blocks = _new_blocks(room, n, self._block_size)
+        needed = new_blocks + copy_last
+        if needed and needed > self._alloc.num_free:
+            free, total = self._alloc.num_free, self._alloc.num_blocks
             raise OutOfBlocksError(
                 f"appending {n} token(s) to table {self.id} needs {needed} free block(s), "
-                f"but only {alloc.num_free} of {alloc.num_blocks} are free"
+                f"but only {free} of {total} are free"
             )
-        copy = None
-        room = len(blocks) * self._block_size - self._num_tokens
-        if shared and room:
-            copy = CopyOnWrite(blocks[-1], alloc.copy_on_write(blocks[-1], owner))
-            blocks[-1] = copy.dst
-            needed -= 1
-        blocks += alloc.allocate_many(needed, owner)
-        alloc.note_writes(owner, blocks, self._num_tokens, n)
-        self._num_tokens += n
-        alloc.grant(owner, blocks[-1])
-        return copy
+        return n, copy_last, new_blocks
 
-    def fork(self) -> BlockTable:
-        """A new table that shares every block of this one (each ref count + 1)."""
-        self.check("fork")
-        child = BlockTable(self._alloc)
-        self._alloc.hold(self._blocks, child._owner)
-        child._blocks = list(self._blocks)
-        child._num_tokens = self._num_tokens
-        return child
+    def _check_position(self, pos: object) -> int:
+        pos = check_int(pos, "pos")
+        if not 0 <= pos < self._num_tokens:
+            raise ValueError(f"position {pos} is outside [0, {self._num_tokens})")
+        if self._owner.lost:
+            self.check("read")
+        return pos
 
-    def hold_prefix(self, blocks: Sequence[int]) -> None:
-        """Start an empty table on full, already written ``blocks`` (a prefix-cache hit).
-
-        Each block is shared if held elsewhere, or taken back off the free list with its
-        contents if nobody holds it. The table then holds ``len(blocks) * block_size`` tokens.
-        """
-        if isinstance(blocks, (str, bytes, dict)) or not isinstance(blocks, Iterable):
-            raise TypeError(f"blocks must be a sequence of block ids, got {blocks!r}")
-        try:
-            items = list(blocks)
-        except TypeError:  # a 0-d array or tensor
-            raise TypeError(f"blocks must be a sequence of block ids, got {blocks!r}") from None
-        checked = [check_int(b, "block") for b in items]
+    def _check_prefix(self, blocks: object) -> list[int]:
+        checked = [check_int(b, "block") for b in items_of(blocks, "blocks", "block ids")]
         self.check("hold a prefix in")
         if self._blocks:
             raise ValueError(f"table {self.id} already holds blocks {self._blocks}")
-        self._alloc.hold(checked, self._owner)  # checks range and repeats; all or nothing
-        self._blocks = checked
-        self._num_tokens = len(checked) * self._block_size
-        if checked:
-            self._alloc.grant(self._owner, checked[-1])
-
-    def free(self) -> None:
-        """Drop this table's reference to each block, last block first; the table is done.
-
-        Freed blocks join the back of the free list tail first, so the tail is handed out
-        again before the beginning: a prefix cache keeps a sequence's shared start longest.
-        """
-        self.check("free")
-        self._alloc.free_many(self._blocks[::-1], self._owner)
-        self._blocks = []
-        self._num_tokens = 0
-        self._freed = True
+        return checked
 
     def __repr__(self) -> str:
         return f"BlockTable(id={self.id}, blocks={self._blocks}, num_tokens={self._num_tokens})"
+
+
+def blocks_to_append(
+    num_tokens: int, n: int, block_size: int, last_block_shared: bool = False
+) -> int:
+    """Free blocks that appending ``n`` tokens to a table of ``num_tokens`` tokens needs.
+
+    New blocks for the tokens that do not fit in the last block's empty slots, plus one for
+    the copy of the last block if it is partly filled and shared (copy-on-write).
+    """
+    num_tokens = check_int(num_tokens, "num_tokens", minimum=0)
+    n = check_int(n, "n", minimum=0)
+    block_size = check_int(block_size, "block_size", minimum=1)
+    if not isinstance(last_block_shared, bool):
+        raise TypeError(f"last_block_shared must be a bool, got {last_block_shared!r}")
+    room = -num_tokens % block_size  # empty slots in the last block
+    return _new_blocks(room, n, block_size) + (1 if n and room and last_block_shared else 0)
+
+
+def _new_blocks(room: int, n: int, size: int) -> int:
+    """Blocks that ``n`` tokens open beyond the ``room`` left in the last block."""
+    return ceil_div(n - room, size) if n > room else 0

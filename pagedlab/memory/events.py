@@ -1,8 +1,9 @@
 """What happened inside a block allocator, one event at a time.
 
 Pictures and animations replay allocation step by step from these events instead of
-re-implementing the allocator. An allocator only builds an event when somebody listens,
-so recording costs nothing when nobody does.
+re-implementing the allocator. A listener subscribes to the kinds it needs (all by default),
+and an event is only built when somebody listens to its kind: a prefix cache, which needs
+only ``allocate``, costs nothing on a write.
 
 Event kinds, in the order a learner meets them:
 
@@ -21,12 +22,13 @@ raises, or changes the allocator, can leave the calling operation half done.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 EventKind = Literal["allocate", "write", "share", "copy", "release", "free", "reuse"]
+EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,41 +58,41 @@ Listener = Callable[[Event], None]
 
 
 class EventSource:
-    """A list of listeners. Subclasses build an event only while ``_listeners`` is non-empty."""
+    """The listeners of each event kind."""
 
     __slots__ = ("_listeners",)
 
     def __init__(self) -> None:
-        self._listeners: list[Listener] = []
+        self._listeners: dict[str, list[Listener]] = {kind: [] for kind in EVENT_KINDS}
 
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener`` with every future event; returns a function that unsubscribes.
-
-        Unsubscribing twice is harmless. TypeError if ``listener`` is not callable.
-        """
+    def subscribe(
+        self, listener: Listener, kinds: Iterable[EventKind] = EVENT_KINDS
+    ) -> Callable[[], None]:
+        """Call ``listener`` with every future event of ``kinds``; returns an unsubscribe
+        (harmless twice). TypeError if ``listener`` is not callable; an unknown kind: ValueError."""
         if not callable(listener):
             raise TypeError(f"listener must be callable, got {listener!r}")
-        self._listeners.append(listener)
-        self._listeners_changed()
-        entry = [listener]  # emptied on the first unsubscribe
+        wanted = list(kinds)
+        for kind in wanted:
+            if kind not in EVENT_KINDS:
+                raise ValueError(f"event kind must be one of {EVENT_KINDS}, got {kind!r}")
+        for kind in wanted:
+            self._listeners[kind].append(listener)
 
         def unsubscribe() -> None:
-            if entry:
-                # remove this subscription (by identity: the same callable may be subscribed twice)
-                for i, held in enumerate(self._listeners):
-                    if held is entry[0]:
-                        del self._listeners[i]
-                        break
-                entry.clear()
-                self._listeners_changed()
+            while wanted:  # emptied on the first call
+                held = self._listeners[wanted.pop()]
+                # by identity: the same callable may be subscribed twice
+                del held[next(i for i, other in enumerate(held) if other is listener)]
 
         return unsubscribe
 
-    def _listeners_changed(self) -> None:
-        """Hook for subclasses: a listener came or went."""
+    def listens(self, kind: EventKind) -> bool:
+        """Whether anybody listens to events of ``kind`` (else none is built)."""
+        return bool(self._listeners[kind])
 
     def _emit(self, event: Event) -> None:
-        for listener in list(self._listeners):
+        for listener in list(self._listeners[event.kind]):
             listener(event)
 
     @contextmanager

@@ -1,6 +1,6 @@
-"""Who holds a block: the :class:`Owner` a block table shows its allocator, and the checks of
-the owners, block ids and sequences of block ids an allocator is given (each returns the
-checked value or raises TypeError / ValueError naming it; none changes anything).
+"""Who holds a block: the :class:`Owner` a block table shows its allocator, the one helper that
+drops a holder, and the checks of the values an allocator is given (each returns the checked
+value or raises TypeError / ValueError naming it; none changes anything).
 """
 
 from __future__ import annotations
@@ -9,29 +9,57 @@ from collections.abc import Sequence
 
 from pagedlab.checks import ArgumentTypeError, check_int
 
+MAX_NUM_BLOCKS = 2**20  # the largest pool: 1,048,576 blocks
+MAX_SLOTS = 2**31 - 1  # num_blocks * block_size bound: flat slot ids are int32
+
 
 class Owner:
     """A holder of block references: a ``BlockTable`` makes one with ``new_owner()``.
 
     ``id`` names it in events and messages. ``lost`` lists the blocks whose reference it held
-    and an anonymous ``free`` dropped (see the module docstring); ``fast`` is set by
-    ``grant`` and cleared by the allocator.
+    and an anonymous ``free`` dropped (see :func:`drop_holder`).
     """
 
-    __slots__ = ("id", "fast", "lost")
+    __slots__ = ("id", "lost")
 
     def __init__(self, owner_id: int) -> None:
         self.id = owner_id
-        self.fast = False
         self.lost: list[int] = []
 
     def __repr__(self) -> str:
         return f"Owner({self.id})"
 
 
+def drop_holder(holders: list[Owner | None], owner: Owner | None, block: int) -> None:
+    """Remove one reference of ``owner`` from ``holders``, the holders of ``block``.
+
+    An anonymous drop (``owner=None``) with no anonymous holder left takes the most recent
+    owner's reference instead (a block freed behind a table's back): that owner records
+    ``block`` in ``lost``, and its table refuses from then on instead of writing into it.
+    """
+    if owner in holders:
+        holders.remove(owner)
+    else:
+        loser = holders.pop()
+        assert loser is not None, "the caller checked that owner holds the block"
+        loser.lost.append(block)
+
+
+def check_pool(num_blocks: object, block_size: object) -> tuple[int, int]:
+    """``(num_blocks, block_size)`` if both are >= 1 and every flat slot id fits int32."""
+    num_blocks = check_int(num_blocks, "num_blocks", minimum=1, maximum=MAX_NUM_BLOCKS)
+    block_size = check_int(block_size, "block_size", minimum=1)
+    if num_blocks * block_size > MAX_SLOTS:
+        raise ValueError(
+            f"num_blocks * block_size = {num_blocks} * {block_size} slots exceeds "
+            f"2**31 - 1 (flat slot ids are int32)"
+        )
+    return num_blocks, block_size
+
+
 def check_owner(owner: object) -> Owner | None:
     """``owner`` if it is an :class:`Owner` or None (an anonymous holder)."""
-    if owner is None or owner.__class__ is Owner:
+    if owner is None or isinstance(owner, Owner):
         return owner
     raise ArgumentTypeError(
         f"owner must be an Owner from BlockAllocator.new_owner() or None, got {owner!r}"
@@ -40,7 +68,7 @@ def check_owner(owner: object) -> Owner | None:
 
 def check_named_owner(owner: object) -> Owner:
     """``owner`` if it is an :class:`Owner` (None is refused)."""
-    if owner.__class__ is not Owner:
+    if not isinstance(owner, Owner):
         raise ArgumentTypeError(
             f"owner must be an Owner from BlockAllocator.new_owner(), got {owner!r}"
         )
@@ -49,7 +77,7 @@ def check_named_owner(owner: object) -> Owner:
 
 def check_block(block: object, num_blocks: int, name: str = "block") -> int:
     """``block`` as an int in ``[0, num_blocks)``."""
-    number = check_int(block, name)
+    number = block if type(block) is int else check_int(block, name)  # an int: decided at once
     if not 0 <= number < num_blocks:
         raise ValueError(f"{name} {number} is out of range [0, {num_blocks})")
     return number
@@ -57,11 +85,7 @@ def check_block(block: object, num_blocks: int, name: str = "block") -> int:
 
 def check_blocks(blocks: object, num_blocks: int, name: str = "blocks") -> list[int]:
     """``blocks`` as a list of distinct block ids in ``[0, num_blocks)``."""
-    items = blocks if blocks.__class__ is list else items_of(blocks, name, "block ids")
-    checked = [
-        b if b.__class__ is int and 0 <= b < num_blocks else check_block(b, num_blocks)
-        for b in items
-    ]
+    checked = [check_block(b, num_blocks) for b in items_of(blocks, name, "block ids")]
     if len(set(checked)) != len(checked):
         raise ValueError(f"{name} {checked} repeat a block")
     return checked

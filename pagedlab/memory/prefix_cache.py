@@ -19,13 +19,10 @@ Rules (the usual causes of a "low hit rate"):
 Freed blocks keep their hash and stay findable until the allocator hands them out again:
 the cache listens to the allocator's ``allocate`` events and forgets (evicts) a block at
 that moment, with the cached blocks computed after it (no lookup can reach them any more).
-Each cached block is marked hashed in the allocator (``mark_hashed``; the mark goes when the
-block is forgotten), so under ``free_rule="vllm-v1"`` it joins the back of the free queue
-while unhashed blocks go to the front; under either rule cached blocks are evicted least
-recently freed first. A hit on a free block takes it back (``reuse``).
-
-Unlike vLLM, a full block whose hash is already cached under another block stays unhashed
-(vLLM gives duplicates the hash too, so they also go to the back).
+Each cached block is marked in the allocator (``mark_hashed``), so under ``free_rule=
+"vllm-v1"`` it joins the back of the free queue and unhashed blocks the front; under either
+rule cached blocks are evicted least recently freed first. A hit on a free block takes it back
+(``reuse``). Unlike vLLM, a duplicate (a block whose hash is cached under another) is unmarked.
 
 Invariants (tests/test_prefix_cache.py, tests/test_sharing_properties.py): every cached
 block holds the token ids it is cached under; a hash maps to exactly one block and back;
@@ -157,7 +154,9 @@ class PrefixCache:
         self._tokens_of: dict[int, tuple[int, ...]] = {}
         self._parent_of: dict[int, int | None] = {}  # the cached block it was computed after
         self._children: dict[int, set[int]] = {}  # cached blocks computed after it
-        self._unsubscribe: Callable[[], None] | None = allocator.subscribe(self._on_event)
+        self._unsubscribe: Callable[[], None] | None = allocator.subscribe(
+            self._evict, ("allocate",)
+        )
 
     @property
     def allocator(self) -> BlockAllocator:
@@ -180,8 +179,8 @@ class PrefixCache:
     def closed(self) -> bool:
         return self._unsubscribe is None
 
-    def _on_event(self, event: Event) -> None:
-        if event.kind == "allocate" and event.block in self._hash_of:
+    def _evict(self, event: Event) -> None:  # an ``allocate``: the block gets new contents
+        if event.block in self._hash_of:
             self._stats.evictions += self._forget(event.block)
 
     def _forget(self, block: int) -> int:
