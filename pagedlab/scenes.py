@@ -4,7 +4,9 @@ Each scene is built with the real code (allocator, block tables, sharing, prefix
 the one batch builder) and returns fresh objects, so callers may mutate what they get.
 This module imports the control and data planes only: never pictures or explorers.
 
-- the seed's history: :func:`seed_history` (a pool whose free list starts 4, 1, 0), the
+- the seed's history: :func:`seed_history` (a pool whose free list starts 4, 1, 0), and
+  under either free rule (:func:`seed_free_list`, :func:`partial_block_free_list`,
+  :func:`lru_scene`: pagedlab's FIFO queue and vLLM V1's split side by side); the
   :data:`LAYOUTS` of the allocation explorer and :func:`make_allocator` for each;
 - the seed's sequence at any block size, length and layout, with the kernel's output
   (:func:`seed_state`, :class:`SeedState`);
@@ -14,6 +16,10 @@ This module imports the control and data planes only: never pictures or explorer
 - Fig. 9 (:func:`figure9_before`, :data:`FIG9_STEP`): four beam candidates and the step;
 - the prefix-cache scene (:data:`SYSTEM_PROMPT`, :func:`prefix_tokens`);
 - notebook 4's batch in a shuffled pool (:func:`kernel_batch`);
+- notebook 8's mixed V1 step (:data:`MIXED_STEP_REQUESTS`, :func:`mixed_v1_step`): a prompt
+  chunk and three decodes, flattened as vLLM's model runner sends them;
+- notebook 7's buddy allocator at work (:func:`buddy_pow2_frames`): one Pow2 request split
+  out of a pool and merged back;
 - notebook 9's serving scene (:data:`SCHEDULER_REQUESTS`, :func:`scheduler_scene`): five
   requests that do not all fit a 16-block pool, over real K/V.
 """
@@ -29,14 +35,18 @@ import torch
 
 from pagedlab.attention.batch import Batch, grow_batch
 from pagedlab.attention.kv_cache import PagedKVCache
+from pagedlab.attention.mixed_step import MixedStep, StepRequest, mixed_step
 from pagedlab.attention.ops import block_tables_tensor, paged_attention
 from pagedlab.attention.swap import HostPool, SwappingKV
 from pagedlab.checks import ceil_div, check_int
-from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
+from pagedlab.memory.allocator import BlockAllocator, FreeRule, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
+from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Request
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.memory.sharing import beam_step, fork_samples
+from pagedlab.simulate.contiguous import BuddyAllocator
+from pagedlab.simulate.memory import reserved_slots
 
 # --- the seed (ARCHITECTURE.md): block size 4, length 5, physical blocks 4 and 1 ------------
 
@@ -68,6 +78,56 @@ def seed_history(
     b.free()
     d.free()
     return allocator, []
+
+
+def seed_free_list(free_rule: FreeRule, prefix_caching: bool, num_blocks: int = 8) -> list[int]:
+    """The free list after the seed's history (:func:`seed_history`) under ``free_rule``.
+
+    With ``prefix_caching`` each request is admitted through a :class:`PrefixCache` (distinct
+    tokens, whole blocks, so every block is full and hashed, as in vLLM V1 by default);
+    without it, through plain tables (no block has a hash). B and D keep running.
+    """
+    allocator = BlockAllocator(num_blocks, 4, free_rule=free_rule)
+    cache = PrefixCache(allocator) if prefix_caching else None
+    tables = []
+    for request, blocks in enumerate((2, 2, 1, num_blocks - 5)):
+        tokens = [1000 * (request + 1) + i for i in range(4 * blocks)]
+        if cache is None:
+            tables.append(BlockTable(allocator))
+            tables[-1].append_tokens(len(tokens))
+        else:
+            tables.append(cache.admit(tokens).table)
+    tables[2].free()  # C
+    tables[0].free()  # A
+    return allocator.free_list()
+
+
+def partial_block_free_list(free_rule: FreeRule) -> list[int]:
+    """A 6-token request in blocks of 4 on a 4-block pool, prefix-cached, then finished.
+
+    Block 0 is full (hashed), block 1 holds 2 tokens (no hash: only full blocks are); the
+    table frees its last block first. Returns the free list after it finished.
+    """
+    cache = PrefixCache(BlockAllocator(4, 4, free_rule=free_rule))
+    cache.admit(list(range(6))).table.free()
+    return cache.allocator.free_list()
+
+
+def lru_scene(free_rule: FreeRule) -> tuple[PrefixCache, list[int], list[int]]:
+    """Notebook 6's eviction example under ``free_rule``: two 9-token requests A and B end, A
+    comes back (hits its 2 full blocks), ends, then an 11-token request needs 3 blocks.
+
+    Returns the cache, the free list after A and B first end, and the new request's blocks.
+    """
+    cache = PrefixCache(BlockAllocator(6, 4, free_rule=free_rule))
+    a = cache.admit(list(range(9)))
+    b = cache.admit(list(range(100, 109)))
+    a.table.free()
+    b.table.free()
+    after = cache.allocator.free_list()
+    cache.admit(list(range(9))).table.free()
+    new = cache.admit(list(range(200, 211)))
+    return cache, after, new.table.blocks
 
 
 def make_allocator(layout: str, block_size: int, num_blocks: int = POOL_BLOCKS) -> BlockAllocator:
@@ -318,11 +378,30 @@ def kernel_batch(
     """Random fp16 q/K/V for ``lengths`` in a pool that hands out blocks in random order.
 
     8 query heads over 2 kv heads (grouped-query attention); the pool has two blocks more
-    than the batch needs (they stay free), so no sequence's pages are adjacent by design.
+    than the batch needs (they stay free) and hands its blocks out in a seeded random order,
+    so the pages are scattered: none is adjacent to its neighbour by design, a few are by
+    chance (with the defaults, the 17-token sequence's blocks 1, 2 and the 30-token
+    sequence's 12, 13).
     """
     return grow_batch(
         lengths, block_size, num_heads=8, num_kv_heads=2, head_dim=head_dim, seed=seed,
         dtype=dtype, shuffled=True, spare_blocks=2,
+    )  # fmt: skip
+
+
+# --- notebook 8: one vLLM V1 step, chunked prefill beside decodes ----------------------------
+
+MIXED_STEP_REQUESTS = (StepRequest(4, 1), StepRequest(7, 1), StepRequest(2, 1), StepRequest(4, 6))
+"""Three decodes (5, 8 and 3 tokens after the step) and the second chunk of a 12-token prompt
+(positions 4-9; its last 2 prompt tokens wait for the next step): 9 tokens."""
+
+
+def mixed_v1_step() -> MixedStep:
+    """:data:`MIXED_STEP_REQUESTS` in blocks of 4: a token budget of 12 (3 entries of padding),
+    ``max_model_len`` 16 (a block table 4 entries wide) and 6 request slots (2 unused rows)."""
+    return mixed_step(
+        MIXED_STEP_REQUESTS, block_size=4, max_model_len=16, max_num_reqs=6,
+        max_num_batched_tokens=12,
     )  # fmt: skip
 
 
@@ -359,3 +438,49 @@ def scheduler_scene(
     for request in SCHEDULER_REQUESTS:
         scheduler.add(request)
     return scheduler, store
+
+
+# --- notebook 7: the buddy allocator splits and merges one Pow2 request (§6.1) ---------------
+
+
+@dataclass(frozen=True)
+class BuddyFrame:
+    """One moment of a buddy allocator: its live extents and free blocks, (start, size) each."""
+
+    caption: str
+    live: tuple[tuple[int, int], ...]
+    free: tuple[tuple[int, int], ...]
+    requested: int  # slots the live extent's request reserved (0 if none)
+
+
+def buddy_pow2_frames(pool: int = 1024, prompt: int = 100, output: int = 25) -> list[BuddyFrame]:
+    """One Orca (Pow2) request in a buddy allocator of ``pool`` slots: before, allocated, freed.
+
+    Pow2 reserves ``prompt + next_pow2(output)`` slots (§6.1: 100 + 32 = 132); the buddy
+    allocator rounds that to a power-of-two extent (256), splitting the pool's block in halves
+    until one is that size, and merges it back with its buddies when the request ends.
+    """
+    pool = check_int(pool, "pool", minimum=1)
+    if pool & (pool - 1):
+        raise ValueError(f"pool must be a power of two (one buddy block), got {pool}")
+    slots = reserved_slots("pow2", prompt, output)
+    space = BuddyAllocator(pool)
+    frames = [BuddyFrame(f"a free pool of {pool} slots", (), tuple(space.free_blocks()), 0)]
+    start = space.alloc(slots)
+    if start is None:
+        raise ValueError(f"a pool of {pool} slots cannot hold an extent for {slots} slots")
+    extent = space.extent(slots)
+    splits = (pool // extent).bit_length() - 1
+    caption = (
+        f"Pow2 reserves {prompt} + {slots - prompt} = {slots} slots: an extent of {extent}, "
+        f"{splits} split{'' if splits == 1 else 's'} in halves"
+    )
+    frames.append(
+        BuddyFrame(caption, tuple(space.live_extents()), tuple(space.free_blocks()), slots)
+    )
+    space.free(start)
+    frames.append(BuddyFrame(
+        "the request ends: its extent merges with each free buddy back into one block",
+        (), tuple(space.free_blocks()), 0,
+    ))  # fmt: skip
+    return frames

@@ -1,4 +1,4 @@
-"""A decode batch as a serving engine hands it to the GPU.
+"""A decode batch as a serving engine hands it to the GPU (a mixed step: ``mixed_step``).
 
 An engine such as vLLM keeps block tables on the CPU and, before each step, packs them into
 tensors: a padded ``int32 [num_seqs, max_blocks]`` table (``-1`` past each sequence's last
@@ -67,9 +67,11 @@ def grow_batch(
     """Grow ``len(lengths)`` sequences one token per step, then write random K/V for them.
 
     The pool holds the blocks the batch needs plus ``spare_blocks`` (they stay free); its
-    free list is ascending, or with ``shuffled`` a random permutation (seeded by ``seed``,
-    like the random q/K/V), so no sequence's pages are adjacent by design. K/V go to their
-    slots through ``PagedKVCache.write`` (one reshape-and-cache call for the whole batch).
+    free list is ascending (the sequences' blocks interleave, one round of growth at a
+    time), or with ``shuffled`` a random permutation (seeded by ``seed``, like the random
+    q/K/V): then pages are scattered, adjacent to their neighbour by chance only, never by
+    design. K/V go to their slots through ``PagedKVCache.write`` (one reshape-and-cache
+    call for the whole batch).
     """
     block_size = check_int(block_size, "block_size", minimum=1)
     lengths = [check_int(n, "length", minimum=1) for n in lengths]

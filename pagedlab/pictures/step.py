@@ -1,0 +1,131 @@
+"""What one engine step sends to the GPU, and who reads the one block table (§4.6).
+
+``mixed_step_scene(step)`` draws a :class:`~pagedlab.attention.mixed_step.MixedStep`: the
+flattened ``input_ids`` and ``positions`` (one cell per token, coloured by request),
+``query_start_loc`` and ``seq_lens``, the zero-filled block table (a row per request slot; a
+used entry in its request's colour, a 0 in grey: the null block) and the slot mapping with
+its ``-1`` padding up to the token budget (hatched grey).
+
+``tensor_parallel_scene(table, num_workers, num_kv_heads)`` draws §4.6: one KV cache manager
+with one block table, and ``num_workers`` tensor-parallel workers that each read the same
+block ids, each holding only its share of the attention heads in every block.
+
+Both read state and never change it; both return a :class:`Drawing`. Rect kinds (counted by
+the tests): ``token``, ``pad``, ``index``, ``table-cell``, ``null``, ``worker-block``,
+``free-block``.
+"""
+
+from __future__ import annotations
+
+from pagedlab.attention.mixed_step import PAD_SLOT_ID, MixedStep
+from pagedlab.memory.block_table import BlockTable
+from pagedlab.pictures.canvas import Arrow, Box, Drawing, Label, Rect
+from pagedlab.pictures.theme import FREE_COLOR, FREE_EDGE, INK, table_color, tint
+
+CELL = 0.42  # inches, one tensor entry
+X0 = 1.55  # where the cells start; labels sit left of it
+ROW_H = 0.3
+
+
+def _cell(d: Drawing, x: float, y: float, text: str, face: str, kind: str, view: str,
+          w: float = CELL) -> None:  # fmt: skip
+    d.rects.append(Rect(Box(x, y, w - 0.03, ROW_H), face, INK, kind, view, linewidth=0.5))
+    d.labels.append(Label(x + (w - 0.03) / 2, y + ROW_H / 2, text, 6.5))
+
+
+def _row_label(d: Drawing, y: float, text: str) -> None:
+    d.labels.append(Label(X0 - 0.1, y + ROW_H / 2, text, 7.0, ha="right"))
+
+
+def mixed_step_scene(step: MixedStep) -> Drawing:
+    """The step's tensors, row by row (module doc)."""
+    budget = int(step.slot_mapping.numel())
+    rows = int(step.block_table.shape[0])
+    height = 0.55 + 5 * (ROW_H + 0.16) + rows * ROW_H + 0.5
+    d = Drawing(size=(max(X0 + budget * CELL + 0.3, 6.5), height))
+    owner = [r for r, req in enumerate(step.requests) for _ in range(req.new)]
+    y = height - 0.55 - ROW_H
+    for name, values in (("input_ids", step.input_ids), ("positions", step.positions)):
+        _row_label(d, y, name)
+        for t, v in enumerate(values.tolist()):
+            _cell(d, X0 + t * CELL, y, str(v), tint(table_color(owner[t]), 0.45), "token", name)
+        y -= ROW_H + 0.16
+    for name, values in (("query_start_loc", step.query_start_loc), ("seq_lens", step.seq_lens)):
+        _row_label(d, y, name)
+        for i, v in enumerate(values.tolist()):
+            _cell(d, X0 + i * CELL, y, str(v), FREE_COLOR, "index", name)
+        y -= ROW_H + 0.16
+    _row_label(d, y, "block_table")
+    for r in range(rows):
+        used = len(step.tables[r].blocks) if r < step.num_reqs else 0
+        for c, v in enumerate(step.block_table[r].tolist()):
+            face = tint(table_color(r), 0.45) if c < used else FREE_COLOR
+            _cell(d, X0 + c * CELL, y, str(v), face, "table-cell" if c < used else "null",
+                  "block_table")  # fmt: skip
+        y -= ROW_H
+    width = int(step.block_table.shape[1])
+    d.labels.append(Label(X0 + width * CELL + 0.1, y + ROW_H * (rows / 2 + 1),
+                          f"{rows} request slots x {width} entries, int32; grey 0 = null block",
+                          6.5, ha="left"))  # fmt: skip
+    y -= 0.16
+    _row_label(d, y, "slot_mapping")
+    for t, v in enumerate(step.slot_mapping.tolist()):
+        if v == PAD_SLOT_ID:
+            _cell(d, X0 + t * CELL, y, str(v), FREE_EDGE, "pad", "slot_mapping")
+        else:
+            _cell(d, X0 + t * CELL, y, str(v), tint(table_color(owner[t]), 0.45), "token",
+                  "slot_mapping")  # fmt: skip
+    pad = budget - step.num_tokens
+    title = (
+        f"one step: {step.num_tokens} tokens of {step.num_reqs} requests, flattened; "
+        f"slot mapping padded with {PAD_SLOT_ID} x {pad} to the budget of {budget}"
+    )
+    d.labels.append(Label(0.15, height - 0.25, title, 8.0, ha="left"))
+    return d
+
+
+def tensor_parallel_scene(
+    table: BlockTable, num_workers: int = 2, num_kv_heads: int = 4
+) -> Drawing:
+    """§4.6: one block table, read by every tensor-parallel worker (module doc)."""
+    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
+        raise ValueError(f"num_workers must be an int >= 1, got {num_workers!r}")
+    if (
+        not isinstance(num_kv_heads, int)
+        or num_kv_heads < num_workers
+        or num_kv_heads % num_workers
+    ):
+        raise ValueError(
+            f"num_kv_heads must be a multiple of num_workers = {num_workers}, got {num_kv_heads!r}"
+        )
+    pool = table.allocator.num_blocks
+    cell = min(0.42, 6.2 / pool)
+    height = 1.35 + num_workers * 0.78
+    d = Drawing(size=(8.0, height))
+    color = table_color(0)
+    d.labels.append(Label(0.15, height - 0.22, "§4.6: one KV cache manager, one block table, "
+                          f"{num_workers} tensor-parallel workers", 8.0, ha="left"))  # fmt: skip
+    top = height - 0.8
+    d.labels.append(Label(X0 - 0.1, top + ROW_H / 2, "block table", 7.0, ha="right"))
+    for i, b in enumerate(table.blocks):
+        _cell(d, X0 + i * CELL, top, str(b), tint(color, 0.45), "table-cell", "table")
+    d.labels.append(Label(X0 + len(table.blocks) * CELL + 0.1, top + ROW_H / 2,
+                          "(the scheduler's, sent to every worker)", 6.5, ha="left"))  # fmt: skip
+    heads = num_kv_heads // num_workers
+    held = set(table.blocks)
+    for w in range(num_workers):
+        y = top - 0.7 - w * 0.78
+        text = f"worker {w}: kv heads {w * heads}-{(w + 1) * heads - 1}"
+        d.labels.append(Label(X0 - 0.1, y + ROW_H / 2, text, 6.5, ha="right"))
+        for b in range(pool):
+            face, kind = (color, "worker-block") if b in held else (FREE_COLOR, "free-block")
+            box = Box(X0 + b * cell, y, cell - 0.03, ROW_H)
+            d.rects.append(Rect(box, face, INK if b in held else FREE_EDGE, kind, f"worker{w}", b))
+            d.labels.append(Label(box.x + box.w / 2, y + ROW_H / 2, str(b), 6.0))
+        for i, b in enumerate(table.blocks):  # worker 0 from the table, the others below it
+            x = X0 + b * cell + (cell - 0.03) / 2
+            start = (X0 + i * CELL + (CELL - 0.03) / 2, top) if w == 0 else (x, y + 0.78)
+            d.arrows.append(Arrow(start, (x, y + ROW_H), color, i, b))
+    d.labels.append(Label(0.15, 0.2, "each worker holds the same block ids; a block holds only "
+                          "that worker's heads of K/V", 6.5, ha="left"))  # fmt: skip
+    return d
