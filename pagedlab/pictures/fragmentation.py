@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
-from pagedlab.pictures.canvas import Box, Drawing, Label, Rect, stack
+from pagedlab.pictures.drawing import Box, Drawing, Label, Rect, stack
 from pagedlab.pictures.reservation import reservation_scene
 from pagedlab.pictures.theme import CATEGORY_COLORS, FREE_COLOR, FREE_EDGE, INK, PALETTE
 from pagedlab.simulate.memory import OneRequest

@@ -17,7 +17,7 @@ Colours are the theme's categories (:data:`pagedlab.pictures.theme.CATEGORY_COLO
 
 from __future__ import annotations
 
-from pagedlab.pictures.canvas import Box, Drawing, Label, Rect
+from pagedlab.pictures.drawing import Box, Drawing, Label, Rect
 from pagedlab.pictures.theme import CATEGORY_COLORS, INK, tint
 from pagedlab.simulate.memory import OneRequest
 

@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from pagedlab.attention.swap_cost import CostModel, SwapTiming
 from pagedlab.memory.requests import Group, StepResult
 from pagedlab.memory.scheduler import Scheduler
-from pagedlab.pictures.canvas import FIG_W, Box, Drawing, Label, Rect
+from pagedlab.pictures.drawing import FIG_W, Box, Drawing, Label, Rect
 from pagedlab.pictures.theme import FREE_COLOR, FREE_EDGE, HIGHLIGHT, INK, table_color, tint
 
 DEVICE_BOX = Box(0.15, 2.55, 5.3, 1.45)
