@@ -63,6 +63,10 @@ def _value(text: object) -> object:
     return text
 
 
+def _refused(readout: str) -> dict[str, Any]:
+    return {"ok": False, "readout": readout, "svg": ""}
+
+
 def render(explorer: str, settings: Mapping[str, object]) -> dict[str, Any]:
     """``{"ok", "readout", "svg"}`` of ``explorer`` at ``settings`` (control name -> value).
 
@@ -111,6 +115,10 @@ def learner_function(name: str, namespace: Mapping[str, object], defined: list[s
         if callable(value) and getattr(value, "__module__", None) == "__learner__":
             return value
     return None
+
+
+def _failed(message: str) -> dict[str, Any]:
+    return {"status": "failed", "message": message}
 
 
 def grade(name: str, code: str) -> dict[str, Any]:
