@@ -16,6 +16,7 @@ from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
 from pagedlab.memory.requests import Request
+from pagedlab.memory.scheduler import Scheduler
 from pagedlab.memory.sharing import beam_step, fork_samples
 
 # --- the seed (ARCHITECTURE.md): block size 4, length 5, physical blocks 4 and 1 ------------
@@ -247,3 +248,24 @@ SCHEDULER_REQUESTS = (
     Request("D", 5, 12),
     Request("E", 8, 9),
 )
+
+
+def scheduler_control_scene(
+    mode: str = "swap",
+    block_size: int = 4,
+    token_budget: int | None = None,
+    chunked_prefill: bool = False,
+) -> Scheduler:
+    """Notebook 9's scene, control plane only: the same scheduler, requests and host pool
+    (as large as the device pool) as :func:`pagedlab.scenes.scheduler_scene`, with no K/V
+    store (``kv`` None): every block decision is the same, no tensor is written or moved."""
+    scheduler = Scheduler(
+        BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size),
+        mode=mode,
+        token_budget=token_budget,
+        chunked_prefill=chunked_prefill,
+        host=BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size),
+    )
+    for request in SCHEDULER_REQUESTS:
+        scheduler.add(request)
+    return scheduler

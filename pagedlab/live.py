@@ -27,6 +27,7 @@ from typing import Any
 from pagedlab.control_scenes import LAYOUTS
 from pagedlab.pictures.svg import to_svg
 from pagedlab.views.allocation import allocation_view
+from pagedlab.views.scheduler import scheduler_view
 from pagedlab.views.sharing import prefix_view, sharing_view
 from pagedlab.views.shown import Shown
 
@@ -50,6 +51,10 @@ EXPLORERS: dict[str, tuple[Callable[..., Shown], tuple[str, ...]]] = {
     "AllocationExplorer": (_allocation, ("block_size", "length", "layout")),
     "SharingExplorer": (sharing_view, ("mode", "width", "prompt_len", "steps")),
     "PrefixCacheExplorer": (prefix_view, ("shared", "prompt_len", "requests", "block_size")),
+    "SchedulerExplorer": (
+        scheduler_view,
+        ("mode", "block_size", "token_budget", "chunked_prefill", "step"),
+    ),
 }
 
 

@@ -35,7 +35,10 @@ def _input(explorer: str, name: str, control: Any) -> str:
     value = control.value
     attrs = f'data-control="{html.escape(name)}" name="{html.escape(name)}" disabled'
     options = getattr(control, "options", None)
-    if options is not None:
+    if isinstance(value, bool):  # a checkbox: its value is ``checked``
+        checked = " checked" if value else ""
+        field = f'<input type="checkbox"{checked} {attrs}>'
+    elif options is not None:
         values = [o[1] if isinstance(o, tuple) else o for o in options]
         listed = f"pagedlab-{explorer}-{name}"
         choices = "".join(f'<option value="{html.escape(str(v))}">' for v in values)

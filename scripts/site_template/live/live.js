@@ -92,7 +92,9 @@
 
   function settingsOf(panel) {
     const settings = {};
-    for (const input of panel.querySelectorAll("input[data-control]")) settings[input.dataset.control] = input.value;
+    for (const input of panel.querySelectorAll("input[data-control]")) {
+      settings[input.dataset.control] = input.type === "checkbox" ? input.checked : input.value;
+    }
     return settings;
   }
 
