@@ -3,9 +3,10 @@
 The static site runs this module in the browser (Pyodide, no torch, no numpy): every call
 takes and returns plain JSON-able values, so the worker only moves strings across.
 
-- :func:`render` ``(explorer, settings)`` -> the readout and the SVG of that setting, from
-  the same render the notebook's explorer runs (:mod:`pagedlab.views`) and the same
-  ``Drawing`` its PNG comes from (:mod:`pagedlab.pictures.svg`).
+- :func:`render` ``(explorer, settings)`` -> the readout and the SVG of that setting
+  (:func:`render_view`: the drawing itself), from the same render the notebook's explorer
+  runs (:mod:`pagedlab.views`) and the same ``Drawing`` its PNG comes from
+  (:mod:`pagedlab.pictures.svg`).
 - :func:`grade` ``(exercise, code)`` -> the notebook's own ``EXERCISES[name].check`` on the
   function the code defines, with its message (``✓`` / ``✗`` / ``…`` first).
 - :func:`exercise_names`: every exercise whose grader imports here (all of them where torch
@@ -68,38 +69,28 @@ def _value(text: object) -> object:
     return text
 
 
-def _refused(readout: str) -> dict[str, Any]:
-    return {"ok": False, "readout": readout, "svg": ""}
+def render_view(explorer: str, settings: Mapping[str, object]) -> Shown:
+    """What ``explorer`` shows at ``settings``; raises ValueError/TypeError naming a bad one."""
+    if explorer not in EXPLORERS:
+        raise ValueError(f"no live explorer {explorer!r} (live: {', '.join(EXPLORERS)})")
+    view, names = EXPLORERS[explorer]
+    unknown = sorted(set(settings) - set(names))
+    if unknown:
+        raise ValueError(f"unknown controls {unknown}; controls: {list(names)}")
+    return view(**{name: _value(value) for name, value in settings.items()})
 
 
 def render(explorer: str, settings: Mapping[str, object]) -> dict[str, Any]:
     """``{"ok", "readout", "svg"}`` of ``explorer`` at ``settings`` (control name -> value).
 
-    A setting the model refuses gives ``ok`` False, a readout naming the value and no svg.
+    A setting refused gives ``ok`` False, a readout naming the value and no svg (the page
+    keeps the picture it has).
     """
-    if explorer not in EXPLORERS:
-        known = ", ".join(EXPLORERS)
-        return {
-            "ok": False,
-            "readout": f"✗ no live explorer {explorer!r} (live: {known})",
-            "svg": "",
-        }
-    view, names = EXPLORERS[explorer]
-    unknown = sorted(set(settings) - set(names))
-    if unknown:
-        return {
-            "ok": False,
-            "readout": f"✗ unknown controls {unknown}; controls: {list(names)}",
-            "svg": "",
-        }
     try:
-        shown = view(**{name: _value(value) for name, value in settings.items()})
+        shown = render_view(explorer, settings)
     except (TypeError, ValueError) as refused:
-        return {
-            "ok": False,
-            "readout": f"<b>✗ not possible:</b> {html.escape(str(refused))}",
-            "svg": "",
-        }
+        why = html.escape(str(refused))
+        return {"ok": False, "readout": f"<b>✗ not possible:</b> {why}", "svg": ""}
     return {"ok": True, "readout": shown.readout, "svg": to_svg(shown.drawing, title=explorer)}
 
 
@@ -131,25 +122,16 @@ def grade(name: str, code: str) -> dict[str, Any]:
     from pagedlab.exercises import EXERCISES
 
     if name not in EXERCISES:
-        return {
-            "status": "failed",
-            "message": f"✗ {name}: not gradable in this page (it needs torch)",
-        }
+        return _failed(f"✗ {name}: not gradable in this page (it needs torch)")
     namespace: dict[str, Any] = {"__name__": "__learner__"}
     try:
         exec(compile(code, f"<{name}>", "exec"), namespace)  # the learner's own cell, here
     except BaseException as error:  # a syntax error or a top-level raise: the learner's to fix
         lines = traceback.format_exception_only(type(error), error)
-        return {
-            "status": "failed",
-            "message": f"✗ {name}: the code did not run\n" + "".join(lines).rstrip(),
-        }
+        return _failed(f"✗ {name}: the code did not run\n" + "".join(lines).rstrip())
     defined = [key for key in namespace if key not in ("__name__", "__builtins__")]
     fn = learner_function(name, namespace, defined)
     if fn is None:
-        return {
-            "status": "failed",
-            "message": f"✗ {name}: the code defines no function (write def my_{name}(...))",
-        }
+        return _failed(f"✗ {name}: the code defines no function (write def my_{name}(...))")
     result = EXERCISES[name].check(fn)
     return {"status": result.status, "message": result.message}
