@@ -100,6 +100,7 @@
 
   async function redraw(panel) {
     if (!ready) return;
+    const begin = performance.now();
     const explorer = panel.dataset.explorer;
     const result = await request({ op: "render", explorer, settings: settingsOf(panel) });
     if (result.error) {
@@ -108,7 +109,8 @@
     }
     panel.querySelector("[data-readout]").innerHTML = result.readout;
     if (result.ok) panel.querySelector("[data-picture]").innerHTML = result.svg;
-    panel.dataset.renderMs = result.ms.toFixed(1);
+    panel.dataset.renderMs = result.ms.toFixed(1); // in the worker: render + SVG
+    panel.dataset.roundTripMs = (performance.now() - begin).toFixed(1); // input -> page updated
   }
 
   async function check(name) {
