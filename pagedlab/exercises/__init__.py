@@ -34,10 +34,8 @@ if HAS_TORCH:  # the data plane's exercises, in the notebooks' order
     from pagedlab.attention import backend
     from pagedlab.exercises import attention, batching
 
-    _ALL[len(blocks.EXERCISES_01 + blocks.EXERCISES_02) : 0] = [
-        *attention.EXERCISES_03,
-        *attention.EXERCISES_04,
-    ]
+    after_02 = len(blocks.EXERCISES_01) + len(blocks.EXERCISES_02)
+    _ALL[after_02:after_02] = [*attention.EXERCISES_03, *attention.EXERCISES_04]
     _ALL += batching.EXERCISES_08
     if backend.BACKEND != "unavailable":  # the Triton puzzle needs triton (Linux x86_64)
         from pagedlab.exercises import triton_puzzle

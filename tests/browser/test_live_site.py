@@ -198,6 +198,26 @@ def test_stop_ends_an_endless_loop_and_python_comes_back(
         page.locator("textarea[data-exercise=slot_mapping]").fill(RIGHT)
         page.locator("button[data-check=slot_mapping]").click()
         assert _wait_result(page, "slot_mapping", "✓").startswith("✓")
+        # An explorer asked for a length that takes ages: the bar's Stop ends that too.
+        panel = page.locator("[data-explorer=AllocationExplorer]")
+        panel.locator("input[data-control=block_size]").fill("1000000000")
+        panel.locator("input[data-control=length]").fill("1000000000")
+        bar_stop = page.locator("#pagedlab-live-bar button[data-live-stop]")
+        page.wait_for_timeout(2_000)
+        assert bar_stop.is_enabled()  # Python is still at it
+        bar_stop.click()
+        page.wait_for_function(
+            "() => /stopped/.test(document.querySelector("
+            "'[data-explorer=AllocationExplorer] [data-readout]').innerText)"
+        )
+        live.wait_live()
+        panel.locator("input[data-control=block_size]").fill("3")
+        panel.locator("input[data-control=length]").fill("11")
+        page.wait_for_function(
+            "() => /blocks 4, physical \\[/.test(document.querySelector("
+            "'[data-explorer=AllocationExplorer] [data-readout]').innerText)",
+            timeout=30_000,
+        )
         live.assert_stayed_on_loopback()
     finally:
         live.close("stop")

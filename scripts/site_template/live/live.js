@@ -16,6 +16,7 @@
   let nextId = 1;
   const pending = new Map(); // id -> {resolve, exercise}
   let gradable = [];
+  let restarted = false; // after a Stop: do not redraw what was stopped until an input moves
   const started = performance.now();
 
   function statusAll(text) {
@@ -27,14 +28,23 @@
   function bar() {
     const el = document.createElement("div");
     el.id = "pagedlab-live-bar";
-    el.innerHTML = "<span></span>";
+    el.innerHTML = '<span></span> <button type="button" data-live-stop disabled ' +
+      'title="end what Python is running now (it restarts)">Stop</button>';
+    el.querySelector("button").addEventListener("click", () => stop());
     document.body.prepend(el);
+  }
+
+  function busy() {
+    // The bar's Stop is on while Python works on something (a render or a grade).
+    const button = document.querySelector("#pagedlab-live-bar button[data-live-stop]");
+    if (button) button.disabled = pending.size === 0;
   }
 
   function request(message, exercise) {
     const id = nextId++;
     return new Promise((resolve) => {
       pending.set(id, { resolve, exercise });
+      busy();
       worker.postMessage({ id, ...message });
     });
   }
@@ -63,6 +73,7 @@
       const waiting = pending.get(data.id);
       if (waiting) {
         pending.delete(data.id);
+        busy();
         waiting.resolve(data);
       }
     };
@@ -71,14 +82,20 @@
     };
   }
 
-  function stop(exercise) {
+  function stop() {
     // Terminate the worker: a loop inside one C call cannot be interrupted any other way.
     worker.terminate();
     for (const [id, waiting] of pending) {
-      waiting.resolve({ status: "failed", stopped: true,
-        message: `✗ ${waiting.exercise || exercise}: stopped (Stop pressed); Python restarts in a few seconds` });
+      if (waiting.exercise) {
+        waiting.resolve({ status: "failed", stopped: true,
+          message: `✗ ${waiting.exercise}: stopped (Stop pressed); Python restarts in a few seconds` });
+      } else {
+        waiting.resolve({ error: "stopped (Stop pressed); Python restarts in a few seconds" });
+      }
       pending.delete(id);
     }
+    busy();
+    restarted = true;
     statusAll("Restarting Python after Stop…");
     disable();
     startWorker();
@@ -139,7 +156,7 @@
           input.addEventListener("change", () => redraw(panel));
         }
       }
-      redraw(panel);
+      if (!restarted) redraw(panel);
     }
     for (const block of document.querySelectorAll("[data-exercise-block]")) {
       const name = block.dataset.exerciseBlock;
@@ -156,7 +173,7 @@
       if (!button.dataset.bound) {
         button.dataset.bound = "1";
         button.addEventListener("click", () => check(name));
-        stopButton.addEventListener("click", () => stop(name));
+        stopButton.addEventListener("click", () => stop());
       }
     }
   }
