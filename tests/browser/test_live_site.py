@@ -200,8 +200,8 @@ def test_stop_ends_an_endless_loop_and_python_comes_back(
         assert _wait_result(page, "slot_mapping", "✓").startswith("✓")
         # An explorer asked for a length that takes ages: the bar's Stop ends that too.
         panel = page.locator("[data-explorer=AllocationExplorer]")
-        panel.locator("input[data-control=block_size]").fill("1000000000")
-        panel.locator("input[data-control=length]").fill("1000000000")
+        panel.locator("input[data-control=block_size]").fill("10000000")
+        panel.locator("input[data-control=length]").fill("100000000")  # 10**8 appends
         bar_stop = page.locator("#pagedlab-live-bar button[data-live-stop]")
         page.wait_for_timeout(2_000)
         assert bar_stop.is_enabled()  # Python is still at it
