@@ -223,3 +223,12 @@ def test_live_markup_keeps_the_outside_contract() -> None:
         assert attribute in block
     assert "def my_slot(" in block  # the notebook's starter cell, escaped into the textarea
     assert live_markup.explorer_panel(object()) == ""
+
+
+def test_each_exercise_is_live_once_per_page_under_its_first_check() -> None:
+    printer = live_markup.check_result_printer()
+    first = EXERCISES["slot"].check(lambda pos, blocks, block_size: None)
+    again = EXERCISES["slot"].check(lambda pos, blocks, block_size: (0, 0))
+    assert 'data-exercise="slot"' in printer(first)
+    assert printer(again) == again._repr_html_()  # the result alone the second time
+    assert 'data-exercise="slot"' in live_markup.check_result_printer()(again)  # a new page

@@ -12,7 +12,8 @@ The markup is a contract that checks outside the project rely on (DESIGN.md §2)
   ``[data-readout]`` (the picture, an SVG, in ``[data-picture]``);
 - an exercise: ``textarea[data-exercise=name]``, ``button[data-check=name]`` and
   ``[data-result=name]``, whose text holds ✓ or ✗ and the grader's message
-  (``button[data-stop=name]`` stops a check that runs too long).
+  (``button[data-stop=name]`` stops a check that runs too long), once per page: under the
+  first check of that exercise.
 
 Invariants: inputs start disabled (the page has no Python yet) and hold the explorer's
 current values; the panel's first readout and picture are what :func:`pagedlab.live.render`
@@ -22,6 +23,7 @@ gives for them, so a page that never goes live (opened from disk) still shows th
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import Any
 
 from pagedlab import live
@@ -40,7 +42,7 @@ def _input(explorer: str, name: str, control: Any) -> str:
         field = f'<input type="checkbox"{checked} {attrs}>'
     elif options is not None:
         values = [o[1] if isinstance(o, tuple) else o for o in options]
-        listed = f"pagedlab-{explorer}-{name}"
+        listed = f"pagedlab-{explorer}-{name}-{id(control):x}"  # unique in the page
         choices = "".join(f'<option value="{html.escape(str(v))}">' for v in values)
         field = (
             f'<input type="text" list="{listed}" value="{html.escape(str(value))}" {attrs}>'
@@ -97,6 +99,16 @@ def exercise_block(name: str) -> str:
     )
 
 
-def check_result_html(result: Any) -> str:
-    """A check's own HTML output, then the live exercise it belongs to."""
-    return str(result._repr_html_()) + exercise_block(result.exercise)
+def check_result_printer() -> Callable[[Any], str]:
+    """An HTML printer for check results: a check's own HTML output, then, the first time an
+    exercise is checked on this page, its live exercise (so each name appears once)."""
+    shown: set[str] = set()
+
+    def html_of(result: Any) -> str:
+        text = str(result._repr_html_())
+        if result.exercise in shown:
+            return text
+        shown.add(result.exercise)
+        return text + exercise_block(result.exercise)
+
+    return html_of

@@ -102,7 +102,7 @@ def enable() -> None:
         printer.for_type_by_name(module, name, _displayer(axes, play, (module, name) in REPLAYS))
     html_formatter = shell.display_formatter.formatters["text/html"]
     html_formatter.for_type_by_name(
-        "pagedlab.exercises.core", "CheckResult", live_markup.check_result_html
+        "pagedlab.exercises.core", "CheckResult", live_markup.check_result_printer()
     )
 
 
