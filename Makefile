@@ -40,7 +40,8 @@ figures: $(STAMP)
 	$(BIN)/python -m pagedlab.figures
 
 # The static site (site/, git-ignored): every notebook as a page whose explorers still move
-# without a kernel. npm fetches the pinned widget manager once (package-lock.json).
+# without a kernel, and go live (Pyodide in a Web Worker) when served over http.
+# build_site.py runs `npm ci` once for the pinned widget manager and Pyodide (package-lock.json).
 site: $(STAMP)
 	$(BIN)/python scripts/build_site.py --out site
 

@@ -10,16 +10,24 @@ Import order matters: ``pagedlab.attention.backend`` decides whether Triton comp
 or runs in its interpreter, and must do so before anything imports triton.
 """
 
-from pagedlab.attention import (  # first: imports backend, which sets TRITON_INTERPRET
-    PagedKVCache,
-    TraceStep,
-    block_tables_tensor,
-    paged_attention,
-    reference_attention,
-    trace_paged_attention,
-)
-from pagedlab.attention.environment import environment_report
-from pagedlab.memory import (
+import importlib.util
+
+#: Whether the data plane (torch) is installed. Without it (e.g. in a browser, Pyodide) the
+#: package exports the control plane only; ``pagedlab.attention`` is then not imported.
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+if HAS_TORCH:
+    from pagedlab.attention import (  # first: imports backend, which sets TRITON_INTERPRET
+        PagedKVCache,
+        TraceStep,
+        block_tables_tensor,
+        paged_attention,
+        reference_attention,
+        trace_paged_attention,
+    )
+    from pagedlab.attention.environment import environment_report
+
+from pagedlab.memory import (  # noqa: E402 (after the data plane: TRITON_INTERPRET first)
     BeamStepResult,
     BlockAllocator,
     BlockTable,
@@ -33,6 +41,7 @@ from pagedlab.memory import (
 )
 
 __all__ = [
+    "HAS_TORCH",
     "BeamStepResult",
     "BlockAllocator",
     "BlockTable",
@@ -40,15 +49,18 @@ __all__ = [
     "CopyOnWrite",
     "Event",
     "OutOfBlocksError",
-    "PagedKVCache",
     "PrefixCache",
-    "TraceStep",
     "beam_step",
-    "block_tables_tensor",
-    "environment_report",
     "fork_samples",
-    "paged_attention",
-    "reference_attention",
-    "trace_paged_attention",
 ]
+if HAS_TORCH:
+    __all__ += [
+        "PagedKVCache",
+        "TraceStep",
+        "block_tables_tensor",
+        "environment_report",
+        "paged_attention",
+        "reference_attention",
+        "trace_paged_attention",
+    ]
 __version__ = "0.1.0"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import json
 import os
 import re
 import shutil
@@ -34,18 +35,31 @@ from nbconvert import HTMLExporter
 ROOT = Path(__file__).resolve().parent.parent
 MANAGER = ROOT / "node_modules" / "@jupyter-widgets" / "html-manager" / "dist"
 REQUIRE = ROOT / "node_modules" / "requirejs" / "require.js"
+PYODIDE = ROOT / "node_modules" / "pyodide"
+#: What a page needs of Pyodide's npm package: the wasm runtime, its loader, the standard
+#: library and the lock file the loader reads (no wheels: pagedlab's live core is pure Python).
+PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip",
+                 "pyodide-lock.json", "package.json")  # fmt: skip
 TEMPLATE = ROOT / "scripts" / "site_template"
+#: pagedlab's sources the browser never imports: they need torch, numpy, matplotlib or
+#: ipywidgets (the live core's import-linter contract in pyproject.toml keeps the rest pure).
+NOT_SHIPPED = ("attention", "explorers", "model", "engine", "figures.py")
 ENABLE_STATIC = "import pagedlab.explorers.static\npagedlab.explorers.static.enable()"
 
 
 def install_assets() -> None:
     """``npm ci`` the pinned browser assets when node_modules is missing or older than the lock."""
     lock, marker = ROOT / "package-lock.json", ROOT / "node_modules" / ".package-lock.json"
-    if MANAGER.is_dir() and marker.is_file() and marker.stat().st_mtime >= lock.stat().st_mtime:
+    if (
+        MANAGER.is_dir()
+        and PYODIDE.is_dir()
+        and marker.is_file()
+        and marker.stat().st_mtime >= lock.stat().st_mtime
+    ):
         return
     npm = shutil.which("npm")
     if npm is None:
-        raise SystemExit("build_site: npm is needed once, to fetch the widget manager")
+        raise SystemExit("build_site: npm is needed once, to fetch the widget manager and Pyodide")
     # --ignore-scripts: nothing from the registry runs here; we only copy files out of it.
     subprocess.run([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=ROOT, check=True)
 
@@ -56,6 +70,28 @@ def copy_assets(out: Path) -> None:
     unused = shutil.ignore_patterns("*.map", "embed.js", "libembed-amd.js")
     shutil.copytree(MANAGER, static / "html-manager", ignore=unused)
     shutil.copy(REQUIRE, static / "require.js")
+    (static / "pyodide").mkdir()
+    for name in PYODIDE_FILES:
+        shutil.copy(PYODIDE / name, static / "pyodide" / name)
+    (static / "pyodide" / "NOTICE.txt").write_text(
+        "Pyodide (npm package pyodide, see package.json here) is MPL-2.0: "
+        "https://mozilla.org/MPL/2.0/ . python_stdlib.zip is CPython's standard library, "
+        "under the Python Software Foundation License.\n"
+    )
+    shutil.copytree(TEMPLATE / "live", static / "live")
+    write_sources(static / "live" / "sources.json")
+
+
+def write_sources(path: Path) -> None:
+    """pagedlab's pure-Python sources as one JSON object, file path -> text, for the worker."""
+    package = ROOT / "pagedlab"
+    sources = {}
+    for file in sorted(package.rglob("*.py")):
+        relative = file.relative_to(package)
+        if relative.parts[0] in NOT_SHIPPED:
+            continue
+        sources[f"pagedlab/{relative.as_posix()}"] = file.read_text()
+    path.write_text(json.dumps(sources))
 
 
 def execute_static(path: Path) -> nbformat.NotebookNode:
@@ -121,8 +157,11 @@ def write_index(out: Path, pages: list[tuple[str, str]]) -> None:
         "body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em}"
         "li{margin:1.5em 0;list-style:none}img{border:1px solid #ddd}</style></head><body>"
         "<h1>pagedlab: learn PagedAttention by moving sliders</h1>"
-        "<p>Static pages: the sliders choose among pictures drawn in advance. Run the "
-        "notebooks in JupyterLab to call the Triton kernel and grade the exercises.</p>"
+        "<p>Every page shows pictures drawn in advance at once. Served over http (any static "
+        "host, or <code>python -m http.server</code> in this folder), each page then starts "
+        "Python in the browser: the allocation, sharing and prefix-cache explorers take any "
+        "value and run the real pagedlab, and the exercises whose graders need no torch are "
+        "graded in the page. Run the notebooks in JupyterLab to call the Triton kernel.</p>"
         f"<ul>{''.join(items)}</ul></body></html>\n"
     )
 

@@ -342,3 +342,14 @@ def test_the_alarm_and_its_handler_are_restored() -> None:
     dataclasses.replace(EXERCISES["slot"], budget_s=0.2).check(_forever)
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     assert signal.getsignal(signal.SIGALRM) is before
+
+
+@pytest.mark.parametrize("name", PLAIN)
+def test_every_parameter_is_varied_by_some_case(name: str) -> None:
+    """A constant in place of a parameter must fail some case: each argument position takes at
+    least two values over the cases (and every fixed case says why it exists)."""
+    cases = EXERCISES[name].cases()
+    for position, param in enumerate(EXERCISES[name].params):
+        seen = {repr(case.args[position]) for case in cases if position < len(case.args)}
+        assert len(seen) >= 2, f"{name}: {param} never varies"
+    assert all(case.why for case in cases if case.kind == "fixed"), name

@@ -7,8 +7,10 @@ raises. ``EXERCISES[name].solution`` is a reference solution; ``solution(name)``
 source. ``progress("01")`` counts the exercises of notebook 01 passed in this kernel.
 
 Each notebook 01-08 has two or three exercises, in the notebook's order; ``stub(name)`` is the
-starter cell a notebook holds. Importing this package imports torch, not ipywidgets
-(``pagedlab.exercises.predict`` holds the predict-then-reveal widget).
+starter cell a notebook holds. Importing this package imports torch when it is installed,
+never ipywidgets (``pagedlab.exercises.predict`` holds the predict-then-reveal widget).
+Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose graders need
+no torch (``blocks``, ``sharing``, ``serving``); the others need torch to import at all.
 """
 
 from __future__ import annotations
@@ -17,24 +19,28 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from pagedlab.attention import backend
-from pagedlab.exercises import attention, blocks, serving, sharing
+from pagedlab import HAS_TORCH
+from pagedlab.exercises import blocks, serving, sharing
 from pagedlab.exercises.core import CheckResult, Exercise, forget_results, results, with_article
 
 _ALL: list[Exercise] = [
     *blocks.EXERCISES_01,
     *blocks.EXERCISES_02,
-    *attention.EXERCISES_03,
-    *attention.EXERCISES_04,
     *sharing.EXERCISES_05,
     *sharing.EXERCISES_06,
     *serving.EXERCISES_07,
-    *serving.EXERCISES_08,
 ]
-if backend.BACKEND != "unavailable":  # the Triton puzzle needs triton (Linux x86_64)
-    from pagedlab.exercises import triton_puzzle
+if HAS_TORCH:  # the data plane's exercises, in the notebooks' order
+    from pagedlab.attention import backend
+    from pagedlab.exercises import attention, batching
 
-    _ALL.insert(_ALL.index(attention.EXERCISES_04[-1]) + 1, triton_puzzle.make_exercise())
+    after_02 = len(blocks.EXERCISES_01) + len(blocks.EXERCISES_02)
+    _ALL[after_02:after_02] = [*attention.EXERCISES_03, *attention.EXERCISES_04]
+    _ALL += batching.EXERCISES_08
+    if backend.BACKEND != "unavailable":  # the Triton puzzle needs triton (Linux x86_64)
+        from pagedlab.exercises import triton_puzzle
+
+        _ALL.insert(_ALL.index(attention.EXERCISES_04[-1]) + 1, triton_puzzle.make_exercise())
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in _ALL}
 

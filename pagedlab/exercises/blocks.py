@@ -11,7 +11,7 @@ import random
 from pagedlab.exercises.core import Case, Exercise, Mistake
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
-from pagedlab.simulate.memory import OneRequest
+from pagedlab.simulate.reservation import OneRequest
 
 NB01, NB02 = "01_why_paging", "02_block_table"
 

@@ -26,6 +26,7 @@ import copy
 import html
 import math
 import operator
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,9 +88,8 @@ class CheckResult:
 def short(value: Any, limit: int = 300) -> str:
     """A readable, bounded repr: tensors by shape, dtype and (a few) values."""
     try:
-        import torch
-
-        if isinstance(value, torch.Tensor):
+        torch = sys.modules.get("torch")  # a tensor exists only once torch is imported
+        if torch is not None and isinstance(value, torch.Tensor):
             values = value.detach().flatten()[:12].tolist()
             rounded = [round(v, 4) if isinstance(v, float) else v for v in values]
             more = ", ..." if value.numel() > 12 else ""

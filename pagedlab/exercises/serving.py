@@ -1,27 +1,20 @@
-"""Exercises of notebooks 07 (memory at scale) and 08 (from pagedlab to vLLM).
+"""Exercises of notebook 07 (memory at scale); notebook 08's are in :mod:`.batching`.
 
-Expected answers come from :class:`pagedlab.simulate.memory.Policy` (the reservations of the
-paper's Fig. 2), from real block tables, from :func:`pagedlab.block_tables_tensor` and from
-:func:`pagedlab.attention.batch.batch_slot_mapping`.
+Expected answers come from :func:`pagedlab.simulate.reservation.reserved_slots` (the
+reservations of the paper's Fig. 2) and from real block tables. No torch, no numpy: these
+graders run in the live site's browser too.
 """
 
 from __future__ import annotations
 
 import random
 
-import numpy as np
-import torch
-
-from pagedlab.attention.batch import batch_slot_mapping
-from pagedlab.attention.ops import block_tables_tensor
 from pagedlab.checks import ceil_div
 from pagedlab.exercises.blocks import fresh_table
 from pagedlab.exercises.core import Case, Exercise, Mistake
-from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.block_table import BlockTable
-from pagedlab.simulate import memory as simulate_memory
+from pagedlab.simulate import reservation
 
-NB07, NB08 = "07_memory_at_scale", "08_to_vllm"
+NB07 = "07_memory_at_scale"
 RESERVES = ("max", "pow2", "oracle")
 
 
@@ -37,7 +30,7 @@ def reserved_slots(reserve: str, prompt_len: int, output_len: int, max_len: int)
 
 def orca_reservation(reserve: str, prompt_len: int, output_len: int, max_len: int) -> int:
     """The reservation as :mod:`pagedlab.simulate` computes it (the §6.1 baselines)."""
-    return int(simulate_memory.reserved_slots(reserve, prompt_len, output_len, max_len))
+    return int(reservation.reserved_slots(reserve, prompt_len, output_len, max_len))
 
 
 def mix_memory(lengths: list[int], max_len: int, block_size: int) -> tuple[int, int]:
@@ -147,134 +140,5 @@ EXERCISES_07 = [
             ),
         ],
         hints=["Orca (Max): max_len each; paging: ceil(n / block_size) * block_size each."],
-    ),
-]
-
-
-# --- 08 · one decode batch, as an engine packs it ------------------------------------------------
-def pad_block_tables(tables: list[list[int]]) -> list[list[int]]:
-    """Rows padded with -1 to the longest row (the int32 tensor an engine sends, as lists)."""
-    width = max(len(row) for row in tables)
-    return [row + [-1] * (width - len(row)) for row in tables]
-
-
-def pack_decode(
-    tables: list[list[int]], num_tokens: list[int], block_size: int
-) -> tuple[list[list[int]], list[int], list[int]]:
-    """(padded block tables, seq_lens, slot of each sequence's newest token) for one decode step."""
-    slots = [
-        row[(n - 1) // block_size] * block_size + (n - 1) % block_size
-        for row, n in zip(tables, num_tokens, strict=True)
-    ]
-    return pad_block_tables(tables), list(num_tokens), slots
-
-
-def _lockstep(lengths: list[int], block_size: int) -> list[BlockTable]:
-    """Tables grown one token per step in lockstep (as in decode): their blocks interleave."""
-    pool = BlockAllocator(sum(-(-n // block_size) for n in lengths), block_size)
-    tables = [BlockTable(pool) for _ in lengths]
-    for step in range(max(lengths)):
-        for table, n in zip(tables, lengths, strict=True):
-            if n > step:
-                table.append_tokens()
-    return tables
-
-
-def _batch_specs(seed: int) -> list[tuple[list[int], int]]:
-    specs = [([5, 3, 9], 4), ([4, 8], 4), ([1], 16), ([17, 2, 33, 16], 16)]
-    rng = random.Random(seed)
-    return specs + [
-        ([rng.randint(1, 40) for _ in range(rng.randint(1, 5))], rng.choice([2, 4, 8]))
-        for _ in range(16)
-    ]
-
-
-def _pad_cases() -> list[Case]:
-    cases = []
-    for i, (lengths, size) in enumerate(_batch_specs(801)):
-        rows = [t.blocks for t in _lockstep(lengths, size)]
-        cases.append(
-            Case(
-                (rows,), block_tables_tensor(rows).tolist(), kind="fixed" if i < 4 else "generated"
-            )
-        )
-    return cases
-
-
-def _pack_cases() -> list[Case]:
-    cases = []
-    for i, (lengths, size) in enumerate(_batch_specs(802)):
-        tables = _lockstep(lengths, size)
-        rows = [t.blocks for t in tables]
-        padded = block_tables_tensor(rows)
-        seq_lens = torch.tensor(lengths, dtype=torch.int32)
-        every = batch_slot_mapping(padded, seq_lens, size).tolist()
-        ends = np.cumsum(lengths) - 1  # the newest token of each sequence
-        expected = (padded.tolist(), list(lengths), [every[e] for e in ends])
-        cases.append(
-            Case((rows, list(lengths), size), expected, kind="fixed" if i < 4 else "generated")
-        )
-    return cases
-
-
-EXERCISES_08 = [
-    Exercise(
-        name="pad_block_tables",
-        notebook=NB08,
-        task="Pack the block lists of a batch into one rectangle: pad every row with -1 to the "
-        "longest row's length.",
-        params=("tables",),
-        returns="list[list[int]]",
-        cases=_pad_cases,
-        solution=pad_block_tables,
-        mistakes=[
-            Mistake(
-                "pad with -1 (pagedlab's padding): here 0 is a real block id. vLLM pads with 0 "
-                "because it reserves block 0 as a null block; pagedlab reserves none.",
-                lambda t: [r + [0] * (max(map(len, t)) - len(r)) for r in t],
-            ),
-            Mistake(
-                "padding goes after a row's blocks: position i must stay logical block i.",
-                lambda t: [[-1] * (max(map(len, t)) - len(r)) + r for r in t],
-            ),
-        ],
-        hints=["width = the longest row; each row + [-1] * (width - len(row))."],
-    ),
-    Exercise(
-        name="pack_decode",
-        notebook=NB08,
-        task="One decode step: each sequence has just appended its newest token (num_tokens "
-        "counts it). Return (padded block tables, seq_lens, slot mapping with one entry per "
-        "sequence: the slot its newest token's K/V is written to).",
-        params=("tables", "num_tokens", "block_size"),
-        returns="tuple[list[list[int]], list[int], list[int]]",
-        cases=_pack_cases,
-        solution=pack_decode,
-        mistakes=[
-            Mistake(
-                "off by one: the newest token is at position num_tokens - 1.",
-                lambda t, n, b: (
-                    pad_block_tables(t),
-                    list(n),
-                    [
-                        r[k // b] * b + k % b if k // b < len(r) else -1
-                        for r, k in zip(t, n, strict=True)
-                    ],
-                ),
-            ),
-            Mistake(
-                "that is the logical slot: go through the table.",
-                lambda t, n, b: (pad_block_tables(t), list(n), [k - 1 for k in n]),
-            ),
-            Mistake(
-                "a decode step writes one token per sequence, not every position.",
-                lambda t, n, b: (
-                    pad_block_tables(t),
-                    list(n),
-                    [r[p // b] * b + p % b for r, k in zip(t, n, strict=True) for p in range(k)],
-                ),
-            ),
-        ],
-        hints=["slot = tables[i][(n - 1) // block_size] * block_size + (n - 1) % block_size."],
     ),
 ]

@@ -18,44 +18,16 @@ error: the state holds the tokens that fit and the readout explains the OutOfBlo
 
 from __future__ import annotations
 
-import html
-
 import ipywidgets as widgets
 
 from pagedlab.explorers.base import Explorer, View
-from pagedlab.pictures.blocks import scene
-from pagedlab.pictures.canvas import Drawing
-from pagedlab.scenes import KV_BYTES_PER_SLOT, LAYOUTS, SeedState, seed_state, with_kernel_output
+from pagedlab.scenes import LAYOUTS, SeedState, with_kernel_output
+from pagedlab.views.allocation import allocation_view, readout_html, seed_scene
+
+__all__ = ["MAX_BLOCK_SIZE", "MAX_LENGTH", "AllocationExplorer", "readout_html", "seed_scene"]
 
 MAX_BLOCK_SIZE = 16
 MAX_LENGTH = 64
-
-
-def readout_html(state: SeedState) -> str:
-    """The live readout: sizes, bytes and the kernel's check, as HTML."""
-    t = state.table
-    lines = [
-        f"blocks {len(t.blocks)} · physical {t.blocks} · slots {t.num_slots} · "
-        f"tokens {t.num_tokens} · empty slots {state.empty_slots}",
-        f"table entries {len(t.blocks)} = {state.table_bytes} bytes (int32) · "
-        f"empty slots hold {state.empty_bytes} bytes of KV ({KV_BYTES_PER_SLOT} per slot: "
-        f"K and V, one head of dim 1, fp32)",
-    ]
-    if state.problem is not None:
-        lines.append(f"<b>✗ not possible:</b> {html.escape(state.problem)}")
-    elif state.output is not None and state.expected is not None:
-        mark = "✓" if state.ok else "✗ the kernel disagrees with the mean of the values"
-        lines.append(
-            f"output {state.output:.3f} = (L+1)/2 = {state.expected:.3f} {mark} "
-            f"(keys 0, query 1, values 1..{t.num_tokens}: equal weights, so the mean)"
-        )
-    return "<br>".join(lines)
-
-
-def seed_scene(state: SeedState) -> Drawing:
-    """The picture of one setting: the new block outlined, the caption under it."""
-    highlight = () if state.new_block is None else (state.new_block,)
-    return scene(state.allocator, [state.table], highlight=highlight, caption=state.caption)
 
 
 class AllocationExplorer(Explorer):
@@ -115,8 +87,7 @@ class AllocationExplorer(Explorer):
             self._rest_play()
 
     def render(self, block_size: int, length: int, layout: str) -> View:
-        state = seed_state(block_size, length, layout, run_kernel=False)
-        return View(state, seed_scene(state), readout_html(state))
+        return View(*allocation_view(block_size, length, layout))
 
     def finish(self, view: View) -> View:
         state = with_kernel_output(view.state)

@@ -23,17 +23,14 @@ from functools import lru_cache
 import ipywidgets as widgets
 
 from pagedlab.attention.swap import SwappingKV
-from pagedlab.checks import check_int
 from pagedlab.explorers.base import Explorer, View, from_browser
 from pagedlab.memory.requests import StepResult
 from pagedlab.memory.scheduler import MODES, Scheduler
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.scenes import SCHEDULER_POOL_BLOCKS, scheduler_scene
+from pagedlab.views.scheduler import BLOCK_SIZES, BUDGETS, MAX_STEP, check_controls
 
 POOL_BLOCKS = SCHEDULER_POOL_BLOCKS
-BLOCK_SIZES = (2, 8)  # smallest and largest; at 2 the two-sample request needs 14 of 16 blocks
-BUDGETS = (4, 64)
-MAX_STEP = 60
 
 
 @dataclass(frozen=True)
@@ -49,19 +46,6 @@ class SchedulerState:
     result: StepResult | None  # the last step's result (None at step 0)
     sequences_checked: int  # running sequences whose K/V was read back, summed over steps
     total_steps: int  # steps this setting takes to finish every request
-
-
-def check_controls(
-    mode: object, block_size: object, token_budget: object, chunked_prefill: object, step: object
-) -> tuple[str, int, int, bool, int]:
-    """The controls' values, checked; raises TypeError/ValueError naming a bad one."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if not isinstance(chunked_prefill, bool):
-        raise TypeError(f"chunked_prefill must be a bool, got {chunked_prefill!r}")
-    size = check_int(block_size, "block_size", *BLOCK_SIZES)
-    budget = check_int(token_budget, "token_budget", *BUDGETS)
-    return mode, size, budget, chunked_prefill, check_int(step, "step", 0, MAX_STEP)
 
 
 _build = scheduler_scene

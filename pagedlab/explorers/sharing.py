@@ -1,9 +1,8 @@
 """Explorers for sharing: sliders -> real allocator, block tables, prefix cache -> picture.
 
-``sharing_state(mode, width, prompt_len, steps)`` and ``prefix_state(shared, prompt_len,
-requests, block_size)`` are the models and are pure: each builds a fresh allocator and
-runs the real code (``fork_samples`` / ``beam_step`` / ``PrefixCache.admit``).
-``SharingExplorer`` and ``PrefixCacheExplorer`` are their controls plus one render function
+The models and the render of one setting live in :mod:`pagedlab.views.sharing` (no widgets,
+so the live site runs them in a browser); they are re-exported here.
+``SharingExplorer`` and ``PrefixCacheExplorer`` are their controls plus that render
 on the :class:`~pagedlab.explorers.base.Explorer` base. Prompts of the prefix cache come
 from :func:`pagedlab.scenes.prefix_tokens`.
 
@@ -13,93 +12,26 @@ same slider values always give the same tree.
 
 from __future__ import annotations
 
-import math
-import random
-from dataclasses import dataclass
-
 import ipywidgets as widgets
 
-from pagedlab.checks import ceil_div, check_int
 from pagedlab.explorers.base import Explorer, View
-from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.block_table import BlockTable
-from pagedlab.memory.prefix_cache import Admission, PrefixCache
-from pagedlab.memory.sharing import beam_step, fork_samples
-from pagedlab.pictures.sharing import MAX_TABLES, sharing_scene
-from pagedlab.scenes import prefix_tokens
-
-POOL_BLOCKS, BLOCK_SIZE = 32, 4
-PREFIX_POOL_BLOCKS, MAX_PROMPT = 16, 16  # the smallest pool drawn: 16 blocks stay readable
-
-
-def prefix_pool_blocks(prompt_len: int, requests: int, block_size: int) -> int:
-    """Blocks of the explorer's pool: 16, or as many as the requests need with nothing
-    shared (at most 6 x 16 tokens in blocks of 2: 48), so every setting fits."""
-    return max(PREFIX_POOL_BLOCKS, requests * ceil_div(prompt_len, block_size))
-
-
-MODES = ("parallel sampling", "beam search")
-
-
-@dataclass(frozen=True)
-class SharingState:
-    mode: str
-    allocator: BlockAllocator
-    tables: list[BlockTable]
-    copies: int  # copy-on-writes performed
-    blocks_with: int
-    blocks_without: int
-
-    @property
-    def saved(self) -> float:
-        return 1 - self.blocks_with / self.blocks_without
-
-
-def sharing_state(
-    mode: str, width: int, prompt_len: int, steps: int, seed: int = 0
-) -> SharingState:
-    """``width`` samples or beams of a ``prompt_len``-token prompt after ``steps`` tokens."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    width = check_int(width, "width", minimum=1, maximum=MAX_TABLES)
-    prompt_len = check_int(prompt_len, "prompt_len", minimum=1)
-    steps = check_int(steps, "steps", minimum=0)
-    alloc = BlockAllocator(POOL_BLOCKS, BLOCK_SIZE)
-    prompt = BlockTable(alloc)
-    prompt.append_tokens(prompt_len)
-    copies = 0
-    if mode == MODES[0]:
-        tables = fork_samples(prompt, width)
-        for _ in range(steps):
-            copies += sum(t.append_tokens(1) is not None for t in tables)
-    else:
-        rng = random.Random(seed)
-        tables, scores = [prompt], [0.0]
-        for _ in range(steps):
-            cands = sorted(
-                (
-                    (s + math.log(1 - rng.random()), p)
-                    for p, s in enumerate(scores)
-                    for _ in range(width)
-                ),
-                reverse=True,
-            )[:width]
-            step = beam_step(tables, [p for _, p in cands])
-            tables, scores, copies = step.beams, [s for s, _ in cands], copies + len(step.copies)
-    without = sum(ceil_div(t.num_tokens, BLOCK_SIZE) for t in tables)
-    return SharingState(mode, alloc, tables, copies, alloc.num_blocks - alloc.num_free, without)
-
-
-def sharing_html(state: SharingState) -> str:
-    counts = state.allocator.refcounts()
-    shared = {b: c for b, c in enumerate(counts) if c > 1}
-    listed = ", ".join(f"{b}: ×{c}" for b, c in shared.items()) or "none"
-    return (
-        f"<b>{state.mode}</b>, {len(state.tables)} sequences: "
-        f"blocks in use <b>{state.blocks_with}</b> (without sharing {state.blocks_without}, "
-        f"saved {100 * state.saved:.0f} %), copy-on-writes {state.copies}<br>"
-        f"shared blocks (ref counts): {listed}"
-    )
+from pagedlab.pictures.sharing import MAX_TABLES
+from pagedlab.views.sharing import (  # the models, re-exported: explorers.sharing.sharing_state
+    BLOCK_SIZE,
+    MAX_PROMPT,
+    MODES,
+    POOL_BLOCKS,
+    PREFIX_POOL_BLOCKS,
+    PrefixState,
+    SharingState,
+    prefix_html,
+    prefix_pool_blocks,
+    prefix_state,
+    prefix_view,
+    sharing_html,
+    sharing_state,
+    sharing_view,
+)
 
 
 class SharingExplorer(Explorer):
@@ -121,50 +53,10 @@ class SharingExplorer(Explorer):
         )  # fmt: skip
 
     def render(self, mode: str, width: int, prompt_len: int, steps: int) -> View:
-        s = sharing_state(mode, width, prompt_len, steps)
-        title = f"{s.mode}: {len(s.tables)} sequences of one prompt"  # few distinct strings
-        return View(s, sharing_scene(s.allocator, s.tables, title=title), sharing_html(s))
+        return View(*sharing_view(mode, width, prompt_len, steps))
 
 
 # --- prefix caching --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PrefixState:
-    cache: PrefixCache
-    admissions: list[Admission]
-
-
-def prefix_state(
-    shared: int, prompt_len: int, requests: int, block_size: int = BLOCK_SIZE
-) -> PrefixState:
-    """``requests`` prompts of ``prompt_len`` tokens whose first ``shared`` tokens agree,
-    admitted one after another into a prefix cache (all still running)."""
-    shared = check_int(shared, "shared", minimum=0)
-    prompt_len = check_int(prompt_len, "prompt_len", minimum=1, maximum=MAX_PROMPT)
-    requests = check_int(requests, "requests", minimum=1, maximum=MAX_TABLES)
-    block_size = check_int(block_size, "block_size", minimum=1)
-    pool = BlockAllocator(prefix_pool_blocks(prompt_len, requests, block_size), block_size)
-    cache = PrefixCache(pool)
-    admissions = [cache.admit(prefix_tokens(shared, prompt_len, r)) for r in range(requests)]
-    return PrefixState(cache, admissions)
-
-
-def prefix_html(state: PrefixState) -> str:
-    s = state.cache.stats
-    rows = "".join(
-        f"<tr><td>{i}</td><td>{len(a.hit_blocks)}</td><td>{a.miss_blocks}</td>"
-        f"<td>{a.computed_tokens}</td><td>{a.partial_tokens}</td>"
-        f"<td>{'yes' if a.recomputed_last_block else 'no'}</td></tr>"
-        for i, a in enumerate(state.admissions)
-    )
-    return (
-        "<table><tr><th>request</th><th>hit blocks</th><th>missed blocks</th>"
-        "<th>computed tokens</th><th>partial-block tokens</th><th>last block recomputed</th></tr>"
-        f"{rows}</table>hit rate <b>{100 * s.hit_rate:.0f} %</b> ({s.hit_tokens} of "
-        f"{s.query_tokens} prompt tokens), hits {s.hit_blocks}, misses {s.miss_blocks}, "
-        f"evictions {s.evictions}"
-    )
 
 
 class PrefixCacheExplorer(Explorer):
@@ -186,16 +78,24 @@ class PrefixCacheExplorer(Explorer):
         )  # fmt: skip
 
     def render(self, shared: int, prompt_len: int, requests: int, block_size: int) -> View:
-        st = prefix_state(shared, prompt_len, requests, block_size)
-        tables = [a.table for a in st.admissions]
-        title = f"{len(tables)} requests with a common prefix"  # few distinct strings
-        tokens = [prefix_tokens(shared, prompt_len, r) for r in range(requests)]
-        drawing = sharing_scene(
-            st.cache.allocator,
-            tables,
-            tokens,  # token ids in the slots, not positions
-            highlight=list(st.cache.cached_blocks()),
-            title=title,
-            caption="outlined: cached full blocks",
-        )
-        return View(st, drawing, prefix_html(st))
+        return View(*prefix_view(shared, prompt_len, requests, block_size))
+
+
+__all__ = [
+    "BLOCK_SIZE",
+    "MAX_PROMPT",
+    "MODES",
+    "POOL_BLOCKS",
+    "PREFIX_POOL_BLOCKS",
+    "PrefixCacheExplorer",
+    "PrefixState",
+    "SharingExplorer",
+    "SharingState",
+    "prefix_html",
+    "prefix_pool_blocks",
+    "prefix_state",
+    "prefix_view",
+    "sharing_html",
+    "sharing_state",
+    "sharing_view",
+]

@@ -85,9 +85,14 @@ def enable() -> None:
     """From now on this kernel displays every explorer of :data:`STATIC_AXES` statically.
 
     It registers a display printer per explorer class with IPython (printers registered by
-    type run before an object's own display methods), so the explorers need no flag.
+    type run before an object's own display methods), so the explorers need no flag. Each
+    explorer the live site runs (:data:`pagedlab.live.EXPLORERS`) gets its live panel
+    under the frames, and each exercise check's output its live exercise
+    (:mod:`pagedlab.explorers.live_markup`).
     """
     from IPython import get_ipython
+
+    from pagedlab.explorers import live_markup
 
     shell = get_ipython()
     if shell is None:
@@ -95,13 +100,22 @@ def enable() -> None:
     printer = shell.display_formatter.ipython_display_formatter
     for (module, name), (axes, play) in STATIC_AXES.items():
         printer.for_type_by_name(module, name, _displayer(axes, play, (module, name) in REPLAYS))
+    html_formatter = shell.display_formatter.formatters["text/html"]
+    html_formatter.for_type_by_name(
+        "pagedlab.exercises.core", "CheckResult", live_markup.check_result_printer()
+    )
 
 
 def _displayer(axes: dict[str, Sequence[object]], play: str | None, replay: bool):
     def show(explorer: Staticable) -> None:
-        from IPython.display import display
+        from IPython.display import HTML, display
+
+        from pagedlab.explorers import live_markup
 
         display(static_view(explorer, axes, play, replay=replay))
+        panel = live_markup.explorer_panel(explorer)
+        if panel:
+            display(HTML(panel))
 
     return show
 

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from pagedlab.checks import ceil_div
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
-from pagedlab.pictures.canvas import FIG_H, Arrow, Box, Drawing, Label, Point, Rect, font_size
+from pagedlab.pictures.drawing import FIG_H, Arrow, Box, Drawing, Label, Point, Rect, font_size
 from pagedlab.pictures.theme import (
     FREE_COLOR,
     FREE_EDGE,

@@ -23,10 +23,10 @@ from collections.abc import Mapping, Sequence
 
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
-from pagedlab.pictures.canvas import Box, Drawing, Label, Rect, stack
+from pagedlab.pictures.drawing import Box, Drawing, Label, Rect, stack
 from pagedlab.pictures.reservation import reservation_scene
 from pagedlab.pictures.theme import CATEGORY_COLORS, FREE_COLOR, FREE_EDGE, INK, PALETTE
-from pagedlab.simulate.memory import OneRequest
+from pagedlab.simulate.reservation import OneRequest
 
 SIZE = (8.0, 2.6)  # inches
 X0, X1 = 1.55, 7.8  # the address axis, inches (the reservation picture's)

@@ -17,9 +17,9 @@ Colours are the theme's categories (:data:`pagedlab.pictures.theme.CATEGORY_COLO
 
 from __future__ import annotations
 
-from pagedlab.pictures.canvas import Box, Drawing, Label, Rect
+from pagedlab.pictures.drawing import Box, Drawing, Label, Rect
 from pagedlab.pictures.theme import CATEGORY_COLORS, INK, tint
-from pagedlab.simulate.memory import OneRequest
+from pagedlab.simulate.reservation import OneRequest
 
 SIZE = (8.0, 3.55)  # inches
 X0, X1 = 1.55, 7.8  # the slot axis, inches

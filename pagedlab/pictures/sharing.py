@@ -25,7 +25,7 @@ from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.events import Event
 from pagedlab.pictures.blocks import POOL_BOX, TAB, pool_view, sequence_names, slot_labels
-from pagedlab.pictures.canvas import FIG_H, FIG_W, Box, Drawing, Label, Rect
+from pagedlab.pictures.drawing import FIG_H, FIG_W, Box, Drawing, Label, Rect
 from pagedlab.pictures.theme import HIGHLIGHT, INK, table_color
 
 MAX_TABLES = 6

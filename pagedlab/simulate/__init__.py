@@ -12,31 +12,79 @@ sums per run of steps; ``SimResult``), ``step_cost`` (the time axis), ``report``
 ``validate`` (argument checks).
 """
 
-from pagedlab.simulate.accounting import CATEGORIES, FIG2, SimResult
-from pagedlab.simulate.contiguous import BuddyAllocator, FirstFit, buddy_extent
-from pagedlab.simulate.engine import simulate
-from pagedlab.simulate.memory import (
-    PAPER_POOL_SLOTS,
-    OneRequest,
-    Policy,
-    orca_max,
-    orca_oracle,
-    orca_pow2,
-    paper_policies,
-    reserved_slots,
-    vllm,
-)
-from pagedlab.simulate.report import (
-    PAPER_MEAN_BATCH,
-    PAPER_TOKEN_SHARE,
-    SweepRow,
-    block_size_sweep,
-    breakdown_table,
-    compare_table,
-    sweep_table,
-)
-from pagedlab.simulate.step_cost import StepCost
-from pagedlab.simulate.workload import MAX_LEN, WORKLOADS, Trace, make_trace
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below load on first use: numpy only when a numpy part is used
+    from pagedlab.simulate.accounting import CATEGORIES, FIG2, SimResult
+    from pagedlab.simulate.contiguous import BuddyAllocator, FirstFit, buddy_extent
+    from pagedlab.simulate.engine import simulate
+    from pagedlab.simulate.memory import (
+        PAPER_POOL_SLOTS,
+        OneRequest,
+        Policy,
+        orca_max,
+        orca_oracle,
+        orca_pow2,
+        paper_policies,
+        reserved_slots,
+        vllm,
+    )
+    from pagedlab.simulate.report import (
+        PAPER_MEAN_BATCH,
+        PAPER_TOKEN_SHARE,
+        SweepRow,
+        block_size_sweep,
+        breakdown_table,
+        compare_table,
+        sweep_table,
+    )
+    from pagedlab.simulate.step_cost import StepCost
+    from pagedlab.simulate.workload import MAX_LEN, WORKLOADS, Trace, make_trace
+
+# Each name's module. Importing ``pagedlab.simulate`` loads none of them, so its numpy-free
+# modules (``reservation``, ``contiguous``, ``validate``) import in a browser (Pyodide).
+_HOMES: dict[str, str] = {
+    "BuddyAllocator": "pagedlab.simulate.contiguous",
+    "CATEGORIES": "pagedlab.simulate.accounting",
+    "FIG2": "pagedlab.simulate.accounting",
+    "FirstFit": "pagedlab.simulate.contiguous",
+    "MAX_LEN": "pagedlab.simulate.workload",
+    "OneRequest": "pagedlab.simulate.memory",
+    "PAPER_MEAN_BATCH": "pagedlab.simulate.report",
+    "PAPER_POOL_SLOTS": "pagedlab.simulate.memory",
+    "PAPER_TOKEN_SHARE": "pagedlab.simulate.report",
+    "Policy": "pagedlab.simulate.memory",
+    "SimResult": "pagedlab.simulate.accounting",
+    "StepCost": "pagedlab.simulate.step_cost",
+    "SweepRow": "pagedlab.simulate.report",
+    "Trace": "pagedlab.simulate.workload",
+    "WORKLOADS": "pagedlab.simulate.workload",
+    "block_size_sweep": "pagedlab.simulate.report",
+    "breakdown_table": "pagedlab.simulate.report",
+    "buddy_extent": "pagedlab.simulate.contiguous",
+    "compare_table": "pagedlab.simulate.report",
+    "make_trace": "pagedlab.simulate.workload",
+    "orca_max": "pagedlab.simulate.memory",
+    "orca_oracle": "pagedlab.simulate.memory",
+    "orca_pow2": "pagedlab.simulate.memory",
+    "paper_policies": "pagedlab.simulate.memory",
+    "reserved_slots": "pagedlab.simulate.memory",
+    "simulate": "pagedlab.simulate.engine",
+    "sweep_table": "pagedlab.simulate.report",
+    "vllm": "pagedlab.simulate.memory",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value  # the next look-up is a plain attribute
+    return value
+
 
 __all__ = [
     "CATEGORIES",

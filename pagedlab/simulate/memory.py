@@ -24,39 +24,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from pagedlab import paper
-from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
-from pagedlab.simulate.contiguous import ALLOCATORS, buddy_extent
+from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.simulate.contiguous import ALLOCATORS
+from pagedlab.simulate.reservation import RESERVATIONS as RESERVATIONS  # re-exported
+from pagedlab.simulate.reservation import OneRequest as OneRequest
+from pagedlab.simulate.reservation import next_pow2 as next_pow2
+from pagedlab.simulate.reservation import reserved_slots as reserved_slots
 from pagedlab.simulate.validate import check_choice, check_type
 from pagedlab.simulate.workload import MAX_LEN
 
 BYTES_PER_TOKEN_OPT13B = paper.KV_BYTES_PER_TOKEN_OPT13B  # 819,200 B ("800 KB")
 KV_BYTES_OPT13B_A100 = paper.A100_BYTES * paper.KV_PERCENT_OF_A100 // 100  # 12 GB
 PAPER_POOL_SLOTS = KV_BYTES_OPT13B_A100 // BYTES_PER_TOKEN_OPT13B  # 15,728 token slots
-
-RESERVATIONS = ("max", "pow2", "oracle")
-
-
-def next_pow2(n: int) -> int:
-    """The smallest power of two >= ``n`` (``n`` >= 1)."""
-    return buddy_extent(n)
-
-
-def reserved_slots(policy: str, prompt_len: int, output_len: int, max_len: int = MAX_LEN) -> int:
-    """Slots an Orca baseline reserves for one request (§6.1), before the allocator rounds.
-
-    ``"max"``: ``max_len``; ``"pow2"``: ``prompt_len + next_pow2(output_len)``, at most
-    ``max_len``; ``"oracle"``: ``prompt_len + output_len``. E.g. prompt 100, output 25:
-    2048 / 132 / 125.
-    """
-    check_choice(policy, "policy", RESERVATIONS)
-    max_len = check_int(max_len, "max_len", minimum=2)
-    p = check_int(prompt_len, "prompt_len", minimum=1, maximum=max_len - 1)
-    o = check_int(output_len, "output_len", minimum=1, maximum=max_len - p)
-    if policy == "max":
-        return max_len
-    if policy == "pow2":
-        return min(p + next_pow2(o), max_len)
-    return p + o
 
 
 @dataclass(frozen=True)
@@ -160,51 +139,3 @@ def paper_policies(block_size: int = 16, allocator: str = "buddy") -> list[Polic
         orca_oracle(allocator=allocator),
         vllm(block_size),
     ]
-
-
-@dataclass(frozen=True)
-class OneRequest:
-    """One request's memory under contiguous reservation and under paging (paper Fig. 3).
-
-    ``tokens`` slots hold KV now; a contiguous reservation of ``reserved_slots`` splits into
-    ``tokens + future + never_used``; paging holds ``ceil(tokens / B)`` blocks whose empty tail
-    ``paged_waste`` is always < B.
-    """
-
-    prompt: int
-    response: int
-    generated: int
-    reserved_slots: int
-    block_size: int
-
-    def __post_init__(self) -> None:
-        for name in ("prompt", "response", "reserved_slots", "block_size"):
-            check_int(getattr(self, name), name, minimum=1)
-        check_int(self.generated, "generated", minimum=0)
-        if not 0 <= self.generated <= self.response:
-            raise ValueError(f"generated must be in [0, {self.response}], got {self.generated!r}")
-        if self.prompt + self.response > self.reserved_slots:
-            raise ValueError(
-                f"prompt + response = {self.prompt + self.response} exceeds the reservation "
-                f"of {self.reserved_slots} slots"
-            )
-
-    @property
-    def tokens(self) -> int:
-        return self.prompt + self.generated
-
-    @property
-    def future(self) -> int:  # reserved for tokens still to come
-        return self.prompt + self.response - self.tokens
-
-    @property
-    def never_used(self) -> int:  # internal fragmentation of the reservation
-        return self.reserved_slots - self.prompt - self.response
-
-    @property
-    def paged_blocks(self) -> int:
-        return ceil_div(self.tokens, self.block_size)
-
-    @property
-    def paged_waste(self) -> int:
-        return self.paged_blocks * self.block_size - self.tokens

@@ -1,0 +1,150 @@
+"""Exercises of notebook 08 (from pagedlab to vLLM): one decode batch, as an engine packs it.
+
+Expected answers come from real block tables, :func:`pagedlab.block_tables_tensor` and
+:func:`pagedlab.attention.batch.batch_slot_mapping`, so these graders need torch (the live
+site leaves them to JupyterLab).
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+from pagedlab.attention.batch import batch_slot_mapping
+from pagedlab.attention.ops import block_tables_tensor
+from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.memory.allocator import BlockAllocator
+from pagedlab.memory.block_table import BlockTable
+
+NB08 = "08_to_vllm"
+
+
+# --- 08 · one decode batch, as an engine packs it ------------------------------------------------
+def pad_block_tables(tables: list[list[int]]) -> list[list[int]]:
+    """Rows padded with -1 to the longest row (the int32 tensor an engine sends, as lists)."""
+    width = max(len(row) for row in tables)
+    return [row + [-1] * (width - len(row)) for row in tables]
+
+
+def pack_decode(
+    tables: list[list[int]], num_tokens: list[int], block_size: int
+) -> tuple[list[list[int]], list[int], list[int]]:
+    """(padded block tables, seq_lens, slot of each sequence's newest token) for one decode step."""
+    slots = [
+        row[(n - 1) // block_size] * block_size + (n - 1) % block_size
+        for row, n in zip(tables, num_tokens, strict=True)
+    ]
+    return pad_block_tables(tables), list(num_tokens), slots
+
+
+def _lockstep(lengths: list[int], block_size: int) -> list[BlockTable]:
+    """Tables grown one token per step in lockstep (as in decode): their blocks interleave."""
+    pool = BlockAllocator(sum(-(-n // block_size) for n in lengths), block_size)
+    tables = [BlockTable(pool) for _ in lengths]
+    for step in range(max(lengths)):
+        for table, n in zip(tables, lengths, strict=True):
+            if n > step:
+                table.append_tokens()
+    return tables
+
+
+def _batch_specs(seed: int) -> list[tuple[list[int], int]]:
+    specs = [([5, 3, 9], 4), ([4, 8], 4), ([1], 16), ([17, 2, 33, 16], 16)]
+    rng = random.Random(seed)
+    return specs + [
+        ([rng.randint(1, 40) for _ in range(rng.randint(1, 5))], rng.choice([2, 4, 8]))
+        for _ in range(16)
+    ]
+
+
+def _pad_cases() -> list[Case]:
+    cases = []
+    for i, (lengths, size) in enumerate(_batch_specs(801)):
+        rows = [t.blocks for t in _lockstep(lengths, size)]
+        cases.append(
+            Case(
+                (rows,), block_tables_tensor(rows).tolist(), kind="fixed" if i < 4 else "generated"
+            )
+        )
+    return cases
+
+
+def _pack_cases() -> list[Case]:
+    cases = []
+    for i, (lengths, size) in enumerate(_batch_specs(802)):
+        tables = _lockstep(lengths, size)
+        rows = [t.blocks for t in tables]
+        padded = block_tables_tensor(rows)
+        seq_lens = torch.tensor(lengths, dtype=torch.int32)
+        every = batch_slot_mapping(padded, seq_lens, size).tolist()
+        ends = np.cumsum(lengths) - 1  # the newest token of each sequence
+        expected = (padded.tolist(), list(lengths), [every[e] for e in ends])
+        cases.append(
+            Case((rows, list(lengths), size), expected, kind="fixed" if i < 4 else "generated")
+        )
+    return cases
+
+
+EXERCISES_08 = [
+    Exercise(
+        name="pad_block_tables",
+        notebook=NB08,
+        task="Pack the block lists of a batch into one rectangle: pad every row with -1 to the "
+        "longest row's length.",
+        params=("tables",),
+        returns="list[list[int]]",
+        cases=_pad_cases,
+        solution=pad_block_tables,
+        mistakes=[
+            Mistake(
+                "pad with -1 (pagedlab's padding): here 0 is a real block id. vLLM pads with 0 "
+                "because it reserves block 0 as a null block; pagedlab reserves none.",
+                lambda t: [r + [0] * (max(map(len, t)) - len(r)) for r in t],
+            ),
+            Mistake(
+                "padding goes after a row's blocks: position i must stay logical block i.",
+                lambda t: [[-1] * (max(map(len, t)) - len(r)) + r for r in t],
+            ),
+        ],
+        hints=["width = the longest row; each row + [-1] * (width - len(row))."],
+    ),
+    Exercise(
+        name="pack_decode",
+        notebook=NB08,
+        task="One decode step: each sequence has just appended its newest token (num_tokens "
+        "counts it). Return (padded block tables, seq_lens, slot mapping with one entry per "
+        "sequence: the slot its newest token's K/V is written to).",
+        params=("tables", "num_tokens", "block_size"),
+        returns="tuple[list[list[int]], list[int], list[int]]",
+        cases=_pack_cases,
+        solution=pack_decode,
+        mistakes=[
+            Mistake(
+                "off by one: the newest token is at position num_tokens - 1.",
+                lambda t, n, b: (
+                    pad_block_tables(t),
+                    list(n),
+                    [
+                        r[k // b] * b + k % b if k // b < len(r) else -1
+                        for r, k in zip(t, n, strict=True)
+                    ],
+                ),
+            ),
+            Mistake(
+                "that is the logical slot: go through the table.",
+                lambda t, n, b: (pad_block_tables(t), list(n), [k - 1 for k in n]),
+            ),
+            Mistake(
+                "a decode step writes one token per sequence, not every position.",
+                lambda t, n, b: (
+                    pad_block_tables(t),
+                    list(n),
+                    [r[p // b] * b + p % b for r, k in zip(t, n, strict=True) for p in range(k)],
+                ),
+            ),
+        ],
+        hints=["slot = tables[i][(n - 1) // block_size] * block_size + (n - 1) % block_size."],
+    ),
+]

@@ -1,0 +1,114 @@
+"""The live site's markup, written into a page while its notebook runs for the static build.
+
+Static mode (:mod:`pagedlab.explorers.static`) shows every explorer as pre-rendered frames;
+under each explorer that :data:`pagedlab.live.EXPLORERS` can run in the browser it adds a live
+panel, and under each exercise check's output a live exercise. The page's script
+(``site/_static/live/live.js``) switches them on once Python runs in its Web Worker.
+
+The markup is a contract that checks outside the project rely on (DESIGN.md §2):
+
+- a live explorer: an element ``[data-explorer=ClassName]`` holding one
+  ``input[data-control=name]`` per control (the explorer's control names) and its readout in
+  ``[data-readout]`` (the picture, an SVG, in ``[data-picture]``);
+- an exercise: ``textarea[data-exercise=name]``, ``button[data-check=name]`` and
+  ``[data-result=name]``, whose text holds ✓ or ✗ and the grader's message
+  (``button[data-stop=name]`` stops a check that runs too long), once per page: under the
+  first check of that exercise.
+
+Invariants: inputs start disabled (the page has no Python yet) and hold the explorer's
+current values; the panel's first readout and picture are what :func:`pagedlab.live.render`
+gives for them, so a page that never goes live (opened from disk) still shows the truth.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from typing import Any
+
+from pagedlab import live
+
+#: Controls that take any value >= 1 in the page (the notebook's sliders stop at a maximum).
+UNBOUNDED = {("AllocationExplorer", "block_size"), ("AllocationExplorer", "length")}
+
+
+def _input(explorer: str, name: str, control: Any) -> str:
+    description = getattr(control, "description", "") or name.replace("_", " ")
+    value = control.value
+    attrs = f'data-control="{html.escape(name)}" name="{html.escape(name)}" disabled'
+    options = getattr(control, "options", None)
+    if isinstance(value, bool):  # a checkbox: its value is ``checked``
+        checked = " checked" if value else ""
+        field = f'<input type="checkbox"{checked} {attrs}>'
+    elif options is not None:
+        values = [o[1] if isinstance(o, tuple) else o for o in options]
+        listed = f"pagedlab-{explorer}-{name}-{id(control):x}"  # unique in the page
+        choices = "".join(f'<option value="{html.escape(str(v))}">' for v in values)
+        field = (
+            f'<input type="text" list="{listed}" value="{html.escape(str(value))}" {attrs}>'
+            f'<datalist id="{listed}">{choices}</datalist>'
+        )
+    else:
+        low = getattr(control, "min", None)
+        high = None if (explorer, name) in UNBOUNDED else getattr(control, "max", None)
+        bounds = (f' min="{low}"' if low is not None else "") + (
+            f' max="{high}"' if high is not None else ""
+        )
+        field = f'<input type="number" step="1"{bounds} value="{value}" {attrs}>'
+    return f"<label>{html.escape(description)} {field}</label>"
+
+
+def explorer_panel(explorer: Any) -> str:
+    """The live panel of ``explorer`` (one of :data:`pagedlab.live.EXPLORERS`), or ""."""
+    name = type(explorer).__name__
+    if name not in live.EXPLORERS:
+        return ""
+    _view, names = live.EXPLORERS[name]
+    controls = explorer.controls
+    settings = {n: controls[n].value for n in names}
+    first = live.render(name, settings)
+    inputs = "".join(_input(name, n, controls[n]) for n in names)
+    return (
+        f'<div class="pagedlab-live" data-explorer="{name}">'
+        '<p class="pagedlab-live-status" data-live-status>Live version: waiting for Python '
+        "to start in this page&hellip;</p>"
+        f'<div class="pagedlab-live-controls">{inputs}</div>'
+        f'<div class="pagedlab-live-picture" data-picture>{first["svg"]}</div>'
+        f'<div class="pagedlab-live-readout" data-readout>{first["readout"]}</div>'
+        "</div>"
+    )
+
+
+def exercise_block(name: str) -> str:
+    """The live exercise ``name``: its starter code to edit, Check, Stop and the result."""
+    from pagedlab.exercises import stub
+
+    code = stub(name)
+    rows = min(24, code.count("\n") + 2)
+    n = html.escape(name)
+    return (
+        f'<div class="pagedlab-live-exercise" data-exercise-block="{n}">'
+        '<p class="pagedlab-live-status" data-live-status>Try it in this page: waiting for '
+        "Python to start&hellip;</p>"
+        f'<textarea data-exercise="{n}" rows="{rows}" spellcheck="false" disabled>'
+        f"{html.escape(code)}</textarea>"
+        f'<div><button type="button" data-check="{n}" disabled>Check</button> '
+        f'<button type="button" data-stop="{n}" disabled>Stop</button></div>'
+        f'<pre class="pagedlab-live-result" data-result="{n}"></pre>'
+        "</div>"
+    )
+
+
+def check_result_printer() -> Callable[[Any], str]:
+    """An HTML printer for check results: a check's own HTML output, then, the first time an
+    exercise is checked on this page, its live exercise (so each name appears once)."""
+    shown: set[str] = set()
+
+    def html_of(result: Any) -> str:
+        text = str(result._repr_html_())
+        if result.exercise in shown:
+            return text
+        shown.add(result.exercise)
+        return text + exercise_block(result.exercise)
+
+    return html_of

@@ -1,0 +1,50 @@
+"""What the allocation explorer shows for one setting: the seed's table, its drawing, readout.
+
+The model is :func:`pagedlab.control_scenes.seed_table`: a fresh 32-block pool in the
+chosen layout, the sequence appended token by token with a real ``BlockTable``. The
+notebook's ``AllocationExplorer`` renders with :func:`allocation_view` and then adds the
+Triton kernel's output (``scenes.with_kernel_output``); the live site runs
+:func:`allocation_view` alone in the browser, where there is no torch.
+"""
+
+from __future__ import annotations
+
+import html
+
+from pagedlab.control_scenes import KV_BYTES_PER_SLOT, LAYOUTS, SeedState, seed_table
+from pagedlab.pictures.blocks import scene
+from pagedlab.pictures.drawing import Drawing
+from pagedlab.views.shown import Shown
+
+
+def readout_html(state: SeedState) -> str:
+    """The live readout: sizes, bytes and the kernel's check, as HTML."""
+    t = state.table
+    lines = [
+        f"blocks {len(t.blocks)} · physical {t.blocks} · slots {t.num_slots} · "
+        f"tokens {t.num_tokens} · empty slots {state.empty_slots}",
+        f"table entries {len(t.blocks)} = {state.table_bytes} bytes (int32) · "
+        f"empty slots hold {state.empty_bytes} bytes of KV ({KV_BYTES_PER_SLOT} per slot: "
+        f"K and V, one head of dim 1, fp32)",
+    ]
+    if state.problem is not None:
+        lines.append(f"<b>✗ not possible:</b> {html.escape(state.problem)}")
+    elif state.output is not None and state.expected is not None:
+        mark = "✓" if state.ok else "✗ the kernel disagrees with the mean of the values"
+        lines.append(
+            f"output {state.output:.3f} = (L+1)/2 = {state.expected:.3f} {mark} "
+            f"(keys 0, query 1, values 1..{t.num_tokens}: equal weights, so the mean)"
+        )
+    return "<br>".join(lines)
+
+
+def seed_scene(state: SeedState) -> Drawing:
+    """The picture of one setting: the new block outlined, the caption under it."""
+    highlight = () if state.new_block is None else (state.new_block,)
+    return scene(state.allocator, [state.table], highlight=highlight, caption=state.caption)
+
+
+def allocation_view(block_size: int, length: int, layout: str = LAYOUTS[1]) -> Shown:
+    """The allocation explorer's state, picture and readout, before the kernel runs."""
+    state = seed_table(block_size, length, layout)
+    return Shown(state, seed_scene(state), readout_html(state))
