@@ -67,95 +67,118 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
-# name -> [(wrong implementation, words its message must hold)]
+# name -> [(wrong implementation, words its message must hold[, words it must not hold])]:
+# the wrong answers a learner writes first (the issue's included), and hostile ones
+GENERIC = "where your answer goes wrong"
 WRONG = {
     "blocks_needed": [
-        (lambda n, b: n // b, "partly filled last block"),
-        (lambda n, b: n // b + 1, "one block too many"),
-        (lambda n, b: round(n / b), "inputs:"),
+        (lambda n, b: n // b, "partly filled last block counts"),
+        (lambda n, b: n // b + 1, "take no extra block"),
+        (lambda n, b: round(n / b), "why:      5 tokens"),
         (lambda n, b: float(_ceil(n, b)), "should be an int, got a float"),
+        (lambda n, b: (n + b - 1) >> (b.bit_length() - 1), "not a power of two"),  # pow2 only
+        (lambda n, b: _ceil(n, 16), GENERIC, "partly filled"),  # block_size ignored
+        (lambda n, b: _Yes(), "should be an int"),  # an object whose == always says yes
     ],
     "empty_slots": [
         (lambda n, b: b - n % b, "0 empty slots"),
         (lambda n, b: n % b, "counts the tokens"),
-        (lambda n, b: (n // b) * b - n, "partly filled last block"),
+        (lambda n, b: (n // b) * b - n, "partly filled last block counts"),
+        (lambda n, b: (-n) & (b - 1), "not a power of two"),  # pow2 only
     ],
     "reservation_waste": [
         (lambda p, r, s: s - r, "prompt"),
         (lambda p, r, s: s - p, "response"),
         (lambda p, r, s: s - p - r - 1, "expected:"),
+        (lambda p, r, s: 2048 - p - r, "wastes nothing"),  # reserved_slots taken as constant
     ],
     "slot": [
         (lambda p, bl, b: (bl[p // b], p % b + 1), "offset counted from 1"),
         (lambda p, bl, b: (p // b, p % b), "logical block"),
         (lambda p, bl, b: (p % b, bl[p // b]), "wrong order"),
         (lambda p, bl, b: [bl[p // b], p % b], "got a list"),
+        (lambda p, bl, b: (bl[p >> 2], p & 3), "not a power of two"),  # blocks of 4 only
+        (lambda p, bl, b: _YesTuple((0, 0)), "case 2"),  # a tuple whose == lies
     ],
     "slot_mapping": [
         (lambda bl, n, b: [x * b + o for x in bl for o in range(b)], "empty slots"),
         (lambda bl, n, b: list(range(n)), "logical positions"),
         (lambda bl, n, b: [bl[p // b] * b + p % b + 1 for p in range(n)], "offset counted from 1"),
         (lambda bl, n, b: [bl[p // b] * b + p % b for p in range(n)][::-1], "inputs:"),
+        (lambda bl, n, b: [bl[p // b] + p % b for p in range(n)], "is not a slot"),
     ],
     "new_blocks": [
         (lambda t, n, b: _ceil(n, b), "still have room"),
         (lambda t, n, b: _ceil(t + n, b), "every block the table holds"),
-        (lambda t, n, b: (t + n) // b - t // b, "partly filled last block"),
+        (lambda t, n, b: (t + n) // b - t // b, "a partly filled block is a block too"),
+        (lambda t, n, b: int((t + n) / b) - int(t / b), "inputs:", "//"),  # the issue's: no // written
     ],
     "gather_kv": [
         (lambda k, bl, n: k[sorted(x for x in bl if x >= 0)[: _ceil(n, k.shape[1])]].flatten(0, 1)[:n], "sorted"),
         (lambda k, bl, n: k[: _ceil(n, k.shape[1])].flatten(0, 1)[:n], "go through blocks"),
-        (lambda k, bl, n: k[bl[: _ceil(n, k.shape[1])]].flatten(0, 1), "empty slots"),
+        (lambda k, bl, n: k[bl[: _ceil(n, k.shape[1])]].flatten(0, 1), "drop the empty slots"),
         (lambda k, bl, n: k[bl[: _ceil(n, k.shape[1])]].flatten(0, 1)[:n].tolist(), "should be a torch.Tensor"),
     ],
     "online_step": [
         (lambda m, l, acc, s, v: _step(m, l, acc, s, v, rescale=False), "shrink by alpha"),
-        (lambda m, l, acc, s, v: _step(m, l, acc, s, v, invert=True), "not exp(m_new - m_old)"),
+        (lambda m, l, acc, s, v: _step(m, l, acc, s, v, invert=True), "alpha is at most 1"),
         (lambda m, l, acc, s, v: _step(m, l, acc, s, v)[:2], "expected:"),
+        (lambda m, l, acc, s, v: list(_step(m, l, acc, s, v)), "got a list"),
     ],
     "valid_slots": [
         (lambda n, i, b: b, "partly filled last block"),
         (lambda n, i, b: n % b if i == (n - 1) // b else b, "a full last block"),
         (lambda n, i, b: n - i * b, "no block holds more"),
+        (lambda n, i, b: min(4, n - i * 4), "blocks of 16"),  # block_size taken as 4
     ],
     "kv_head": [
         (lambda h, n, k: h % k, "not interleaved"),
         (lambda h, n, k: h // k, "group size"),
+        (lambda h, n, k: round(h * k / n), GENERIC, "interleaved"),  # the issue's rounding error
+        (lambda h, n, k: h >> 2, "inputs:"),  # groups of 4 only
     ],
     "must_copy": [
         (lambda n, b, h: h > 1, "full last block"),
         (lambda n, b, h: n % b != 0, "written in place"),
-        (lambda n, b, h: n % b != 0 and h > 2, "ref count 2"),
+        (lambda n, b, h: n % b != 0 and h > 2, "a ref count of 2"),
         (lambda n, b, h: int(n % b != 0 and h > 1), "should be a bool"),
+        (lambda n, b, h: n < b and h > 1, GENERIC, "ref count"),  # the issue's misdiagnosis
+        (lambda n, b, h: (n & (b - 1)) != 0 and h > 1, "not a power of two"),  # pow2 only
     ],
     "refcounts_after_fork": [
         (lambda p, b, n: [n] * _ceil(p, b), "copy-on-write"),
         (lambda p, b, n: [n] * (p // b) + ([0] if p % b else []), "keeps the original"),
         (lambda p, b, n: ([n] * (p // b) + ([1] if p % b else []))[::-1], "inputs:"),
+        (lambda p, b, n: [n] * (_ceil(p, b) - 1) + [1], "never copied"),
     ],
     "blocks_held": [
         (lambda p, o, n, b: n * _ceil(p + o, b), "without sharing"),
         (lambda p, o, n, b: _ceil(p, b) + n * (_ceil(p + o, b) - _ceil(p, b)), "partly filled"),
+        (lambda p, o, n, b: p // b + 2 * (_ceil(p + o, b) - p // b), "3 samples"),  # n taken as 2
     ],
     "chain_hashes": [
         (lambda t, b: [chain_hash(ROOT_HASH, t[s : s + b]) for s in range(0, len(t) - b + 1, b)], "not chained"),
-        (lambda t, b: block_hashes(t + [0] * (-len(t) % b), b), "expected:"),
+        (lambda t, b: block_hashes(t + [0] * (-len(t) % b), b), "why:      two full blocks"),
         (lambda t, b: block_hashes(t, b)[::-1], "inputs:"),
     ],
     "prefix_hits": [
-        (lambda e, p, b: _hits(e, p, b, keep_last=True), "last prompt token"),
-        (lambda e, p, b: _hits(e, p, b, chained=False), "hashes are chained"),
+        (lambda c, p, b: _hits(c, p, b, keep_last=True), "last prompt token"),
+        (lambda c, p, b: _hits(c, p, b, chained=False), "chained hashes"),
+        (lambda c, p, b: (len(p) - 1) // b if c else 0, "behind another prefix"),  # no hashing
+        (lambda c, p, b: sum(h in c for h in block_hashes(p[:-1], b)) and 2, "inputs:"),
     ],
     "reserved_slots": [
-        (lambda r, p, o, m: min(1 << (p + o - 1).bit_length(), m) if r == "pow2" else (m if r == "max" else p + o), "round only the output"),
+        (lambda r, p, o, m: min(1 << (p + o - 1).bit_length(), m) if r == "pow2" else (m if r == "max" else p + o), "only the output"),
         (lambda r, p, o, m: min(p + (1 << o.bit_length()), m) if r == "pow2" else (m if r == "max" else p + o), "its own"),
         (lambda r, p, o, m: p + (1 << (o - 1).bit_length()) if r == "pow2" else (m if r == "max" else p + o), "max_len"),
         (lambda r, p, o, m: p + o, "inputs:"),
+        (lambda r, p, o, m: min(p + (1 << (o - 1).bit_length()), 2048) if r == "pow2" else (2048 if r == "max" else p + o), "64"),  # max_len constant
     ],
     "mix_memory": [
         (lambda ls, m, b: (len(ls) * m, sum(ls)), "whole blocks"),
         (lambda ls, m, b: (len(ls) * m, sum(n // b * b for n in ls)), "partly filled"),
         (lambda ls, m, b: [len(ls) * m, sum(_ceil(n, b) * b for n in ls)], "got a list"),
+        (lambda ls, m, b: (len(ls) * 2048, sum(_ceil(n, b) * b for n in ls)), "64"),  # max_len constant
     ],
     "pad_block_tables": [
         (lambda t: [r + [0] * (max(map(len, t)) - len(r)) for r in t], "0 is a real block"),
@@ -168,6 +191,22 @@ WRONG = {
         (lambda t, n, b: (_pad(t), list(n), [r[p // b] * b + p % b for r, k in zip(t, n, strict=True) for p in range(k)]), "one token per sequence"),
     ],
 }  # fmt: skip
+
+
+class _Yes:
+    """An answer whose == always says yes (and is an int subclass's cousin: no __index__)."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = object.__hash__
+
+
+class _YesTuple(tuple):  # type: ignore[type-arg]
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = tuple.__hash__
 
 
 def _pad(t: list[list[int]]) -> list[list[int]]:
@@ -187,13 +226,12 @@ def _step(m, l, acc, s, v, rescale=True, invert=False):  # type: ignore[no-untyp
     return m_new, l * alpha + sum(w), acc_new
 
 
-def _hits(earlier, prompt, b, keep_last=False, chained=True):  # type: ignore[no-untyped-def]
+def _hits(cached, prompt, b, keep_last=False, chained=True):  # type: ignore[no-untyped-def]
     def hashes_of(t):  # type: ignore[no-untyped-def]
         if chained:
             return block_hashes(t, b)
         return [chain_hash(ROOT_HASH, t[s : s + b]) for s in range(0, len(t) - b + 1, b)]
 
-    cached = {h for t in earlier for h in hashes_of(t)}
     hashes = hashes_of(prompt if keep_last else prompt[:-1])
     hits = 0
     for h in hashes:
@@ -211,11 +249,18 @@ def test_every_plain_exercise_has_wrong_variants() -> None:
     ("name", "index"), [(name, i) for name, variants in WRONG.items() for i in range(len(variants))]
 )
 def test_wrong_variant_is_rejected_naming_the_case(name: str, index: int) -> None:
-    wrong, words = WRONG[name][index]
+    wrong, words, *never = WRONG[name][index]
     result = EXERCISES[name].check(wrong)
     assert result.status == FAILED, f"{name} accepted a wrong answer #{index}"
     for part in ("✗", "case ", "inputs:", "expected:", "got:", "hint:", words):
         assert part in result.message, f"{part!r} not in:\n{result.message}"
+    hint = result.message.split("hint:", 1)[1]
+    for part in never:  # a hint that names a mistake the learner did not make misleads
+        assert part not in hint, f"{part!r} wrongly in:\n{result.message}"
+    first = result.message.splitlines()[0]
+    case_kind = first.split("(")[1].split(")")[0]
+    if case_kind == "fixed":  # every fixed case says why it exists
+        assert "  why:      " in result.message, result.message
 
 
 def _raises(*args: object) -> object:
@@ -342,3 +387,65 @@ def test_the_alarm_and_its_handler_are_restored() -> None:
     dataclasses.replace(EXERCISES["slot"], budget_s=0.2).check(_forever)
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     assert signal.getsignal(signal.SIGALRM) is before
+
+
+def _stubborn(*args: object) -> int:
+    while True:  # swallows every interruption, forever
+        try:
+            while True:
+                pass
+        except BaseException:  # noqa: S110
+            pass
+
+
+def test_a_function_that_swallows_every_interruption_is_still_stopped() -> None:
+    from pagedlab.exercises.sandbox import can_isolate
+
+    if not can_isolate():  # pragma: no cover - Pyodide: no process to kill
+        pytest.skip("no os.fork here")
+    exercise = dataclasses.replace(EXERCISES["slot"], budget_s=0.3)
+    result = exercise.check(_stubborn)
+    assert result.status == FAILED and "no answer within 0.3 s (stopped)" in result.message
+
+
+def _swallows_once(*args: object) -> int:
+    try:
+        while True:
+            pass
+    except BaseException:  # noqa: S110
+        pass
+    while True:
+        pass
+
+
+def test_in_process_the_alarm_fires_again_after_one_is_swallowed() -> None:
+    from pagedlab.exercises.sandbox import run_limited
+
+    outcome = run_limited(_swallows_once, (), 0.2)
+    assert outcome.timed_out
+
+
+def test_a_written_body_without_return_is_asked_about_it() -> None:
+    def forgot(num_tokens: int, block_size: int) -> None:
+        blocks = -(-num_tokens // block_size)  # noqa: F841
+
+    result = EXERCISES["blocks_needed"].check(forgot)
+    assert result.status == FAILED and "did you forget `return`?" in result.message
+
+
+def test_answers_are_plain_values_never_the_learners_eq() -> None:
+    from pagedlab.exercises.sandbox import WrongKind, to_plain
+
+    assert to_plain(_YesTuple((1, 2)), (0, 0)) == (1, 2) and type(to_plain(_YesTuple((1, 2)), (0, 0))) is tuple
+    assert isinstance(to_plain(_Yes(), 3), WrongKind)
+    assert isinstance(to_plain(True, 3), WrongKind) and isinstance(to_plain(1, True), WrongKind)
+    assert isinstance(to_plain([1], (1,)), WrongKind) and to_plain([1, 2.0], [1, 1]) == [1, WrongKind("float", "2.0")]
+
+
+def test_what_the_learner_prints_in_a_child_still_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    def chatty(num_tokens: int, block_size: int) -> int:
+        print("trying", num_tokens)
+        return -(-num_tokens // block_size)
+
+    assert EXERCISES["blocks_needed"].check(chatty).passed
+    assert "trying 5" in capsys.readouterr().out

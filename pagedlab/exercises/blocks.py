@@ -70,6 +70,7 @@ _COUNT_SPECS = {
         (10, 3, "blocks of 3: a block size that is not a power of two", ()),
         (7, 1, "blocks of 1 are never partly filled", ("full_is_b",)),
         (2038, 16, "a long request (notebook 1's 2038 tokens) in the paper's blocks of 16", ()),
+        (13, 6, "blocks of 6 (not a power of two), the last one partly filled", ()),
     ],
 }  # fmt: skip
 
@@ -256,7 +257,7 @@ def _mapping_cases() -> list[Case]:
 
 _APPEND_SPECS = [
     (3, 1, 4, "3 tokens in a block of 4: the fourth fits in the last block's empty slot",
-     ("no_room",)),
+     ("no_room", "every_block", "forgot_last")),
     (4, 1, 4, "a full last block: the next token needs a new block", ("every_block",)),
     (0, 5, 4, "an empty table: 5 tokens take 2 blocks, the second partly filled",
      ("forgot_last",)),

@@ -228,7 +228,7 @@ class Exercise:
             returned_none = returned_none and outcome.value is None and case.expected is not None
             if returned_none and body_is_empty(fn):
                 return self._todo(fn_name, returned_none=True)
-            verdict = self._verdict(run, case, outcome, returned_none)
+            verdict = self._verdict(run, case, outcome, returned_none, cases)
             if verdict is not None:
                 where = case.label or _call_label(fn_name, self.params, case.args)
                 why = case.why or (GENERATED_WHY if case.kind == "generated" else "")
@@ -248,7 +248,12 @@ class Exercise:
         return self._result(TODO, text, 0)
 
     def _verdict(
-        self, fn: Callable[..., Any], case: Case, outcome: Outcome, returned_none: bool
+        self,
+        fn: Callable[..., Any],
+        case: Case,
+        outcome: Outcome,
+        returned_none: bool,
+        cases: Sequence[Case] = (),
     ) -> str | None:
         """None if the answer is right, else the 'got' and 'hint' lines."""
         if outcome.timed_out:
@@ -267,7 +272,7 @@ class Exercise:
             right = False
         if right:
             return None
-        text = f"  got:      {short(got)}\n  hint:     {self._hint(case, got)}"
+        text = f"  got:      {short(got)}\n  hint:     {self._hint(case, got, fn, cases)}"
         if self.diagnose is not None:
             found = run_limited(self.diagnose, (fn, case), 3 * self.budget_s)
             extra = found.value if isinstance(found.value, str) else "(could not narrow it down)"
@@ -283,25 +288,47 @@ class Exercise:
             "  hint:     read the error and the line it names; these inputs are valid ones."
         )
 
-    def _hint(self, case: Case, got: Any) -> str:
+    def _hint(
+        self, case: Case, got: Any, fn: Callable[..., Any], cases: Sequence[Case] = ()
+    ) -> str:
         if isinstance(got, WrongKind):
             wanted, kind = with_article(self.returns), with_article(got.type_name)
             return f"the answer should be {wanted}, got {kind}."
         for mistake in self.mistakes:
             if mistake.key not in case.catches:
                 continue  # this case's purpose does not determine that mistake
-            outcome = run_limited(mistake.answer, copy.deepcopy(case.args), self.budget_s)
-            like = case.expected if self.convert else None
-            value = to_plain(outcome.value, like) if like is not None else outcome.value
-            try:
-                matches = outcome.raised is None and self.compare(value, got)
-            except BaseException:
-                matches = False
-            if matches:
-                return mistake.hint
+            if not self._answers_like(mistake, case, got):
+                continue
+            fixed = [c for c in cases if c.kind == "fixed" and c is not case]
+            if all(self._same_on(mistake, fn, c) for c in fixed):
+                return mistake.hint  # it answers as that mistake does on every fixed case
         if case.kind == "generated":
             return "work this case out by hand and compare each step with your code."
         return "what this case exists to catch (the why above) is where your answer goes wrong."
+
+
+    def _mistake_answer(self, mistake: Mistake, case: Case) -> Any:
+        outcome = run_limited(mistake.answer, copy.deepcopy(case.args), self.budget_s)
+        if outcome.raised is not None or outcome.timed_out:
+            return WrongKind("error", "(the mistake raised)")
+        like = case.expected if self.convert else None
+        return to_plain(outcome.value, like) if like is not None else outcome.value
+
+    def _answers_like(self, mistake: Mistake, case: Case, got: Any) -> bool:
+        value = self._mistake_answer(mistake, case)
+        if isinstance(value, WrongKind):
+            return False
+        try:
+            return bool(self.compare(value, got))
+        except BaseException:
+            return False
+
+    def _same_on(self, mistake: Mistake, fn: Callable[..., Any], case: Case) -> bool:
+        """Whether the learner's function answers ``case`` as ``mistake`` does."""
+        outcome = self._run(fn, case)
+        if outcome.raised is not None or outcome.timed_out:
+            return False
+        return self._answers_like(mistake, case, outcome.value)
 
 
 def with_article(noun: str) -> str:

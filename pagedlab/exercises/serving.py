@@ -45,39 +45,63 @@ def mix_memory(lengths: list[int], max_len: int, block_size: int) -> tuple[int, 
     return len(lengths) * max_len, sum(ceil_div(n, block_size) * block_size for n in lengths)
 
 
+_RESERVE_SPECS = [
+    ("pow2", 100, 25, 2048, "pow2: the prompt is known, only the 25 output tokens round up (to 32)",
+     ("round_all", "prompt_free")),
+    ("max", 100, 25, 2048, "max: the whole max_len, whatever the request", ("prompt_free",)),
+    ("oracle", 100, 25, 2048, "oracle: exactly the request's length", ("prompt_free",)),
+    ("pow2", 10, 32, 2048, "an output of exactly 32 is its own power of two", ("own_power",)),
+    ("pow2", 1, 1, 2048, "an output of one token", ("own_power",)),
+    ("pow2", 1500, 520, 2048, "1500 + 1024 is past max_len: the reservation stops at max_len",
+     ("no_cap",)),
+    ("pow2", 7, 33, 64, "a smaller max_len (64) caps it too", ("no_cap",)),
+    ("max", 7, 33, 512, "max with another max_len (512)", ()),
+    ("pow2", 3, 100, 1000, "a max_len that is not a power of two, and not reached", ()),
+    ("oracle", 1, 2047, 2048, "oracle at the longest request", ()),
+]  # fmt: skip
+
+
 def _reserve_cases() -> list[Case]:
-    specs = [("pow2", 100, 25, 2048), ("max", 100, 25, 2048), ("oracle", 100, 25, 2048),
-             ("pow2", 10, 32, 2048), ("pow2", 1, 1, 2048), ("pow2", 1500, 520, 2048),
-             ("pow2", 7, 33, 64), ("oracle", 1, 2047, 2048)]  # fmt: skip
+    specs = list(_RESERVE_SPECS)
     rng = random.Random(701)
     for _ in range(24):
-        prompt = rng.randint(1, 1200)
-        specs.append((rng.choice(RESERVES), prompt, rng.randint(1, 2048 - prompt), 2048))
+        max_len = rng.choice([512, 1000, 2048, 4096])
+        prompt = rng.randint(1, max_len // 2)
+        specs.append(
+            (rng.choice(RESERVES), prompt, rng.randint(1, max_len - prompt), max_len, "", ())
+        )
     cases = []
-    for i, (reserve, p, o, max_len) in enumerate(specs):
+    for reserve, p, o, max_len, why, catches in specs:
         expected = orca_reservation(reserve, p, o, max_len)
         cases.append(
-            Case((reserve, p, o, max_len), expected, kind="fixed" if i < 8 else "generated")
-        )
+            Case((reserve, p, o, max_len), expected, kind="fixed" if why else "generated",
+                 why=why, catches=catches)
+        )  # fmt: skip
     return cases
 
 
 def _mix_cases() -> list[Case]:
-    specs = [([5], 2048, 4), ([300, 56, 1000], 2048, 16), ([16, 32], 64, 16), ([2, 3, 4], 8, 1)]
+    specs = [
+        ([5], 2048, 4, "one request of 5 tokens: Orca reserves 2048, paging 2 blocks of 4",
+         ("whole_blocks", "forgot_last", "max_each")),
+        ([300, 56, 1000], 2048, 16, "three requests of ShareGPT-like lengths", ("forgot_last",)),
+        ([16, 32], 64, 16, "lengths that fill their blocks exactly", ("max_each",)),
+        ([2, 3, 4], 8, 1, "blocks of 1: paging holds exactly the tokens", ("max_each",)),
+        ([10, 7], 100, 3, "blocks of 3 and a max_len of 100", ("whole_blocks",)),
+    ]  # fmt: skip
     rng = random.Random(702)
-    specs += [
-        ([rng.randint(2, 2048) for _ in range(rng.randint(1, 8))], 2048, rng.choice([8, 16, 32]))
-        for _ in range(16)
-    ]
+    for _ in range(16):
+        max_len = rng.choice([512, 1000, 2048])
+        lengths = [rng.randint(2, max_len) for _ in range(rng.randint(1, 8))]
+        specs.append((lengths, max_len, rng.choice([3, 8, 16, 32]), "", ()))
     cases = []
-    for i, (lengths, max_len, size) in enumerate(specs):
+    for lengths, max_len, size, why, catches in specs:
         reserved = sum(orca_reservation("max", 1, n - 1, max_len) for n in lengths)
         paged = sum(fresh_table(n, size).num_slots for n in lengths)
         cases.append(
-            Case(
-                (lengths, max_len, size), (reserved, paged), kind="fixed" if i < 4 else "generated"
-            )
-        )
+            Case((lengths, max_len, size), (reserved, paged), kind="fixed" if why else "generated",
+                 why=why, catches=catches)
+        )  # fmt: skip
     return cases
 
 
@@ -101,27 +125,31 @@ EXERCISES_07 = [
                     if r == "pow2"
                     else reserved_slots(r, p, o, m)
                 ),
+                "round_all",
             ),
             Mistake(
                 "the next power of two at or above output_len: a power of two is its own.",
                 lambda r, p, o, m: (
                     min(p + (1 << o.bit_length()), m) if r == "pow2" else reserved_slots(r, p, o, m)
                 ),
+                "own_power",
             ),
             Mistake(
                 "never reserve more than max_len.",
                 lambda r, p, o, m: (
                     p + (1 << (o - 1).bit_length()) if r == "pow2" else reserved_slots(r, p, o, m)
                 ),
+                "no_cap",
             ),
             Mistake(
                 "the prompt's tokens need slots too.",
                 lambda r, p, o, m: (
                     m if r == "max" else (min(1 << (o - 1).bit_length(), m) if r == "pow2" else o)
                 ),
+                "prompt_free",
             ),
         ],
-        hints=["pow2: prompt_len + (1 << (output_len - 1).bit_length()), capped at max_len."],
+        hints=["what does each baseline know about the request when it reserves?"],
     ),
     Exercise(
         name="mix_memory",
@@ -136,17 +164,20 @@ EXERCISES_07 = [
             Mistake(
                 "paging holds whole blocks: round each request up to block_size.",
                 lambda ls, m, b: (len(ls) * m, sum(ls)),
+                "whole_blocks",
             ),
             Mistake(
                 "forgot the partly filled last block of each request.",
                 lambda ls, m, b: (len(ls) * m, sum(n // b * b for n in ls)),
+                "forgot_last",
             ),
             Mistake(
                 "Orca (Max) reserves max_len per request, whatever its length.",
                 lambda ls, m, b: (sum(ls), mix_memory(ls, m, b)[1]),
+                "max_each",
             ),
         ],
-        hints=["Orca (Max): max_len each; paging: ceil(n / block_size) * block_size each."],
+        hints=["what does each scheme hold per request, and in what unit?"],
     ),
 ]
 
@@ -180,30 +211,50 @@ def _lockstep(lengths: list[int], block_size: int) -> list[BlockTable]:
     return tables
 
 
-def _batch_specs(seed: int) -> list[tuple[list[int], int]]:
-    specs = [([5, 3, 9], 4), ([4, 8], 4), ([1], 16), ([17, 2, 33, 16], 16)]
+_BATCH_WHY = {
+    "pad": [
+        ([5, 3, 9], 4, "3 sequences grown in lockstep: rows of 2, 1 and 3 blocks",
+         ("zero_pad", "pad_front")),
+        ([4, 8], 4, "rows of 1 and 2 blocks", ("zero_pad", "pad_front")),
+        ([1], 16, "one sequence: nothing to pad", ()),
+        ([17, 2, 33, 16], 16, "the paper's blocks of 16, rows of 2, 1, 3 and 1", ("pad_front",)),
+        ([7, 7], 3, "rows of equal length: nothing to pad", ()),
+    ],
+    "pack": [
+        ([5, 3, 9], 4, "3 sequences: each newest token is at position num_tokens - 1",
+         ("off_by_one", "logical_slot", "every_position")),
+        ([4, 8], 4, "newest tokens that end a block", ("off_by_one",)),
+        ([1], 16, "one sequence of one token", ("every_position",)),
+        ([17, 2, 33, 16], 16, "blocks of 16, blocks interleaved by lockstep decoding",
+         ("logical_slot",)),
+        ([7, 5], 3, "blocks of 3 (not a power of two)", ()),
+    ],
+}  # fmt: skip
+
+
+def _batch_specs(seed: int, which: str) -> list[tuple[list[int], int, str, tuple[str, ...]]]:
+    specs = list(_BATCH_WHY[which])
     rng = random.Random(seed)
     return specs + [
-        ([rng.randint(1, 40) for _ in range(rng.randint(1, 5))], rng.choice([2, 4, 8]))
+        ([rng.randint(1, 40) for _ in range(rng.randint(1, 5))], rng.choice([2, 3, 4, 8]), "", ())
         for _ in range(16)
     ]
 
 
 def _pad_cases() -> list[Case]:
     cases = []
-    for i, (lengths, size) in enumerate(_batch_specs(801)):
+    for lengths, size, why, catches in _batch_specs(801, "pad"):
         rows = [t.blocks for t in _lockstep(lengths, size)]
         cases.append(
-            Case(
-                (rows,), block_tables_tensor(rows).tolist(), kind="fixed" if i < 4 else "generated"
-            )
-        )
+            Case((rows,), block_tables_tensor(rows).tolist(), kind="fixed" if why else "generated",
+                 why=why, catches=catches)
+        )  # fmt: skip
     return cases
 
 
 def _pack_cases() -> list[Case]:
     cases = []
-    for i, (lengths, size) in enumerate(_batch_specs(802)):
+    for lengths, size, why, catches in _batch_specs(802, "pack"):
         tables = _lockstep(lengths, size)
         rows = [t.blocks for t in tables]
         padded = block_tables_tensor(rows)
@@ -212,8 +263,9 @@ def _pack_cases() -> list[Case]:
         ends = np.cumsum(lengths) - 1  # the newest token of each sequence
         expected = (padded.tolist(), list(lengths), [every[e] for e in ends])
         cases.append(
-            Case((rows, list(lengths), size), expected, kind="fixed" if i < 4 else "generated")
-        )
+            Case((rows, list(lengths), size), expected, kind="fixed" if why else "generated",
+                 why=why, catches=catches)
+        )  # fmt: skip
     return cases
 
 
@@ -232,13 +284,15 @@ EXERCISES_08 = [
                 "pad with -1 (pagedlab's padding): here 0 is a real block id. vLLM pads with 0 "
                 "because it reserves block 0 as a null block; pagedlab reserves none.",
                 lambda t: [r + [0] * (max(map(len, t)) - len(r)) for r in t],
+                "zero_pad",
             ),
             Mistake(
                 "padding goes after a row's blocks: position i must stay logical block i.",
                 lambda t: [[-1] * (max(map(len, t)) - len(r)) + r for r in t],
+                "pad_front",
             ),
         ],
-        hints=["width = the longest row; each row + [-1] * (width - len(row))."],
+        hints=["a rectangle: how wide, and what may an empty entry never be mistaken for?"],
     ),
     Exercise(
         name="pack_decode",
@@ -261,10 +315,12 @@ EXERCISES_08 = [
                         for r, k in zip(t, n, strict=True)
                     ],
                 ),
+                "off_by_one",
             ),
             Mistake(
                 "that is the logical slot: go through the table.",
                 lambda t, n, b: (pad_block_tables(t), list(n), [k - 1 for k in n]),
+                "logical_slot",
             ),
             Mistake(
                 "a decode step writes one token per sequence, not every position.",
@@ -273,8 +329,9 @@ EXERCISES_08 = [
                     list(n),
                     [r[p // b] * b + p % b for r, k in zip(t, n, strict=True) for p in range(k)],
                 ),
+                "every_position",
             ),
         ],
-        hints=["slot = tables[i][(n - 1) // block_size] * block_size + (n - 1) % block_size."],
+        hints=["which position does the newest token have, and where does the table put it?"],
     ),
 ]

@@ -48,7 +48,7 @@ _COPY_SPECS = [
     (8, 4, 3, "full blocks held by 3 tables", ("full_last",)),
     (1, 4, 4, "one token in a block held by 4 tables", ("ref2",)),
     (7, 3, 3, "blocks of 3 (not a power of two), partly filled, shared", ()),
-    (6, 3, 1, "blocks of 3, full, not shared", ()),
+    (6, 3, 2, "blocks of 3 (not a power of two), full and shared: the new token takes a new block", ("full_last",)),
 ]  # fmt: skip
 
 
