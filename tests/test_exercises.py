@@ -24,12 +24,13 @@ NOTEBOOKS = [
     "06_prefix_caching",
     "07_memory_at_scale",
     "08_to_vllm",
+    "09_when_memory_runs_out",
 ]
 PLAIN = [name for name in EXERCISES if name != "paged_kernel"]
 
 
-def test_sixteen_or_more_and_two_per_notebook() -> None:
-    assert len(EXERCISES) >= 16
+def test_enough_and_two_per_notebook() -> None:
+    assert len(EXERCISES) >= 23
     for notebook in NOTEBOOKS:
         assert len(in_notebook(notebook[:2])) >= 2, notebook
     assert {e.notebook for e in EXERCISES.values()} == set(NOTEBOOKS)
@@ -185,6 +186,25 @@ WRONG = {
         (lambda t: [[-1] * (max(map(len, t)) - len(r)) + r for r in t], "after a row's blocks"),
         (lambda t: t, "expected:"),
     ],
+    "pick_victim": [
+        (lambda r: r[-1][0], "no particular order"),
+        (lambda r: min(r, key=lambda x: x[1])[0], "preempts the latest"),
+        (lambda r: r[0][0], "why:      listed in arrival order"),
+        (lambda r: sorted(r)[-1][0], GENERIC, "no particular order"),  # by name, not arrival
+    ],
+    "tokens_to_recompute": [
+        (lambda p, n, g: p + g, "every sample's generated tokens"),
+        (lambda p, n, g: n * g, "prompt's K/V"),
+        (lambda p, n, g: n * (p + g), "recomputed once"),
+        (lambda p, n, g: p + n * g - 1, "inputs:"),  # the last token taken as already there
+    ],
+    "can_swap_in": [
+        (lambda s, b, f: sum(len(x) for x, _ in s) + len(s) <= f, "why:      2 blocks"),
+        (lambda s, b, f: len({x for bl, _ in s for x in bl}) <= f, "full last block needs a new block"),
+        (lambda s, b, f: _swap_need(s, b, per_sample=True) <= f, "comes back once"),
+        (lambda s, b, f: _swap_need(s, b, cow=False) <= f, "copy-on-write"),
+        (lambda s, b, f: _swap_need(s, b) < f, "why:      2 blocks"),  # off by one: < not <=
+    ],
     "pack_decode": [
         (lambda t, n, b: (_pad(t), list(n), [r[k // b] * b + k % b if k // b < len(r) else -1 for r, k in zip(t, n, strict=True)]), "off by one"),
         (lambda t, n, b: (_pad(t), list(n), [k - 1 for k in n]), "logical slot"),
@@ -207,6 +227,23 @@ class _YesTuple(tuple):  # type: ignore[type-arg]
         return True
 
     __hash__ = tuple.__hash__
+
+
+def _swap_need(samples, b, cow=True, per_sample=False):  # type: ignore[no-untyped-def]
+    from collections import Counter
+
+    if per_sample:
+        need = sum(len(blocks) for blocks, _ in samples)
+    else:
+        need = len({x for blocks, _ in samples for x in blocks})
+    holders = Counter(blocks[-1] for blocks, _ in samples)
+    for blocks, tokens in samples:
+        if tokens % b == 0:
+            need += 1
+        elif cow and holders[blocks[-1]] > 1:
+            need += 1
+            holders[blocks[-1]] -= 1
+    return need
 
 
 def _pad(t: list[list[int]]) -> list[list[int]]:

@@ -6,7 +6,7 @@ first failing case (inputs, expected, got, and a hint for the common mistake). I
 raises. ``EXERCISES[name].solution`` is a reference solution; ``solution(name)`` shows its
 source. ``progress("01")`` counts the exercises of notebook 01 passed in this kernel.
 
-Each notebook 01-08 has two or three exercises, in the notebook's order; ``stub(name)`` is the
+Each notebook 01-09 has two or more exercises, in the notebook's order; ``stub(name)`` is the
 starter cell a notebook holds. Importing this package imports torch, not ipywidgets
 (``pagedlab.exercises.predict`` holds the predict-then-reveal widget).
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pagedlab.attention import backend
-from pagedlab.exercises import attention, blocks, serving, sharing
+from pagedlab.exercises import attention, blocks, preemption, serving, sharing
 from pagedlab.exercises.core import CheckResult, Exercise, forget_results, results, with_article
 
 _ALL: list[Exercise] = [
@@ -30,6 +30,7 @@ _ALL: list[Exercise] = [
     *sharing.EXERCISES_06,
     *serving.EXERCISES_07,
     *serving.EXERCISES_08,
+    *preemption.EXERCISES_09,
 ]
 if backend.BACKEND != "unavailable":  # the Triton puzzle needs triton (Linux x86_64)
     from pagedlab.exercises import triton_puzzle
