@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((REPO / "notebooks").glob("0[1-8]_*.ipynb"))
+NOTEBOOKS = sorted((REPO / "notebooks").glob("0[1-9]_*.ipynb"))
 
 
 def _script():  # type: ignore[no-untyped-def]
@@ -120,7 +120,8 @@ def test_cells_added_or_moved_elsewhere_do_not_shift_ours(path: Path, tmp_path: 
 
 
 @pytest.mark.parametrize(
-    "stem", ["02_block_table", "05_sharing", "06_prefix_caching", "07_memory_at_scale"]
+    "stem",
+    ["02_block_table", "05_sharing", "06_prefix_caching", "07_memory_at_scale", "09_when_memory_runs_out"],
 )
 def test_the_predict_cell_finds_its_key_output_by_text_if_the_id_changed(
     stem: str, tmp_path: Path
@@ -150,3 +151,32 @@ def test_exercises_import_neither_ipywidgets_nor_matplotlib() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_predict_cell_shows_its_answer(path: Path) -> None:
+    """Every cell that makes a Predict widget only asks for it: the answer and explanation are
+    computed in pagedlab.exercises.predictions, and the source holds neither."""
+    from pagedlab.exercises.predictions import PREDICTIONS
+
+    cells = json.loads(path.read_text())["cells"]
+    sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    predicting = [s for s in sources if "Predict" in s or "predict(" in s]
+    if path.stem[:2] in PREDICTIONS:
+        assert predicting, f"{path.name} has no Predict cell"
+    widget = PREDICTIONS[path.stem[:2]]() if path.stem[:2] in PREDICTIONS else None
+    for source in predicting:
+        assert "answer" not in source and "explain" not in source, source
+        assert source.count("\n") <= 3, source  # an import and the call, nothing computed
+        if widget is not None:
+            shown = str(widget.answer) if not isinstance(widget.answer, list) else ", ".join(
+                map(str, widget.answer)
+            )
+            assert shown not in source.split("#")[0].replace(f'"{path.stem[:2]}"', ""), source
+
+
+def test_every_notebook_ends_with_its_progress_line_and_links() -> None:
+    script = _script()
+    for path in NOTEBOOKS:
+        ids = _ids(path)
+        assert ids[-2:] == [script.cid(path.stem, "ex-progress"), script.cid(path.stem, "nav-bottom")]

@@ -47,11 +47,13 @@ def _victim_cases() -> list[Case]:
          ("last_listed", "first")),
         (["X"], [0], "one running request: it is the victim", ()),
         (["P", "Q"], [1, 0], "two requests, the earlier listed last", ("last_listed", "first")),
+        (["Z", "M", "A"], [1, 2, 0], "names do not follow arrival: Z arrived first, A last",
+         ("last_listed", "first")),
     ]  # fmt: skip
     rng = random.Random(901)
     for _ in range(12):
         count = rng.randint(2, 7)
-        names = [f"R{k}" for k in range(count)]
+        names = rng.sample("ABCDEFGHIJKLMNOPQRSTUVWXYZ", count)
         specs.append((names, rng.sample(range(count), count), "", ()))
     cases = []
     for names, shown, why, catches in specs:
