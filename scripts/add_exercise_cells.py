@@ -127,7 +127,7 @@ def exercise_cells(stem: str) -> list[dict[str, Any]]:
             head += f"\n\n<details><summary>Hint</summary>\n\n{exercise.hints[0]}\n\n</details>"
         cells.append(md(stem, f"ex-{exercise.name}-task", head))
         cells.append(code(stem, f"ex-{exercise.name}-stub", stub(exercise.name).rstrip("\n")))
-        fn = "my_" + exercise.name
+        fn = exercise.entry or "my_" + exercise.name
         cells.append(
             code(stem, f"ex-{exercise.name}-check", f'EXERCISES["{exercise.name}"].check({fn})')
         )

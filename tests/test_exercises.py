@@ -30,7 +30,7 @@ PLAIN = [name for name in EXERCISES if name != "paged_kernel"]
 
 
 def test_enough_and_two_per_notebook() -> None:
-    assert len(EXERCISES) >= 23
+    assert len(EXERCISES) >= 25
     for notebook in NOTEBOOKS:
         assert len(in_notebook(notebook[:2])) >= 2, notebook
     assert {e.notebook for e in EXERCISES.values()} == set(NOTEBOOKS)
@@ -54,14 +54,16 @@ def test_the_cases_are_the_same_every_run(name: str) -> None:
 def test_the_stub_is_not_done_yet(name: str) -> None:
     namespace: dict[str, object] = {}
     exec(stub(name), namespace)
-    result = EXERCISES[name].check(namespace[f"my_{name}"])
+    entry = EXERCISES[name].entry or f"my_{name}"
+    result = EXERCISES[name].check(namespace[entry])
     assert result.status == TODO and result.message.startswith(f"… {name}: not done yet")
-    assert EXERCISES[name].check(namespace[f"my_{name}"]).message == result.message
+    assert EXERCISES[name].check(namespace[entry]).message == result.message
 
     def raising(*args: object) -> object:
         raise NotImplementedError
 
-    assert EXERCISES[name].check(raising).status == TODO
+    if EXERCISES[name].adapt is None:  # a class capstone takes a class, not a function
+        assert EXERCISES[name].check(raising).status == TODO
 
 
 def _ceil(a: int, b: int) -> int:
@@ -186,6 +188,14 @@ WRONG = {
         (lambda t: [[-1] * (max(map(len, t)) - len(r)) + r for r in t], "after a row's blocks"),
         (lambda t: t, "expected:"),
     ],
+    "place_newcomer": [
+        (lambda r, f, n: (None, f[:n]), "why:      a newcomer that fits a hole"),
+        (lambda r, f, n: (r.index(0), f[:n]), "must refuse (None)"),
+        (lambda r, f, n: (_first_fit(r, n), sorted(f)[:n]), "free list's front"),
+        (lambda r, f, n: (_first_fit(r, n), f[-n:]), "why:      notebook 1's pool"),
+        (lambda r, f, n: (_first_fit(r, n, last=True), f[:n]), "first run that is long enough"),
+        (lambda r, f, n: [_first_fit(r, n), f[:n]], "got a list"),
+    ],
     "pick_victim": [
         (lambda r: r[-1][0], "no particular order"),
         (lambda r: min(r, key=lambda x: x[1])[0], "preempts the latest"),
@@ -227,6 +237,79 @@ class _YesTuple(tuple):  # type: ignore[type-arg]
         return True
 
     __hash__ = tuple.__hash__
+
+
+def _first_fit(refcounts, need, last=False):  # type: ignore[no-untyped-def]
+    found = None
+    for first in range(len(refcounts) - need + 1):
+        if all(c == 0 for c in refcounts[first : first + need]):
+            found = first
+            if not last:
+                break
+    return found
+
+
+class _Table:
+    """A block table with switches for the mistakes a learner makes building one."""
+
+    fill_last = True  # fill the last block's empty slots before taking new blocks
+    free_last_first = True
+    reset_on_free = True
+    count_tokens = True
+    ceil_new = True  # ceiling division for the new blocks
+
+    def __init__(self, allocator):  # type: ignore[no-untyped-def]
+        self.allocator = allocator
+        self.blocks = []
+        self.num_tokens = 0
+
+    def append_tokens(self, n):  # type: ignore[no-untyped-def]
+        size = self.allocator.block_size
+        room = len(self.blocks) * size - self.num_tokens if self.fill_last else 0
+        rest = max(0, n - room)
+        new = -(-rest // size) if self.ceil_new else rest // size
+        for _ in range(new):
+            self.blocks.append(self.allocator.allocate())
+        if self.count_tokens:
+            self.num_tokens += n
+
+    def free(self):  # type: ignore[no-untyped-def]
+        for block in reversed(self.blocks) if self.free_last_first else self.blocks:
+            self.allocator.free(block)
+        if self.reset_on_free:
+            self.blocks = []
+            self.num_tokens = 0
+
+
+def _table(**switches: bool) -> type:
+    return type("MyBlockTable", (_Table,), switches)
+
+
+# block_table: the wrong classes a learner builds first -> words the message must hold
+WRONG_TABLES = {
+    "block_table": [
+        (_table(fill_last=False), "event 2 (T0.append_tokens(1))"),  # a new block every append
+        (_table(free_last_first=False), "after event 2 (T0.free()): free list"),
+        (_table(reset_on_free=False), "after event 2 (T0.free()): blocks"),
+        (_table(count_tokens=False), "num_tokens"),
+        (_table(ceil_new=False), "after event 1 (T0.append_tokens(5)): blocks"),
+    ]
+}
+
+
+@pytest.mark.parametrize(("index"), range(len(WRONG_TABLES["block_table"])))
+def test_a_wrong_block_table_is_rejected_at_the_first_event_it_gets_wrong(index: int) -> None:
+    cls, words = WRONG_TABLES["block_table"][index]
+    result = EXERCISES["block_table"].check(cls)
+    assert result.status == FAILED
+    for part in ("why:", "inputs:", "expected:", "got:", "where:", words):
+        assert part in result.message, f"{part!r} not in:\n{result.message}"
+
+
+def test_a_table_class_passes_and_an_instance_is_refused() -> None:
+    assert EXERCISES["block_table"].check(_Table).passed
+    result = EXERCISES["block_table"].check(_Table(None))
+    assert result.status == FAILED and "pass the class itself" in result.message
 
 
 def _swap_need(samples, b, cow=True, per_sample=False):  # type: ignore[no-untyped-def]
@@ -279,7 +362,7 @@ def _hits(cached, prompt, b, keep_last=False, chained=True):  # type: ignore[no-
 
 
 def test_every_plain_exercise_has_wrong_variants() -> None:
-    assert set(WRONG) == set(PLAIN)
+    assert set(WRONG) | set(WRONG_TABLES) == set(PLAIN)
 
 
 @pytest.mark.parametrize(
@@ -330,7 +413,10 @@ def test_check_never_raises(name: str) -> None:
     for fn in odd_inputs:
         result = exercise.check(fn)
         assert isinstance(result, CheckResult) and result.status == FAILED, (fn, result)
-    assert "raised ZeroDivisionError" in exercise.check(_raises).message
+    if exercise.adapt is None:
+        assert "raised ZeroDivisionError" in exercise.check(_raises).message
+    else:  # a class capstone: a function is refused by name
+        assert "pass the class itself" in exercise.check(_raises).message
 
 
 def _forever(*args: object) -> int:
@@ -381,7 +467,8 @@ def test_progress_counts_the_checks_run_here() -> None:
 
 def test_solution_shows_source() -> None:
     for name in EXERCISES:
-        assert "def " in solution(name) and "return" in solution(name) or name == "paged_kernel"
+        shown = solution(name)
+        assert "def " in shown and ("return" in shown or name == "block_table") or name == "paged_kernel"
     assert "tl.load" in solution("paged_kernel")
     with pytest.raises(ValueError, match="no exercise named 'nope'"):
         solution("nope")

@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from pagedlab.attention import backend
-from pagedlab.exercises import attention, blocks, preemption, serving, sharing
+from pagedlab.exercises import attention, blocks, capstones, preemption, serving, sharing
 from pagedlab.exercises.core import CheckResult, Exercise, forget_results, results, with_article
 
 _ALL: list[Exercise] = [
     *blocks.EXERCISES_01,
+    *capstones.EXERCISES_CAPSTONE_01,
     *blocks.EXERCISES_02,
+    *capstones.EXERCISES_CAPSTONE_02,
     *attention.EXERCISES_03,
     *attention.EXERCISES_04,
     *sharing.EXERCISES_05,

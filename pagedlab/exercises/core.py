@@ -191,6 +191,7 @@ class Exercise:
     setup: str = ""  # imports the starter cell begins with (names the task refers to)
     isolate: bool = True  # run each call in a child process where os.fork exists
     convert: bool = True  # turn the answer into a plain value like the expected one first
+    entry: str = ""  # the name the starter cell defines, when not my_<name> (a class)
 
     def check(self, fn: Any) -> CheckResult:
         """Run ``fn`` on every case; the first wrong answer ends the check (never raises)."""

@@ -117,13 +117,26 @@ def to_plain(got: Any, like: Any) -> Any:
         converted = []
         for i, item in enumerate(items):
             model = like[i] if i < len(like) else (like[-1] if like else None)
-            converted.append(to_plain(item, model))
+            converted.append(to_plain(item, model) if model is not None else _generic(item))
         return converted if isinstance(like, list) else tuple(converted)
     if _is_tensor(like):
         if not _is_tensor(got):
             return _wrong(got)
         return got.detach().cpu().clone().as_subclass(type(like))
     return got
+
+
+def _generic(got: Any) -> Any:
+    """A plain copy of a value whose expected kind is not known (None expected: an element
+    that is None in this case, another kind in others): exact ints, floats, bools, strs and
+    containers of them; anything else is a WrongKind."""
+    if got is None or type(got) in (bool, int, float, str):
+        return got
+    if isinstance(got, bool) or isinstance(got, int) and not _is_bool(got):
+        return to_plain(got, 0)
+    if isinstance(got, (list, tuple)):
+        return to_plain(got, type(got)())
+    return _wrong(got)
 
 
 def _is_tensor(x: Any) -> bool:
