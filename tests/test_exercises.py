@@ -30,7 +30,7 @@ PLAIN = [name for name in EXERCISES if name != "paged_kernel"]
 
 
 def test_enough_and_two_per_notebook() -> None:
-    assert len(EXERCISES) >= 25
+    assert len(EXERCISES) >= 27
     for notebook in NOTEBOOKS:
         assert len(in_notebook(notebook[:2])) >= 2, notebook
     assert {e.notebook for e in EXERCISES.values()} == set(NOTEBOOKS)
@@ -285,6 +285,87 @@ def _table(**switches: bool) -> type:
     return type("MyBlockTable", (_Table,), switches)
 
 
+def _cow(copy=True, free_old=True, full_new=True, copy_when_full=False):  # type: ignore[no-untyped-def]
+    def append(allocator, blocks, num_tokens):  # type: ignore[no-untyped-def]
+        blocks = list(blocks)
+        full = num_tokens % allocator.block_size == 0
+        if full and not copy_when_full:
+            if full_new:
+                blocks.append(allocator.allocate())
+            return blocks
+        if copy and allocator.refcount(blocks[-1]) > 1:
+            new = allocator.allocate()
+            if free_old:
+                allocator.free(blocks[-1])
+            blocks[-1] = new
+        return blocks
+
+    return append
+
+
+class _Cache:
+    chained = True
+    keep_last = False  # the learner forgets that the last prompt token is always computed
+    stop_at_miss = True  # (without eviction a later block is never cached past a miss)
+    first_wins = True
+
+    def __init__(self, block_size):  # type: ignore[no-untyped-def]
+        self.block_size, self.block_of = block_size, {}
+
+    def _hashes(self, tokens):  # type: ignore[no-untyped-def]
+        if self.chained:
+            return block_hashes(tokens, self.block_size)
+        b = self.block_size
+        return [chain_hash(ROOT_HASH, tokens[s : s + b]) for s in range(0, len(tokens) - b + 1, b)]
+
+    def lookup(self, tokens):  # type: ignore[no-untyped-def]
+        found = []
+        for h in self._hashes(tokens if self.keep_last else tokens[:-1]):
+            if h in self.block_of:
+                found.append(self.block_of[h])
+            elif self.stop_at_miss:
+                break
+        return found
+
+    def register(self, blocks, tokens):  # type: ignore[no-untyped-def]
+        for block, h in zip(blocks, self._hashes(tokens)):
+            if self.first_wins:
+                self.block_of.setdefault(h, block)
+            else:
+                self.block_of[h] = block
+
+
+def _cache(**switches: bool) -> type:
+    return type("MyPrefixCache", (_Cache,), switches)
+
+
+# the capstones: the wrong builds a learner writes first -> words the message must hold
+WRONG_BUILDS = {
+    "append_cow": [
+        (_cow(copy=False), "after event 2 (append T0)"),  # writes into the shared block
+        (_cow(free_old=False), "ref counts: expected [2, 1, 1"),  # copies, keeps its reference
+        (_cow(full_new=False), "why:      a full shared last block"),
+        (_cow(copy_when_full=True), "why:      a full shared last block"),
+    ],
+    "prefix_cache": [
+        (_cache(chained=False), "why:      the same tokens behind another prefix"),
+        (_cache(keep_last=True), "why:      a block-aligned prompt"),
+        (_cache(first_wins=False), "why:      B recomputes A's last block"),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "index"), [(n, i) for n, v in WRONG_BUILDS.items() for i in range(len(v))]
+)
+def test_a_wrong_build_is_rejected_at_the_first_event_it_gets_wrong(name: str, index: int) -> None:
+    built, words = WRONG_BUILDS[name][index]
+    result = EXERCISES[name].check(built)
+    assert result.status == FAILED, f"{name} accepted wrong build #{index}"
+    for part in ("why:", "inputs:", "expected:", "got:", words):
+        assert part in result.message, f"{part!r} not in:\n{result.message}"
+
+
 # block_table: the wrong classes a learner builds first -> words the message must hold
 WRONG_TABLES = {
     "block_table": [
@@ -362,7 +443,7 @@ def _hits(cached, prompt, b, keep_last=False, chained=True):  # type: ignore[no-
 
 
 def test_every_plain_exercise_has_wrong_variants() -> None:
-    assert set(WRONG) | set(WRONG_TABLES) == set(PLAIN)
+    assert set(WRONG) | set(WRONG_TABLES) | set(WRONG_BUILDS) == set(PLAIN)
 
 
 @pytest.mark.parametrize(
@@ -413,7 +494,7 @@ def test_check_never_raises(name: str) -> None:
     for fn in odd_inputs:
         result = exercise.check(fn)
         assert isinstance(result, CheckResult) and result.status == FAILED, (fn, result)
-    if exercise.adapt is None:
+    if not exercise.entry:
         assert "raised ZeroDivisionError" in exercise.check(_raises).message
     else:  # a class capstone: a function is refused by name
         assert "pass the class itself" in exercise.check(_raises).message

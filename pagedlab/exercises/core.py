@@ -161,9 +161,13 @@ def body_is_empty(fn: Any) -> bool:
     if code is None:
         return False
     try:
-        return all(op.opname in _EMPTY_OPS for op in dis.get_instructions(code))
+        ops = list(dis.get_instructions(code))
     except BaseException:  # not Python bytecode we can read
         return False
+    loads = ("LOAD_CONST", "RETURN_CONST")
+    return all(
+        op.opname in _EMPTY_OPS and (op.opname not in loads or op.argval is None) for op in ops
+    )
 
 
 _RESULTS: dict[str, bool] = {}  # exercise name -> passed, for the checks run in this process
@@ -217,6 +221,8 @@ class Exercise:
             return self._result(
                 FAILED, f"expected a function, got {short(fn)} ({type(fn).__name__})", 0
             )
+        if self.adapt is not None and body_is_empty(fn):
+            return self._todo(fn_name, returned_none=True)
         run = fn if self.adapt is None else self.adapt(fn)
         cases = self.cases()
         for number, case in enumerate(cases, start=1):
