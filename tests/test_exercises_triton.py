@@ -160,6 +160,95 @@ def test_wrong_kernels_fail_on_the_case_made_for_them(switches: dict, words: lis
 
 
 def test_not_a_kernel_is_a_failure_not_a_crash() -> None:
-    result = PUZZLE.check(lambda *args: None)
+    result = PUZZLE.check(lambda *args: 0)
     assert result.status == FAILED and "pass the @triton.jit kernel itself" in result.message
     assert PUZZLE.check(42).status == FAILED
+
+
+
+# --- the ladder before the puzzle ------------------------------------------------------------
+
+
+@triton.jit
+def _copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr, MASK_STORE: tl.constexpr,
+          PER_PROGRAM: tl.constexpr):  # fmt: skip
+    p = tl.program_id(0)
+    offs = (p * BLOCK if PER_PROGRAM else 0) + tl.arange(0, BLOCK)
+    inside = offs < n
+    x = tl.load(x_ptr + offs, mask=inside)
+    if MASK_STORE:
+        tl.store(out_ptr + offs, x, mask=inside)
+    else:
+        tl.store(out_ptr + offs, x)
+
+
+@triton.jit
+def _gather(x_ptr, index_ptr, out_ptr, D: tl.constexpr, LOOKUP: tl.constexpr,
+            STRIDE: tl.constexpr):  # fmt: skip
+    i = tl.program_id(0)
+    offs_d = tl.arange(0, D)
+    row = tl.load(index_ptr + i) if LOOKUP else i
+    start = row * D if STRIDE else row
+    tl.store(out_ptr + i * D + offs_d, tl.load(x_ptr + start + offs_d))
+
+
+@triton.jit
+def _softmax(q_ptr, k_ptr, out_ptr, n, scale, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
+             MASK: tl.constexpr, MAX: tl.constexpr, SCALE: tl.constexpr):  # fmt: skip
+    offs_t = tl.arange(0, BLOCK_SIZE)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + offs_d)
+    valid = offs_t < n if MASK else offs_t < BLOCK_SIZE
+    k = tl.load(k_ptr + offs_t[:, None] * HEAD_DIM + offs_d[None, :], mask=valid[:, None], other=0.0)
+    raw = tl.sum(k * q[None, :], axis=1)
+    raw = raw * scale if SCALE else raw
+    scores = tl.where(valid, raw, float("-inf"))
+    top = tl.max(scores, axis=0) if MAX else 0.0
+    p = tl.exp(scores - top)
+    tl.store(out_ptr + offs_t, p / tl.sum(p, axis=0))
+
+
+class _Switched:
+    def __init__(self, kernel, **switches):  # type: ignore[no-untyped-def]
+        self.kernel, self.switches, self.__name__ = kernel, switches, "variant"
+
+    def __getitem__(self, grid):  # type: ignore[no-untyped-def]
+        return lambda *a, **k: self.kernel[grid](*a, **k, **self.switches)
+
+
+COPY_OK = {"MASK_STORE": True, "PER_PROGRAM": True}
+GATHER_OK = {"LOOKUP": True, "STRIDE": True}
+SOFTMAX_OK = {"MASK": True, "MAX": True, "SCALE": True}
+LADDER = [
+    ("masked_copy", _copy, COPY_OK, {"MASK_STORE": False}, "case 1 of", "past n"),
+    ("masked_copy", _copy, COPY_OK, {"PER_PROGRAM": False}, "case 1 of", "second program"),
+    ("gather_rows", _gather, GATHER_OK, {"LOOKUP": False}, "case 1 of", "rows [4, 1]"),
+    ("gather_rows", _gather, GATHER_OK, {"STRIDE": False}, "case 1 of", "row 0 of out"),
+    ("block_softmax", _softmax, SOFTMAX_OK, {"MASK": False}, "case 2 of", "mask it"),
+    ("block_softmax", _softmax, SOFTMAX_OK, {"MAX": False}, "case 4 of", "overflows"),
+    ("block_softmax", _softmax, SOFTMAX_OK, {"SCALE": False}, "case 1 of", "small scores"),
+]
+
+
+@pytest.mark.parametrize("rung", ["masked_copy", "gather_rows", "block_softmax"])
+def test_each_rung_takes_its_solution_and_its_right_switched_kernel(rung: str) -> None:
+    exercise = EXERCISES[rung]
+    assert exercise.check(exercise.solution).passed
+    kernel, right = next((k, ok) for name, k, ok, *_ in LADDER if name == rung)
+    assert exercise.check(_Switched(kernel, **right)).passed
+
+
+@pytest.mark.parametrize(("rung", "kernel", "right", "wrong", "where", "why"), LADDER)
+def test_each_rung_rejects_the_first_wrong_kernels(rung, kernel, right, wrong, where, why) -> None:  # type: ignore[no-untyped-def]
+    result = EXERCISES[rung].check(_Switched(kernel, **{**right, **wrong}))
+    assert result.status == FAILED
+    for part in ("why:", "inputs:", "expected:", "got:", where, why):
+        assert part in result.message, f"{part!r} not in:\n{result.message}"
+
+
+@pytest.mark.parametrize("rung", ["masked_copy", "gather_rows", "block_softmax"])
+def test_each_rung_stub_is_not_done_yet(rung: str, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / f"stub_{rung}.py").write_text(stub(rung))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = __import__(f"stub_{rung}")
+    assert EXERCISES[rung].check(getattr(module, f"my_{rung}")).status == TODO

@@ -37,9 +37,10 @@ _ALL: list[Exercise] = [
     *preemption.EXERCISES_09,
 ]
 if backend.BACKEND != "unavailable":  # the Triton puzzle needs triton (Linux x86_64)
-    from pagedlab.exercises import triton_puzzle
+    from pagedlab.exercises import triton_ladder, triton_puzzle
 
-    _ALL.insert(_ALL.index(attention.EXERCISES_04[-1]) + 1, triton_puzzle.make_exercise())
+    _at = _ALL.index(attention.EXERCISES_04[-1]) + 1
+    _ALL[_at:_at] = [*triton_ladder.make_exercises(), triton_puzzle.make_exercise()]
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in _ALL}
 
