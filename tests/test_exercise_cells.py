@@ -121,7 +121,13 @@ def test_cells_added_or_moved_elsewhere_do_not_shift_ours(path: Path, tmp_path: 
 
 @pytest.mark.parametrize(
     "stem",
-    ["02_block_table", "05_sharing", "06_prefix_caching", "07_memory_at_scale", "09_when_memory_runs_out"],
+    [
+        "02_block_table",
+        "05_sharing",
+        "06_prefix_caching",
+        "07_memory_at_scale",
+        "09_when_memory_runs_out",
+    ],
 )
 def test_the_predict_cell_finds_its_key_output_by_text_if_the_id_changed(
     stem: str, tmp_path: Path
@@ -169,8 +175,10 @@ def test_no_predict_cell_shows_its_answer(path: Path) -> None:
         assert "answer" not in source and "explain" not in source, source
         assert source.count("\n") <= 3, source  # an import and the call, nothing computed
         if widget is not None:
-            shown = str(widget.answer) if not isinstance(widget.answer, list) else ", ".join(
-                map(str, widget.answer)
+            shown = (
+                str(widget.answer)
+                if not isinstance(widget.answer, list)
+                else ", ".join(map(str, widget.answer))
             )
             assert shown not in source.split("#")[0].replace(f'"{path.stem[:2]}"', ""), source
 
@@ -179,4 +187,7 @@ def test_every_notebook_ends_with_its_progress_line_and_links() -> None:
     script = _script()
     for path in NOTEBOOKS:
         ids = _ids(path)
-        assert ids[-2:] == [script.cid(path.stem, "ex-progress"), script.cid(path.stem, "nav-bottom")]
+        assert ids[-2:] == [
+            script.cid(path.stem, "ex-progress"),
+            script.cid(path.stem, "nav-bottom"),
+        ]

@@ -328,7 +328,7 @@ class _Cache:
         return found
 
     def register(self, blocks, tokens):  # type: ignore[no-untyped-def]
-        for block, h in zip(blocks, self._hashes(tokens)):
+        for block, h in zip(blocks, self._hashes(tokens), strict=False):
             if self.first_wins:
                 self.block_of.setdefault(h, block)
             else:
@@ -642,10 +642,16 @@ def test_a_written_body_without_return_is_asked_about_it() -> None:
 def test_answers_are_plain_values_never_the_learners_eq() -> None:
     from pagedlab.exercises.sandbox import WrongKind, to_plain
 
-    assert to_plain(_YesTuple((1, 2)), (0, 0)) == (1, 2) and type(to_plain(_YesTuple((1, 2)), (0, 0))) is tuple
+    assert (
+        to_plain(_YesTuple((1, 2)), (0, 0)) == (1, 2)
+        and type(to_plain(_YesTuple((1, 2)), (0, 0))) is tuple
+    )
     assert isinstance(to_plain(_Yes(), 3), WrongKind)
     assert isinstance(to_plain(True, 3), WrongKind) and isinstance(to_plain(1, True), WrongKind)
-    assert isinstance(to_plain([1], (1,)), WrongKind) and to_plain([1, 2.0], [1, 1]) == [1, WrongKind("float", "2.0")]
+    assert isinstance(to_plain([1], (1,)), WrongKind) and to_plain([1, 2.0], [1, 1]) == [
+        1,
+        WrongKind("float", "2.0"),
+    ]
 
 
 def test_what_the_learner_prints_in_a_child_still_shows(capsys: pytest.CaptureFixture[str]) -> None:

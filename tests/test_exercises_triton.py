@@ -31,10 +31,7 @@ def _kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_bl
     """The solution with one switch per common mistake (all default: the right kernel)."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
-    if GROUPS:
-        kv_head = head // (NUM_HEADS // NUM_KV_HEADS)
-    else:
-        kv_head = head % NUM_KV_HEADS
+    kv_head = head // (NUM_HEADS // NUM_KV_HEADS) if GROUPS else head % NUM_KV_HEADS
     seq_len = tl.load(seq_lens_ptr + seq)
     offs_t = tl.arange(0, BLOCK_SIZE)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -54,7 +51,7 @@ def _kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_bl
         v = tl.load(v_ptr + offs + offs_d[None, :], mask=v_mask[:, None], other=0.0)
         scores = tl.where(k_mask, tl.sum(k * q[None, :], axis=1), float("-inf"))
         if RUNNING_MAX:
-            if BLOCK_MAX:
+            if BLOCK_MAX:  # noqa: SIM108  (a kernel reads best with the mistake on its own line)
                 m_new = tl.max(scores, axis=0)  # the block's own max, not the running one
             else:
                 m_new = tl.maximum(m, tl.max(scores, axis=0))
@@ -165,7 +162,6 @@ def test_not_a_kernel_is_a_failure_not_a_crash() -> None:
     assert PUZZLE.check(42).status == FAILED
 
 
-
 # --- the ladder before the puzzle ------------------------------------------------------------
 
 
@@ -199,7 +195,9 @@ def _softmax(q_ptr, k_ptr, out_ptr, n, scale, BLOCK_SIZE: tl.constexpr, HEAD_DIM
     offs_d = tl.arange(0, HEAD_DIM)
     q = tl.load(q_ptr + offs_d)
     valid = offs_t < n if MASK else offs_t < BLOCK_SIZE
-    k = tl.load(k_ptr + offs_t[:, None] * HEAD_DIM + offs_d[None, :], mask=valid[:, None], other=0.0)
+    k = tl.load(
+        k_ptr + offs_t[:, None] * HEAD_DIM + offs_d[None, :], mask=valid[:, None], other=0.0
+    )
     raw = tl.sum(k * q[None, :], axis=1)
     raw = raw * scale if SCALE else raw
     scores = tl.where(valid, raw, float("-inf"))

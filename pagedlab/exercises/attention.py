@@ -69,7 +69,8 @@ def _gather_cases() -> list[Case]:
     specs: list[tuple[list[int], int, int, int, int, str, tuple[str, ...]]] = [
         ([4, 1], 5, 4, 1, 2, "the seed: blocks [4, 1], the last one partly filled",
          ("sorted", "identity", "tail")),
-        ([0, 1], 5, 4, 1, 2, "blocks [0, 1]: the last block's empty slots are not tokens", ("tail",)),
+        ([0, 1], 5, 4, 1, 2, "blocks [0, 1]: the last block's empty slots are not tokens",
+         ("tail",)),
         ([3, 0, 2], 9, 4, 2, 3, "blocks out of order, 2 kv heads", ("sorted",)),
         ([1, 0], 8, 4, 1, 2, "blocks [1, 0] filled exactly: logical order is the table's",
          ("sorted", "identity")),

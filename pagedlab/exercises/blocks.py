@@ -79,7 +79,9 @@ def _count_cases(kind: str) -> list[Case]:
     fixed = _COUNT_SPECS[kind]
     rng = random.Random(101)
     sizes = [1, 2, 3, 4, 5, 7, 8, 12, 16, 32]
-    generated = [(rng.randint(1, 300), rng.choice(sizes), "", ()) for _ in range(24)]
+    generated: list[tuple[int, int, str, tuple[str, ...]]] = [
+        (rng.randint(1, 300), rng.choice(sizes), "", ()) for _ in range(24)
+    ]
     cases = []
     for i, (n, b, why, catches) in enumerate(fixed + generated):
         table = fresh_table(n, b)
@@ -105,7 +107,7 @@ _RESERVATION_SPECS = [
 def _reservation_cases() -> list[Case]:
     fixed = list(_RESERVATION_SPECS)
     rng = random.Random(102)
-    generated = []
+    generated: list[tuple[int, int, int, str, tuple[str, ...]]] = []
     for _ in range(20):
         prompt, response = rng.randint(1, 900), rng.randint(1, 900)
         generated.append((prompt, response, rng.randint(prompt + response, 4096), "", ()))
@@ -215,7 +217,7 @@ def _slot_cases() -> list[Case]:
         num_tokens = rng.randint((len(blocks) - 1) * size + 1, len(blocks) * size)
         fixed.append((rng.randrange(num_tokens), blocks, size, num_tokens, "", ()))
     cases = []
-    for i, (pos, blocks, size, num_tokens, why, catches) in enumerate(fixed):
+    for _i, (pos, blocks, size, num_tokens, why, catches) in enumerate(fixed):
         expected = table_with(blocks, num_tokens, size).slot(pos)
         cases.append(
             Case((pos, blocks, size), expected, kind="fixed" if why else "generated", why=why,

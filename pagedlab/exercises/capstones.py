@@ -238,8 +238,7 @@ def _table_cases() -> list[Case]:
 def _table_label(args: tuple[Any, ...]) -> str:
     num_blocks, size, order, events = args
     said = ", ".join(
-        f"T{t}.append_tokens({n})" if kind == "append" else f"T{t}.free()"
-        for kind, t, n in events
+        f"T{t}.append_tokens({n})" if kind == "append" else f"T{t}.free()" for kind, t, n in events
     )
     return f"a pool of {num_blocks} blocks of {size}, free list {order}; then {said}"
 
@@ -415,14 +414,14 @@ def _cow_specs() -> list[tuple[int, int, int, list[ForkEvent], str]]:
 
 def _cow_cases() -> list[Case]:
     cases = []
-    for num_blocks, size, prompt, events, why in _cow_specs():
-        args = (num_blocks, size, prompt, events)
+    for num_blocks, size, prompt, spec_events, why in _cow_specs():
+        args = (num_blocks, size, prompt, spec_events)
         cases.append(Case(args, replay_cow(None, *args), _cow_label(args), "fixed", why))
     rng = random.Random(1005)
     for _ in range(12):
         size = rng.choice([1, 2, 3, 4])
         prompt = rng.randint(1, 10)
-        events: list[ForkEvent] = []
+        events = []
         tables = 1
         for _e in range(rng.randint(2, 8)):
             if rng.random() < 0.3:
@@ -527,7 +526,7 @@ def replay_cache(make: Callable[[int], Any] | None, block_size: int,
     real PrefixCache does it. After each: (hit blocks, the new table's blocks)."""
     pool = BlockAllocator(sum(len(t) for t, _ in admits) + 4, block_size)
     real = PrefixCache(pool) if make is None else None
-    mine = make(block_size) if make is not None else None
+    mine: Any = make(block_size) if make is not None else None
     log = []
     for tokens, finishes in admits:
         if real is not None:

@@ -313,7 +313,6 @@ class Exercise:
             return "work this case out by hand and compare each step with your code."
         return "what this case exists to catch (the why above) is where your answer goes wrong."
 
-
     def _mistake_answer(self, mistake: Mistake, case: Case) -> Any:
         outcome = run_limited(mistake.answer, copy.deepcopy(case.args), self.budget_s)
         if outcome.raised is not None or outcome.timed_out:

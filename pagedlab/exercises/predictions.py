@@ -128,5 +128,7 @@ def predict(notebook: str) -> Predict:
     """The Predict widget of notebook ``notebook`` ("02", "05", "06", "07" or "09")."""
     key = str(notebook)[:2]
     if key not in PREDICTIONS:
-        raise ValueError(f"no Predict cell for notebook {notebook!r}; there are: {list(PREDICTIONS)}")
+        raise ValueError(
+            f"no Predict cell for notebook {notebook!r}; there are: {list(PREDICTIONS)}"
+        )
     return PREDICTIONS[key]()

@@ -123,7 +123,9 @@ def _swap_expected(samples: list[tuple[list[int], int]], block_size: int, num_fr
     holders = Counter(b for blocks, _ in samples for b in blocks)
     size = max(holders) + 1
     used = sorted(holders)
-    host = BlockAllocator(size, block_size, free_order=used + [b for b in range(size) if b not in holders])
+    host = BlockAllocator(
+        size, block_size, free_order=used + [b for b in range(size) if b not in holders]
+    )
     for block in used:
         assert host.allocate() == block
         for _ in range(holders[block] - 1):
@@ -175,8 +177,10 @@ def _swap_cases() -> list[Case]:
 
 def _swap_need_without(samples: list[tuple[list[int], int]], b: int, cow: bool, nxt: bool,
                        per_sample: bool) -> int:  # fmt: skip
-    need = sum(len(blocks) for blocks, _ in samples) if per_sample else len(
-        {x for blocks, _ in samples for x in blocks}
+    need = (
+        sum(len(blocks) for blocks, _ in samples)
+        if per_sample
+        else len({x for blocks, _ in samples for x in blocks})
     )
     holders = Counter(blocks[-1] for blocks, _ in samples)
     for blocks, tokens in samples:
@@ -253,8 +257,12 @@ EXERCISES_09 = [
         mistakes=[
             Mistake(
                 "a last block with room takes the next token without a new block.",
-                lambda s, b, f: _swap_need_without(s, b, True, True, False) + len(s)
-                - sum(1 for _bl, t in s if t % b == 0) <= f,
+                lambda s, b, f: (
+                    _swap_need_without(s, b, True, True, False)
+                    + len(s)
+                    - sum(1 for _bl, t in s if t % b == 0)
+                    <= f
+                ),
                 "next_always",
             ),
             Mistake(

@@ -48,7 +48,8 @@ _COPY_SPECS = [
     (8, 4, 3, "full blocks held by 3 tables", ("full_last",)),
     (1, 4, 4, "one token in a block held by 4 tables", ("ref2",)),
     (7, 3, 3, "blocks of 3 (not a power of two), partly filled, shared", ()),
-    (6, 3, 2, "blocks of 3 (not a power of two), full and shared: the new token takes a new block", ("full_last",)),
+    (6, 3, 2, "blocks of 3 (not a power of two), full and shared: the new token takes a new "
+     "block", ("full_last",)),
 ]  # fmt: skip
 
 
@@ -95,8 +96,7 @@ def _refcount_cases() -> list[Case]:
     specs = list(_REFCOUNT_SPECS)
     rng = random.Random(502)
     specs += [
-        (rng.randint(1, 40), rng.choice([2, 3, 4, 8]), rng.randint(1, 5), "", ())
-        for _ in range(20)
+        (rng.randint(1, 40), rng.choice([2, 3, 4, 8]), rng.randint(1, 5), "", ()) for _ in range(20)
     ]
     cases = []
     for prompt_len, size, n, why, catches in specs:

@@ -28,7 +28,9 @@ NB04 = "04_kernel_at_work"
 SENTINEL = -7.0  # what ``out`` holds where the kernel must not store
 HEADER = "import triton\nimport triton.language as tl\n\n\n"
 
-COPY_STUB = HEADER + '''@triton.jit
+COPY_STUB = (
+    HEADER
+    + '''@triton.jit
 def my_masked_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     """out[i] = x[i] for i < n; program p handles elements p * BLOCK .. p * BLOCK + BLOCK - 1."""
     p = tl.program_id(0)
@@ -36,8 +38,11 @@ def my_masked_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     # and a masked store (tl.load(ptr, mask=...), tl.store(ptr, value, mask=...)).
     raise NotImplementedError("write the masked load and store")
 '''
+)
 
-GATHER_STUB = HEADER + '''@triton.jit
+GATHER_STUB = (
+    HEADER
+    + '''@triton.jit
 def my_gather_rows(x_ptr, index_ptr, out_ptr, D: tl.constexpr):
     """out[i, :] = x[index[i], :] (rows of D contiguous floats); program i copies row i."""
     i = tl.program_id(0)
@@ -45,8 +50,11 @@ def my_gather_rows(x_ptr, index_ptr, out_ptr, D: tl.constexpr):
     # Your code: read which row of x to copy from the index table, load it, store it.
     raise NotImplementedError("write the gather")
 '''
+)
 
-SOFTMAX_STUB = HEADER + '''@triton.jit
+SOFTMAX_STUB = (
+    HEADER
+    + '''@triton.jit
 def my_block_softmax(q_ptr, k_ptr, out_ptr, n, scale,
                      BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
     """One block: k is [BLOCK_SIZE, HEAD_DIM], its first n slots hold keys. Store the softmax
@@ -58,6 +66,7 @@ def my_block_softmax(q_ptr, k_ptr, out_ptr, n, scale,
     # their softmax (subtract the max first), and the store of all BLOCK_SIZE weights.
     raise NotImplementedError("write the block's scores and softmax")
 '''
+)
 
 
 def _solutions() -> tuple[Any, Any, Any]:
@@ -65,14 +74,14 @@ def _solutions() -> tuple[Any, Any, Any]:
     import triton.language as tl
 
     @triton.jit
-    def masked_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    def masked_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
         p = tl.program_id(0)
         offs = p * BLOCK + tl.arange(0, BLOCK)
         inside = offs < n
         tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=inside), mask=inside)
 
     @triton.jit
-    def gather_rows(x_ptr, index_ptr, out_ptr, D: tl.constexpr):  # type: ignore[no-untyped-def]
+    def gather_rows(x_ptr, index_ptr, out_ptr, D: tl.constexpr):
         i = tl.program_id(0)
         offs_d = tl.arange(0, D)
         row = tl.load(index_ptr + i)
@@ -80,7 +89,7 @@ def _solutions() -> tuple[Any, Any, Any]:
 
     @triton.jit
     def block_softmax(q_ptr, k_ptr, out_ptr, n, scale,
-                      BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):  # type: ignore[no-untyped-def]  # fmt: skip
+                      BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
         offs_t = tl.arange(0, BLOCK_SIZE)
         offs_d = tl.arange(0, HEAD_DIM)
         q = tl.load(q_ptr + offs_d)
@@ -165,7 +174,12 @@ def _gather_adapt(kernel: Any) -> Callable[..., Any]:
 def _gather_cases() -> list[Case]:
     specs = [
         (6, 4, [4, 1], "rows [4, 1] (the seed's blocks): row 0 of out is row 4 of x"),
-        (4, 4, [0, 1, 2, 3], "the identity: every row where it was", ),
+        (
+            4,
+            4,
+            [0, 1, 2, 3],
+            "the identity: every row where it was",
+        ),
         (8, 16, [7, 0, 5], "rows of 16 floats: the row stride is D"),
         (5, 2, [3, 3, 1], "the same row twice"),
     ]
