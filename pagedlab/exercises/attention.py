@@ -16,7 +16,7 @@ import torch
 from pagedlab.attention.kernel_trace import trace_paged_attention
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
-from pagedlab.exercises.core import Case, Exercise, Mistake, equal
+from pagedlab.exercises.core import Case, Exercise, Mistake
 
 NB03, NB04 = "03_same_data_any_layout", "04_kernel_at_work"
 
@@ -135,17 +135,6 @@ _STEP_WHY = (
     "a later block whose scores raise the max: the old sum and acc are rescaled",
     "a later block that leaves the max where it is",
 )
-
-
-def _step_equal(expected: Any, got: Any) -> bool:
-    if not isinstance(got, (tuple, list)) or len(got) != 3:
-        return False
-    m, l_sum, acc = got
-    try:
-        acc = [float(a) for a in acc]
-        return equal(expected, (float(m), float(l_sum), acc))
-    except (TypeError, ValueError):
-        return False
 
 
 def _no_rescale(m: float, l_sum: float, acc: list[float], scores: list[float], values: Any) -> Any:
