@@ -535,11 +535,12 @@ def test_the_learner_cannot_change_a_case() -> None:
 
 def test_progress_counts_the_checks_run_here() -> None:
     forget_results()
-    assert progress("01").text.startswith("exercises in this notebook: 0 of 3 done")
+    assert progress("01").text.startswith("exercises in this notebook: 0 of 4 done")
     EXERCISES["blocks_needed"].check(EXERCISES["blocks_needed"].solution)
     EXERCISES["empty_slots"].check(lambda n, b: 0)
     assert progress("01").text == (
-        "exercises in this notebook: 1 of 3 done (to do: empty_slots, reservation_waste)"
+        "exercises in this notebook: 1 of 4 done (to do: empty_slots, reservation_waste, "
+        "place_newcomer)"
     )
     EXERCISES["blocks_needed"].check(lambda n, b: 0)  # the latest check counts
     assert progress("01").done == ()
