@@ -30,7 +30,7 @@ PLAIN = [name for name, e in EXERCISES.items() if "@triton.jit" not in e.stub_co
 
 
 def test_enough_and_two_per_notebook() -> None:
-    assert len(EXERCISES) >= 30
+    assert len(EXERCISES) >= 31
     for notebook in NOTEBOOKS:
         assert len(in_notebook(notebook[:2])) >= 2, notebook
     assert {e.notebook for e in EXERCISES.values()} == set(NOTEBOOKS)
@@ -215,6 +215,15 @@ WRONG = {
         (lambda s, b, f: _swap_need(s, b, cow=False) <= f, "copy-on-write"),
         (lambda s, b, f: _swap_need(s, b) < f, "why:      2 blocks"),  # off by one: < not <=
     ],
+    "swap_or_recompute": [
+        (lambda n, b, r: ("recompute", "bandwidth"), "why:      big blocks and a slow prefill"),
+        (lambda n, b, r: ("swap", "prefill"), "small blocks mean many transfers"),  # right on case 1
+        (lambda n, b, r: _decide(n, b, r, ways=1), "count both ways"),
+        (lambda n, b, r: _decide(n, b, r, reason="bandwidth"), "moving the bytes alone"),
+        (lambda n, b, r: _decide(n, b, r, reason="latency"), "even the bytes alone"),
+        (lambda n, b, r: _decide(n, b, r)[0], "should be a tuple[str, str], got a str"),
+        (lambda n, b, r: ("recompute" if b < 64 else "swap", "latency" if b < 64 else "prefill"), "inputs:"),  # a block-size rule of thumb
+    ],
     "pack_decode": [
         (lambda t, n, b: (_pad(t), list(n), [r[k // b] * b + k % b if k // b < len(r) else -1 for r, k in zip(t, n, strict=True)]), "off by one"),
         (lambda t, n, b: (_pad(t), list(n), [k - 1 for k in n]), "logical slot"),
@@ -237,6 +246,18 @@ class _YesTuple(tuple):  # type: ignore[type-arg]
         return True
 
     __hash__ = tuple.__hash__
+
+
+def _decide(n, b, r, ways=2, reason=None):  # type: ignore[no-untyped-def]
+    from pagedlab.attention.swap_cost import CostModel
+
+    model = CostModel(prefill_tokens_per_s=r)
+    if ways * model.swap_s(n, b) < model.recompute_s(n):
+        return "swap", "prefill"
+    if reason is not None:
+        return "recompute", reason
+    bytes_s = 2 * n * model.kv_bytes_per_token / model.pcie_bytes_per_s
+    return "recompute", "latency" if bytes_s < model.recompute_s(n) else "bandwidth"
 
 
 def _first_fit(refcounts, need, last=False):  # type: ignore[no-untyped-def]
