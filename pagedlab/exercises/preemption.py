@@ -3,7 +3,8 @@
 Every expected answer comes from the real :class:`pagedlab.memory.scheduler.Scheduler` and its
 preemption policy: the victim it picks (``running[-1]`` of a scheduler that admitted these
 requests), the tokens :func:`pagedlab.memory.preemption.preempt` queues for recompute, and
-:func:`pagedlab.memory.swap_space.swap_in_need` on a real host pool. torch only where the cost model is used (imported inside).
+:func:`pagedlab.memory.swap_space.swap_in_need` on a real host pool, and the decisions of
+:class:`pagedlab.attention.swap_cost.CostModel` (imported inside: nothing else needs torch).
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ def _swap_need_without(samples: list[tuple[list[int], int]], b: int, cow: bool, 
     return need
 
 
-# --- a system decision, with its reason ------------------------------------------------------------
+# --- a system decision, with its reason ----------------------------------------------------
 def swap_or_recompute(
     num_tokens: int, block_size: int, prefill_tokens_per_s: float
 ) -> tuple[str, str]:
