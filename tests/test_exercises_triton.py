@@ -218,11 +218,18 @@ COPY_OK = {"MASK_STORE": True, "PER_PROGRAM": True}
 GATHER_OK = {"LOOKUP": True, "STRIDE": True}
 SOFTMAX_OK = {"MASK": True, "MAX": True, "SCALE": True}
 LADDER = [
-    ("masked_copy", _copy, COPY_OK, {"MASK_STORE": False}, "case 1 of", "past n"),
-    ("masked_copy", _copy, COPY_OK, {"PER_PROGRAM": False}, "case 1 of", "second program"),
-    ("gather_rows", _gather, GATHER_OK, {"LOOKUP": False}, "case 1 of", "rows [4, 1]"),
+    ("masked_copy", _copy, COPY_OK, {"MASK_STORE": False}, "case 1 of", "it must not store there"),
+    ("masked_copy", _copy, COPY_OK, {"PER_PROGRAM": False}, "case 1 of", "program 1 stored"),
+    (
+        "gather_rows",
+        _gather,
+        GATHER_OK,
+        {"LOOKUP": False},
+        "case 1 of",
+        "stored x's row 0, expected x's row 4",
+    ),
     ("gather_rows", _gather, GATHER_OK, {"STRIDE": False}, "case 1 of", "row 0 of out"),
-    ("block_softmax", _softmax, SOFTMAX_OK, {"MASK": False}, "case 2 of", "mask it"),
+    ("block_softmax", _softmax, SOFTMAX_OK, {"MASK": False}, "case 2 of", "NaN at slots"),
     ("block_softmax", _softmax, SOFTMAX_OK, {"MAX": False}, "case 4 of", "overflows"),
     ("block_softmax", _softmax, SOFTMAX_OK, {"SCALE": False}, "case 1 of", "small scores"),
 ]

@@ -20,7 +20,6 @@ from pagedlab.memory.scheduler import Scheduler
 from pagedlab.memory.swap_space import swap_in_need
 
 NB09 = "09_when_memory_runs_out"
-REASONS = ("prefill", "latency", "bandwidth")  # why swap_or_recompute decides as it does
 
 
 # --- pick_victim ---------------------------------------------------------------------------------

@@ -9,7 +9,10 @@
    past ``n`` masked (they hold NaN) and the max subtracted (a case scores 100 after scaling).
 
 Each ``check(kernel)`` launches the learner's ``@triton.jit`` kernel (Triton's interpreter on a
-CPU) on fixed cases, each saying why it exists, and compares with torch. Needs triton.
+CPU) on fixed cases, each saying why it exists, and compares with torch; on a miss its
+``where`` line says what each program touched, read off the run's output (the offsets a copy
+stored to wrongly, the row of ``x`` each gather program stored, the wrong or NaN weights).
+Needs triton.
 """
 
 from __future__ import annotations
@@ -233,6 +236,56 @@ def _softmax_cases() -> list[Case]:
     return cases
 
 
+def _copy_where(fn: Callable[..., Any], case: Case) -> str:
+    """Which offsets the kernel stored to wrongly, program by program (read off ``out``)."""
+    _x, n, block = case.args
+    got = fn(*case.args)
+    wrong = [i for i in range(len(got)) if not _same(float(got[i]), float(case.expected[i]))]
+    if not wrong:
+        return ""
+    by_program: dict[int, list[int]] = {}
+    for i in wrong:
+        by_program.setdefault(i // block, []).append(i)
+    parts = [
+        f"program {p} stored wrongly at offsets {offs}"
+        + (f" (past n={n}: it must not store there)" if min(offs) >= n else "")
+        for p, offs in sorted(by_program.items())
+    ]
+    return "; ".join(parts)
+
+
+def _gather_where(fn: Callable[..., Any], case: Case) -> str:
+    """For each wrong row of ``out``, which row of ``x`` it holds (x's row r holds r*D ...)."""
+    x, index = case.args
+    got = fn(*case.args)
+    d = x.shape[1]
+    lines = []
+    for i, want in enumerate(index):
+        row = got[i]
+        if bool(torch.equal(row, x[want])):
+            continue
+        held = [r for r in range(x.shape[0]) if bool(torch.equal(row, x[r]))]
+        what = f"x's row {held[0]}" if held else f"values {row.tolist()[: min(d, 4)]} ..."
+        lines.append(f"program {i} stored {what}, expected x's row {want}")
+    return "; ".join(lines)
+
+
+def _softmax_where(fn: Callable[..., Any], case: Case) -> str:
+    """Which slots' weights are wrong, and whether any is NaN."""
+    _q, _k, n = case.args
+    got = fn(*case.args)
+    bad = [t for t in range(len(got)) if not _same(float(got[t]), float(case.expected[t]))]
+    if not bad:
+        return ""
+    nan = [t for t in bad if got[t] != got[t]]
+    text = f"wrong weights at slots {bad} (slots {n}.. hold no key)"
+    return text + (f"; NaN at slots {nan}" if nan else "")
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or abs(a - b) <= 1e-5 + 1e-4 * abs(b)
+
+
 def _masked_equal(expected: Any, got: Any) -> bool:
     """Equal, NaN nowhere, and every sentinel the kernel must not touch still there."""
     return (
@@ -258,6 +311,7 @@ def make_exercises() -> list[Exercise]:
             cases=_copy_cases,
             solution=copy,
             adapt=_copy_adapt,
+            diagnose=_copy_where,
             stub_code=COPY_STUB,
             entry="my_masked_copy",
             todo="Write the kernel's body",
@@ -273,6 +327,7 @@ def make_exercises() -> list[Exercise]:
             cases=_gather_cases,
             solution=gather,
             adapt=_gather_adapt,
+            diagnose=_gather_where,
             stub_code=GATHER_STUB,
             entry="my_gather_rows",
             todo="Write the kernel's body",
@@ -288,6 +343,7 @@ def make_exercises() -> list[Exercise]:
             cases=_softmax_cases,
             solution=softmax,
             adapt=_softmax_adapt,
+            diagnose=_softmax_where,
             stub_code=SOFTMAX_STUB,
             entry="my_block_softmax",
             todo="Write the kernel's body",
