@@ -54,7 +54,8 @@ def test_wrong_answer_then_right_answer(notebooks: NotebookPages) -> None:
     got = _type_and_run(page, stub, check, WRONG, "✗ blocks_needed")
     notebook.shot("exercise-wrong", check)
     for part in ("case 1 of", "num_tokens=5, block_size=4", "expected: 2", "got:      1",
-                 "why:      5 tokens in blocks of 4", "the partly filled last block counts"):  # fmt: skip
+                 "why:      5 tokens in blocks of 4",
+                 "the partly filled last block counts"):  # fmt: skip
         assert part in got, f"{part!r} not in {got!r}"
 
     got = _type_and_run(page, stub, check, RIGHT, "✓ blocks_needed")
