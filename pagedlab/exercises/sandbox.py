@@ -27,7 +27,6 @@ import io
 import operator
 import os
 import pickle
-import select
 import signal
 import sys
 import threading
@@ -252,6 +251,8 @@ def _child(fn: Callable[..., Any], args: Sequence[Any], seconds: float, like: An
 
 
 def _collect(pid: int, fd: int, limit: float) -> Outcome:
+    import select  # here, not at the top: Pyodide (no fork) may have no select module
+
     deadline = time.monotonic() + limit
     chunks: list[bytes] = []
     finished = False
