@@ -683,3 +683,14 @@ def test_what_the_learner_prints_in_a_child_still_shows(capsys: pytest.CaptureFi
 
     assert EXERCISES["blocks_needed"].check(chatty).passed
     assert "trying 5" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", PLAIN)
+def test_every_parameter_is_varied_by_some_case(name: str) -> None:
+    """A constant in place of a parameter must fail some case: each argument position takes at
+    least two values over the cases (and every fixed case says why it exists)."""
+    cases = EXERCISES[name].cases()
+    for position, param in enumerate(EXERCISES[name].params):
+        seen = {repr(case.args[position]) for case in cases if position < len(case.args)}
+        assert len(seen) >= 2, f"{name}: {param} never varies"
+    assert all(case.why for case in cases if case.kind == "fixed"), name
