@@ -16,7 +16,7 @@ fixed position, so cells added or moved elsewhere in a notebook do not shift the
   cell has it any more, the first other code cell containing PREDICT's text; skipped, with a
   note, if neither is there);
 - the "Exercises" section (task, stub, check per exercise of ``pagedlab.exercises``, then the
-  notebook's tally; notebooks with exercises: 01-08): a missing cell goes right after the
+  notebook's tally; notebooks with exercises: 01-09): a missing cell goes right after the
   section's cell before it, or right before the one after it, and the whole section, if none
   of it is there, right before the final links cell.
 """
@@ -79,86 +79,31 @@ def nav(stem: str) -> str:
     return " · ".join(parts)
 
 
-# notebook -> (id of the cell the Predict cell goes before, text that cell holds, predict source)
+# notebook -> (id of the cell the Predict cell goes before, text that cell holds); the cell's
+# source only asks for the widget: its question, answer and explanation are computed in
+# pagedlab.exercises.predictions from the scene that next cell builds
 PREDICT = {
-    "02_block_table": (
-        "a07e6854",
-        "seed_history(num_blocks=8, block_size=4, finished=False)",
-        """from pagedlab import BlockAllocator, BlockTable
-from pagedlab.exercises.predict import Predict
-
-# The answer, from a replay of the next cell's history with the real allocator: A, B, C and D
-# take blocks 0-1, 2-3, 4 and 5-7; then C finishes, then A (its last block first).
-pool_copy = BlockAllocator(8, 4)
-req_a, req_b, req_c, req_d = (BlockTable(pool_copy) for _ in range(4))
-for table, tokens in ((req_a, 8), (req_b, 8), (req_c, 4), (req_d, 12)):
-    table.append_tokens(tokens)
-req_c.free()
-req_a.free()
-free_list = pool_copy.free_list()  # [4, 1, 0]
-seq_copy = BlockTable(pool_copy)
-seq_copy.append_tokens(5)
-Predict(f"Other requests hold blocks {req_b.blocks + req_d.blocks} and the free list, front first, "
-        f"is {free_list}. A new sequence of 5 tokens gets blocks of 4. Which physical block "
-        "does token 5 (position 4) land in?",
-        answer=seq_copy.slot(4)[0],
-        explain="Tokens 1-4 fill logical block 0, which took the first free block, 4; token 5 "
-                "starts logical block 1, which took the next one, 1.")""",
-    ),
-    "05_sharing": (
-        "8a975c90",
-        "prompt = figure8_prompt()",
-        """from pagedlab import BlockAllocator, BlockTable, fork_samples
-from pagedlab.exercises.predict import Predict
-
-# The answer, from a copy of the next cell's prompt (the same real allocator and tables).
-prompt_copy = BlockTable(BlockAllocator(8, 4, free_order=[7, 1, 3, 0, 2, 4, 5, 6]))
-prompt_copy.append_tokens(7)
-s1, s2 = fork_samples(prompt_copy, 2)
-s1.append_tokens(1)
-pool_copy = prompt_copy.allocator
-Predict("A prompt of 7 tokens sits in blocks 7 and 1 (blocks of 4). fork_samples makes two "
-        "samples, A1 and A2, that share both blocks. Then A1 appends one token. What are the "
-        "ref counts of block 7, of block 1 and of the block A1's new token lands in?",
-        answer=[pool_copy.refcount(7), pool_copy.refcount(1), pool_copy.refcount(s1.blocks[-1])],
-        explain="Block 7 is full and stays shared. A1's token would land in block 1, which is "
-                "shared and partly filled, so A1 copies it into a free block (3) first and "
-                "writes there: block 1 drops to 1, the copy has 1.")""",
-    ),
-    "06_prefix_caching": (
-        "b22eb198",
-        "second = cache.admit(system + [7, 8])",
-        """from pagedlab import BlockAllocator, PrefixCache
-from pagedlab.exercises.predict import Predict
-
-# The answer, from a copy of the next cell's cache (the same real PrefixCache).
-cache_copy = PrefixCache(BlockAllocator(16, 4))
-cache_copy.admit(system + [1, 2, 3])
-Predict("Blocks of 4. Request A's prompt is the 8-token system prompt followed by [1, 2, 3]; "
-        "then request B arrives with the system prompt followed by [7, 8]. How many of B's "
-        "blocks come from the cache?",
-        answer=len(cache_copy.admit(system + [7, 8]).hit_blocks),
-        explain="B's first two blocks are the system prompt, cached by A under the same chained "
-                "hashes. Its third block [7, 8] differs from A's and is only partly filled "
-                "anyway: partly filled blocks are never cached.")""",
-    ),
+    "02_block_table": ("a07e6854", "seed_history(num_blocks=8, block_size=4, finished=False)"),
+    "05_sharing": ("8a975c90", "prompt = figure8_prompt()"),
+    "06_prefix_caching": ("b22eb198", "second = cache.admit(system + [7, 8])"),
     "07_memory_at_scale": (
         "f471e81d",
         "results = [simulate(trace, policy) for policy in paper_policies(block_size=16)]",
-        """from pagedlab.exercises.predict import Predict
-
-Predict("Orca (Max) reserves 2048 slots for every request. On the ShareGPT trace, what share "
-        "of its KV memory holds token states (the paper's Fig. 2)?",
-        answer="under 30 %",
-        choices=["under 30 %", "30 to 60 %", "60 to 90 %", "over 90 %"],
-        explain="The paper measures 20.4 % for Orca (Max) (Fig. 2); the simulation below "
-                "computes our own figure and checks that it is under 30 %.")""",
     ),
+    "09_when_memory_runs_out": ("45197eb3", 'engine, kv = scheduler_scene("swap", block_size=4)'),
 }
 
 
+def predict_source(stem: str) -> str:
+    """A Predict cell: the widget, nothing that reveals its answer."""
+    return (
+        "from pagedlab.exercises.predictions import predict\n\n"
+        f'predict("{stem[:2]}")  # answer and explanation: computed in pagedlab, shown on request'
+    )
+
+
 def exercise_cells(stem: str) -> list[dict[str, Any]]:
-    """The Exercises section, or nothing for a notebook without exercises (00, 09)."""
+    """The Exercises section, or nothing for a notebook without exercises (00)."""
     number = stem[:2]
     exercises = in_notebook(number)
     if not exercises:
@@ -182,7 +127,7 @@ def exercise_cells(stem: str) -> list[dict[str, Any]]:
             head += f"\n\n<details><summary>Hint</summary>\n\n{exercise.hints[0]}\n\n</details>"
         cells.append(md(stem, f"ex-{exercise.name}-task", head))
         cells.append(code(stem, f"ex-{exercise.name}-stub", stub(exercise.name).rstrip("\n")))
-        fn = "my_" + exercise.name
+        fn = exercise.entry or "my_" + exercise.name
         cells.append(
             code(stem, f"ex-{exercise.name}-check", f'EXERCISES["{exercise.name}"].check({fn})')
         )
@@ -209,7 +154,7 @@ def _after_title(cells: list[dict[str, Any]]) -> int:
 
 def _predict_anchor(cells: list[dict[str, Any]], stem: str, ours: set[str]) -> int | None:
     """The index of the cell the Predict cell goes before: by id, else by its text."""
-    anchor, text, _source = PREDICT[stem]
+    anchor, text = PREDICT[stem]
     ids = [c["id"] for c in cells]
     if anchor in ids:
         return ids.index(anchor)
@@ -243,7 +188,7 @@ def edit(path: Path) -> bool:
     top, bottom = md(stem, "nav-top", nav(stem)), md(stem, "nav-bottom", nav(stem))
     wanted = [top, *section, bottom]
     if stem in PREDICT:
-        wanted.append(code(stem, "predict", PREDICT[stem][2]))
+        wanted.append(code(stem, "predict", predict_source(stem)))
     ours = {cell["id"] for cell in wanted}
     by_id = {c["id"]: c for c in cells}
     for cell in wanted:  # ours already there: refresh the source only
@@ -254,7 +199,7 @@ def edit(path: Path) -> bool:
     if stem in PREDICT and cid(stem, "predict") not in by_id:
         at = _predict_anchor(cells, stem, ours)
         if at is None:
-            anchor, text, _source = PREDICT[stem]
+            anchor, text = PREDICT[stem]
             print(f"{path}: no cell {anchor} nor one holding {text!r}; no predict cell added")
         else:
             cells.insert(at, wanted[-1])

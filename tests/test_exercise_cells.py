@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((REPO / "notebooks").glob("0[1-8]_*.ipynb"))
+NOTEBOOKS = sorted((REPO / "notebooks").glob("0[1-9]_*.ipynb"))
 
 
 def _script():  # type: ignore[no-untyped-def]
@@ -108,7 +108,7 @@ def test_cells_added_or_moved_elsewhere_do_not_shift_ours(path: Path, tmp_path: 
 
     cells.insert(0, note(1))
     cells.insert(3, note(2))  # after the title and the top links
-    cells.insert(len(cells) // 2, note(3))
+    cells.insert([c["id"] for c in cells].index(section[0]) // 2, note(3))  # mid-notebook
     cells.insert([c["id"] for c in cells].index(section[0]), note(4))
     plain = [i for i, c in enumerate(cells) if c["id"] not in mine and c["cell_type"] == "code"]
     cells.insert(plain[-1], cells.pop(plain[len(plain) // 2]))  # a middle cell moved down
@@ -120,7 +120,14 @@ def test_cells_added_or_moved_elsewhere_do_not_shift_ours(path: Path, tmp_path: 
 
 
 @pytest.mark.parametrize(
-    "stem", ["02_block_table", "05_sharing", "06_prefix_caching", "07_memory_at_scale"]
+    "stem",
+    [
+        "02_block_table",
+        "05_sharing",
+        "06_prefix_caching",
+        "07_memory_at_scale",
+        "09_when_memory_runs_out",
+    ],
 )
 def test_the_predict_cell_finds_its_key_output_by_text_if_the_id_changed(
     stem: str, tmp_path: Path
@@ -150,3 +157,38 @@ def test_exercises_import_neither_ipywidgets_nor_matplotlib() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_predict_cell_shows_its_answer(path: Path) -> None:
+    """Every cell that makes a Predict widget only asks for it: the answer and explanation are
+    computed in pagedlab.exercises.predictions, and the source holds neither."""
+    from pagedlab.exercises.predictions import PREDICTIONS
+
+    cells = json.loads(path.read_text())["cells"]
+    sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    predicting = [s for s in sources if "Predict" in s or "predict(" in s]
+    if path.stem[:2] in PREDICTIONS:
+        assert predicting, f"{path.name} has no Predict cell"
+    widget = PREDICTIONS[path.stem[:2]]() if path.stem[:2] in PREDICTIONS else None
+    for source in predicting:
+        code = "\n".join(line.split("#")[0] for line in source.splitlines())  # no comments
+        assert "answer" not in code and "explain" not in code and "Predict(" not in code, source
+        assert source.count("\n") <= 3, source  # an import and the call, nothing computed
+        if widget is not None:
+            shown = (
+                str(widget.answer)
+                if not isinstance(widget.answer, list)
+                else ", ".join(map(str, widget.answer))
+            )
+            assert shown not in code.replace(f'"{path.stem[:2]}"', ""), source
+
+
+def test_every_notebook_ends_with_its_progress_line_and_links() -> None:
+    script = _script()
+    for path in NOTEBOOKS:
+        ids = _ids(path)
+        assert ids[-2:] == [
+            script.cid(path.stem, "ex-progress"),
+            script.cid(path.stem, "nav-bottom"),
+        ]

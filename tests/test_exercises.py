@@ -24,12 +24,13 @@ NOTEBOOKS = [
     "06_prefix_caching",
     "07_memory_at_scale",
     "08_to_vllm",
+    "09_when_memory_runs_out",
 ]
-PLAIN = [name for name in EXERCISES if name != "paged_kernel"]
+PLAIN = [name for name, e in EXERCISES.items() if "@triton.jit" not in e.stub_code]  # no triton
 
 
-def test_sixteen_or_more_and_two_per_notebook() -> None:
-    assert len(EXERCISES) >= 16
+def test_enough_and_two_per_notebook() -> None:
+    assert len(EXERCISES) >= 31
     for notebook in NOTEBOOKS:
         assert len(in_notebook(notebook[:2])) >= 2, notebook
     assert {e.notebook for e in EXERCISES.values()} == set(NOTEBOOKS)
@@ -53,114 +54,175 @@ def test_the_cases_are_the_same_every_run(name: str) -> None:
 def test_the_stub_is_not_done_yet(name: str) -> None:
     namespace: dict[str, object] = {}
     exec(stub(name), namespace)
-    result = EXERCISES[name].check(namespace[f"my_{name}"])
+    entry = EXERCISES[name].entry or f"my_{name}"
+    result = EXERCISES[name].check(namespace[entry])
     assert result.status == TODO and result.message.startswith(f"… {name}: not done yet")
-    assert EXERCISES[name].check(namespace[f"my_{name}"]).message == result.message
+    assert EXERCISES[name].check(namespace[entry]).message == result.message
 
     def raising(*args: object) -> object:
         raise NotImplementedError
 
-    assert EXERCISES[name].check(raising).status == TODO
+    if EXERCISES[name].adapt is None:  # a class capstone takes a class, not a function
+        assert EXERCISES[name].check(raising).status == TODO
 
 
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
-# name -> [(wrong implementation, words its message must hold)]
+# name -> [(wrong implementation, words its message must hold[, words it must not hold])]:
+# the wrong answers a learner writes first (the issue's included), and hostile ones
+GENERIC = "where your answer goes wrong"
 WRONG = {
     "blocks_needed": [
-        (lambda n, b: n // b, "partly filled last block"),
-        (lambda n, b: n // b + 1, "one block too many"),
-        (lambda n, b: round(n / b), "inputs:"),
+        (lambda n, b: n // b, "partly filled last block counts"),
+        (lambda n, b: n // b + 1, "take no extra block"),
+        (lambda n, b: round(n / b), "why:      5 tokens"),
         (lambda n, b: float(_ceil(n, b)), "should be an int, got a float"),
+        (lambda n, b: (n + b - 1) >> (b.bit_length() - 1), "not a power of two"),  # pow2 only
+        (lambda n, b: _ceil(n, 16), GENERIC, "partly filled"),  # block_size ignored
+        (lambda n, b: _Yes(), "should be an int"),  # an object whose == always says yes
     ],
     "empty_slots": [
         (lambda n, b: b - n % b, "0 empty slots"),
         (lambda n, b: n % b, "counts the tokens"),
-        (lambda n, b: (n // b) * b - n, "partly filled last block"),
+        (lambda n, b: (n // b) * b - n, "partly filled last block counts"),
+        (lambda n, b: (-n) & (b - 1), "not a power of two"),  # pow2 only
     ],
     "reservation_waste": [
         (lambda p, r, s: s - r, "prompt"),
         (lambda p, r, s: s - p, "response"),
         (lambda p, r, s: s - p - r - 1, "expected:"),
+        (lambda p, r, s: 2048 - p - r, "wastes nothing"),  # reserved_slots taken as constant
     ],
     "slot": [
         (lambda p, bl, b: (bl[p // b], p % b + 1), "offset counted from 1"),
         (lambda p, bl, b: (p // b, p % b), "logical block"),
         (lambda p, bl, b: (p % b, bl[p // b]), "wrong order"),
         (lambda p, bl, b: [bl[p // b], p % b], "got a list"),
+        (lambda p, bl, b: (bl[p >> 2], p & 3), "not a power of two"),  # blocks of 4 only
+        (lambda p, bl, b: _YesTuple((0, 0)), "case 2"),  # a tuple whose == lies
     ],
     "slot_mapping": [
         (lambda bl, n, b: [x * b + o for x in bl for o in range(b)], "empty slots"),
         (lambda bl, n, b: list(range(n)), "logical positions"),
         (lambda bl, n, b: [bl[p // b] * b + p % b + 1 for p in range(n)], "offset counted from 1"),
         (lambda bl, n, b: [bl[p // b] * b + p % b for p in range(n)][::-1], "inputs:"),
+        (lambda bl, n, b: [bl[p // b] + p % b for p in range(n)], "is not a slot"),
     ],
     "new_blocks": [
         (lambda t, n, b: _ceil(n, b), "still have room"),
         (lambda t, n, b: _ceil(t + n, b), "every block the table holds"),
-        (lambda t, n, b: (t + n) // b - t // b, "partly filled last block"),
+        (lambda t, n, b: (t + n) // b - t // b, "a partly filled block is a block too"),
+        (lambda t, n, b: int((t + n) / b) - int(t / b), "inputs:", "//"),  # the issue's: no // written
     ],
     "gather_kv": [
         (lambda k, bl, n: k[sorted(x for x in bl if x >= 0)[: _ceil(n, k.shape[1])]].flatten(0, 1)[:n], "sorted"),
         (lambda k, bl, n: k[: _ceil(n, k.shape[1])].flatten(0, 1)[:n], "go through blocks"),
-        (lambda k, bl, n: k[bl[: _ceil(n, k.shape[1])]].flatten(0, 1), "empty slots"),
+        (lambda k, bl, n: k[bl[: _ceil(n, k.shape[1])]].flatten(0, 1), "drop the empty slots"),
         (lambda k, bl, n: k[bl[: _ceil(n, k.shape[1])]].flatten(0, 1)[:n].tolist(), "should be a torch.Tensor"),
     ],
     "online_step": [
         (lambda m, l, acc, s, v: _step(m, l, acc, s, v, rescale=False), "shrink by alpha"),
-        (lambda m, l, acc, s, v: _step(m, l, acc, s, v, invert=True), "not exp(m_new - m_old)"),
+        (lambda m, l, acc, s, v: _step(m, l, acc, s, v, invert=True), "alpha is at most 1"),
         (lambda m, l, acc, s, v: _step(m, l, acc, s, v)[:2], "expected:"),
+        (lambda m, l, acc, s, v: list(_step(m, l, acc, s, v)), "got a list"),
     ],
     "valid_slots": [
         (lambda n, i, b: b, "partly filled last block"),
         (lambda n, i, b: n % b if i == (n - 1) // b else b, "a full last block"),
         (lambda n, i, b: n - i * b, "no block holds more"),
+        (lambda n, i, b: min(4, n - i * 4), "blocks of 16"),  # block_size taken as 4
     ],
     "kv_head": [
         (lambda h, n, k: h % k, "not interleaved"),
         (lambda h, n, k: h // k, "group size"),
+        (lambda h, n, k: round(h * k / n), GENERIC, "interleaved"),  # the issue's rounding error
+        (lambda h, n, k: h >> 2, "inputs:"),  # groups of 4 only
     ],
     "must_copy": [
         (lambda n, b, h: h > 1, "full last block"),
         (lambda n, b, h: n % b != 0, "written in place"),
-        (lambda n, b, h: n % b != 0 and h > 2, "ref count 2"),
+        (lambda n, b, h: n % b != 0 and h > 2, "a ref count of 2"),
         (lambda n, b, h: int(n % b != 0 and h > 1), "should be a bool"),
+        (lambda n, b, h: n < b and h > 1, GENERIC, "ref count"),  # the issue's misdiagnosis
+        (lambda n, b, h: (n & (b - 1)) != 0 and h > 1, "not a power of two"),  # pow2 only
     ],
     "refcounts_after_fork": [
         (lambda p, b, n: [n] * _ceil(p, b), "copy-on-write"),
         (lambda p, b, n: [n] * (p // b) + ([0] if p % b else []), "keeps the original"),
         (lambda p, b, n: ([n] * (p // b) + ([1] if p % b else []))[::-1], "inputs:"),
+        (lambda p, b, n: [n] * (_ceil(p, b) - 1) + [1], "never copied"),
     ],
     "blocks_held": [
         (lambda p, o, n, b: n * _ceil(p + o, b), "without sharing"),
         (lambda p, o, n, b: _ceil(p, b) + n * (_ceil(p + o, b) - _ceil(p, b)), "partly filled"),
+        (lambda p, o, n, b: p // b + 2 * (_ceil(p + o, b) - p // b), "3 samples"),  # n taken as 2
     ],
     "chain_hashes": [
         (lambda t, b: [chain_hash(ROOT_HASH, t[s : s + b]) for s in range(0, len(t) - b + 1, b)], "not chained"),
-        (lambda t, b: block_hashes(t + [0] * (-len(t) % b), b), "expected:"),
+        (lambda t, b: block_hashes(t + [0] * (-len(t) % b), b), "why:      two full blocks"),
         (lambda t, b: block_hashes(t, b)[::-1], "inputs:"),
     ],
     "prefix_hits": [
-        (lambda e, p, b: _hits(e, p, b, keep_last=True), "last prompt token"),
-        (lambda e, p, b: _hits(e, p, b, chained=False), "hashes are chained"),
+        (lambda c, p, b: _hits(c, p, b, keep_last=True), "last prompt token"),
+        (lambda c, p, b: _hits(c, p, b, chained=False), "chained hashes"),
+        (lambda c, p, b: (len(p) - 1) // b if c else 0, "behind another prefix"),  # no hashing
+        (lambda c, p, b: sum(h in c for h in block_hashes(p[:-1], b)) and 2, "inputs:"),
     ],
     "reserved_slots": [
-        (lambda r, p, o, m: min(1 << (p + o - 1).bit_length(), m) if r == "pow2" else (m if r == "max" else p + o), "round only the output"),
+        (lambda r, p, o, m: min(1 << (p + o - 1).bit_length(), m) if r == "pow2" else (m if r == "max" else p + o), "only the output"),
         (lambda r, p, o, m: min(p + (1 << o.bit_length()), m) if r == "pow2" else (m if r == "max" else p + o), "its own"),
         (lambda r, p, o, m: p + (1 << (o - 1).bit_length()) if r == "pow2" else (m if r == "max" else p + o), "max_len"),
         (lambda r, p, o, m: p + o, "inputs:"),
+        (lambda r, p, o, m: min(p + (1 << (o - 1).bit_length()), 2048) if r == "pow2" else (2048 if r == "max" else p + o), "64"),  # max_len constant
     ],
     "mix_memory": [
         (lambda ls, m, b: (len(ls) * m, sum(ls)), "whole blocks"),
         (lambda ls, m, b: (len(ls) * m, sum(n // b * b for n in ls)), "partly filled"),
         (lambda ls, m, b: [len(ls) * m, sum(_ceil(n, b) * b for n in ls)], "got a list"),
+        (lambda ls, m, b: (len(ls) * 2048, sum(_ceil(n, b) * b for n in ls)), "64"),  # max_len constant
     ],
     "pad_block_tables": [
         (lambda t: [r + [0] * (max(map(len, t)) - len(r)) for r in t], "0 is a real block"),
         (lambda t: [[-1] * (max(map(len, t)) - len(r)) + r for r in t], "after a row's blocks"),
         (lambda t: t, "expected:"),
+    ],
+    "place_newcomer": [
+        (lambda r, f, n: (None, f[:n]), "why:      a newcomer that fits a hole"),
+        (lambda r, f, n: (r.index(0), f[:n]), "must refuse (None)"),
+        (lambda r, f, n: (_first_fit(r, n), sorted(f)[:n]), "free list's front"),
+        (lambda r, f, n: (_first_fit(r, n), f[-n:]), "why:      notebook 1's pool"),
+        (lambda r, f, n: (_first_fit(r, n, last=True), f[:n]), "first run that is long enough"),
+        (lambda r, f, n: [_first_fit(r, n), f[:n]], "got a list"),
+    ],
+    "pick_victim": [
+        (lambda r: r[-1][0], "no particular order"),
+        (lambda r: min(r, key=lambda x: x[1])[0], "preempts the latest"),
+        (lambda r: r[0][0], "why:      listed in arrival order"),
+        (lambda r: sorted(r)[-1][0], GENERIC, "no particular order"),  # by name, not arrival
+    ],
+    "tokens_to_recompute": [
+        (lambda p, n, g: p + g, "every sample's generated tokens"),
+        (lambda p, n, g: n * g, "prompt's K/V"),
+        (lambda p, n, g: n * (p + g), "recomputed once"),
+        (lambda p, n, g: p + n * g - 1, "inputs:"),  # the last token taken as already there
+    ],
+    "can_swap_in": [
+        (lambda s, b, f: sum(len(x) for x, _ in s) + len(s) <= f, "why:      2 blocks"),
+        (lambda s, b, f: len({x for bl, _ in s for x in bl}) <= f, "full last block needs a new block"),
+        (lambda s, b, f: _swap_need(s, b, per_sample=True) <= f, "comes back once"),
+        (lambda s, b, f: _swap_need(s, b, cow=False) <= f, "copy-on-write"),
+        (lambda s, b, f: _swap_need(s, b) < f, "why:      2 blocks"),  # off by one: < not <=
+    ],
+    "swap_or_recompute": [
+        (lambda n, b, r: ("recompute", "bandwidth"), "why:      big blocks and a slow prefill"),
+        (lambda n, b, r: ("swap", "prefill"), "small blocks mean many transfers"),  # right on case 1
+        (lambda n, b, r: _decide(n, b, r, ways=1), "count both ways"),
+        (lambda n, b, r: _decide(n, b, r, reason="bandwidth"), "moving the bytes alone"),
+        (lambda n, b, r: _decide(n, b, r, reason="latency"), "even the bytes alone"),
+        (lambda n, b, r: _decide(n, b, r)[0], "should be a tuple[str, str], got a str"),
+        (lambda n, b, r: ("recompute" if b < 64 else "swap", "latency" if b < 64 else "prefill"), "inputs:"),  # a block-size rule of thumb
     ],
     "pack_decode": [
         (lambda t, n, b: (_pad(t), list(n), [r[k // b] * b + k % b if k // b < len(r) else -1 for r, k in zip(t, n, strict=True)]), "off by one"),
@@ -168,6 +230,205 @@ WRONG = {
         (lambda t, n, b: (_pad(t), list(n), [r[p // b] * b + p % b for r, k in zip(t, n, strict=True) for p in range(k)]), "one token per sequence"),
     ],
 }  # fmt: skip
+
+
+class _Yes:
+    """An answer whose == always says yes (and is an int subclass's cousin: no __index__)."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = object.__hash__
+
+
+class _YesTuple(tuple):  # type: ignore[type-arg]
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = tuple.__hash__
+
+
+def _decide(n, b, r, ways=2, reason=None):  # type: ignore[no-untyped-def]
+    from pagedlab.attention.swap_cost import CostModel
+
+    model = CostModel(prefill_tokens_per_s=r)
+    if ways * model.swap_s(n, b) < model.recompute_s(n):
+        return "swap", "prefill"
+    if reason is not None:
+        return "recompute", reason
+    bytes_s = 2 * n * model.kv_bytes_per_token / model.pcie_bytes_per_s
+    return "recompute", "latency" if bytes_s < model.recompute_s(n) else "bandwidth"
+
+
+def _first_fit(refcounts, need, last=False):  # type: ignore[no-untyped-def]
+    found = None
+    for first in range(len(refcounts) - need + 1):
+        if all(c == 0 for c in refcounts[first : first + need]):
+            found = first
+            if not last:
+                break
+    return found
+
+
+class _Table:
+    """A block table with switches for the mistakes a learner makes building one."""
+
+    fill_last = True  # fill the last block's empty slots before taking new blocks
+    free_last_first = True
+    reset_on_free = True
+    count_tokens = True
+    ceil_new = True  # ceiling division for the new blocks
+
+    def __init__(self, allocator):  # type: ignore[no-untyped-def]
+        self.allocator = allocator
+        self.blocks = []
+        self.num_tokens = 0
+
+    def append_tokens(self, n):  # type: ignore[no-untyped-def]
+        size = self.allocator.block_size
+        room = len(self.blocks) * size - self.num_tokens if self.fill_last else 0
+        rest = max(0, n - room)
+        new = -(-rest // size) if self.ceil_new else rest // size
+        for _ in range(new):
+            self.blocks.append(self.allocator.allocate())
+        if self.count_tokens:
+            self.num_tokens += n
+
+    def free(self):  # type: ignore[no-untyped-def]
+        for block in reversed(self.blocks) if self.free_last_first else self.blocks:
+            self.allocator.free(block)
+        if self.reset_on_free:
+            self.blocks = []
+            self.num_tokens = 0
+
+
+def _table(**switches: bool) -> type:
+    return type("MyBlockTable", (_Table,), switches)
+
+
+def _cow(copy=True, free_old=True, full_new=True, copy_when_full=False):  # type: ignore[no-untyped-def]
+    def append(allocator, blocks, num_tokens):  # type: ignore[no-untyped-def]
+        blocks = list(blocks)
+        full = num_tokens % allocator.block_size == 0
+        if full and not copy_when_full:
+            if full_new:
+                blocks.append(allocator.allocate())
+            return blocks
+        if copy and allocator.refcount(blocks[-1]) > 1:
+            new = allocator.allocate()
+            if free_old:
+                allocator.free(blocks[-1])
+            blocks[-1] = new
+        return blocks
+
+    return append
+
+
+class _Cache:
+    chained = True
+    keep_last = False  # the learner forgets that the last prompt token is always computed
+    stop_at_miss = True  # (without eviction a later block is never cached past a miss)
+    first_wins = True
+
+    def __init__(self, block_size):  # type: ignore[no-untyped-def]
+        self.block_size, self.block_of = block_size, {}
+
+    def _hashes(self, tokens):  # type: ignore[no-untyped-def]
+        if self.chained:
+            return block_hashes(tokens, self.block_size)
+        b = self.block_size
+        return [chain_hash(ROOT_HASH, tokens[s : s + b]) for s in range(0, len(tokens) - b + 1, b)]
+
+    def lookup(self, tokens):  # type: ignore[no-untyped-def]
+        found = []
+        for h in self._hashes(tokens if self.keep_last else tokens[:-1]):
+            if h in self.block_of:
+                found.append(self.block_of[h])
+            elif self.stop_at_miss:
+                break
+        return found
+
+    def register(self, blocks, tokens):  # type: ignore[no-untyped-def]
+        for block, h in zip(blocks, self._hashes(tokens), strict=False):
+            if self.first_wins:
+                self.block_of.setdefault(h, block)
+            else:
+                self.block_of[h] = block
+
+
+def _cache(**switches: bool) -> type:
+    return type("MyPrefixCache", (_Cache,), switches)
+
+
+# the capstones: the wrong builds a learner writes first -> words the message must hold
+WRONG_BUILDS = {
+    "append_cow": [
+        (_cow(copy=False), "after event 2 (append T0)"),  # writes into the shared block
+        (_cow(free_old=False), "ref counts: expected [2, 1, 1"),  # copies, keeps its reference
+        (_cow(full_new=False), "why:      a full shared last block"),
+        (_cow(copy_when_full=True), "why:      a full shared last block"),
+    ],
+    "prefix_cache": [
+        (_cache(chained=False), "why:      the same tokens behind another prefix"),
+        (_cache(keep_last=True), "why:      a block-aligned prompt"),
+        (_cache(first_wins=False), "why:      B recomputes A's last block"),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "index"), [(n, i) for n, v in WRONG_BUILDS.items() for i in range(len(v))]
+)
+def test_a_wrong_build_is_rejected_at_the_first_event_it_gets_wrong(name: str, index: int) -> None:
+    built, words = WRONG_BUILDS[name][index]
+    result = EXERCISES[name].check(built)
+    assert result.status == FAILED, f"{name} accepted wrong build #{index}"
+    for part in ("why:", "inputs:", "expected:", "got:", words):
+        assert part in result.message, f"{part!r} not in:\n{result.message}"
+
+
+# block_table: the wrong classes a learner builds first -> words the message must hold
+WRONG_TABLES = {
+    "block_table": [
+        (_table(fill_last=False), "event 2 (T0.append_tokens(1))"),  # a new block every append
+        (_table(free_last_first=False), "after event 2 (T0.free()): free list"),
+        (_table(reset_on_free=False), "after event 2 (T0.free()): blocks"),
+        (_table(count_tokens=False), "num_tokens"),
+        (_table(ceil_new=False), "after event 1 (T0.append_tokens(5)): blocks"),
+    ]
+}
+
+
+@pytest.mark.parametrize(("index"), range(len(WRONG_TABLES["block_table"])))
+def test_a_wrong_block_table_is_rejected_at_the_first_event_it_gets_wrong(index: int) -> None:
+    cls, words = WRONG_TABLES["block_table"][index]
+    result = EXERCISES["block_table"].check(cls)
+    assert result.status == FAILED
+    for part in ("why:", "inputs:", "expected:", "got:", "where:", words):
+        assert part in result.message, f"{part!r} not in:\n{result.message}"
+
+
+def test_a_table_class_passes_and_an_instance_is_refused() -> None:
+    assert EXERCISES["block_table"].check(_Table).passed
+    result = EXERCISES["block_table"].check(_Table(None))
+    assert result.status == FAILED and "pass the class itself" in result.message
+
+
+def _swap_need(samples, b, cow=True, per_sample=False):  # type: ignore[no-untyped-def]
+    from collections import Counter
+
+    if per_sample:
+        need = sum(len(blocks) for blocks, _ in samples)
+    else:
+        need = len({x for blocks, _ in samples for x in blocks})
+    holders = Counter(blocks[-1] for blocks, _ in samples)
+    for blocks, tokens in samples:
+        if tokens % b == 0:
+            need += 1
+        elif cow and holders[blocks[-1]] > 1:
+            need += 1
+            holders[blocks[-1]] -= 1
+    return need
 
 
 def _pad(t: list[list[int]]) -> list[list[int]]:
@@ -187,13 +448,12 @@ def _step(m, l, acc, s, v, rescale=True, invert=False):  # type: ignore[no-untyp
     return m_new, l * alpha + sum(w), acc_new
 
 
-def _hits(earlier, prompt, b, keep_last=False, chained=True):  # type: ignore[no-untyped-def]
+def _hits(cached, prompt, b, keep_last=False, chained=True):  # type: ignore[no-untyped-def]
     def hashes_of(t):  # type: ignore[no-untyped-def]
         if chained:
             return block_hashes(t, b)
         return [chain_hash(ROOT_HASH, t[s : s + b]) for s in range(0, len(t) - b + 1, b)]
 
-    cached = {h for t in earlier for h in hashes_of(t)}
     hashes = hashes_of(prompt if keep_last else prompt[:-1])
     hits = 0
     for h in hashes:
@@ -204,18 +464,25 @@ def _hits(earlier, prompt, b, keep_last=False, chained=True):  # type: ignore[no
 
 
 def test_every_plain_exercise_has_wrong_variants() -> None:
-    assert set(WRONG) == set(PLAIN)
+    assert set(WRONG) | set(WRONG_TABLES) | set(WRONG_BUILDS) == set(PLAIN)
 
 
 @pytest.mark.parametrize(
     ("name", "index"), [(name, i) for name, variants in WRONG.items() for i in range(len(variants))]
 )
 def test_wrong_variant_is_rejected_naming_the_case(name: str, index: int) -> None:
-    wrong, words = WRONG[name][index]
+    wrong, words, *never = WRONG[name][index]
     result = EXERCISES[name].check(wrong)
     assert result.status == FAILED, f"{name} accepted a wrong answer #{index}"
     for part in ("✗", "case ", "inputs:", "expected:", "got:", "hint:", words):
         assert part in result.message, f"{part!r} not in:\n{result.message}"
+    hint = result.message.split("hint:", 1)[1]
+    for part in never:  # a hint that names a mistake the learner did not make misleads
+        assert part not in hint, f"{part!r} wrongly in:\n{result.message}"
+    first = result.message.splitlines()[0]
+    case_kind = first.split("(")[1].split(")")[0]
+    if case_kind == "fixed":  # every fixed case says why it exists
+        assert "  why:      " in result.message, result.message
 
 
 def _raises(*args: object) -> object:
@@ -248,7 +515,10 @@ def test_check_never_raises(name: str) -> None:
     for fn in odd_inputs:
         result = exercise.check(fn)
         assert isinstance(result, CheckResult) and result.status == FAILED, (fn, result)
-    assert "raised ZeroDivisionError" in exercise.check(_raises).message
+    if not exercise.entry:
+        assert "raised ZeroDivisionError" in exercise.check(_raises).message
+    else:  # a class capstone: a function is refused by name
+        assert "pass the class itself" in exercise.check(_raises).message
 
 
 def _forever(*args: object) -> int:
@@ -286,11 +556,12 @@ def test_the_learner_cannot_change_a_case() -> None:
 
 def test_progress_counts_the_checks_run_here() -> None:
     forget_results()
-    assert progress("01").text.startswith("exercises in this notebook: 0 of 3 done")
+    assert progress("01").text.startswith("exercises in this notebook: 0 of 4 done")
     EXERCISES["blocks_needed"].check(EXERCISES["blocks_needed"].solution)
     EXERCISES["empty_slots"].check(lambda n, b: 0)
     assert progress("01").text == (
-        "exercises in this notebook: 1 of 3 done (to do: empty_slots, reservation_waste)"
+        "exercises in this notebook: 1 of 4 done (to do: empty_slots, reservation_waste, "
+        "place_newcomer)"
     )
     EXERCISES["blocks_needed"].check(lambda n, b: 0)  # the latest check counts
     assert progress("01").done == ()
@@ -299,7 +570,9 @@ def test_progress_counts_the_checks_run_here() -> None:
 
 def test_solution_shows_source() -> None:
     for name in EXERCISES:
-        assert "def " in solution(name) and "return" in solution(name) or name == "paged_kernel"
+        shown = solution(name)
+        builds = ("block_table", "masked_copy", "gather_rows", "block_softmax")
+        assert "def " in shown and ("return" in shown or name in builds) or name == "paged_kernel"
     assert "tl.load" in solution("paged_kernel")
     with pytest.raises(ValueError, match="no exercise named 'nope'"):
         solution("nope")
@@ -342,6 +615,74 @@ def test_the_alarm_and_its_handler_are_restored() -> None:
     dataclasses.replace(EXERCISES["slot"], budget_s=0.2).check(_forever)
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     assert signal.getsignal(signal.SIGALRM) is before
+
+
+def _stubborn(*args: object) -> int:
+    while True:  # swallows every interruption, forever
+        try:
+            while True:
+                pass
+        except BaseException:  # noqa: S110
+            pass
+
+
+def test_a_function_that_swallows_every_interruption_is_still_stopped() -> None:
+    from pagedlab.exercises.sandbox import can_isolate
+
+    if not can_isolate():  # pragma: no cover - Pyodide: no process to kill
+        pytest.skip("no os.fork here")
+    exercise = dataclasses.replace(EXERCISES["slot"], budget_s=0.3)
+    result = exercise.check(_stubborn)
+    assert result.status == FAILED and "no answer within 0.3 s (stopped)" in result.message
+
+
+def _swallows_once(*args: object) -> int:
+    try:
+        while True:
+            pass
+    except BaseException:  # noqa: S110
+        pass
+    while True:
+        pass
+
+
+def test_in_process_the_alarm_fires_again_after_one_is_swallowed() -> None:
+    from pagedlab.exercises.sandbox import run_limited
+
+    outcome = run_limited(_swallows_once, (), 0.2)
+    assert outcome.timed_out
+
+
+def test_a_written_body_without_return_is_asked_about_it() -> None:
+    def forgot(num_tokens: int, block_size: int) -> None:
+        blocks = -(-num_tokens // block_size)  # noqa: F841
+
+    result = EXERCISES["blocks_needed"].check(forgot)
+    assert result.status == FAILED and "did you forget `return`?" in result.message
+
+
+def test_answers_are_plain_values_never_the_learners_eq() -> None:
+    from pagedlab.exercises.sandbox import WrongKind, to_plain
+
+    assert (
+        to_plain(_YesTuple((1, 2)), (0, 0)) == (1, 2)
+        and type(to_plain(_YesTuple((1, 2)), (0, 0))) is tuple
+    )
+    assert isinstance(to_plain(_Yes(), 3), WrongKind)
+    assert isinstance(to_plain(True, 3), WrongKind) and isinstance(to_plain(1, True), WrongKind)
+    assert isinstance(to_plain([1], (1,)), WrongKind) and to_plain([1, 2.0], [1, 1]) == [
+        1,
+        WrongKind("float", "2.0"),
+    ]
+
+
+def test_what_the_learner_prints_in_a_child_still_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    def chatty(num_tokens: int, block_size: int) -> int:
+        print("trying", num_tokens)
+        return -(-num_tokens // block_size)
+
+    assert EXERCISES["blocks_needed"].check(chatty).passed
+    assert "trying 5" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", PLAIN)

@@ -59,3 +59,25 @@ def test_a_broken_answer_never_raises() -> None:
     widget.entry.value = "1"
     widget.check_button.click()  # compares, shows, does not raise
     assert "✗" in widget.feedback.value
+
+
+def test_odd_guesses_are_not_taken_as_right() -> None:
+    """Only a plain integer (or integers, for a list) is read: no digits fished out of words."""
+    widget = Predict("block?", 1)
+    for guess in ("block 1", "1.5", "1e0", "1 or 4", "x1", "1/4"):
+        assert widget.verdict(guess) is None, guess
+    assert widget.verdict("+1") and widget.verdict(" 1 ") and widget.verdict("-1") is False
+    counts = Predict("ref counts?", [2, 1, 1])
+    for guess in ("2.1.1", "2, 1, 1,", "counts 2 1 1", "2; 1; 1"):
+        assert counts.verdict(guess) is None, guess
+    assert counts.verdict("2 1 1") and counts.verdict("[2,1,1]") and not counts.verdict("2, 1")
+
+
+def test_every_prediction_computes_its_answer_from_the_scene() -> None:
+    from pagedlab.exercises.predictions import PREDICTIONS, predict
+
+    answers = {key: make().answer for key, make in PREDICTIONS.items()}
+    assert answers == {"02": 1, "05": [2, 1, 1], "06": 2, "07": "under 30 %", "09": "E"}
+    assert predict("05_sharing").answer == [2, 1, 1]
+    with pytest.raises(ValueError, match="no Predict cell for notebook '03'"):
+        predict("03")

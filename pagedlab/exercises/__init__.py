@@ -6,11 +6,12 @@ first failing case (inputs, expected, got, and a hint for the common mistake). I
 raises. ``EXERCISES[name].solution`` is a reference solution; ``solution(name)`` shows its
 source. ``progress("01")`` counts the exercises of notebook 01 passed in this kernel.
 
-Each notebook 01-08 has two or three exercises, in the notebook's order; ``stub(name)`` is the
+Each notebook 01-09 has two or more exercises, in the notebook's order; ``stub(name)`` is the
 starter cell a notebook holds. Importing this package imports torch when it is installed,
 never ipywidgets (``pagedlab.exercises.predict`` holds the predict-then-reveal widget).
 Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose graders need
-no torch (``blocks``, ``sharing``, ``serving``); the others need torch to import at all.
+no torch (``blocks``, ``capstones``, ``sharing``, ``serving``, ``preemption``); the others need
+torch to import at all.
 """
 
 from __future__ import annotations
@@ -20,27 +21,34 @@ from dataclasses import dataclass
 from typing import Any
 
 from pagedlab import HAS_TORCH
-from pagedlab.exercises import blocks, serving, sharing
+from pagedlab.exercises import blocks, capstones, preemption, serving, sharing
 from pagedlab.exercises.core import CheckResult, Exercise, forget_results, results, with_article
 
 _ALL: list[Exercise] = [
     *blocks.EXERCISES_01,
+    *capstones.EXERCISES_CAPSTONE_01,
     *blocks.EXERCISES_02,
+    *capstones.EXERCISES_CAPSTONE_02,
     *sharing.EXERCISES_05,
+    *capstones.EXERCISES_CAPSTONE_05,
     *sharing.EXERCISES_06,
+    *capstones.EXERCISES_CAPSTONE_06,
     *serving.EXERCISES_07,
+    *preemption.EXERCISES_09,
 ]
 if HAS_TORCH:  # the data plane's exercises, in the notebooks' order
     from pagedlab.attention import backend
     from pagedlab.exercises import attention, batching
 
-    after_02 = len(blocks.EXERCISES_01) + len(blocks.EXERCISES_02)
-    _ALL[after_02:after_02] = [*attention.EXERCISES_03, *attention.EXERCISES_04]
-    _ALL += batching.EXERCISES_08
+    _at = _ALL.index(capstones.EXERCISES_CAPSTONE_02[-1]) + 1
+    _ALL[_at:_at] = [*attention.EXERCISES_03, *attention.EXERCISES_04]
+    _at = _ALL.index(preemption.EXERCISES_09[0])
+    _ALL[_at:_at] = batching.EXERCISES_08
     if backend.BACKEND != "unavailable":  # the Triton puzzle needs triton (Linux x86_64)
-        from pagedlab.exercises import triton_puzzle
+        from pagedlab.exercises import triton_ladder, triton_puzzle
 
-        _ALL.insert(_ALL.index(attention.EXERCISES_04[-1]) + 1, triton_puzzle.make_exercise())
+        _at = _ALL.index(attention.EXERCISES_04[-1]) + 1
+        _ALL[_at:_at] = [*triton_ladder.make_exercises(), triton_puzzle.make_exercise()]
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in _ALL}
 

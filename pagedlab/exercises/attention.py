@@ -16,7 +16,7 @@ import torch
 from pagedlab.attention.kernel_trace import trace_paged_attention
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
-from pagedlab.exercises.core import Case, Exercise, Mistake, equal
+from pagedlab.exercises.core import Case, Exercise, Mistake
 
 NB03, NB04 = "03_same_data_any_layout", "04_kernel_at_work"
 
@@ -66,20 +66,24 @@ def online_step(
 
 
 def _gather_cases() -> list[Case]:
-    specs: list[tuple[list[int], int, int, int, int]] = [
-        ([4, 1], 5, 4, 1, 2),
-        ([0, 1], 5, 4, 1, 2),
-        ([3, 0, 2], 9, 4, 2, 3),
-        ([1, 0], 8, 4, 1, 2),
-    ]
+    specs: list[tuple[list[int], int, int, int, int, str, tuple[str, ...]]] = [
+        ([4, 1], 5, 4, 1, 2, "the seed: blocks [4, 1], the last one partly filled",
+         ("sorted", "identity", "tail")),
+        ([0, 1], 5, 4, 1, 2, "blocks [0, 1]: the last block's empty slots are not tokens",
+         ("tail",)),
+        ([3, 0, 2], 9, 4, 2, 3, "blocks out of order, 2 kv heads", ("sorted",)),
+        ([1, 0], 8, 4, 1, 2, "blocks [1, 0] filled exactly: logical order is the table's",
+         ("sorted", "identity")),
+        ([5, 2], 4, 3, 1, 2, "blocks of 3 (not a power of two)", ("identity",)),
+    ]  # fmt: skip
     rng = random.Random(301)
     for _ in range(12):
         size = rng.choice([1, 2, 3, 4, 8])
         blocks = rng.sample(range(8), rng.randint(1, 5))
         num_tokens = rng.randint((len(blocks) - 1) * size + 1, len(blocks) * size)
-        specs.append((blocks, num_tokens, size, rng.randint(1, 2), rng.randint(1, 4)))
+        specs.append((blocks, num_tokens, size, rng.randint(1, 2), rng.randint(1, 4), "", ()))
     cases = []
-    for i, (blocks, n, size, heads, dim) in enumerate(specs):
+    for i, (blocks, n, size, heads, dim, why, catches) in enumerate(specs):
         cache = filled_cache(blocks, n, size, heads, dim, seed=3000 + i)
         padded = blocks + [-1] * (i % 3)  # a table row may carry padding past its last block
         expected = cache.gather(padded, n)[0]
@@ -88,13 +92,14 @@ def _gather_cases() -> list[Case]:
             f"blocks={padded}, num_tokens={n}"
         )
         cases.append(
-            Case((cache.key.clone(), padded, n), expected, label, "fixed" if i < 4 else "generated")
-        )
+            Case((cache.key.clone(), padded, n), expected, label,
+                 "fixed" if why else "generated", why, catches)
+        )  # fmt: skip
     return cases
 
 
 def _step_cases() -> list[Case]:
-    specs = [(5, 4, 1, 1, 1), (9, 4, 1, 2, 2), (12, 4, 1, 3, 3)]
+    specs = [(5, 4, 1, 1, 1), (9, 4, 1, 2, 2), (12, 4, 1, 3, 3), (7, 3, 1, 2, 4)]
     rng = random.Random(302)
     specs += [
         (rng.randint(2, 20), rng.choice([2, 3, 4]), 1, rng.randint(1, 4), 10 + k) for k in range(6)
@@ -114,19 +119,22 @@ def _step_cases() -> list[Case]:
             values = cache.value[step.physical, : len(step.positions), 0].tolist()
             args = (*before, list(step.scores), values)
             expected = (step.m_new, step.l_sum, list(step.acc))
-            cases.append(Case(args, expected, kind="fixed" if i < 3 else "generated"))
+            why = _STEP_WHY[0] if j == 0 else _STEP_WHY[1] if step.alpha < 1.0 else _STEP_WHY[2]
+            catches = () if j == 0 else ("no_rescale", "inverted") if step.alpha < 1.0 else ()
+            fixed = i < 4
+            cases.append(
+                Case(args, expected, kind="fixed" if fixed else "generated",
+                     why=why if fixed else "", catches=catches if fixed else ())
+            )  # fmt: skip
+    cases.sort(key=lambda c: c.kind != "fixed")  # stable: the fixed cases first, in order
     return cases
 
 
-def _step_equal(expected: Any, got: Any) -> bool:
-    if not isinstance(got, (tuple, list)) or len(got) != 3:
-        return False
-    m, l_sum, acc = got
-    try:
-        acc = [float(a) for a in acc]
-        return equal(expected, (float(m), float(l_sum), acc))
-    except (TypeError, ValueError):
-        return False
+_STEP_WHY = (
+    "the first block: m starts at -inf, l_sum at 0, acc at zeros",
+    "a later block whose scores raise the max: the old sum and acc are rescaled",
+    "a later block that leaves the max where it is",
+)
 
 
 def _no_rescale(m: float, l_sum: float, acc: list[float], scores: list[float], values: Any) -> Any:
@@ -165,23 +173,25 @@ EXERCISES_03 = [
         cases=_gather_cases,
         solution=gather_kv,
         compare=tensors_equal,
+        isolate=False,  # torch in a forked child is not worth the risk; the alarm suffices
         mistakes=[
             Mistake(
                 "blocks read in sorted order: logical order is the table's order.",
                 lambda k, bl, n: gather_kv(k, sorted(b for b in bl if b >= 0), n),
+                "sorted",
             ),
             Mistake(
                 "physical blocks 0, 1, ... are not this sequence's: go through blocks.",
                 lambda k, bl, n: k[: -(-n // k.shape[1])].flatten(0, 1)[:n],
+                "identity",
             ),
             Mistake(
                 "forgot to drop the empty slots of the last block.",
                 lambda k, bl, n: k[bl[: -(-n // k.shape[1])]].flatten(0, 1),
+                "tail",
             ),
         ],
-        hints=[
-            "key_cache[blocks[:pages]] is [pages, block_size, ...]: flatten, keep num_tokens rows."
-        ],
+        hints=["how many of the listed blocks does the sequence use, and how many rows of them?"],
     ),
     Exercise(
         name="online_step",
@@ -193,15 +203,19 @@ EXERCISES_03 = [
         cases=_step_cases,
         solution=online_step,
         setup="import math",
-        compare=_step_equal,
         mistakes=[
             Mistake(
                 "the old sum and acc must shrink by alpha = exp(m - m_new) when the max grows.",
                 _no_rescale,
+                "no_rescale",
             ),
-            Mistake("alpha is exp(m_old - m_new) (<= 1), not exp(m_new - m_old).", _inverted),
+            Mistake(
+                "the old terms must shrink when the max grows: alpha is at most 1.",
+                _inverted,
+                "inverted",
+            ),
         ],
-        hints=["m_new = max(m, max(scores)); alpha = exp(m - m_new); weights exp(s - m_new)."],
+        hints=["every term already summed was weighted against the old max."],
     ),
 ]
 
@@ -217,34 +231,50 @@ def kv_head(head: int, num_heads: int, num_kv_heads: int) -> int:
     return head // (num_heads // num_kv_heads)
 
 
+_VALID_SPECS = [
+    (5, 1, 4, "5 tokens, blocks of 4: the last block holds 1 token", ("forgot_last", "overfull")),
+    (5, 0, 4, "the first block of the same sequence is full", ("overfull",)),
+    (8, 1, 4, "a full last block: all 4 slots hold a token", ("full_zero",)),
+    (1, 0, 16, "one token in a block of 16", ("forgot_last",)),
+    (17, 1, 16, "17 tokens in blocks of 16", ("forgot_last",)),
+    (10, 3, 3, "blocks of 3 (not a power of two)", ()),
+    (6, 5, 1, "blocks of 1", ()),
+]  # fmt: skip
+
+
 def _valid_cases() -> list[Case]:
-    specs = [(5, 1, 4), (5, 0, 4), (8, 1, 4), (1, 0, 16), (17, 1, 16)]
+    specs = list(_VALID_SPECS)
     rng = random.Random(401)
     for _ in range(20):
-        size = rng.choice([1, 2, 3, 4, 8, 16])
+        size = rng.choice([1, 2, 3, 4, 5, 8, 16])
         seq_len = rng.randint(1, 60)
-        specs.append((seq_len, rng.randrange(-(-seq_len // size)), size))
+        specs.append((seq_len, rng.randrange(-(-seq_len // size)), size, "", ()))
     cases = []
-    for i, (seq_len, logical, size) in enumerate(specs):
+    for i, (seq_len, logical, size, why, catches) in enumerate(specs):
         pages = -(-seq_len // size)
         cache = filled_cache(list(range(pages)), seq_len, size, 1, 1, seed=i)
         steps = trace_paged_attention(
             torch.ones(1, 1), cache.key, cache.value, list(range(pages)), seq_len
         )
         cases.append(
-            Case(
-                (seq_len, logical, size),
-                len(steps[logical].positions),
-                kind="fixed" if i < 5 else "generated",
-            )
-        )
+            Case((seq_len, logical, size), len(steps[logical].positions),
+                 kind="fixed" if why else "generated", why=why, catches=catches)
+        )  # fmt: skip
     return cases
 
 
 def _kv_head_cases() -> list[Case]:
-    specs = [(8, 2), (4, 4), (4, 1), (6, 3), (32, 8)]
+    specs = [
+        (8, 2, "8 query heads on 2 kv heads: heads 0-3 read kv head 0, 4-7 kv head 1",
+         ("interleaved", "by_kv_heads")),
+        (4, 4, "as many kv heads as query heads: each reads its own", ()),
+        (4, 1, "one kv head (multi-query attention): every head reads it", ()),
+        (6, 3, "6 query heads on 3 kv heads (a group of 2)", ("interleaved", "by_kv_heads")),
+        (32, 8, "Llama-style: 32 query heads on 8 kv heads", ("interleaved", "by_kv_heads")),
+        (12, 4, "12 on 4: groups of 3 (not a power of two)", ()),
+    ]  # fmt: skip
     cases = []
-    for num_heads, kv_heads in specs:
+    for num_heads, kv_heads, why, catches in specs:
         # kv head h holds value h everywhere: the output of query head i names the kv head it read
         value = torch.arange(kv_heads, dtype=torch.float32)[None, None, :, None].expand(
             1, 1, kv_heads, 1
@@ -258,7 +288,9 @@ def _kv_head_cases() -> list[Case]:
             torch.tensor([1], dtype=torch.int32),
         )
         for head in range(num_heads):
-            cases.append(Case((head, num_heads, kv_heads), int(out[0, head, 0])))
+            cases.append(
+                Case((head, num_heads, kv_heads), int(out[0, head, 0]), why=why, catches=catches)
+            )
     return cases
 
 
@@ -276,16 +308,20 @@ EXERCISES_04 = [
             Mistake(
                 "forgot the partly filled last block: its slots past seq_len are masked.",
                 lambda n, i, b: b,
+                "forgot_last",
             ),
             Mistake(
                 "a full last block has block_size valid slots, not 0.",
                 lambda n, i, b: n % b if i == (n - 1) // b else b,
+                "full_zero",
             ),
-            Mistake("no block holds more than block_size tokens.", lambda n, i, b: n - i * b),
+            Mistake(
+                "no block holds more than block_size tokens.",
+                lambda n, i, b: n - i * b,
+                "overfull",
+            ),
         ],
-        hints=[
-            "tokens from this block's start on: seq_len - logical * block_size, at most block_size."
-        ],
+        hints=["which positions does this block cover, and which of them are below seq_len?"],
     ),
     Exercise(
         name="kv_head",
@@ -300,12 +336,14 @@ EXERCISES_04 = [
             Mistake(
                 "groups are consecutive heads (0-3 share kv head 0), not interleaved.",
                 lambda h, n, k: h % k,
+                "interleaved",
             ),
             Mistake(
                 "divide by the group size num_heads // num_kv_heads, not by num_kv_heads.",
                 lambda h, n, k: h // k,
+                "by_kv_heads",
             ),
         ],
-        hints=["each kv head serves num_heads // num_kv_heads consecutive query heads."],
+        hints=["how many query heads share one kv head, and which ones (notebook 4's picture)?"],
     ),
 ]

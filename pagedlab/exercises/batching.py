@@ -50,30 +50,50 @@ def _lockstep(lengths: list[int], block_size: int) -> list[BlockTable]:
     return tables
 
 
-def _batch_specs(seed: int) -> list[tuple[list[int], int]]:
-    specs = [([5, 3, 9], 4), ([4, 8], 4), ([1], 16), ([17, 2, 33, 16], 16)]
+_BATCH_WHY = {
+    "pad": [
+        ([5, 3, 9], 4, "3 sequences grown in lockstep: rows of 2, 1 and 3 blocks",
+         ("zero_pad", "pad_front")),
+        ([4, 8], 4, "rows of 1 and 2 blocks", ("zero_pad", "pad_front")),
+        ([1], 16, "one sequence: nothing to pad", ()),
+        ([17, 2, 33, 16], 16, "the paper's blocks of 16, rows of 2, 1, 3 and 1", ("pad_front",)),
+        ([7, 7], 3, "rows of equal length: nothing to pad", ()),
+    ],
+    "pack": [
+        ([5, 3, 9], 4, "3 sequences: each newest token is at position num_tokens - 1",
+         ("off_by_one", "logical_slot", "every_position")),
+        ([4, 8], 4, "newest tokens that end a block", ("off_by_one",)),
+        ([1], 16, "one sequence of one token", ("every_position",)),
+        ([17, 2, 33, 16], 16, "blocks of 16, blocks interleaved by lockstep decoding",
+         ("logical_slot",)),
+        ([7, 5], 3, "blocks of 3 (not a power of two)", ()),
+    ],
+}  # fmt: skip
+
+
+def _batch_specs(seed: int, which: str) -> list[tuple[list[int], int, str, tuple[str, ...]]]:
+    specs = list(_BATCH_WHY[which])
     rng = random.Random(seed)
     return specs + [
-        ([rng.randint(1, 40) for _ in range(rng.randint(1, 5))], rng.choice([2, 4, 8]))
+        ([rng.randint(1, 40) for _ in range(rng.randint(1, 5))], rng.choice([2, 3, 4, 8]), "", ())
         for _ in range(16)
     ]
 
 
 def _pad_cases() -> list[Case]:
     cases = []
-    for i, (lengths, size) in enumerate(_batch_specs(801)):
+    for lengths, size, why, catches in _batch_specs(801, "pad"):
         rows = [t.blocks for t in _lockstep(lengths, size)]
         cases.append(
-            Case(
-                (rows,), block_tables_tensor(rows).tolist(), kind="fixed" if i < 4 else "generated"
-            )
-        )
+            Case((rows,), block_tables_tensor(rows).tolist(), kind="fixed" if why else "generated",
+                 why=why, catches=catches)
+        )  # fmt: skip
     return cases
 
 
 def _pack_cases() -> list[Case]:
     cases = []
-    for i, (lengths, size) in enumerate(_batch_specs(802)):
+    for lengths, size, why, catches in _batch_specs(802, "pack"):
         tables = _lockstep(lengths, size)
         rows = [t.blocks for t in tables]
         padded = block_tables_tensor(rows)
@@ -82,8 +102,9 @@ def _pack_cases() -> list[Case]:
         ends = np.cumsum(lengths) - 1  # the newest token of each sequence
         expected = (padded.tolist(), list(lengths), [every[e] for e in ends])
         cases.append(
-            Case((rows, list(lengths), size), expected, kind="fixed" if i < 4 else "generated")
-        )
+            Case((rows, list(lengths), size), expected, kind="fixed" if why else "generated",
+                 why=why, catches=catches)
+        )  # fmt: skip
     return cases
 
 
@@ -102,13 +123,15 @@ EXERCISES_08 = [
                 "pad with -1 (pagedlab's padding): here 0 is a real block id. vLLM pads with 0 "
                 "because it reserves block 0 as a null block; pagedlab reserves none.",
                 lambda t: [r + [0] * (max(map(len, t)) - len(r)) for r in t],
+                "zero_pad",
             ),
             Mistake(
                 "padding goes after a row's blocks: position i must stay logical block i.",
                 lambda t: [[-1] * (max(map(len, t)) - len(r)) + r for r in t],
+                "pad_front",
             ),
         ],
-        hints=["width = the longest row; each row + [-1] * (width - len(row))."],
+        hints=["a rectangle: how wide, and what may an empty entry never be mistaken for?"],
     ),
     Exercise(
         name="pack_decode",
@@ -131,10 +154,12 @@ EXERCISES_08 = [
                         for r, k in zip(t, n, strict=True)
                     ],
                 ),
+                "off_by_one",
             ),
             Mistake(
                 "that is the logical slot: go through the table.",
                 lambda t, n, b: (pad_block_tables(t), list(n), [k - 1 for k in n]),
+                "logical_slot",
             ),
             Mistake(
                 "a decode step writes one token per sequence, not every position.",
@@ -143,8 +168,9 @@ EXERCISES_08 = [
                     list(n),
                     [r[p // b] * b + p % b for r, k in zip(t, n, strict=True) for p in range(k)],
                 ),
+                "every_position",
             ),
         ],
-        hints=["slot = tables[i][(n - 1) // block_size] * block_size + (n - 1) % block_size."],
+        hints=["which position does the newest token have, and where does the table put it?"],
     ),
 ]

@@ -50,34 +50,79 @@ def reservation_waste(prompt: int, response: int, reserved_slots: int) -> int:
     return reserved_slots - prompt - response
 
 
+# (num_tokens, block_size, why, mistakes it determines); later cases vary both parameters
+_COUNT_SPECS = {
+    "blocks": [
+        (5, 4, "5 tokens in blocks of 4: the fifth token needs a second, partly filled block",
+         ("forgot_last",)),
+        (8, 4, "8 tokens fill 2 blocks of 4 exactly: no block is left over", ("one_too_many",)),
+        (1, 16, "one token still takes a whole block of 16", ("forgot_last",)),
+        (10, 3, "blocks of 3: a block size that is not a power of two", ()),
+        (7, 1, "blocks of 1: one block per token", ()),
+        (2038, 16, "a long request (notebook 1's 2038 tokens) in the paper's blocks of 16", ()),
+        (12, 6, "blocks of 6 filled exactly", ("one_too_many",)),
+    ],
+    "empty": [
+        (5, 4, "5 tokens in 2 blocks of 4: the last block has 3 empty slots",
+         ("counts_tokens", "forgot_last")),
+        (8, 4, "8 tokens fill their 2 blocks exactly: nothing is empty", ("full_is_b",)),
+        (1, 16, "one token in a block of 16", ("counts_tokens",)),
+        (10, 3, "blocks of 3: a block size that is not a power of two", ()),
+        (7, 1, "blocks of 1 are never partly filled", ("full_is_b",)),
+        (2038, 16, "a long request (notebook 1's 2038 tokens) in the paper's blocks of 16", ()),
+        (13, 6, "blocks of 6 (not a power of two), the last one partly filled", ()),
+    ],
+}  # fmt: skip
+
+
 def _count_cases(kind: str) -> list[Case]:
-    fixed = [(5, 4), (4, 4), (1, 4), (8, 4), (1, 1), (17, 16), (16, 16), (2038, 16)]
+    fixed = _COUNT_SPECS[kind]
     rng = random.Random(101)
-    generated = [(rng.randint(1, 300), rng.choice([1, 2, 3, 4, 8, 16, 32])) for _ in range(24)]
+    sizes = [1, 2, 3, 4, 5, 7, 8, 12, 16, 32]
+    generated: list[tuple[int, int, str, tuple[str, ...]]] = [
+        (rng.randint(1, 300), rng.choice(sizes), "", ()) for _ in range(24)
+    ]
     cases = []
-    for i, (n, b) in enumerate(fixed + generated):
+    for i, (n, b, why, catches) in enumerate(fixed + generated):
         table = fresh_table(n, b)
         expected = len(table.blocks) if kind == "blocks" else table.num_slots - table.num_tokens
-        cases.append(Case((n, b), expected, kind="fixed" if i < len(fixed) else "generated"))
+        cases.append(
+            Case((n, b), expected, kind="fixed" if i < len(fixed) else "generated", why=why,
+                 catches=catches)
+        )  # fmt: skip
     return cases
+
+
+_RESERVATION_SPECS = [
+    (8, 2, 2048, "notebook 1's request: 8 prompt tokens, 2 response tokens, 2048 reserved",
+     ("no_prompt", "no_response")),
+    (300, 100, 2048, "a longer prompt than response: both use reserved slots",
+     ("no_prompt", "no_response")),
+    (56, 56, 112, "a reservation exactly as long as the request wastes nothing", ()),
+    (1, 1, 2, "the smallest request", ()),
+    (10, 500, 1024, "a long response in a smaller reservation", ("no_prompt", "no_response")),
+]  # fmt: skip
 
 
 def _reservation_cases() -> list[Case]:
-    fixed = [(8, 2, 2048), (300, 100, 2048), (56, 56, 112), (1, 1, 2)]
+    fixed = list(_RESERVATION_SPECS)
     rng = random.Random(102)
-    generated = []
+    generated: list[tuple[int, int, int, str, tuple[str, ...]]] = []
     for _ in range(20):
         prompt, response = rng.randint(1, 900), rng.randint(1, 900)
-        generated.append((prompt, response, rng.randint(prompt + response, 2048)))
+        generated.append((prompt, response, rng.randint(prompt + response, 4096), "", ()))
     cases = []
-    for i, (p, r, s) in enumerate(fixed + generated):
+    for i, (p, r, s, why, catches) in enumerate(fixed + generated):
         request = OneRequest(prompt=p, response=r, generated=r, reserved_slots=s, block_size=16)
-        cases.append(Case((p, r, s), request.never_used, kind="fixed" if i < 4 else "generated"))
+        cases.append(
+            Case((p, r, s), request.never_used, kind="fixed" if i < len(fixed) else "generated",
+                 why=why, catches=catches)
+        )  # fmt: skip
     return cases
 
 
-FORGOT_LAST = "forgot the partly filled last block: use ceiling division, not //."
-ONE_TOO_MANY = "one block too many when the tokens fill their blocks exactly (e.g. 8 tokens, 4)."
+FORGOT_LAST = "the partly filled last block counts too: a block is taken by its first token."
+ONE_TOO_MANY = "tokens that fill their blocks exactly take no extra block."
 
 EXERCISES_01 = [
     Exercise(
@@ -89,10 +134,10 @@ EXERCISES_01 = [
         cases=lambda: _count_cases("blocks"),
         solution=blocks_needed,
         mistakes=[
-            Mistake(FORGOT_LAST, lambda n, b: n // b),
-            Mistake(ONE_TOO_MANY, lambda n, b: n // b + 1),
+            Mistake(FORGOT_LAST, lambda n, b: n // b, "forgot_last"),
+            Mistake(ONE_TOO_MANY, lambda n, b: n // b + 1, "one_too_many"),
         ],
-        hints=["a block is allocated as soon as one token needs it: round up."],
+        hints=["a block is taken as soon as one token needs it."],
     ),
     Exercise(
         name="empty_slots",
@@ -106,13 +151,16 @@ EXERCISES_01 = [
             Mistake(
                 "a full last block has 0 empty slots, not block_size.",
                 lambda n, b: b - n % b,
+                "full_is_b",
             ),
             Mistake(
-                "that counts the tokens in the last block, not the empty slots.", lambda n, b: n % b
+                "that counts the tokens in the last block, not its empty slots.",
+                lambda n, b: n % b,
+                "counts_tokens",
             ),
-            Mistake(FORGOT_LAST, lambda n, b: (n // b) * b - n),
+            Mistake(FORGOT_LAST, lambda n, b: (n // b) * b - n, "forgot_last"),
         ],
-        hints=["empty = (blocks held) x block_size - num_tokens; always < block_size."],
+        hints=["only the last block can have empty slots; how many can it have at most?"],
     ),
     Exercise(
         name="reservation_waste",
@@ -124,10 +172,10 @@ EXERCISES_01 = [
         cases=_reservation_cases,
         solution=reservation_waste,
         mistakes=[
-            Mistake("the prompt's tokens use slots too.", lambda p, r, s: s - r),
-            Mistake("the response's tokens use slots too.", lambda p, r, s: s - p),
+            Mistake("the prompt's tokens use slots too.", lambda p, r, s: s - r, "no_prompt"),
+            Mistake("the response's tokens use slots too.", lambda p, r, s: s - p, "no_response"),
         ],
-        hints=["the reservation holds the prompt and every response token; the rest is waste."],
+        hints=["which tokens does the reservation ever hold, by the time the request ends?"],
     ),
 ]
 
@@ -148,45 +196,91 @@ def new_blocks(num_tokens: int, n: int, block_size: int) -> int:
     return -(-(num_tokens + n) // block_size) - -(-num_tokens // block_size)
 
 
+_SLOT_SPECS = [
+    (0, [0, 3], 4, 5, "position 0 is the first token: offset 0 of the first block",
+     ("zero_based", "from_one")),
+    (5, [7, 2], 4, 8, "blocks=[7, 2]: position 5 is in logical block 1, which is physical block 2",
+     ("logical", "order")),
+    (3, [4, 1], 4, 5, "the last slot of a block: offset block_size - 1", ("from_one",)),
+    (4, [4, 1], 4, 5, "position 4 starts the second block (the seed's token 5)", ("logical",)),
+    (7, [6, 2, 5], 3, 9, "blocks of 3: a block size that is not a power of two", ()),
+    (2, [9, 4, 0], 1, 3, "blocks of 1: every position is its own block", ("logical",)),
+]  # fmt: skip
+
+
 def _slot_cases() -> list[Case]:
-    fixed = [(4, [4, 1], 4, 5), (0, [4, 1], 4, 5), (3, [4, 1], 4, 5), (7, [4, 1], 4, 8)]
+    fixed = list(_SLOT_SPECS)
     rng = random.Random(201)
     for _ in range(24):
-        size = rng.choice([1, 2, 3, 4, 8, 16])
+        size = rng.choice([1, 2, 3, 4, 5, 8, 16])
         blocks = _random_blocks(rng, rng.randint(1, 6))
         num_tokens = rng.randint((len(blocks) - 1) * size + 1, len(blocks) * size)
-        fixed.append((rng.randrange(num_tokens), blocks, size, num_tokens))
+        fixed.append((rng.randrange(num_tokens), blocks, size, num_tokens, "", ()))
     cases = []
-    for i, (pos, blocks, size, num_tokens) in enumerate(fixed):
+    for _i, (pos, blocks, size, num_tokens, why, catches) in enumerate(fixed):
         expected = table_with(blocks, num_tokens, size).slot(pos)
-        cases.append(Case((pos, blocks, size), expected, kind="fixed" if i < 4 else "generated"))
+        cases.append(
+            Case((pos, blocks, size), expected, kind="fixed" if why else "generated", why=why,
+                 catches=catches)
+        )  # fmt: skip
     return cases
+
+
+_MAPPING_SPECS = [
+    ([4, 1], 5, 4, "the seed: 5 tokens in blocks [4, 1]; the last block is partly filled",
+     ("per_slot", "logical", "from_one", "added")),
+    ([0, 1], 8, 4, "blocks [0, 1] filled exactly: slots 0 .. 7", ("from_one",)),
+    ([3], 2, 4, "one partly filled block: one entry per token", ("per_slot",)),
+    ([2, 0, 1], 12, 4, "blocks out of order: the mapping follows the table, not the block ids",
+     ("logical",)),
+    ([5, 1], 4, 3, "blocks of 3 (not a power of two): the slot of block 5's offset 0 is 15",
+     ("added",)),
+    ([3, 6, 1], 3, 1, "blocks of 1", ("added",)),
+]  # fmt: skip
 
 
 def _mapping_cases() -> list[Case]:
-    fixed = [([4, 1], 5, 4), ([0, 1], 5, 4), ([3], 2, 4), ([2, 0, 1], 12, 4)]
+    fixed = list(_MAPPING_SPECS)
     rng = random.Random(202)
     for _ in range(20):
-        size = rng.choice([1, 2, 3, 4, 8, 16])
+        size = rng.choice([1, 2, 3, 4, 5, 8, 16])
         blocks = _random_blocks(rng, rng.randint(1, 6))
-        fixed.append((blocks, rng.randint((len(blocks) - 1) * size + 1, len(blocks) * size), size))
+        num_tokens = rng.randint((len(blocks) - 1) * size + 1, len(blocks) * size)
+        fixed.append((blocks, num_tokens, size, "", ()))
     cases = []
-    for i, (blocks, num_tokens, size) in enumerate(fixed):
+    for blocks, num_tokens, size, why, catches in fixed:
         expected = table_with(blocks, num_tokens, size).slot_mapping()
         cases.append(
-            Case((blocks, num_tokens, size), expected, kind="fixed" if i < 4 else "generated")
-        )
+            Case((blocks, num_tokens, size), expected, kind="fixed" if why else "generated",
+                 why=why, catches=catches)
+        )  # fmt: skip
     return cases
 
 
+_APPEND_SPECS = [
+    (3, 1, 4, "3 tokens in a block of 4: the fourth fits in the last block's empty slot",
+     ("no_room", "every_block", "forgot_last")),
+    (4, 1, 4, "a full last block: the next token needs a new block", ("every_block",)),
+    (0, 5, 4, "an empty table: 5 tokens take 2 blocks, the second partly filled",
+     ("forgot_last",)),
+    (5, 3, 4, "3 tokens fill the last block's 3 empty slots exactly: no new block",
+     ("no_room", "every_block")),
+    (5, 4, 4, "4 tokens after 5: 3 fill the last block, 1 needs a new block", ("no_room",)),
+    (7, 10, 3, "blocks of 3 (not a power of two)", ()),
+    (0, 1, 16, "the first token of a sequence takes its first block", ("forgot_last",)),
+    (9, 30, 1, "blocks of 1: one new block per token", ()),
+]  # fmt: skip
+
+
 def _append_cases() -> list[Case]:
-    fixed = [(4, 1, 4), (3, 1, 4), (0, 5, 4), (5, 3, 4), (5, 4, 4), (0, 1, 16)]
+    fixed = list(_APPEND_SPECS)
     rng = random.Random(203)
     fixed += [
-        (rng.randint(0, 100), rng.randint(1, 40), rng.choice([1, 2, 4, 8, 16])) for _ in range(24)
+        (rng.randint(0, 100), rng.randint(1, 40), rng.choice([1, 2, 3, 4, 5, 8, 16]), "", ())
+        for _ in range(24)
     ]
     cases = []
-    for i, (num_tokens, n, size) in enumerate(fixed):
+    for num_tokens, n, size, why, catches in fixed:
         table = fresh_table(num_tokens + n, size)  # a pool large enough for both
         pool = table.allocator
         table.free()
@@ -196,12 +290,9 @@ def _append_cases() -> list[Case]:
         before = len(table.blocks)
         table.append_tokens(n)
         cases.append(
-            Case(
-                (num_tokens, n, size),
-                len(table.blocks) - before,
-                kind="fixed" if i < 6 else "generated",
-            )
-        )
+            Case((num_tokens, n, size), len(table.blocks) - before,
+                 kind="fixed" if why else "generated", why=why, catches=catches)
+        )  # fmt: skip
     return cases
 
 
@@ -219,20 +310,25 @@ EXERCISES_02 = [
             Mistake(
                 "offset counted from 1: offsets run 0 .. block_size - 1.",
                 lambda p, bl, b: (bl[p // b], p % b + 1),
+                "from_one",
             ),
             Mistake(
                 "that is the logical block: look it up in blocks to get the physical one.",
                 lambda p, bl, b: (p // b, p % b),
+                "logical",
             ),
-            Mistake("(block, offset) in the wrong order.", lambda p, bl, b: (p % b, bl[p // b])),
+            Mistake(
+                "(block, offset) in the wrong order.",
+                lambda p, bl, b: (p % b, bl[p // b]),
+                "order",
+            ),
             Mistake(
                 "positions are 0-based: position 0 is the first token.",
                 lambda p, bl, b: (bl[(p - 1) // b], (p - 1) % b),
+                "zero_based",
             ),
         ],
-        hints=[
-            "logical block = pos // block_size, offset = pos % block_size, then blocks[logical]."
-        ],
+        hints=["first find which logical block the position falls in, then ask the table."],
     ),
     Exercise(
         name="slot_mapping",
@@ -247,20 +343,25 @@ EXERCISES_02 = [
             Mistake(
                 "one entry per token, not per slot: the empty slots of the last block get none.",
                 lambda bl, n, b: [x * b + o for x in bl for o in range(b)],
+                "per_slot",
             ),
             Mistake(
-                "those are logical positions: go through blocks.", lambda bl, n, b: list(range(n))
+                "those are logical positions: go through blocks.",
+                lambda bl, n, b: list(range(n)),
+                "logical",
             ),
             Mistake(
                 "offset counted from 1.",
                 lambda bl, n, b: [bl[p // b] * b + p % b + 1 for p in range(n)],
+                "from_one",
             ),
             Mistake(
-                "the block is multiplied by block_size, not added.",
+                "a block's first slot is its id times block_size: the block id is not a slot.",
                 lambda bl, n, b: [bl[p // b] + p % b for p in range(n)],
+                "added",
             ),
         ],
-        hints=["slot = blocks[p // block_size] * block_size + p % block_size for each p."],
+        hints=["the flat slot numbers the cache's slots block after block."],
     ),
     Exercise(
         name="new_blocks",
@@ -275,13 +376,19 @@ EXERCISES_02 = [
             Mistake(
                 "the last block may still have room: fill it before allocating.",
                 lambda t, n, b: -(-n // b),
+                "no_room",
             ),
             Mistake(
                 "that is every block the table holds, not the new ones.",
                 lambda t, n, b: -(-(t + n) // b),
+                "every_block",
             ),
-            Mistake(FORGOT_LAST, lambda t, n, b: (t + n) // b - t // b),
+            Mistake(
+                "a partly filled block is a block too, before and after the append.",
+                lambda t, n, b: (t + n) // b - t // b,
+                "forgot_last",
+            ),
         ],
-        hints=["blocks needed after minus blocks held before (both rounded up)."],
+        hints=["count the blocks the table holds before and after the append."],
     ),
 ]

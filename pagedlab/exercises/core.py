@@ -1,4 +1,5 @@
-"""The one harness every exercise shares: cases, a time budget, and feedback that names the case.
+"""The one harness every exercise shares: cases that say why they exist, a time budget that
+holds, and feedback that names the case.
 
 An :class:`Exercise` holds a task, a reference solution and a function that builds its cases.
 Each case's expected answer comes from the real pagedlab implementation (the allocator, the
@@ -8,51 +9,67 @@ function on every case in order and stops at the first one it gets wrong.
 
 Invariants
     * ``check`` never raises, whatever ``fn`` is or does: not callable, raising any exception
-      (``KeyboardInterrupt`` and ``SystemExit`` included), returning a value of the wrong type
-      or one that cannot even be compared, or running past the time budget.
+      (``KeyboardInterrupt`` and ``SystemExit`` included), returning a value of the wrong kind
+      or one whose ``==`` lies, or running past the time budget (where ``os.fork`` exists the
+      call runs in a child process that is killed at the budget: see ``sandbox``).
+    * An answer is converted to a plain value of the expected kind before it is compared
+      (:func:`~pagedlab.exercises.sandbox.to_plain`): no method of the learner's object decides.
+    * Every fixed case carries ``why``, one line saying what it exists to catch, shown when it
+      fails. A :class:`Mistake`'s hint is named only on a case that lists it in ``catches``
+      (the case's purpose determines the mistake) and whose answer the mistake reproduces;
+      elsewhere the message points at the case and what it tests. Hints never give the formula.
     * Cases are the same on every run (fixed cases, then cases generated from a seeded
       ``random.Random``), so a saved notebook output is deterministic.
     * The learner's function gets a deep copy of each case's arguments: it cannot change a
       case, the expected answer or a later case.
-    * A function that raises ``NotImplementedError`` or returns ``None`` on the first case is
-      "not done yet" (a stub), not wrong.
-
-The time budget and the exception handling live in :mod:`pagedlab.exercises.sandbox`.
+    * A function whose body is still empty (``...``) or that raises ``NotImplementedError`` is
+      "not done yet"; a written body that returns ``None`` is asked whether it forgot ``return``.
 """
 
 from __future__ import annotations
 
 import copy
+import dis
 import html
 import math
-import operator
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pagedlab.exercises.sandbox import Outcome, _in_chain, raised_at, run_limited
+from pagedlab.exercises.sandbox import (
+    Outcome,
+    Raised,
+    WrongKind,
+    run_isolated,
+    run_limited,
+    to_plain,
+)
 
 PASSED, FAILED, TODO = "passed", "failed", "not done"
+GENERATED_WHY = "a seeded random case: the fixed cases passed, so try these inputs by hand"
 
 
 @dataclass(frozen=True)
 class Case:
-    """One call of the learner's function and the answer pagedlab gives for it."""
+    """One call of the learner's function, the answer pagedlab gives for it, and why it exists."""
 
     args: tuple[Any, ...]
     expected: Any
     label: str = ""  # the inputs in words; built from the parameter names when empty
     kind: str = "fixed"  # "fixed" (chosen by hand) or "generated" (seeded random)
+    why: str = ""  # one line: what this case exists to catch (shown when it fails)
+    catches: tuple[str, ...] = ()  # keys of the mistakes this case's purpose determines
 
 
 @dataclass(frozen=True)
 class Mistake:
-    """A common wrong implementation: when the learner's answer equals ``answer(*args)`` (and
-    not the expected one), ``hint`` says what went wrong."""
+    """A common wrong implementation: on a case whose ``catches`` holds ``key``, when the
+    learner's answer equals ``answer(*args)`` (and not the expected one), ``hint`` names it."""
 
     hint: str
     answer: Callable[..., Any]
+    key: str = ""
 
 
 @dataclass(frozen=True)
@@ -102,48 +119,28 @@ def short(value: Any, limit: int = 300) -> str:
 
 
 def equal(expected: Any, got: Any) -> bool:
-    """Equal values of the same kind: a bool is not an int, an int not a float, a list not a
-    tuple. numpy and 0-d torch scalars count as the Python number they hold.
+    """Equal plain values of the same kind: a bool is not an int, an int not a float, a list
+    not a tuple (``got`` is what :func:`to_plain` made of the learner's answer).
 
     Floats compare with a relative tolerance of 1e-4 (and NaN never matches).
     """
-    if isinstance(expected, bool) or _is_bool(got):
-        return isinstance(expected, bool) and _is_bool(got) and expected == bool(got)
+    if isinstance(got, WrongKind):
+        return False
+    if isinstance(expected, bool) or isinstance(got, bool):
+        return type(got) is bool and isinstance(expected, bool) and expected == got
     if isinstance(expected, float):
-        return _is_number(got) and _close(expected, float(got))
+        return type(got) in (int, float) and _close(expected, float(got))
     if isinstance(expected, int):
-        return _is_integer(got) and expected == int(got)
+        return type(got) is int and expected == got
     if isinstance(expected, (list, tuple)):
         return (
-            isinstance(got, type(expected))
+            type(got) is type(expected)
             and len(got) == len(expected)
             and all(equal(e, g) for e, g in zip(expected, got, strict=True))
         )
+    if isinstance(expected, str):
+        return type(got) is str and expected == got
     return bool(expected == got)
-
-
-def _is_bool(x: Any) -> bool:
-    return isinstance(x, bool) or str(getattr(x, "dtype", "")) in ("bool", "torch.bool")
-
-
-def _is_integer(x: Any) -> bool:
-    if _is_bool(x) or isinstance(x, float):
-        return False
-    try:
-        operator.index(x)
-    except TypeError:
-        return False
-    return True
-
-
-def _is_number(x: Any) -> bool:
-    if _is_bool(x) or isinstance(x, (str, bytes)):
-        return False
-    try:
-        float(x)
-    except (TypeError, ValueError):
-        return False
-    return getattr(x, "ndim", 0) == 0
 
 
 def _close(a: float, b: float) -> bool:
@@ -152,13 +149,27 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
 
 
-def _is_stub_error(error: BaseException) -> bool:
-    return _in_chain(error, NotImplementedError) or "NotImplementedError" in short(error, 2000)
-
-
 def _call_label(name: str, params: Sequence[str], args: Sequence[Any]) -> str:
     parts = [f"{p}={short(a, 120)}" for p, a in zip(params, args, strict=False)]
     return f"{name}({', '.join(parts)})"
+
+
+_EMPTY_OPS = {"RESUME", "NOP", "CACHE", "LOAD_CONST", "RETURN_CONST", "RETURN_VALUE", "POP_TOP"}
+
+
+def body_is_empty(fn: Any) -> bool:
+    """True for a function whose body does nothing (``...``, ``pass``, a docstring): a stub."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    try:
+        ops = list(dis.get_instructions(code))
+    except BaseException:  # not Python bytecode we can read
+        return False
+    loads = ("LOAD_CONST", "RETURN_CONST")
+    return all(
+        op.opname in _EMPTY_OPS and (op.opname not in loads or op.argval is None) for op in ops
+    )
 
 
 _RESULTS: dict[str, bool] = {}  # exercise name -> passed, for the checks run in this process
@@ -176,7 +187,7 @@ class Exercise:
     cases: Callable[[], list[Case]]
     solution: Callable[..., Any]
     mistakes: Sequence[Mistake] = ()
-    hints: Sequence[str] = ()
+    hints: Sequence[str] = ()  # the notebook's "Hint" fold: what to think about, never the formula
     budget_s: float = 3.0  # per case
     compare: Callable[[Any, Any], bool] = equal
     diagnose: Callable[[Callable[..., Any], Case], str] | None = None  # extra words on a miss
@@ -184,6 +195,9 @@ class Exercise:
     todo: str = ""  # what "not done yet" asks for, when "write its body" is not enough
     stub_code: str = field(default="", repr=False)  # the notebook's starter cell, if not made
     setup: str = ""  # imports the starter cell begins with (names the task refers to)
+    isolate: bool = True  # run each call in a child process where os.fork exists
+    convert: bool = True  # turn the answer into a plain value like the expected one first
+    entry: str = ""  # the name the starter cell defines, when not my_<name> (a class)
 
     def check(self, fn: Any) -> CheckResult:
         """Run ``fn`` on every case; the first wrong answer ends the check (never raises)."""
@@ -198,27 +212,39 @@ class Exercise:
         mark = {PASSED: "✓", FAILED: "✗", TODO: "…"}[status]
         return CheckResult(self.name, status, f"{mark} {self.name}: {text}", passed)
 
+    def _run(self, run: Callable[..., Any], case: Case) -> Outcome:
+        like = case.expected if self.convert else None
+        runner = run_isolated if self.isolate else run_limited
+        return runner(run, copy.deepcopy(case.args), self.budget_s, like)
+
     def _check(self, fn: Any) -> CheckResult:
         fn_name = getattr(fn, "__name__", None) or type(fn).__name__
         if self.adapt is None and not callable(fn):
             return self._result(
                 FAILED, f"expected a function, got {short(fn)} ({type(fn).__name__})", 0
             )
+        if self.adapt is not None and body_is_empty(fn):
+            return self._todo(fn_name, returned_none=True)
         run = fn if self.adapt is None else self.adapt(fn)
         cases = self.cases()
         for number, case in enumerate(cases, start=1):
-            outcome = run_limited(run, copy.deepcopy(case.args), self.budget_s)
-            if outcome.error is not None and _is_stub_error(outcome.error):
+            outcome = self._run(run, case)
+            if outcome.printed:
+                print(outcome.printed, end="" if outcome.printed.endswith("\n") else "\n")
+            if outcome.raised is not None and outcome.raised.stub:
                 return self._todo(fn_name)
-            first_none = number == 1 and outcome.error is None and not outcome.timed_out
-            if first_none and outcome.value is None and case.expected is not None:
+            returned_none = outcome.raised is None and not outcome.timed_out
+            returned_none = returned_none and outcome.value is None and case.expected is not None
+            if returned_none and body_is_empty(fn):
                 return self._todo(fn_name, returned_none=True)
-            verdict = self._verdict(run, case, outcome)
+            verdict = self._verdict(run, case, outcome, returned_none, cases)
             if verdict is not None:
                 where = case.label or _call_label(fn_name, self.params, case.args)
+                why = case.why or (GENERATED_WHY if case.kind == "generated" else "")
                 text = (
                     f"case {number} of {len(cases)} ({case.kind}) is wrong\n"
-                    f"  inputs:   {where}\n"
+                    + (f"  why:      {why}\n" if why else "")
+                    + f"  inputs:   {where}\n"
                     f"  expected: {short(case.expected)}\n{verdict}"
                 )
                 return self._result(FAILED, text, number - 1)
@@ -230,26 +256,32 @@ class Exercise:
         text = f"not done yet: {fn_name} {why}. {todo}, then run this cell again."
         return self._result(TODO, text, 0)
 
-    def _verdict(self, fn: Callable[..., Any], case: Case, outcome: Outcome) -> str | None:
+    def _verdict(
+        self,
+        fn: Callable[..., Any],
+        case: Case,
+        outcome: Outcome,
+        returned_none: bool,
+        cases: Sequence[Case] = (),
+    ) -> str | None:
         """None if the answer is right, else the 'got' and 'hint' lines."""
         if outcome.timed_out:
             return (
                 f"  got:      no answer within {self.budget_s:g} s (stopped)\n"
                 "  hint:     a loop that never ends? Check its condition and that it advances."
             )
-        if outcome.error is not None:
-            error = f"{type(outcome.error).__name__}: {_error_text(outcome.error)}"
-            where = raised_at(outcome.error)
-            at = f"\n            at {where}" if where else ""
-            return f"  got:      it raised {error}{at}\n  hint:     {self._hint(case, None)}"
+        if outcome.raised is not None:
+            return self._raised(outcome.raised)
         got = outcome.value
+        if returned_none:
+            return "  got:      None\n  hint:     did you forget `return`?"
         try:
             right = bool(self.compare(case.expected, got))
         except BaseException:
             right = False
         if right:
             return None
-        text = f"  got:      {short(got)}\n  hint:     {self._hint(case, got)}"
+        text = f"  got:      {short(got)}\n  hint:     {self._hint(case, got, fn, cases)}"
         if self.diagnose is not None:
             found = run_limited(self.diagnose, (fn, case), 3 * self.budget_s)
             extra = found.value if isinstance(found.value, str) else "(could not narrow it down)"
@@ -257,41 +289,54 @@ class Exercise:
                 text += "\n  where:    " + extra
         return text
 
-    def _hint(self, case: Case, got: Any) -> str:
-        if got is not None:
-            for mistake in self.mistakes:
-                outcome = run_limited(mistake.answer, copy.deepcopy(case.args), self.budget_s)
-                try:
-                    matches = outcome.error is None and self.compare(outcome.value, got)
-                except BaseException:
-                    matches = False
-                if matches:
-                    return mistake.hint
-            if not _same_kind(case.expected, got):
-                wanted, kind = with_article(self.returns), with_article(type(got).__name__)
-                hint = self.hints[0] if self.hints else ""
-                return f"the answer should be {wanted}, got {kind}. {hint}".strip()
-        elif case.expected is not None and self.hints:
-            return self.hints[0]
-        return self.hints[0] if self.hints else "compare your steps with the task text."
+    @staticmethod
+    def _raised(raised: Raised) -> str:
+        at = f"\n            at {raised.where}" if raised.where else ""
+        return (
+            f"  got:      it raised {raised.kind}: {raised.text}{at}\n"
+            "  hint:     read the error and the line it names; these inputs are valid ones."
+        )
 
+    def _hint(
+        self, case: Case, got: Any, fn: Callable[..., Any], cases: Sequence[Case] = ()
+    ) -> str:
+        if isinstance(got, WrongKind):
+            wanted, kind = with_article(self.returns), with_article(got.type_name)
+            return f"the answer should be {wanted}, got {kind}."
+        for mistake in self.mistakes:
+            if mistake.key not in case.catches:
+                continue  # this case's purpose does not determine that mistake
+            if not self._answers_like(mistake, case, got):
+                continue
+            fixed = [c for c in cases if c.kind == "fixed" and c is not case]
+            if all(self._same_on(mistake, fn, c) for c in fixed):
+                return mistake.hint  # it answers as that mistake does on every fixed case
+        if case.kind == "generated":
+            return "work this case out by hand and compare each step with your code."
+        return "what this case exists to catch (the why above) is where your answer goes wrong."
 
-def _error_text(error: BaseException, limit: int = 200) -> str:
-    try:
-        text = str(error)
-    except BaseException:  # an exception whose __str__ raises
-        return "(its message could not be read)"
-    return text if len(text) <= limit else text[: limit - 4] + " ..."
+    def _mistake_answer(self, mistake: Mistake, case: Case) -> Any:
+        outcome = run_limited(mistake.answer, copy.deepcopy(case.args), self.budget_s)
+        if outcome.raised is not None or outcome.timed_out:
+            return WrongKind("error", "(the mistake raised)")
+        like = case.expected if self.convert else None
+        return to_plain(outcome.value, like) if like is not None else outcome.value
 
+    def _answers_like(self, mistake: Mistake, case: Case, got: Any) -> bool:
+        value = self._mistake_answer(mistake, case)
+        if isinstance(value, WrongKind):
+            return False
+        try:
+            return bool(self.compare(value, got))
+        except BaseException:
+            return False
 
-def _same_kind(expected: Any, got: Any) -> bool:
-    if isinstance(expected, bool) or _is_bool(got):
-        return isinstance(expected, bool) and _is_bool(got)
-    if isinstance(expected, int):
-        return _is_integer(got)
-    if isinstance(expected, float):
-        return _is_number(got)
-    return isinstance(got, type(expected)) or isinstance(expected, type(got))
+    def _same_on(self, mistake: Mistake, fn: Callable[..., Any], case: Case) -> bool:
+        """Whether the learner's function answers ``case`` as ``mistake`` does."""
+        outcome = self._run(fn, case)
+        if outcome.raised is not None or outcome.timed_out:
+            return False
+        return self._answers_like(mistake, case, outcome.value)
 
 
 def with_article(noun: str) -> str:

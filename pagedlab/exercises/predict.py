@@ -5,9 +5,11 @@ when ``choices`` are given) and two buttons. "Check my prediction" compares the 
 answer and shows ✓ or ✗ with the answer and ``explain``; "Just show me" reveals it without a
 guess. Until then the answer is not on the page (a saved notebook shows the unanswered state).
 
-Answers are ints (the guess is read as an int), lists of ints (every integer in the guess, in
-order: "2, 1, 1" or "[2 1 1]") or one of ``choices``. The answer is computed by the notebook
-cell from the real objects before the widget is made; the widget only reads it.
+Answers are ints (the guess must be one integer: "4", not "block 4" nor "4.5"), lists of ints
+(integers separated by commas or spaces, optionally in brackets: "2, 1, 1" or "[2 1 1]") or one
+of ``choices`` (exactly). The answer and its explanation are computed in
+:mod:`pagedlab.exercises.predictions` from the real objects, never in a notebook cell's source;
+the widget only reads them.
 
 Invariants: a callback changes only this widget's own ``feedback.value`` (no printing, no
 ``with out:``, so nbval sees the same outputs in every run), never raises (an unreadable guess
@@ -24,6 +26,8 @@ from typing import Any
 import ipywidgets as widgets
 
 ASK = "Type your prediction, then check it."
+_INT = re.compile(r"[+-]?[0-9]+")
+_INT_LIST = re.compile(r"\[?\s*[+-]?[0-9]+(?:\s*[,\s]\s*[+-]?[0-9]+)*\s*\]?")
 
 
 class Predict(widgets.VBox):
@@ -71,15 +75,20 @@ class Predict(widgets.VBox):
             return None
         if isinstance(self.answer, str):
             return text
-        numbers = [int(n) for n in re.findall(r"-?\d+", text)]
         if isinstance(self.answer, list):
-            return numbers or None
-        return numbers[0] if len(numbers) == 1 else None
+            if not _INT_LIST.fullmatch(text):
+                return None
+            return [int(n) for n in _INT.findall(text)]
+        return int(text) if _INT.fullmatch(text) else None
 
     def verdict(self, guess: str) -> bool | None:
         """True / False for a readable guess, None for one that cannot be read."""
         value = self.parse(guess)
-        return None if value is None else value == self.answer
+        if value is None:
+            return None
+        if isinstance(self.answer, str):
+            return value == self.answer  # a choice, compared exactly
+        return type(value) is type(self.answer) and value == self.answer
 
     # --- callbacks: only feedback.value changes --------------------------------------------
     def reveal_guess(self) -> None:

@@ -38,39 +38,63 @@ def mix_memory(lengths: list[int], max_len: int, block_size: int) -> tuple[int, 
     return len(lengths) * max_len, sum(ceil_div(n, block_size) * block_size for n in lengths)
 
 
+_RESERVE_SPECS = [
+    ("pow2", 100, 25, 2048, "pow2: the prompt is known, only the 25 output tokens round up (to 32)",
+     ("round_all", "prompt_free")),
+    ("max", 100, 25, 2048, "max: the whole max_len, whatever the request", ("prompt_free",)),
+    ("oracle", 100, 25, 2048, "oracle: exactly the request's length", ("prompt_free",)),
+    ("pow2", 10, 32, 2048, "an output of exactly 32 is its own power of two", ("own_power",)),
+    ("pow2", 1, 1, 2048, "an output of one token", ("own_power",)),
+    ("pow2", 1500, 520, 2048, "1500 + 1024 is past max_len: the reservation stops at max_len",
+     ("no_cap",)),
+    ("pow2", 7, 33, 64, "a smaller max_len (64) caps it too", ("no_cap",)),
+    ("max", 7, 33, 512, "max with another max_len (512)", ()),
+    ("pow2", 3, 100, 1000, "a max_len that is not a power of two, and not reached", ()),
+    ("oracle", 1, 2047, 2048, "oracle at the longest request", ()),
+]  # fmt: skip
+
+
 def _reserve_cases() -> list[Case]:
-    specs = [("pow2", 100, 25, 2048), ("max", 100, 25, 2048), ("oracle", 100, 25, 2048),
-             ("pow2", 10, 32, 2048), ("pow2", 1, 1, 2048), ("pow2", 1500, 520, 2048),
-             ("pow2", 7, 33, 64), ("oracle", 1, 2047, 2048)]  # fmt: skip
+    specs = list(_RESERVE_SPECS)
     rng = random.Random(701)
     for _ in range(24):
-        prompt = rng.randint(1, 1200)
-        specs.append((rng.choice(RESERVES), prompt, rng.randint(1, 2048 - prompt), 2048))
+        max_len = rng.choice([512, 1000, 2048, 4096])
+        prompt = rng.randint(1, max_len // 2)
+        specs.append(
+            (rng.choice(RESERVES), prompt, rng.randint(1, max_len - prompt), max_len, "", ())
+        )
     cases = []
-    for i, (reserve, p, o, max_len) in enumerate(specs):
+    for reserve, p, o, max_len, why, catches in specs:
         expected = orca_reservation(reserve, p, o, max_len)
         cases.append(
-            Case((reserve, p, o, max_len), expected, kind="fixed" if i < 8 else "generated")
-        )
+            Case((reserve, p, o, max_len), expected, kind="fixed" if why else "generated",
+                 why=why, catches=catches)
+        )  # fmt: skip
     return cases
 
 
 def _mix_cases() -> list[Case]:
-    specs = [([5], 2048, 4), ([300, 56, 1000], 2048, 16), ([16, 32], 64, 16), ([2, 3, 4], 8, 1)]
+    specs = [
+        ([5], 2048, 4, "one request of 5 tokens: Orca reserves 2048, paging 2 blocks of 4",
+         ("whole_blocks", "forgot_last", "max_each")),
+        ([300, 56, 1000], 2048, 16, "three requests of ShareGPT-like lengths", ("forgot_last",)),
+        ([16, 32], 64, 16, "lengths that fill their blocks exactly", ("max_each",)),
+        ([2, 3, 4], 8, 1, "blocks of 1: paging holds exactly the tokens", ("max_each",)),
+        ([10, 7], 100, 3, "blocks of 3 and a max_len of 100", ("whole_blocks",)),
+    ]  # fmt: skip
     rng = random.Random(702)
-    specs += [
-        ([rng.randint(2, 2048) for _ in range(rng.randint(1, 8))], 2048, rng.choice([8, 16, 32]))
-        for _ in range(16)
-    ]
+    for _ in range(16):
+        max_len = rng.choice([512, 1000, 2048])
+        lengths = [rng.randint(2, max_len) for _ in range(rng.randint(1, 8))]
+        specs.append((lengths, max_len, rng.choice([3, 8, 16, 32]), "", ()))
     cases = []
-    for i, (lengths, max_len, size) in enumerate(specs):
+    for lengths, max_len, size, why, catches in specs:
         reserved = sum(orca_reservation("max", 1, n - 1, max_len) for n in lengths)
         paged = sum(fresh_table(n, size).num_slots for n in lengths)
         cases.append(
-            Case(
-                (lengths, max_len, size), (reserved, paged), kind="fixed" if i < 4 else "generated"
-            )
-        )
+            Case((lengths, max_len, size), (reserved, paged), kind="fixed" if why else "generated",
+                 why=why, catches=catches)
+        )  # fmt: skip
     return cases
 
 
@@ -94,27 +118,31 @@ EXERCISES_07 = [
                     if r == "pow2"
                     else reserved_slots(r, p, o, m)
                 ),
+                "round_all",
             ),
             Mistake(
                 "the next power of two at or above output_len: a power of two is its own.",
                 lambda r, p, o, m: (
                     min(p + (1 << o.bit_length()), m) if r == "pow2" else reserved_slots(r, p, o, m)
                 ),
+                "own_power",
             ),
             Mistake(
                 "never reserve more than max_len.",
                 lambda r, p, o, m: (
                     p + (1 << (o - 1).bit_length()) if r == "pow2" else reserved_slots(r, p, o, m)
                 ),
+                "no_cap",
             ),
             Mistake(
                 "the prompt's tokens need slots too.",
                 lambda r, p, o, m: (
                     m if r == "max" else (min(1 << (o - 1).bit_length(), m) if r == "pow2" else o)
                 ),
+                "prompt_free",
             ),
         ],
-        hints=["pow2: prompt_len + (1 << (output_len - 1).bit_length()), capped at max_len."],
+        hints=["what does each baseline know about the request when it reserves?"],
     ),
     Exercise(
         name="mix_memory",
@@ -129,16 +157,19 @@ EXERCISES_07 = [
             Mistake(
                 "paging holds whole blocks: round each request up to block_size.",
                 lambda ls, m, b: (len(ls) * m, sum(ls)),
+                "whole_blocks",
             ),
             Mistake(
                 "forgot the partly filled last block of each request.",
                 lambda ls, m, b: (len(ls) * m, sum(n // b * b for n in ls)),
+                "forgot_last",
             ),
             Mistake(
                 "Orca (Max) reserves max_len per request, whatever its length.",
                 lambda ls, m, b: (sum(ls), mix_memory(ls, m, b)[1]),
+                "max_each",
             ),
         ],
-        hints=["Orca (Max): max_len each; paging: ceil(n / block_size) * block_size each."],
+        hints=["what does each scheme hold per request, and in what unit?"],
     ),
 ]

@@ -6,13 +6,18 @@ block id from the block table, load that block's K and V (masked: the last block
 filled), score it and fold it into the running max ``m``, sum ``l`` and accumulator ``acc``
 (online softmax). ``check(kernel)`` launches their kernel (in Triton's interpreter on a CPU,
 compiled on a GPU) on fixed and seeded batches and compares it with
-:func:`pagedlab.reference_attention`. On a mismatch it names the sequence and head, then reruns
-that sequence cut after 1, 2, ... blocks to find the first block whose fold goes wrong.
+:func:`pagedlab.reference_attention`. Each fixed case says why it exists (a block in physical
+block 3, a NaN tail to mask, a max that grows, scores of 100 after scaling, grouped-query heads,
+blocks of 1 and of 16, head_dim 16). On a mismatch the message gives that reason, the sequence
+and head, and reruns that sequence cut after 1, 2, ... blocks to find the first block whose
+fold goes wrong; it names no mistake the case does not determine.
 
-Memory safety: the caches and the block table the kernel gets are views into larger buffers
-whose extra blocks hold NaN (and whose extra table entries are -1), so a kernel that reads a
-padding entry (-1) or one block too far reads NaN, shows up as a mismatch, and does not read
-memory it does not own.
+NaN everywhere it must not read: in every case, every slot of the caches that no sequence of
+the batch owns holds NaN (the empty tail of each last block included: vLLM's CUDA kernel zeroes
+exactly those V values "since they may contain NaNs"), and the caches and the block table are
+views into larger buffers whose extra blocks hold NaN (and whose extra table entries are -1).
+A kernel that loads one of them unmasked, follows a padding entry or reads one block too far
+gets NaN, and does not read memory it does not own.
 
 Layout the kernel sees (all contiguous): ``q`` and ``out`` ``[num_seqs, NUM_HEADS, HEAD_DIM]``;
 ``k`` and ``v`` ``[num_blocks, BLOCK_SIZE, NUM_KV_HEADS, HEAD_DIM]``; ``table`` int32
@@ -28,7 +33,6 @@ from typing import Any
 import torch
 
 from pagedlab.attention import backend
-from pagedlab.attention.kernel_trace import trace_paged_attention
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.exercises.attention import tensors_equal
 from pagedlab.exercises.core import Case, Exercise
@@ -142,22 +146,46 @@ def _launch(kernel: Any, grid: tuple[int, int], out: torch.Tensor, q: torch.Tens
 
 
 def _batch(lens: list[int], block_size: int, heads: int, kv_heads: int, dim: int,
-           seed: int) -> tuple[Any, ...]:  # fmt: skip
+           seed: int, spare: int = 2) -> tuple[Any, ...]:  # fmt: skip
+    """A batch in scattered blocks (``spare`` blocks nobody owns); a large score late in each
+    sequence, so the max grows; every slot no sequence owns holds NaN."""
     generator = torch.Generator().manual_seed(seed)
     pages = [-(-n // block_size) for n in lens]
-    order = torch.randperm(sum(pages) + 2, generator=generator).tolist()
+    order = torch.randperm(sum(pages) + spare, generator=generator).tolist()
     rows, start = [], 0
     for p in pages:
         rows.append(order[start : start + p])
         start += p
-    shape = (sum(pages) + 2, block_size, kv_heads, dim)
+    shape = (sum(pages) + spare, block_size, kv_heads, dim)
     key = torch.randn(shape, generator=generator)
     value = torch.randn(shape, generator=generator)
     for row, n in zip(rows, lens, strict=True):  # a large score late: the max must grow
         key[row[-1], (n - 1) % block_size] *= 4
     query = torch.randn(len(lens), heads, dim, generator=generator)
     tables = block_tables_tensor(rows)
-    return query, key, value, tables, torch.tensor(lens, dtype=torch.int32)
+    seq_lens = torch.tensor(lens, dtype=torch.int32)
+    key, value = _poison(key, value, tables, seq_lens)
+    return query, key, value, tables, seq_lens
+
+
+def _one_sequence(blocks: list[int], n: int, block_size: int, dim: int, seed: int,
+                  big: tuple[int, float] | None = None) -> tuple[Any, ...]:  # fmt: skip
+    """One sequence of ``n`` tokens in ``blocks`` (one head); ``big = (position, score)`` gives
+    one position that score after scaling, the others about 1 or less."""
+    generator = torch.Generator().manual_seed(seed)
+    shape = (max(blocks) + 2, block_size, 1, dim)
+    key = torch.randn(shape, generator=generator) * 0.5
+    value = torch.randn(shape, generator=generator)
+    query = torch.randn(1, 1, dim, generator=generator)
+    if big is not None:
+        pos, score = big
+        query = torch.ones(1, 1, dim)
+        slot = (blocks[pos // block_size], pos % block_size)
+        key[slot] = score / (dim * dim**-0.5)  # q . k * scale = score
+    tables = block_tables_tensor([blocks])
+    seq_lens = torch.tensor([n], dtype=torch.int32)
+    key, value = _poison(key, value, tables, seq_lens)
+    return query, key, value, tables, seq_lens
 
 
 def _seed_batch() -> tuple[Any, ...]:
@@ -166,28 +194,63 @@ def _seed_batch() -> tuple[Any, ...]:
     for pos in range(5):  # the seed: blocks [4, 1], values 1 .. 5, output 3
         value[[4, 1][pos // 4], pos % 4, 0, 0] = pos + 1.0
     tables = block_tables_tensor([[4, 1]])
-    return torch.ones(1, 1, 1), key, value, tables, torch.tensor([5], dtype=torch.int32)
+    seq_lens = torch.tensor([5], dtype=torch.int32)
+    key, value = _poison(key, value, tables, seq_lens)
+    return torch.ones(1, 1, 1), key, value, tables, seq_lens
+
+
+# (why it exists, its batch); every slot a batch does not own (the empty tail of each last
+# block, spare blocks) holds NaN, and the caches sit between NaN guard blocks
+def _case_specs() -> list[tuple[str, tuple[Any, ...]]]:
+    return [
+        ("one full block, in physical block 3 (not 0): the table lookup, the K/V offsets and "
+         "the scores", _one_sequence([3], 4, 4, 4, seed=40)),
+        ("one block with 3 of 4 slots filled; the empty slot holds NaN: K and V loads must "
+         "be masked past seq_len", _one_sequence([2], 3, 4, 4, seed=41)),
+        ("3 full blocks, the largest score in the last: l and acc are rescaled when the max "
+         "grows, and m carries over to the next block", _one_sequence([5, 0, 3], 12, 4, 4,
+                                                                     seed=42, big=(10, 6.0))),
+        ("a score of 100 after scaling in the first block, small ones after it: without the "
+         "running max (exp of a raw score, or of a gap to a block's own max) exp overflows "
+         "float32", _one_sequence([1, 4, 2], 12, 4, 4, seed=43, big=(1, 100.0))),
+        ("a score of 100 after scaling in the last block: the same overflow, the other way",
+         _one_sequence([2, 0], 7, 4, 4, seed=44, big=(6, 100.0))),
+        ("4 query heads on 2 kv heads: query heads 0-1 read kv head 0, 2-3 kv head 1",
+         _batch([13, 6], 4, 4, 2, 8, seed=45)),
+        ("the seed of notebook 3: one scalar head, 5 tokens in blocks [4, 1], values 1..5",
+         _seed_batch()),
+        ("blocks of 1: one slot per block, 3 sequences", _batch([3, 1, 6], 1, 2, 1, 4, seed=46)),
+        ("the paper's blocks of 16 and head_dim 16; rows of 3, 1 and 2 blocks (the table is "
+         "padded with -1)", _batch([40, 5, 17], 16, 2, 1, 16, seed=47)),
+    ]  # fmt: skip
 
 
 def _cases() -> list[Case]:
-    batches = [
-        ("the seed: one scalar head, length 5, blocks [4, 1], values 1..5", _seed_batch()),
-        ("3 sequences of lengths [5, 8, 1], blocks of 4, 2 query heads on 1 kv head, head_dim 4",
-         _batch([5, 8, 1], 4, 2, 1, 4, seed=41)),
-        ("2 sequences of lengths [13, 6], blocks of 4, 4 query heads on 2 kv heads, head_dim 8",
-         _batch([13, 6], 4, 4, 2, 8, seed=42)),
-        ("3 sequences of lengths [3, 9, 16], blocks of 8, 2 query heads on 2 kv heads, head_dim 2",
-         _batch([3, 9, 16], 8, 2, 2, 2, seed=43)),
-    ]  # fmt: skip
+    specs = _case_specs()
+    generated = [
+        _batch([5, 8, 1], 4, 2, 1, 4, seed=48),
+        _batch([3, 9, 16], 8, 2, 2, 2, seed=49),
+    ]
     cases = []
-    for i, (label, args) in enumerate(batches):
-        expected = reference_attention(*args)
-        cases.append(Case(args, expected, label, "fixed" if i < 2 else "generated"))
+    for why, args in specs:
+        cases.append(Case(args, reference_attention(*args), _label(args), "fixed", why))
+    for args in generated:
+        cases.append(Case(args, reference_attention(*args), _label(args), "generated"))
     return cases
 
 
+def _label(args: tuple[Any, ...]) -> str:
+    query, key, _value, tables, seq_lens = args
+    heads, dim = query.shape[1], query.shape[2]
+    return (
+        f"{len(seq_lens)} sequence(s) of lengths {seq_lens.tolist()}, blocks {tables.tolist()} "
+        f"of {key.shape[1]}, {heads} query head(s) on {key.shape[2]} kv head(s), head_dim {dim}"
+    )
+
+
 def _diagnose(fn: Any, case: Case) -> str:
-    """Which sequence and head differ, and the first block whose fold goes wrong."""
+    """Which sequence and head differ, and the first block whose fold goes wrong (facts only:
+    the case's why says what it tests)."""
     query, key, value, tables, seq_lens = case.args
     got = fn(*case.args)
     bad = ~torch.isclose(got, case.expected, rtol=1e-4, atol=1e-4).all(dim=-1)
@@ -199,13 +262,8 @@ def _diagnose(fn: Any, case: Case) -> str:
         f"sequence {seq}, head {head} (of {int(bad.sum())} wrong (sequence, head) pairs): "
         f"expected {_vec(case.expected[seq, head])}, got {_vec(got[seq, head])}"
     )
-    poisoned = fn(query, *_poison(key, value, tables, seq_lens), tables, seq_lens)
-    if bool(torch.isnan(poisoned[seq, head]).any()):
-        text += (
-            "\n            with every slot that holds none of its tokens set to NaN the answer is"
-            " NaN: it reads a block it does not own, a padding entry or slots past seq_len"
-            " (check the table lookup and the masks)."
-        )
+    if bool(torch.isnan(got[seq, head]).any()):
+        text += " (NaN)"
     pages = -(-n // block_size)
     for k in range(1, pages + 1):
         cut = min(k * block_size, n)
@@ -220,13 +278,11 @@ def _diagnose(fn: Any, case: Case) -> str:
             fn(*args)[0, head], reference_attention(*args)[0, head], rtol=1e-4, atol=1e-4
         ):
             physical, filled = int(tables[seq, k - 1]), cut - (k - 1) * block_size
-            steps = trace_paged_attention(query[seq], key, value, tables[seq], n, head)
-            grows = k > 1 and steps[k - 1].alpha < 1.0
+            cut_at = f"after its first {k - 1} it is right" if k > 1 else "it is its first"
             text += (
-                f"\n            its first {k - 1} block(s) agree; logical block {k - 1} "
-                f"(physical {physical}, {filled} of {block_size} slots hold tokens) is the first "
-                f"that goes wrong.\n  hint:     "
-                + _block_hint(k - 1, filled, block_size, grows, got)
+                f"\n            cut after {k} block(s) it is wrong, {cut_at}: logical block "
+                f"{k - 1} (physical {physical}, {filled} of {block_size} slots hold tokens) is the "
+                "first that goes wrong."
             )
             break
     return text
@@ -244,19 +300,6 @@ def _poison(
     k, v = key.clone(), value.clone()
     k[~used], v[~used] = float("nan"), float("nan")
     return k, v
-
-
-def _block_hint(logical: int, filled: int, block_size: int, grows: bool, got: torch.Tensor) -> str:
-    if bool(torch.isnan(got).any()):
-        return "NaN: a masked slot or a padding block was read, or l stayed 0 (check the masks)."
-    hints = []
-    if filled < block_size:
-        hints.append("this block is partly filled: mask its slots past seq_len (score -inf)")
-    if grows:
-        hints.append("the max grows here: rescale l and acc by exp(m - m_new) before adding it")
-    if not hints:
-        return "the table lookup (physical, not logical), the K/V offsets or the scores."
-    return "; ".join(hints) + "."
 
 
 def _vec(t: torch.Tensor) -> str:
@@ -288,6 +331,7 @@ def make_exercise() -> Exercise:
         hints=[
             "compare with the kernel trace of notebook 03: one row of that table is one loop step."
         ],
+        isolate=False,  # a CUDA context does not survive a fork; Triton loops are bounded
         budget_s=60.0,
         diagnose=_diagnose,
         adapt=_adapt,

@@ -1,4 +1,5 @@
-"""A learner's first exercise, in JupyterLab in Chromium: wrong answer, the message, right, ✓.
+"""A learner's first exercise and a capstone, in JupyterLab in Chromium: wrong, the message,
+right, ✓.
 
 Notebook 01 is run top to bottom; then the test types into the `my_blocks_needed` stub as a
 learner would (select the cell's text, replace it), runs the stub and its check with
@@ -48,12 +49,13 @@ def test_wrong_answer_then_right_answer(notebooks: NotebookPages) -> None:
     check = _cell(page, 'EXERCISES["blocks_needed"].check(my_blocks_needed)')
     tally = _cell(page, 'progress("01")')
     assert "not done yet" in _output(check)
-    assert "0 of 3 done" in _output(tally)
+    assert "0 of 4 done" in _output(tally)
 
     got = _type_and_run(page, stub, check, WRONG, "✗ blocks_needed")
     notebook.shot("exercise-wrong", check)
     for part in ("case 1 of", "num_tokens=5, block_size=4", "expected: 2", "got:      1",
-                 "forgot the partly filled last block"):  # fmt: skip
+                 "why:      5 tokens in blocks of 4",
+                 "the partly filled last block counts"):  # fmt: skip
         assert part in got, f"{part!r} not in {got!r}"
 
     got = _type_and_run(page, stub, check, RIGHT, "✓ blocks_needed")
@@ -62,9 +64,59 @@ def test_wrong_answer_then_right_answer(notebooks: NotebookPages) -> None:
 
     tally.locator(".cm-content").click()
     page.keyboard.press("Shift+Enter")
-    wait_until(lambda: "1 of 3 done" in _output(tally), lambda: _output(tally), "1 of 3 done")
+    wait_until(lambda: "1 of 4 done" in _output(tally), lambda: _output(tally), "1 of 4 done")
     assert not problems(page), problems(page)
     assert not notebook.page_errors, notebook.page_errors
+
+
+CAPSTONE_NOTEBOOK = "02_block_table.ipynb"
+RIGHT_TABLE_SOURCE = """class MyBlockTable:
+    def __init__(self, allocator):
+        self.allocator = allocator
+        self.blocks = []
+        self.num_tokens = 0
+
+    def append_tokens(self, n):
+        size = self.allocator.block_size
+        while len(self.blocks) * size < self.num_tokens + n:
+            self.blocks.append(self.allocator.allocate())
+        self.num_tokens += n
+
+    def free(self):
+        for block in reversed(self.blocks):
+            self.allocator.free(block)
+        self.blocks = []
+        self.num_tokens = 0
+"""
+# wrong as a learner first builds it: new blocks for the n tokens, the last block's room unused
+WRONG_TABLE_SOURCE = RIGHT_TABLE_SOURCE.replace(
+    "        while len(self.blocks) * size < self.num_tokens + n:\n"
+    "            self.blocks.append(self.allocator.allocate())\n",
+    "        for _ in range(-(-n // size)):\n"
+    "            self.blocks.append(self.allocator.allocate())\n",
+)
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(
+    not (NOTEBOOKS_DIR / CAPSTONE_NOTEBOOK).exists(), reason=f"{CAPSTONE_NOTEBOOK} not found"
+)
+def test_a_capstone_built_wrong_then_right(notebooks: NotebookPages) -> None:
+    """Notebook 02's block table: a class that ignores the last block's empty slots is named
+    at the first event it gets wrong; the right class passes every replay."""
+    notebook = notebooks.open(f"notebooks/{CAPSTONE_NOTEBOOK}")
+    page = notebook.page
+    stub = _cell(page, "class MyBlockTable")
+    check = _cell(page, 'EXERCISES["block_table"].check(MyBlockTable)')
+    assert "not done yet" in _output(check)
+    got = _type_and_run(page, stub, check, WRONG_TABLE_SOURCE, "✗ block_table")
+    notebook.shot("capstone-wrong", check)
+    for part in ("why:", "where:", "after event 2 (T0.append_tokens(1)): blocks"):
+        assert part in got, f"{part!r} not in {got!r}"
+    got = _type_and_run(page, stub, check, RIGHT_TABLE_SOURCE, "✓ block_table")
+    notebook.shot("capstone-right", check)
+    assert "passed" in got
+    assert not problems(page), problems(page)
 
 
 PREDICT_NOTEBOOK = "05_sharing.ipynb"

@@ -1,0 +1,353 @@
+"""The Triton ladder of notebook 04: three small kernels before the puzzle, each graded.
+
+1. ``masked_copy``: copy the first ``n`` elements, one program per ``BLOCK`` of them; the last
+   program's lanes past ``n`` must neither load nor store (the buffer past ``n`` holds NaN, and
+   ``out`` past ``n`` must stay as it was).
+2. ``gather_rows``: ``out[i] = x[index[i]]``, one program per row: a load through an index
+   table, as the paged kernel loads through the block table.
+3. ``block_softmax``: one block's scores ``q . k[t] * scale`` and their softmax, with the slots
+   past ``n`` masked (they hold NaN) and the max subtracted (a case scores 100 after scaling).
+
+Each ``check(kernel)`` launches the learner's ``@triton.jit`` kernel (Triton's interpreter on a
+CPU) on fixed cases, each saying why it exists, and compares with torch; on a miss its
+``where`` line says what each program touched, read off the run's output (the offsets a copy
+stored to wrongly, the row of ``x`` each gather program stored, the wrong or NaN weights).
+Needs triton.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from pagedlab.attention import backend
+from pagedlab.exercises.attention import tensors_equal
+from pagedlab.exercises.core import Case, Exercise
+
+NB04 = "04_kernel_at_work"
+SENTINEL = -7.0  # what ``out`` holds where the kernel must not store
+HEADER = "import triton\nimport triton.language as tl\n\n\n"
+
+COPY_STUB = (
+    HEADER
+    + '''@triton.jit
+def my_masked_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out[i] = x[i] for i < n; program p handles elements p * BLOCK .. p * BLOCK + BLOCK - 1."""
+    p = tl.program_id(0)
+    # Your code: the offsets this program handles, a mask of those below n, a masked load
+    # and a masked store (tl.load(ptr, mask=...), tl.store(ptr, value, mask=...)).
+    raise NotImplementedError("write the masked load and store")
+'''
+)
+
+GATHER_STUB = (
+    HEADER
+    + '''@triton.jit
+def my_gather_rows(x_ptr, index_ptr, out_ptr, D: tl.constexpr):
+    """out[i, :] = x[index[i], :] (rows of D contiguous floats); program i copies row i."""
+    i = tl.program_id(0)
+    offs_d = tl.arange(0, D)
+    # Your code: read which row of x to copy from the index table, load it, store it.
+    raise NotImplementedError("write the gather")
+'''
+)
+
+SOFTMAX_STUB = (
+    HEADER
+    + '''@triton.jit
+def my_block_softmax(q_ptr, k_ptr, out_ptr, n, scale,
+                     BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """One block: k is [BLOCK_SIZE, HEAD_DIM], its first n slots hold keys. Store the softmax
+    of scores[t] = sum(q * k[t]) * scale over t < n into out[t] (0 for t >= n)."""
+    offs_t = tl.arange(0, BLOCK_SIZE)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + offs_d)
+    # Your code: a mask of the slots below n, a masked load of k, the scores (masked: -inf),
+    # their softmax (subtract the max first), and the store of all BLOCK_SIZE weights.
+    raise NotImplementedError("write the block's scores and softmax")
+'''
+)
+
+
+def _solutions() -> tuple[Any, Any, Any]:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def masked_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        p = tl.program_id(0)
+        offs = p * BLOCK + tl.arange(0, BLOCK)
+        inside = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=inside), mask=inside)
+
+    @triton.jit
+    def gather_rows(x_ptr, index_ptr, out_ptr, D: tl.constexpr):
+        i = tl.program_id(0)
+        offs_d = tl.arange(0, D)
+        row = tl.load(index_ptr + i)
+        tl.store(out_ptr + i * D + offs_d, tl.load(x_ptr + row * D + offs_d))
+
+    @triton.jit
+    def block_softmax(q_ptr, k_ptr, out_ptr, n, scale,
+                      BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
+        offs_t = tl.arange(0, BLOCK_SIZE)
+        offs_d = tl.arange(0, HEAD_DIM)
+        q = tl.load(q_ptr + offs_d)
+        valid = offs_t < n
+        k = tl.load(k_ptr + offs_t[:, None] * HEAD_DIM + offs_d[None, :], mask=valid[:, None],
+                    other=0.0)  # fmt: skip
+        scores = tl.where(valid, tl.sum(k * q[None, :], axis=1) * scale, float("-inf"))
+        p = tl.exp(scores - tl.max(scores, axis=0))
+        tl.store(out_ptr + offs_t, p / tl.sum(p, axis=0))
+
+    return masked_copy, gather_rows, block_softmax
+
+
+def _device() -> Any:
+    return backend.device()
+
+
+def _quiet(launch: Callable[[], None]) -> None:
+    with warnings.catch_warnings():  # NaN read where it must not be: numpy warns, we report it
+        warnings.simplefilter("ignore", RuntimeWarning)
+        launch()
+
+
+def _kernel_of(kernel: Any) -> Any:
+    if not hasattr(kernel, "__getitem__"):
+        raise TypeError(f"pass the @triton.jit kernel itself, got {type(kernel).__name__}")
+    return kernel
+
+
+def _named(kernel: Any, run: Callable[..., Any]) -> Callable[..., Any]:
+    inner = getattr(kernel, "fn", kernel)
+    run.__name__ = str(getattr(inner, "__name__", None) or type(kernel).__name__)
+    return run
+
+
+# --- rung 1 ------------------------------------------------------------------------------------
+def _copy_adapt(kernel: Any) -> Callable[..., Any]:
+    def run(x: torch.Tensor, n: int, block: int) -> torch.Tensor:
+        k = _kernel_of(kernel)
+        padded = torch.full((len(x) + block,), float("nan"))  # NaN past n, a block of it
+        padded[: len(x)] = x
+        source = padded.to(_device())
+        out = torch.full((len(x) + block,), SENTINEL, device=_device())
+        grid = (-(-n // block),)
+        _quiet(lambda: k[grid](source, out, n, BLOCK=block))
+        return out.cpu()[: len(x) + block]
+
+    return _named(kernel, run)
+
+
+def _copy_cases() -> list[Case]:
+    specs = [
+        (5, 4, "5 elements in programs of 4: the second program's last 3 lanes are past n"),
+        (8, 8, "8 elements, one full program: nothing to mask"),
+        (1, 16, "1 element in a program of 16: 15 lanes masked"),
+        (37, 16, "37 elements in 3 programs of 16"),
+    ]
+    cases = []
+    for k, (n, block, why) in enumerate(specs):
+        x = torch.arange(n, dtype=torch.float32) + 0.5 * k
+        expected = torch.full((n + block,), SENTINEL)
+        expected[:n] = x
+        label = f"x = {x.tolist()[:8]}{' ...' if n > 8 else ''} (n={n}), BLOCK={block}"
+        cases.append(Case((x, n, block), expected, label, why=why))
+    return cases
+
+
+# --- rung 2 ------------------------------------------------------------------------------------
+def _gather_adapt(kernel: Any) -> Callable[..., Any]:
+    def run(x: torch.Tensor, index: list[int]) -> torch.Tensor:
+        k = _kernel_of(kernel)
+        d = x.shape[1]
+        out = torch.full((len(index), d), SENTINEL, device=_device())
+        table = torch.tensor(index, dtype=torch.int32, device=_device())
+        source = x.to(_device()).contiguous()
+        _quiet(lambda: k[(len(index),)](source, table, out, D=d))
+        return out.cpu()
+
+    return _named(kernel, run)
+
+
+def _gather_cases() -> list[Case]:
+    specs = [
+        (6, 4, [4, 1], "rows [4, 1] (the seed's blocks): row 0 of out is row 4 of x"),
+        (
+            4,
+            4,
+            [0, 1, 2, 3],
+            "the identity: every row where it was",
+        ),
+        (8, 16, [7, 0, 5], "rows of 16 floats: the row stride is D"),
+        (5, 2, [3, 3, 1], "the same row twice"),
+    ]
+    cases = []
+    for rows, d, index, why in specs:
+        x = torch.arange(rows * d, dtype=torch.float32).reshape(rows, d)
+        label = f"x: {rows} rows of D={d} (row r holds r*D .. r*D + D - 1), index={index}"
+        cases.append(Case((x, index), x[index], label, why=why))
+    return cases
+
+
+# --- rung 3 ------------------------------------------------------------------------------------
+def _softmax_adapt(kernel: Any) -> Callable[..., Any]:
+    def run(q: torch.Tensor, k: torch.Tensor, n: int) -> torch.Tensor:
+        kern = _kernel_of(kernel)
+        block, dim = k.shape
+        out = torch.full((block,), SENTINEL, device=_device())
+        keys, query = k.to(_device()).contiguous(), q.to(_device()).contiguous()
+        _quiet(lambda: kern[(1,)](query, keys, out, n, dim**-0.5, BLOCK_SIZE=block, HEAD_DIM=dim))
+        return out.cpu()
+
+    return _named(kernel, run)
+
+
+def _softmax_expected(q: torch.Tensor, k: torch.Tensor, n: int) -> torch.Tensor:
+    weights = torch.zeros(k.shape[0])
+    weights[:n] = torch.softmax((k[:n] @ q) * k.shape[1] ** -0.5, dim=0)
+    return weights
+
+
+def _softmax_cases() -> list[Case]:
+    generator = torch.Generator().manual_seed(404)
+    specs = [
+        (4, 4, 4, None, "a full block of 4, small scores"),
+        (4, 4, 3, None, "3 of 4 slots hold keys; the fourth holds NaN: mask it (score -inf)"),
+        (8, 16, 5, None, "blocks of 8, head_dim 16, 5 keys"),
+        (4, 4, 4, 100.0, "one score of 100 after scaling: exp(100) overflows float32 unless "
+         "the max is subtracted first"),
+        (1, 4, 1, None, "a block of 1: its weight is 1"),
+    ]  # fmt: skip
+    cases = []
+    for block, dim, n, big, why in specs:
+        q = torch.randn(dim, generator=generator)
+        k = torch.randn(block, dim, generator=generator)
+        if big is not None:
+            q = torch.ones(dim)
+            k[0] = big / (dim * dim**-0.5)
+        k[n:] = float("nan")
+        label = f"q of {dim}, k [{block}, {dim}] (slots {n}.. hold NaN), n={n}"
+        cases.append(Case((q, k, n), _softmax_expected(q, k, n), label, why=why))
+    return cases
+
+
+def _copy_where(fn: Callable[..., Any], case: Case) -> str:
+    """Which offsets the kernel stored to wrongly, program by program (read off ``out``)."""
+    _x, n, block = case.args
+    got = fn(*case.args)
+    wrong = [i for i in range(len(got)) if not _same(float(got[i]), float(case.expected[i]))]
+    if not wrong:
+        return ""
+    by_program: dict[int, list[int]] = {}
+    for i in wrong:
+        by_program.setdefault(i // block, []).append(i)
+    parts = [
+        f"program {p} stored wrongly at offsets {offs}"
+        + (f" (past n={n}: it must not store there)" if min(offs) >= n else "")
+        for p, offs in sorted(by_program.items())
+    ]
+    return "; ".join(parts)
+
+
+def _gather_where(fn: Callable[..., Any], case: Case) -> str:
+    """For each wrong row of ``out``, which row of ``x`` it holds (x's row r holds r*D ...)."""
+    x, index = case.args
+    got = fn(*case.args)
+    d = x.shape[1]
+    lines = []
+    for i, want in enumerate(index):
+        row = got[i]
+        if bool(torch.equal(row, x[want])):
+            continue
+        held = [r for r in range(x.shape[0]) if bool(torch.equal(row, x[r]))]
+        what = f"x's row {held[0]}" if held else f"values {row.tolist()[: min(d, 4)]} ..."
+        lines.append(f"program {i} stored {what}, expected x's row {want}")
+    return "; ".join(lines)
+
+
+def _softmax_where(fn: Callable[..., Any], case: Case) -> str:
+    """Which slots' weights are wrong, and whether any is NaN."""
+    _q, _k, n = case.args
+    got = fn(*case.args)
+    bad = [t for t in range(len(got)) if not _same(float(got[t]), float(case.expected[t]))]
+    if not bad:
+        return ""
+    nan = [t for t in bad if got[t] != got[t]]
+    text = f"wrong weights at slots {bad} (slots {n}.. hold no key)"
+    return text + (f"; NaN at slots {nan}" if nan else "")
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or abs(a - b) <= 1e-5 + 1e-4 * abs(b)
+
+
+def _masked_equal(expected: Any, got: Any) -> bool:
+    """Equal, NaN nowhere, and every sentinel the kernel must not touch still there."""
+    return (
+        isinstance(got, torch.Tensor)
+        and tuple(got.shape) == tuple(expected.shape)
+        and not bool(torch.isnan(got).any())
+        and tensors_equal(expected, got)
+    )
+
+
+def make_exercises() -> list[Exercise]:
+    copy, gather, softmax = _solutions()
+    common: dict[str, Any] = {"notebook": NB04, "compare": _masked_equal, "isolate": False,
+                              "convert": False, "budget_s": 30.0}  # fmt: skip
+    return [
+        Exercise(
+            name="masked_copy",
+            task="Ladder, rung 1: a masked load and store. Complete my_masked_copy: program p "
+            "copies x[p * BLOCK + j] to out for the lanes j whose element is below n, and "
+            "touches nothing past n.",
+            params=("x", "n", "BLOCK"),
+            returns="kernel output",
+            cases=_copy_cases,
+            solution=copy,
+            adapt=_copy_adapt,
+            diagnose=_copy_where,
+            stub_code=COPY_STUB,
+            entry="my_masked_copy",
+            todo="Write the kernel's body",
+            hints=["which lanes of the last program are past n, and what may they do?"],
+            **common,
+        ),
+        Exercise(
+            name="gather_rows",
+            task="Ladder, rung 2: a gather through an index table. Complete my_gather_rows: "
+            "program i copies row index[i] of x into row i of out.",
+            params=("x", "index"),
+            returns="kernel output",
+            cases=_gather_cases,
+            solution=gather,
+            adapt=_gather_adapt,
+            diagnose=_gather_where,
+            stub_code=GATHER_STUB,
+            entry="my_gather_rows",
+            todo="Write the kernel's body",
+            hints=["the index table says where to read; where does row r of x start?"],
+            **common,
+        ),
+        Exercise(
+            name="block_softmax",
+            task="Ladder, rung 3: one block's scores and softmax. Complete my_block_softmax: "
+            "the softmax of the scores of the first n slots (scaled), 0 for the others.",
+            params=("q", "k", "n"),
+            returns="kernel output",
+            cases=_softmax_cases,
+            solution=softmax,
+            adapt=_softmax_adapt,
+            diagnose=_softmax_where,
+            stub_code=SOFTMAX_STUB,
+            entry="my_block_softmax",
+            todo="Write the kernel's body",
+            hints=["which slots are keys, and what makes exp safe for any score?"],
+            **common,
+        ),
+    ]
