@@ -4,7 +4,7 @@ A :class:`Request` is what a user sends: a prompt of ``prompt_len`` tokens, ``ou
 tokens to generate, and ``num_samples`` parallel samples (§4.4: the samples share the prompt's
 blocks and are *gang-scheduled* as one group, §4.5). A :class:`Group` is the scheduler's state
 for one request; only :class:`~pagedlab.memory.scheduler.Scheduler` changes it (its step
-loop, and its preemption policy in :mod:`pagedlab.memory.preemption`).
+step loop and its preemption methods).
 
 Token accounting (pagedlab's simplification): a sample's table holds ``prompt_len +
 generated`` tokens; a prefill writes the prompt's K/V, and each decode step writes one more

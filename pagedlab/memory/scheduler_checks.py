@@ -1,0 +1,103 @@
+"""The scheduler's guards: everything a step will touch, checked before it touches anything.
+
+:class:`~pagedlab.memory.scheduler.Scheduler` calls these when it is built and at the start
+of every ``step``; each raises (``TypeError``, ``ValueError``) naming the argument, group,
+table or block at fault, and none changes anything. They take allocators and groups, never
+the scheduler, so this module imports nothing of it.
+
+What they refuse:
+
+- a pool that is not the scheduler's alone: blocks already in use when it is built, blocks
+  taken or kept by someone else between steps (with blocks the scheduler cannot free, its
+  preemptions could never make room: a livelock), the host pool being the device pool;
+- a running table freed, or a block freed, behind the scheduler's back; a swapped group's
+  host blocks freed or shared behind its back;
+- K/V hooks that lack a method of :class:`~pagedlab.memory.scheduler.KVHooks`, or whose own
+  ``check_pools(device, host)`` refuses the scheduler's pools (a store smaller than the
+  device pool, a host pool that is not the store's).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from pagedlab.memory.allocator import BlockAllocator
+from pagedlab.memory.requests import Group
+
+HOOKS = ("write", "copy", "swap_out", "swap_in")
+
+
+def check_fresh_pool(pool: BlockAllocator, name: str) -> None:
+    """Refuse a pool with blocks already in use: the scheduler must hold every used block."""
+    used = pool.num_blocks - pool.num_free
+    if used:
+        held = [b for b, count in enumerate(pool.refcounts()) if count]
+        raise ValueError(
+            f"{name} has {used} block(s) in use already ({_short(held)}); the scheduler needs "
+            f"a pool of its own (blocks held outside it could never be freed to make room)"
+        )
+
+
+def check_hooks(kv: object, device: BlockAllocator, host: BlockAllocator) -> None:
+    """Refuse ``kv`` unless it has every hook and (if it can say) fits both pools."""
+    if kv is None:
+        return
+    missing = [name for name in HOOKS if not callable(getattr(kv, name, None))]
+    if missing:
+        raise TypeError(
+            f"kv must implement KVHooks ({', '.join(HOOKS)}); {type(kv).__name__} lacks "
+            f"{', '.join(missing)}"
+        )
+    check_pools = getattr(kv, "check_pools", None)
+    if callable(check_pools):
+        check_pools(device, host)
+
+
+def check_tables(running: Iterable[Group]) -> None:
+    """Refuse a running group whose table was freed, or lost a block, behind its back."""
+    for group in running:
+        for sample, table in enumerate(group.tables):
+            if table.freed or table.lost:
+                try:
+                    table.check("step")
+                except ValueError as error:
+                    raise ValueError(f"group {group.name!r} sample {sample}: {error}") from None
+
+
+def check_host_blocks(swapped: Iterable[Group], host: BlockAllocator) -> None:
+    """Refuse a swapped group whose host blocks lost or gained a holder behind its back."""
+    for group in swapped:
+        for block, held in Counter(b for blocks in group.host for b in blocks).items():
+            count = host.refcount(block)
+            if count != held:
+                raise ValueError(
+                    f"swapped group {group.name!r}: host block {block} has ref count {count}, "
+                    f"but its {held} sample(s) hold it: it was freed or shared outside the "
+                    f"scheduler, so swapping it in would lose or overwrite K/V"
+                )
+
+
+def check_pool_unchanged(pool: BlockAllocator, name: str, held: list[int]) -> None:
+    """Refuse a pool whose ref counts differ from ``held`` (what the scheduler holds).
+
+    Called when ``pool.num_free`` moved between steps: someone outside took or freed blocks.
+    """
+    counts = pool.refcounts()
+    outside = [b for b, (have, want) in enumerate(zip(counts, held, strict=True)) if have > want]
+    if outside:
+        raise ValueError(
+            f"{name}: block(s) {_short(outside)} are held outside the scheduler; it cannot "
+            f"free them to make room (release them first, or give the scheduler its own pool)"
+        )
+    gone = [b for b, (have, want) in enumerate(zip(counts, held, strict=True)) if have < want]
+    if gone:
+        raise ValueError(
+            f"{name}: block(s) {_short(gone)} were freed behind the scheduler's back while its "
+            f"groups still hold them"
+        )
+
+
+def _short(blocks: list[int], limit: int = 8) -> str:
+    shown = ", ".join(map(str, blocks[:limit]))
+    return f"[{shown}{', ...' if len(blocks) > limit else ''}]"
