@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
-from pagedlab.memory.block_table import BlockTable, CopyOnWrite
+from pagedlab.memory.block_table import BlockTable, CopyOnWrite, blocks_to_append
 from pagedlab.memory.requests import Group
 
 
@@ -104,28 +104,70 @@ def copy_blocks(src: PagedKVCache, dst: PagedKVCache, pairs: Sequence[tuple[int,
 
 @dataclass(frozen=True)
 class SwappedSequence:
-    """A sequence swapped out: its host blocks, in logical order, and how many tokens."""
+    """A sequence swapped out: its host blocks, in logical order, and how many tokens.
+
+    ``holder`` is the host-pool table that holds the blocks (the sequence's owner on the
+    host): :func:`swap_in` frees it, so a swapped sequence comes back once, and a host block
+    freed behind its back is noticed instead of copying another sequence's K/V in.
+    """
 
     blocks: tuple[int, ...]
     num_tokens: int
+    holder: BlockTable = field(repr=False, compare=False)
+
+    @property
+    def swapped_in(self) -> bool:
+        """Whether :func:`swap_in` already brought it back (its host blocks are freed)."""
+        return self.holder.freed
+
+
+def _check_pool(cache: PagedKVCache, allocator: BlockAllocator, name: str) -> None:
+    """Refuse an allocator whose block ids the cache cannot hold, or with another block size."""
+    if allocator.block_size != cache.block_size:
+        raise ValueError(
+            f"{name}: allocator block_size {allocator.block_size} != cache block_size "
+            f"{cache.block_size}"
+        )
+    if allocator.num_blocks > cache.num_blocks:
+        raise ValueError(
+            f"{name}: allocator has {allocator.num_blocks} blocks, more than the cache's "
+            f"{cache.num_blocks}: its blocks would have no K/V storage"
+        )
+
+
+def _check_kinds(device: object, host: object) -> None:
+    if not isinstance(device, PagedKVCache):
+        raise TypeError(f"device must be a PagedKVCache, got {type(device).__name__}")
+    if not isinstance(host, HostPool):
+        raise TypeError(f"host must be a HostPool, got {type(host).__name__}")
+    _check_like(device, host.cache)
+    _check_pool(host.cache, host.allocator, "host")
 
 
 def swap_out(table: BlockTable, device: PagedKVCache, host: HostPool) -> SwappedSequence:
     """Copy ``table``'s blocks into new host blocks, then free the table; atomic.
 
-    Raises OutOfBlocksError, with nothing changed, if the host pool lacks free blocks.
+    Validates everything first: raises TypeError / ValueError (wrong kinds, caches that do
+    not match, a table freed or lost a block) or OutOfBlocksError (too few free host blocks)
+    with nothing allocated, freed or copied.
     """
+    if not isinstance(table, BlockTable):
+        raise TypeError(f"table must be a BlockTable, got {type(table).__name__}")
+    _check_kinds(device, host)
+    _check_pool(device, table.allocator, "table")
+    table.check("swap out")
     blocks = table.blocks
     if len(blocks) > host.allocator.num_free:
         raise OutOfBlocksError(
             f"swapping out table {table.id} needs {len(blocks)} host blocks, "
             f"{host.allocator.num_free} are free"
         )
-    held = [host.allocator.allocate() for _ in blocks]
-    copy_blocks(device, host.cache, list(zip(blocks, held, strict=True)))
-    swapped = SwappedSequence(tuple(held), table.num_tokens)
+    holder = BlockTable(host.allocator)
+    if table.num_tokens:
+        holder.append_tokens(table.num_tokens)  # one host block per device block
+    copy_blocks(device, host.cache, list(zip(blocks, holder.blocks, strict=True)))
     table.free()
-    return swapped
+    return SwappedSequence(tuple(holder.blocks), holder.num_tokens, holder)
 
 
 def swap_in(
@@ -133,13 +175,37 @@ def swap_in(
 ) -> BlockTable:
     """A new table on new device blocks holding ``swapped``'s K/V; frees its host blocks.
 
-    Atomic: raises OutOfBlocksError with nothing changed if the device pool is too full.
+    Atomic: raises ValueError (swapped in already, swapped out to another host pool, a host
+    block freed behind its back, caches that do not match), TypeError (wrong kinds) or
+    OutOfBlocksError (the device pool is too full) with nothing allocated, freed or copied.
     """
+    if not isinstance(swapped, SwappedSequence):
+        raise TypeError(f"swapped must be a SwappedSequence, got {type(swapped).__name__}")
+    if not isinstance(allocator, BlockAllocator):
+        raise TypeError(f"allocator must be a BlockAllocator, got {type(allocator).__name__}")
+    _check_kinds(device, host)
+    _check_pool(device, allocator, "allocator")
+    holder = swapped.holder
+    if holder.freed:
+        raise ValueError(
+            f"this SwappedSequence (host blocks {list(swapped.blocks)}) was swapped in already: "
+            f"its host blocks were freed and may hold another sequence's K/V now; swap each "
+            f"sequence in once"
+        )
+    if holder.allocator is not host.allocator:
+        raise ValueError("swapped was swapped out to a different host pool than host")
+    holder.check("swap in")  # a host block freed behind its back
+    need = blocks_to_append(0, swapped.num_tokens, allocator.block_size)
+    if need > allocator.num_free:
+        raise OutOfBlocksError(
+            f"swapping in {swapped.num_tokens} tokens needs {need} free device block(s), but "
+            f"only {allocator.num_free} of {allocator.num_blocks} are free"
+        )
     table = BlockTable(allocator)
-    table.append_tokens(swapped.num_tokens)  # raises before anything changed if it cannot
+    if swapped.num_tokens:
+        table.append_tokens(swapped.num_tokens)
     copy_blocks(host.cache, device, list(zip(swapped.blocks, table.blocks, strict=True)))
-    for block in swapped.blocks:
-        host.allocator.free(block)
+    holder.free()
     return table
 
 
@@ -166,8 +232,21 @@ class SwappingKV:
     """
 
     def __init__(self, device: PagedKVCache, host: HostPool) -> None:
-        _check_like(device, host.cache)
+        _check_kinds(device, host)
         self.device, self.host = device, host
+
+    def check_pools(self, device: BlockAllocator, host: BlockAllocator) -> None:
+        """Refuse a scheduler's pools this store cannot serve (the scheduler calls it when built).
+
+        The device allocator's blocks must all have K/V storage here (same block size, no
+        more blocks than the cache), and ``host`` must be this store's own host allocator.
+        """
+        _check_pool(self.device, device, "allocator")
+        if host is not self.host.allocator:
+            raise ValueError(
+                "host must be the K/V store's own host pool allocator (host=store.host.allocator): "
+                "swapped blocks are copied into store.host.cache, whose blocks it names"
+            )
 
     def _kv(self, group: Group, sample: int, first: int, count: int) -> tuple[torch.Tensor, ...]:
         positions = torch.arange(first, first + count)
