@@ -27,7 +27,7 @@ from pagedlab import paper
 from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
 from pagedlab.simulate.contiguous import ALLOCATORS, buddy_extent
 from pagedlab.simulate.validate import check_choice, check_type
-from pagedlab.simulate.workload import MAX_LEN
+from pagedlab.simulate.workload import MAX_LEN, MAX_TOKENS
 
 BYTES_PER_TOKEN_OPT13B = paper.KV_BYTES_PER_TOKEN_OPT13B  # 819,200 B ("800 KB")
 KV_BYTES_OPT13B_A100 = paper.A100_BYTES * paper.KV_PERCENT_OF_A100 // 100  # 12 GB
@@ -49,7 +49,7 @@ def reserved_slots(policy: str, prompt_len: int, output_len: int, max_len: int =
     2048 / 132 / 125.
     """
     check_choice(policy, "policy", RESERVATIONS)
-    max_len = check_int(max_len, "max_len", minimum=2)
+    max_len = check_int(max_len, "max_len", minimum=2, maximum=MAX_TOKENS)
     p = check_int(prompt_len, "prompt_len", minimum=1, maximum=max_len - 1)
     o = check_int(output_len, "output_len", minimum=1, maximum=max_len - p)
     if policy == "max":
@@ -75,7 +75,7 @@ class Policy:
 
     def __post_init__(self) -> None:
         check_type(self.name, "name", str)
-        check_int(self.max_len, "max_len", minimum=2)
+        check_int(self.max_len, "max_len", minimum=2, maximum=MAX_TOKENS)
         check_choice(self.allocator, "allocator", tuple(ALLOCATORS))
         if self.reserve is None:
             check_int(self.block_size, "block_size", minimum=1, maximum=self.max_len)
@@ -118,12 +118,17 @@ class Policy:
 
 
 def _lengths(values: object, name: str) -> np.ndarray:
-    """``values`` as an int64 array of lengths >= 1 (integer dtype required)."""
+    """``values`` as an int64 array of lengths in ``[1, MAX_TOKENS]`` (integer dtype required).
+
+    Widened before any arithmetic, so small dtypes cannot overflow and uint64 cannot wrap.
+    """
     arr = np.asarray(values)
     if arr.dtype.kind not in "iu":
         raise ArgumentTypeError(f"{name} must hold integers, got dtype {arr.dtype}")
     if arr.size and int(arr.min()) < 1:
         raise ValueError(f"{name} must be >= 1 everywhere, got {int(arr.min())}")
+    if arr.size and int(arr.max()) > MAX_TOKENS:
+        raise ValueError(f"{name} must be <= {MAX_TOKENS} everywhere, got {int(arr.max())}")
     return arr.astype(np.int64)
 
 
