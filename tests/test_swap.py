@@ -314,3 +314,36 @@ def test_hooks_replaced_after_build_are_refused_before_the_step() -> None:
     s.kv = store
     s.run()
     assert s.done and store.verify(s.finished) == 0
+
+
+def _cache() -> PagedKVCache:
+    return PagedKVCache(4, 2, 1, 2)
+
+
+BAD_CALLS = [
+    (lambda: HostPool.like("cache"), TypeError, "cache must be a PagedKVCache"),
+    (lambda: copy_blocks(_cache(), _cache(), 5), TypeError, "pairs must be a sequence"),
+    (lambda: copy_blocks(_cache(), _cache(), None), TypeError, "pairs must be a sequence"),
+    (lambda: copy_blocks(_cache(), _cache(), [(1,)]), TypeError, r"each of pairs .* got \(1,\)"),
+    (lambda: copy_blocks("src", _cache(), []), TypeError, "src must be a PagedKVCache"),
+    (lambda: token_kv(5, 0, torch.arange(3), 1, 2), TypeError, "name must be a str"),
+    (lambda: token_kv("a", 0, [1, 2], 1, 2), TypeError, "positions must be an integer"),
+    (lambda: token_kv("a", 0, torch.arange(3), -1, 2), ValueError, "num_kv_heads must be >= 1"),
+    (lambda: token_kv("a", "x", torch.arange(3), 1, 2), TypeError, "stream must be an integer"),
+    (lambda: SwappingKV(_cache(), HostPool.like(_cache())).verify(None), TypeError, "groups"),
+    (lambda: SwappingKV(_cache(), HostPool.like(_cache())).verify([1]), TypeError, "Groups"),
+    (lambda: CostModel(pcie_bytes_per_s=0), ValueError, "pcie_bytes_per_s must be finite and > 0"),
+    (lambda: CostModel(num_layers="a"), TypeError, "num_layers must be an integer"),
+    (lambda: CostModel(transfer_latency_s=float("nan")), ValueError, "transfer_latency_s"),
+    (lambda: CostModel().swap_s(-10, 4), ValueError, "num_tokens must be >= 0, got -10"),
+    (lambda: CostModel().swap_s(10, 0), ValueError, "block_size must be >= 1, got 0"),
+    (lambda: CostModel().recompute_s(-5), ValueError, "num_tokens must be >= 0, got -5"),
+    (lambda: measure_swap(block_sizes=5, num_tokens=8), TypeError, "block_sizes must be a seq"),
+]
+
+
+@pytest.mark.parametrize(("call", "kind", "words"), BAD_CALLS, ids=[c[2][:30] for c in BAD_CALLS])
+def test_swap_entry_points_name_bad_input(call, kind: type[Exception], words: str) -> None:
+    """Before: AttributeError, ZeroDivisionError, unnamed TypeErrors or silent negatives."""
+    with pytest.raises(kind, match=words):
+        call()

@@ -20,7 +20,7 @@ copies to and from the GPU can run asynchronously at full PCIe speed).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -63,6 +63,8 @@ class HostPool:
     @classmethod
     def like(cls, cache: PagedKVCache, num_blocks: int | None = None) -> HostPool:
         """A host pool shaped like ``cache`` (as many blocks unless ``num_blocks`` is given)."""
+        if not isinstance(cache, PagedKVCache):
+            raise TypeError(f"cache must be a PagedKVCache, got {type(cache).__name__}")
         blocks = cache.num_blocks if num_blocks is None else check_int(num_blocks, "num_blocks", 1)
         return cls(blocks, cache.block_size, cache.num_kv_heads, cache.head_dim, cache.dtype)
 
@@ -86,14 +88,35 @@ def _block_id(cache: PagedKVCache, name: str, value: object) -> int:
     return block
 
 
+def _pairs(pairs: object) -> list[tuple[object, object]]:
+    """``pairs`` as a list of ``(src, dst)``; a TypeError naming ``pairs`` for anything else."""
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Iterable):
+        raise TypeError(f"pairs must be a sequence of (src, dst) block pairs, got {pairs!r}")
+    checked = []
+    for item in pairs:
+        try:
+            if isinstance(item, (str, bytes)):
+                raise TypeError
+            src, dst = item
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"each of pairs must be a (src, dst) pair of block ids, got {item!r}"
+            ) from None
+        checked.append((src, dst))
+    return checked
+
+
 def copy_blocks(src: PagedKVCache, dst: PagedKVCache, pairs: Sequence[tuple[int, int]]) -> None:
     """For each ``(s, d)`` in ``pairs``, copy block ``s`` of ``src`` over block ``d`` of ``dst``.
 
     One copy per block for K and one for V (vLLM's ``swap_blocks`` loops the same way).
     Validates every pair first, so a bad id changes nothing.
     """
+    for name, cache in (("src", src), ("dst", dst)):
+        if not isinstance(cache, PagedKVCache):
+            raise TypeError(f"{name} must be a PagedKVCache, got {type(cache).__name__}")
     _check_like(src, dst)
-    checked = [(_block_id(src, "src", s), _block_id(dst, "dst", d)) for s, d in pairs]
+    checked = [(_block_id(src, "src", s), _block_id(dst, "dst", d)) for s, d in _pairs(pairs)]
     non_blocking = src.key.device.type != dst.key.device.type  # host <-> device transfers
     for s, d in checked:
         dst.key[d].copy_(src.key[s], non_blocking=non_blocking)
@@ -217,6 +240,13 @@ def token_kv(
     ``stream`` is 0 for prompt positions (every sample shares them) and ``1 + sample`` for
     generated ones. The same arguments always give bitwise the same tensors.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {name!r}")
+    stream = check_int(stream, "stream", minimum=0)
+    num_kv_heads = check_int(num_kv_heads, "num_kv_heads", minimum=1)
+    head_dim = check_int(head_dim, "head_dim", minimum=1)
+    if not isinstance(positions, torch.Tensor) or positions.dtype.is_floating_point:
+        raise TypeError(f"positions must be an integer torch.Tensor, got {positions!r}")
     seed = (zlib.crc32(name.encode()) % 1000) / 100 + 1.7 * stream
     p = positions.to(torch.float32).reshape(-1, 1, 1)
     h = torch.arange(num_kv_heads, dtype=torch.float32).reshape(1, -1, 1)
@@ -276,7 +306,10 @@ class SwappingKV:
 
     def expected(self, group: Group, sample: int, num_tokens: int) -> tuple[torch.Tensor, ...]:
         """The K and V ``sample`` of ``group`` must hold at positions ``0 .. num_tokens - 1``."""
-        return self._kv(group, sample, 0, num_tokens)
+        if not isinstance(group, Group):
+            raise TypeError(f"group must be a Group, got {type(group).__name__}")
+        sample = check_int(sample, "sample", 0, group.request.num_samples - 1)
+        return self._kv(group, sample, 0, check_int(num_tokens, "num_tokens", minimum=0))
 
     def verify(self, groups: Sequence[Group]) -> int:
         """Assert every running sample's K/V (read through its table) is what it should be.
@@ -284,6 +317,12 @@ class SwappingKV:
         Returns how many sequences were checked. Raises AssertionError naming the first
         sequence and position that differ.
         """
+        if isinstance(groups, (str, bytes)) or not isinstance(groups, Iterable):
+            raise TypeError(f"groups must be a sequence of Groups, got {groups!r}")
+        groups = list(groups)
+        for group in groups:
+            if not isinstance(group, Group):
+                raise TypeError(f"groups must hold Groups, got {group!r}")
         checked = 0
         for group in groups:
             for sample, table in enumerate(group.tables):
