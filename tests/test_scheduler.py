@@ -400,3 +400,43 @@ def test_max_steps_names_itself() -> None:
         s.run(max_steps=3)
     with pytest.raises(ArgumentTypeError, match="max_steps"):
         s.run(max_steps=2.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "kind", "words"),
+    [
+        ("mode", "SWAP", ValueError, "mode must be one of"),
+        ("token_budget", 0, ValueError, "token_budget must be >= 1, got 0"),
+        ("token_budget", 2.5, TypeError, "token_budget must be an integer"),
+        ("chunked_prefill", 1, TypeError, "chunked_prefill must be a bool"),
+        ("device", BlockAllocator(8, 2), ValueError, "cannot be replaced"),
+        ("host", BlockAllocator(8, 2), ValueError, "cannot be replaced"),
+    ],
+)
+def test_settings_reassigned_after_build_are_refused_before_the_step(
+    name: str, value: object, kind: type[Exception], words: str
+) -> None:
+    s = Scheduler(BlockAllocator(8, 2), mode="swap", token_budget=4, chunked_prefill=True)
+    s.add(Request("a", 3, 4))
+    s.step()
+    before, original = state_of(s), getattr(s, name)
+    setattr(s, name, value)
+    with pytest.raises(kind, match=words):
+        s.step()
+    setattr(s, name, original)
+    assert state_of(s) == before
+    run_checked(s)  # put back, it goes on
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        (dict(prompt_len=2**31), "prompt_len must be <= 2147483646"),
+        (dict(prompt_len=10, output_len=2**31 - 10), "output_len must be <= 2147483637"),
+        (dict(num_samples=2**21), "num_samples must be <= 1048576"),
+    ],
+)
+def test_requests_no_pool_could_hold_are_named(kwargs: dict, words: str) -> None:
+    args = dict(name="r", prompt_len=1, output_len=1) | kwargs
+    with pytest.raises(ValueError, match=words):
+        Request(**args)

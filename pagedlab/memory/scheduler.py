@@ -62,16 +62,17 @@ from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
 from pagedlab.memory.capacity import prefill_need, samples_need, tokens_that_fit
 from pagedlab.memory.requests import STATUSES, Group, Request, StepResult
+from pagedlab.memory.scheduler_checks import MODES as MODES  # the modes: "swap", "recompute"
 from pagedlab.memory.scheduler_checks import (
     check_fresh_pool,
     check_hooks,
     check_host_blocks,
     check_pool_unchanged,
+    check_settings,
     check_tables,
 )
 from pagedlab.memory.swap_space import swap_in, swap_in_need, swap_out
 
-MODES = ("swap", "recompute")
 by_arrival = attrgetter("order")  # the sort key of every queue: FCFS
 
 
@@ -110,13 +111,7 @@ class Scheduler:
     ) -> None:
         if not isinstance(allocator, BlockAllocator):
             raise TypeError(f"allocator must be a BlockAllocator, got {type(allocator).__name__}")
-        if not isinstance(mode, str) or mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if not isinstance(chunked_prefill, bool):
-            raise TypeError(f"chunked_prefill must be a bool, got {chunked_prefill!r}")
-        budget = None if token_budget is None else check_int(token_budget, "token_budget", 1)
-        if chunked_prefill and budget is None:
-            raise ValueError("chunked_prefill needs a token_budget (tokens per step), got None")
+        budget = check_settings(mode, token_budget, chunked_prefill)
         if host is None:  # §4.5: the swap space never needs more blocks than the device pool
             host = BlockAllocator(allocator.num_blocks, allocator.block_size)
         if not isinstance(host, BlockAllocator):
@@ -131,6 +126,7 @@ class Scheduler:
         check_fresh_pool(host, "host")
         check_hooks(kv, allocator, host)
         self.device, self.host, self.kv = allocator, host, kv
+        self._pools = (allocator, host)
         self._kv_checked: object = kv
         self.mode, self.token_budget, self.chunked_prefill = mode, budget, chunked_prefill
         self.block_size = allocator.block_size
@@ -383,6 +379,12 @@ class Scheduler:
     # --- guards and invariants -----------------------------------------------------------------
     def _check_before_step(self) -> None:
         """Everything the step will touch, checked first (:mod:`.scheduler_checks`)."""
+        check_settings(self.mode, self.token_budget, self.chunked_prefill)
+        if self.device is not self._pools[0] or self.host is not self._pools[1]:
+            raise ValueError(
+                "device and host cannot be replaced after the scheduler is built: its groups "
+                "hold blocks of the pools it was built with"
+            )
         if self.kv is not self._kv_checked:  # replaced since it was checked
             check_hooks(self.kv, self.device, self.host)
             self._kv_checked = self.kv

@@ -7,6 +7,8 @@ the scheduler, so this module imports nothing of it.
 
 What they refuse:
 
+- settings it cannot use (a mode that is not one, a budget below 1, chunked prefill without
+  a budget), when built and when reassigned later;
 - a pool that is not the scheduler's alone: blocks already in use when it is built, blocks
   taken or kept by someone else between steps (with blocks the scheduler cannot free, its
   preemptions could never make room: a livelock), the host pool being the device pool;
@@ -22,10 +24,25 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.requests import Group
 
 HOOKS = ("write", "copy", "swap_out", "swap_in")
+MODES = ("swap", "recompute")
+
+
+def check_settings(mode: object, token_budget: object, chunked_prefill: object) -> int | None:
+    """The scheduler's settings, checked (when built, and before each step: they are
+    attributes a learner can reassign); returns the token budget."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if not isinstance(chunked_prefill, bool):
+        raise TypeError(f"chunked_prefill must be a bool, got {chunked_prefill!r}")
+    budget = None if token_budget is None else check_int(token_budget, "token_budget", 1)
+    if chunked_prefill and budget is None:
+        raise ValueError("chunked_prefill needs a token_budget (tokens per step), got None")
+    return budget
 
 
 def check_fresh_pool(pool: BlockAllocator, name: str) -> None:
