@@ -206,6 +206,28 @@ class SchedulerMisuse(RuleBasedStateMachine):
             assert self._refused(self.s.step)
         self.s.kv = self.kv
 
+    @step(
+        setting=one_of(
+            [("mode", "SWAP"), ("mode", None), ("token_budget", 0), ("token_budget", 1.5),
+             ("chunked_prefill", "yes"), ("device", None), ("host", "other")]
+        )
+    )  # fmt: skip
+    def reassign_a_setting(self, setting: tuple[str, object]) -> None:
+        name, bad = setting
+        if name == "device":
+            bad = BlockAllocator(self.s.device.num_blocks, self.s.block_size)
+        before, original = self._state(), getattr(self.s, name)
+        setattr(self.s, name, bad)
+        try:
+            self.s.step()
+        except CLEAR as error:
+            assert str(error)
+        else:
+            raise AssertionError(f"a step with {name} = {bad!r} was not refused")
+        finally:
+            setattr(self.s, name, original)
+        assert self._state() == before
+
     @step(pick=PICK)
     def add_bad_requests(self, pick: int) -> None:
         blocks = self.s.device.num_blocks
