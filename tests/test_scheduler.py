@@ -440,3 +440,16 @@ def test_requests_no_pool_could_hold_are_named(kwargs: dict, words: str) -> None
     args = dict(name="r", prompt_len=1, output_len=1) | kwargs
     with pytest.raises(ValueError, match=words):
         Request(**args)
+
+
+def test_a_table_grown_behind_the_scheduler_is_refused() -> None:
+    s = Scheduler(BlockAllocator(16, 2), token_budget=4, chunked_prefill=True)
+    s.add(Request("a", 7, 3, num_samples=2))
+    s.step()  # 4 of the 7 prompt tokens
+    s.running[0].tables[0].append_tokens(1)
+    before = state_of(s)
+    with pytest.raises(
+        ValueError, match=r"its tables hold \[5\] tokens, the scheduler expects \[4\]"
+    ):
+        s.step()
+    assert state_of(s) == before

@@ -4,7 +4,8 @@ A small ``Scheduler`` (swap or recompute, whole or chunked prefill, a host pool 
 small) with a fake K/V store (one value per slot: which request, stream and position wrote
 it; copy-on-write and swaps move those values as the real store moves tensors). The rules
 add requests and step, and misuse the scheduler: blocks taken or freed behind its back on
-either pool, a running table freed, the K/V hooks replaced, bad requests and arguments.
+either pool, a running table freed or grown, settings and hooks replaced, bad requests
+and arguments.
 
 After every rule either the call succeeded, ``Scheduler.check`` holds and every running
 sample's K/V reads back exactly, or it raised a clear error (TypeError, ValueError,
@@ -190,6 +191,16 @@ class SchedulerMisuse(RuleBasedStateMachine):
         else:
             self.s.device.free(choose(table.blocks, pick))
         self.broken = True
+
+    @step(pick=PICK)
+    def grow_a_running_table_behind_its_back(self, pick: int) -> None:
+        if self.broken:
+            return
+        tables = [t for g in self.s.running for t in g.tables if t.can_append(1)]
+        if not tables:
+            return
+        choose(tables, pick).append_tokens(1)
+        self.broken = True  # its K/V position would be written twice: refused from now on
 
     @step(pick=PICK)
     def free_a_host_block_behind_its_back(self, pick: int) -> None:

@@ -12,7 +12,7 @@ What they refuse:
 - a pool that is not the scheduler's alone: blocks already in use when it is built, blocks
   taken or kept by someone else between steps (with blocks the scheduler cannot free, its
   preemptions could never make room: a livelock), the host pool being the device pool;
-- a running table freed, or a block freed, behind the scheduler's back; a swapped group's
+- a running table freed, grown, or a block freed, behind the scheduler's back; a swapped group's
   host blocks freed or shared behind its back;
 - K/V hooks that lack a method of :class:`~pagedlab.memory.scheduler.KVHooks`, or whose own
   ``check_pools(device, host)`` refuses the scheduler's pools (a store smaller than the
@@ -71,8 +71,23 @@ def check_hooks(kv: object, device: BlockAllocator, host: BlockAllocator) -> Non
         check_pools(device, host)
 
 
+def tokens_expected(group: Group) -> list[int]:
+    """Tokens each table of running ``group`` holds, from its counters alone.
+
+    Mid-prefill: the prompt goes into one table; once it is in, each sample's table holds the
+    prompt and (sample by sample, as ``Scheduler`` prefills) its generated tokens.
+    """
+    r, done = group.request, group.prefilled
+    if group.prefilling and done < r.prompt_len:
+        return [done]
+    if not group.prefilling:
+        return [group.num_tokens] * r.num_samples
+    g, extra = group.generated, done - r.prompt_len
+    return [r.prompt_len + min(g, max(0, extra - i * g)) for i in range(r.num_samples)]
+
+
 def check_tables(running: Iterable[Group]) -> None:
-    """Refuse a running group whose table was freed, or lost a block, behind its back."""
+    """Refuse a running group whose table was freed, lost a block, or grew behind its back."""
     for group in running:
         for sample, table in enumerate(group.tables):
             if table.freed or table.lost:
@@ -80,6 +95,13 @@ def check_tables(running: Iterable[Group]) -> None:
                     table.check("step")
                 except ValueError as error:
                     raise ValueError(f"group {group.name!r} sample {sample}: {error}") from None
+        held = [t.num_tokens for t in group.tables]
+        want = tokens_expected(group)
+        if held != want:
+            raise ValueError(
+                f"group {group.name!r}: its tables hold {held} tokens, the scheduler expects "
+                f"{want}: a table was changed behind the scheduler's back"
+            )
 
 
 def check_host_blocks(swapped: Iterable[Group], host: BlockAllocator) -> None:
