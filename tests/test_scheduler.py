@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from pagedlab.checks import ArgumentTypeError
 from pagedlab.memory.allocator import BlockAllocator
+from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.requests import Request, StepResult
 from pagedlab.memory.scheduler import Scheduler
 
@@ -206,8 +207,11 @@ def test_random_traces_keep_every_rule(
     )
     for i, (prompt, output, samples) in enumerate(reqs):
         request = Request(f"r{i}", prompt, output, samples)
-        if request.max_blocks(size) <= blocks:
-            s.add(request)
+        if peak_blocks(request, size) <= blocks:
+            s.add(request)  # it fits: it must be accepted, and it must finish
+        else:
+            with pytest.raises(ValueError, match="could never run"):
+                s.add(request)
     run_checked(s)
     assert s.device.num_free == blocks and s.host.num_free == host_blocks
     assert len(s.finished) == len(s.groups)
@@ -247,3 +251,205 @@ def test_a_recompute_is_one_prefill_over_prompt_and_generated() -> None:
             assert group.status == "running" and not group.prefilling
             recomputes += 1
     assert recomputes > 0
+
+
+# --- issue 25: one capacity rule, atomic steps, clear refusals ------------------------------
+
+
+class PeakKV:
+    """K/V hooks that only record the most device blocks in use after any write."""
+
+    def __init__(self, device: BlockAllocator) -> None:
+        self.device, self.peak = device, 0
+
+    def write(self, group, sample, table, first, count) -> None:  # type: ignore[no-untyped-def]
+        self.peak = max(self.peak, self.device.num_blocks - self.device.num_free)
+
+    def copy(self, cow) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def swap_out(self, pairs) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def swap_in(self, pairs) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+
+def peak_blocks(request: Request, size: int) -> int:
+    """The most blocks ``request`` ever holds, measured: run alone on a pool that never fills."""
+    device = BlockAllocator(1 << 12, size)
+    hooks = PeakKV(device)
+    s = Scheduler(device, kv=hooks)
+    s.add(request)
+    s.run()
+    return hooks.peak
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 20), st.integers(1, 4), st.sampled_from([1, 2, 3, 4, 8]))
+def test_add_accepts_exactly_the_requests_that_fit(prompt, output, samples, size) -> None:
+    """A request whose group fits the pool at its longest (its samples sharing the prompt's
+    full blocks, §4.4) is accepted and runs alone; one block fewer and it is refused."""
+    request = Request("r", prompt, output, samples)
+    peak = peak_blocks(request, size)
+    s = Scheduler(BlockAllocator(peak, size))
+    s.add(request)
+    run_checked(s)
+    assert s.finished[0].generated == output
+    if peak > 1:
+        with pytest.raises(ValueError, match=f"more than the pool's {peak - 1}: it could never"):
+            Scheduler(BlockAllocator(peak - 1, size)).add(request)
+
+
+def test_add_used_to_refuse_a_two_sample_request_that_fits() -> None:
+    """16 prompt tokens in 4 shared blocks, then 4 tokens per sample: 6 blocks, not 2 x 5."""
+    s = Scheduler(BlockAllocator(6, 4))
+    s.add(Request("x", 16, 4, num_samples=2))
+    run_checked(s)
+    assert s.finished[0].name == "x" and Request("x", 16, 4, 2).max_blocks(4) == 10
+
+
+def state_of(s: Scheduler) -> tuple:
+    """Everything a step could change, by value."""
+    groups = [
+        (g.name, g.status, g.generated, g.work, g.prefilled, g.recompute_left, g.preemptions,
+         [list(h) for h in g.host], [(t.blocks, t.num_tokens, t.freed, t.lost) for t in g.tables])
+        for g in s.groups.values()
+    ]  # fmt: skip
+    queues = [[g.name for g in q] for q in (s.waiting, s.running, s.swapped, s.finished)]
+    counters = (s.steps, s.preemptions, s.tokens_recomputed, s.blocks_swapped_out,
+                s.blocks_swapped_in)  # fmt: skip
+    pools = (s.device.refcounts(), s.device.free_list(), s.host.refcounts(), s.host.free_list())
+    return groups, queues, counters, pools
+
+
+@pytest.mark.parametrize("whole_table", [False, True])
+def test_a_block_freed_behind_a_table_is_refused_before_the_step(whole_table: bool) -> None:
+    """Before: another sample was appended and the step counted before the error."""
+    s = Scheduler(BlockAllocator(16, 2))
+    s.add(Request("a", 3, 8, num_samples=2))
+    s.step()
+    group = s.running[0]
+    if whole_table:
+        group.tables[1].free()
+    else:
+        s.device.free(group.tables[1].blocks[-1])  # the second sample's own last block
+    before = state_of(s)
+    with pytest.raises(ValueError, match="group 'a' sample 1: cannot step table"):
+        s.step()
+    assert state_of(s) == before and s.steps == 1
+
+
+def test_a_host_block_freed_behind_a_swapped_group_is_refused() -> None:
+    s = Scheduler(BlockAllocator(4, 2), mode="swap")
+    s.add(Request("A", 1, 7))
+    b = s.add(Request("B", 3, 3))
+    while b.status != "swapped":
+        s.step()
+    s.host.free(b.host[0][0])
+    before = state_of(s)
+    with pytest.raises(ValueError, match="swapped group 'B': host block 0 has ref count 0"):
+        s.step()
+    assert state_of(s) == before
+
+
+@pytest.mark.parametrize("pool", ["device", "host"])
+def test_outside_holders_are_refused_not_a_livelock(pool: str) -> None:
+    """Before: run() preempted tens of thousands of times, then an unnamed RuntimeError."""
+    s = Scheduler(BlockAllocator(8, 2), mode="swap")
+    s.add(Request("a", 4, 8))
+    s.add(Request("b", 4, 8))
+    s.step()
+    allocator = s.device if pool == "device" else s.host
+    outside = BlockTable(allocator)
+    outside.append_tokens(2 * allocator.num_free)  # every free block, held outside
+    before = state_of(s)
+    with pytest.raises(ValueError, match=r"block\(s\) \[.*\] are held outside the scheduler"):
+        s.run()
+    assert state_of(s) == before and s.preemptions == 0
+    outside.free()  # given back: the scheduler goes on
+    run_checked(s)
+    assert len(s.finished) == 2
+
+
+def test_pools_the_scheduler_cannot_own_are_refused_when_built() -> None:
+    used = BlockAllocator(8, 2)
+    block = used.allocate()
+    with pytest.raises(
+        ValueError, match=rf"allocator has 1 block\(s\) in use already \(\[{block}\]\)"
+    ):
+        Scheduler(used)
+    with pytest.raises(ValueError, match="host has 1 block"):
+        Scheduler(BlockAllocator(8, 2), host=used)
+    fresh = BlockAllocator(8, 2)
+    with pytest.raises(ValueError, match="host must be a pool of its own"):
+        Scheduler(fresh, host=fresh)
+    assert used.refcounts()[block] == 1 and used.num_free == 7 and fresh.num_free == 8
+
+
+@pytest.mark.parametrize("mode", [None, 1, ["swap"], "SWAP"])
+def test_a_mode_that_is_not_a_mode_is_named(mode) -> None:
+    with pytest.raises(ValueError, match="mode must be one of"):
+        Scheduler(BlockAllocator(4, 2), mode=mode)
+
+
+def test_max_steps_names_itself() -> None:
+    s = Scheduler(BlockAllocator(8, 2))
+    s.add(Request("a", 4, 8))
+    with pytest.raises(RuntimeError, match="not done after max_steps = 3 steps"):
+        s.run(max_steps=3)
+    with pytest.raises(ArgumentTypeError, match="max_steps"):
+        s.run(max_steps=2.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "kind", "words"),
+    [
+        ("mode", "SWAP", ValueError, "mode must be one of"),
+        ("token_budget", 0, ValueError, "token_budget must be >= 1, got 0"),
+        ("token_budget", 2.5, TypeError, "token_budget must be an integer"),
+        ("chunked_prefill", 1, TypeError, "chunked_prefill must be a bool"),
+        ("device", BlockAllocator(8, 2), ValueError, "cannot be replaced"),
+        ("host", BlockAllocator(8, 2), ValueError, "cannot be replaced"),
+    ],
+)
+def test_settings_reassigned_after_build_are_refused_before_the_step(
+    name: str, value: object, kind: type[Exception], words: str
+) -> None:
+    s = Scheduler(BlockAllocator(8, 2), mode="swap", token_budget=4, chunked_prefill=True)
+    s.add(Request("a", 3, 4))
+    s.step()
+    before, original = state_of(s), getattr(s, name)
+    setattr(s, name, value)
+    with pytest.raises(kind, match=words):
+        s.step()
+    setattr(s, name, original)
+    assert state_of(s) == before
+    run_checked(s)  # put back, it goes on
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        (dict(prompt_len=2**31), "prompt_len must be <= 2147483646"),
+        (dict(prompt_len=10, output_len=2**31 - 10), "output_len must be <= 2147483637"),
+        (dict(num_samples=2**21), "num_samples must be <= 1048576"),
+    ],
+)
+def test_requests_no_pool_could_hold_are_named(kwargs: dict, words: str) -> None:
+    args = dict(name="r", prompt_len=1, output_len=1) | kwargs
+    with pytest.raises(ValueError, match=words):
+        Request(**args)
+
+
+def test_a_table_grown_behind_the_scheduler_is_refused() -> None:
+    s = Scheduler(BlockAllocator(16, 2), token_budget=4, chunked_prefill=True)
+    s.add(Request("a", 7, 3, num_samples=2))
+    s.step()  # 4 of the 7 prompt tokens
+    s.running[0].tables[0].append_tokens(1)
+    before = state_of(s)
+    with pytest.raises(
+        ValueError, match=r"its tables hold \[5\] tokens, the scheduler expects \[4\]"
+    ):
+        s.step()
+    assert state_of(s) == before

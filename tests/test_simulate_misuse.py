@@ -176,3 +176,47 @@ def test_numpy_integers_are_accepted() -> None:
     assert buddy_extent(np.int16(132)) == 256
     tr = make_trace(np.float64(2.0), np.int64(5), seed=np.int64(1))
     assert len(simulate(tr, vllm(np.int64(16)), pool_slots=np.int64(4096)).mean_slots) == 6
+
+
+# --- issue 25: small integer dtypes, values beyond what the model represents --------------
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32])
+def test_small_integer_traces_do_not_overflow(dtype: type) -> None:
+    """int8 ``100 + 100`` is -56: a trace keeps int64 copies, so every sum is exact."""
+    lengths = np.array([100, 100], dtype)
+    small = Trace(np.array([0.0, 0.1]), lengths, lengths, 5.0)
+    wide = Trace(np.array([0.0, 0.1]), lengths.astype(np.int64), lengths.astype(np.int64), 5.0)
+    assert small.prompt.dtype == small.output.dtype == np.int64
+    assert small.final_len.tolist() == [200, 200]
+    assert lengths.dtype == dtype  # the caller's arrays are not changed
+    for policy in (orca_max(), orca_pow2(), vllm()):
+        a, b = simulate(small, policy), simulate(wide, policy)
+        assert a.mean_slots == b.mean_slots and a.finished == b.finished
+        assert all(v >= 0 for v in a.mean_slots.values())
+    row = block_size_sweep(small, [16])[0]
+    assert row.table_entries_mean > 0
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda: Trace(np.zeros(1), np.array([2**63 + 5], np.uint64), np.ones(1, int), 1.0),
+         "prompt length must be <= 2147483647"),
+        (lambda: Trace(np.zeros(1), np.ones(1, int), np.array([2**40]), 1.0),
+         "output length must be <= 2147483647"),
+        (lambda: Policy("p", block_size=16, max_len=10**30), "max_len must be <= 2147483647"),
+        (lambda: vllm(max_len=2**31), "max_len must be <= 2147483647, got 2147483648"),
+        (lambda: orca_max(max_len=2**62), "max_len must be <= 2147483647"),
+        (lambda: make_trace(1, 2, max_len=10**30), "max_len must be <= 2147483647"),
+        (lambda: reserved_slots("pow2", 1, 2**62, max_len=2**63), "max_len must be <= "),
+        (lambda: simulate(one(), vllm(), pool_slots=10**30), "pool_slots must be <= "),
+        (lambda: simulate(one(), orca_max(), pool_slots=2**62), "pool_slots must be <= "),
+        (lambda: StepCost(10**400), "base_s must be finite"),
+        (lambda: orca_pow2().reservation(np.array([2**63 + 1], np.uint64), np.array([1])),
+         "prompt must be <= 2147483647"),
+    ],
+)  # fmt: skip
+def test_values_beyond_the_model_are_named(call: Callable[[], object], words: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(words)):
+        call()

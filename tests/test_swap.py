@@ -161,3 +161,189 @@ def test_cost_model_reproduces_fig_19_shape() -> None:
         if 16 <= b <= 64:
             assert 0.5 < recompute / s < 1.5  # comparable from 16 to 64
     assert model.kv_bytes_per_token == 819_200  # OPT-13B: 800 KB per token (§3)
+
+
+# --- issue 25: swaps with an owner, validated before anything is allocated -------------------
+
+
+def _pools_and_kv(*things: object) -> tuple[object, ...]:
+    """Ref counts, free lists and K/V of allocators, host pools and caches, by value."""
+    seen: list[object] = []
+    for thing in things:
+        if isinstance(thing, BlockAllocator):
+            seen += [thing.refcounts(), thing.free_list()]
+        elif isinstance(thing, HostPool):
+            seen += [thing.allocator.refcounts(), thing.allocator.free_list()]
+            seen += [thing.cache.key.clone(), thing.cache.value.clone()]
+        elif isinstance(thing, PagedKVCache):
+            seen += [thing.key.clone(), thing.value.clone()]
+    return tuple(seen)
+
+
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    return all(
+        torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def test_a_swapped_sequence_comes_back_once() -> None:
+    """The issue's example: swapping A in twice would hand B's K/V to a table "as A"."""
+    a = BlockAllocator(8, 2)
+    dev = PagedKVCache(8, 2, 1, 2)
+    host = HostPool.like(dev, 2)
+    first = BlockTable(a)
+    first.append_tokens(4)
+    sw_a = swap_out(first, dev, host)
+    back = swap_in(sw_a, host, dev, a)
+    assert sw_a.swapped_in and not back.freed
+    second = BlockTable(a)
+    second.append_tokens(4)
+    k, v = token_kv("B", 0, torch.arange(4), 1, 2)
+    dev.write(second.slot_mapping(), k, v)
+    sw_b = swap_out(second, dev, host)
+    assert set(sw_b.blocks) == set(sw_a.blocks)  # the host blocks A had are B's now
+    before = _pools_and_kv(a, host, dev)
+    with pytest.raises(ValueError, match="swapped in already"):
+        swap_in(sw_a, host, dev, a)
+    assert _same(_pools_and_kv(a, host, dev), before)
+    again = swap_in(sw_b, host, dev, a)  # B's K/V is still there, and comes back once
+    assert torch.equal(dev.gather(again.blocks, 4)[0], k)
+    with pytest.raises(ValueError, match="swapped in already"):
+        swap_in(sw_b, host, dev, a)
+
+
+def test_a_host_block_freed_behind_its_back_is_refused() -> None:
+    pool = BlockAllocator(4, 2)
+    dev = PagedKVCache(4, 2, 1, 2)
+    host = HostPool.like(dev)
+    table = BlockTable(pool)
+    table.append_tokens(3)
+    swapped = swap_out(table, dev, host)
+    host.allocator.free(swapped.blocks[0])
+    before = _pools_and_kv(pool, host, dev)
+    with pytest.raises(ValueError, match="freed behind its back"):
+        swap_in(swapped, host, dev, pool)
+    assert _same(_pools_and_kv(pool, host, dev), before)
+
+
+def test_swaps_validate_before_they_allocate() -> None:
+    """Caches that do not match, the wrong host pool, wrong kinds: nothing allocated or freed."""
+    pool = BlockAllocator(4, 2)
+    dev = PagedKVCache(4, 2, 1, 2)
+    host = HostPool.like(dev)
+    other_host = HostPool.like(dev)
+    table = BlockTable(pool)
+    table.append_tokens(3)
+    refusals = [
+        (lambda: swap_out(table, dev, HostPool(4, 2, 1, 4)), ValueError, "head_dim"),
+        (
+            lambda: swap_out(table, PagedKVCache(1, 2, 1, 2), host),
+            ValueError,
+            "more than the cache",
+        ),
+        (lambda: swap_out(table, dev, host.allocator), TypeError, "host must be a HostPool"),
+        (lambda: swap_out(table.blocks, dev, host), TypeError, "table must be a BlockTable"),
+        (lambda: swap_out(table, host.cache.key, host), TypeError, "device must be a PagedKVCache"),
+    ]
+    for call, kind, words in refusals:
+        before = _pools_and_kv(pool, host, dev)
+        with pytest.raises(kind, match=words):
+            call()
+        assert _same(_pools_and_kv(pool, host, dev), before) and not table.freed
+    swapped = swap_out(table, dev, host)
+    refusals = [
+        (lambda: swap_in(swapped, other_host, dev, pool), ValueError, "different host pool"),
+        (
+            lambda: swap_in(swapped, host, PagedKVCache(4, 2, 2, 2), pool),
+            ValueError,
+            "num_kv_heads",
+        ),
+        (lambda: swap_in(swapped, host, dev, BlockAllocator(8, 2)), ValueError, "more than the"),
+        (lambda: swap_in(swapped, host, dev, BlockAllocator(4, 1)), ValueError, "block_size"),
+        (lambda: swap_in(swapped.blocks, host, dev, pool), TypeError, "SwappedSequence"),
+        (lambda: swap_in(swapped, host, dev, "pool"), TypeError, "allocator must be"),
+    ]
+    for call, kind, words in refusals:
+        before = _pools_and_kv(pool, host, other_host, dev)
+        with pytest.raises(kind, match=words):
+            call()
+        assert _same(_pools_and_kv(pool, host, other_host, dev), before)
+    assert not swapped.swapped_in
+    swap_in(swapped, host, dev, pool)
+
+
+def test_a_freed_table_is_refused_by_swap_out() -> None:
+    pool = BlockAllocator(4, 2)
+    dev = PagedKVCache(4, 2, 1, 2)
+    host = HostPool.like(dev)
+    table = BlockTable(pool)
+    table.append_tokens(2)
+    table.free()
+    with pytest.raises(ValueError, match="already freed"):
+        swap_out(table, dev, host)
+    assert host.allocator.num_free == 4
+
+
+def test_hooks_that_do_not_fit_the_pools_are_refused_when_built() -> None:
+    small = PagedKVCache(4, 2, 1, 2)
+    store = SwappingKV(small, HostPool.like(small))
+    with pytest.raises(ValueError, match="allocator has 8 blocks, more than the cache's 4"):
+        Scheduler(BlockAllocator(8, 2), host=store.host.allocator, kv=store)
+    with pytest.raises(ValueError, match="block_size"):
+        Scheduler(BlockAllocator(4, 1), host=BlockAllocator(4, 1), kv=store)
+    with pytest.raises(ValueError, match="host=store.host.allocator"):
+        Scheduler(BlockAllocator(4, 2), kv=store)  # a host pool of its own: not the store's
+    with pytest.raises(TypeError, match="lacks write, copy, swap_out, swap_in"):
+        Scheduler(BlockAllocator(4, 2), kv=object())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="host must be a HostPool"):
+        SwappingKV(small, small)  # type: ignore[arg-type]
+
+
+def test_hooks_replaced_after_build_are_refused_before_the_step() -> None:
+    device = PagedKVCache(8, 2, 1, 2)
+    store = SwappingKV(device, HostPool.like(device))
+    s = Scheduler(BlockAllocator(8, 2), mode="swap", host=store.host.allocator, kv=store)
+    s.add(Request("A", 3, 4))
+    s.step()
+    small = PagedKVCache(4, 2, 1, 2)
+    s.kv = SwappingKV(small, HostPool.like(small))
+    with pytest.raises(ValueError, match="more than the cache's 4"):
+        s.step()
+    assert s.steps == 1 and s.running[0].tables[0].num_tokens == 3
+    s.kv = store
+    s.run()
+    assert s.done and store.verify(s.finished) == 0
+
+
+def _cache() -> PagedKVCache:
+    return PagedKVCache(4, 2, 1, 2)
+
+
+BAD_CALLS = [
+    (lambda: HostPool.like("cache"), TypeError, "cache must be a PagedKVCache"),
+    (lambda: copy_blocks(_cache(), _cache(), 5), TypeError, "pairs must be a sequence"),
+    (lambda: copy_blocks(_cache(), _cache(), None), TypeError, "pairs must be a sequence"),
+    (lambda: copy_blocks(_cache(), _cache(), [(1,)]), TypeError, r"each of pairs .* got \(1,\)"),
+    (lambda: copy_blocks("src", _cache(), []), TypeError, "src must be a PagedKVCache"),
+    (lambda: token_kv(5, 0, torch.arange(3), 1, 2), TypeError, "name must be a str"),
+    (lambda: token_kv("a", 0, [1, 2], 1, 2), TypeError, "positions must be an integer"),
+    (lambda: token_kv("a", 0, torch.arange(3), -1, 2), ValueError, "num_kv_heads must be >= 1"),
+    (lambda: token_kv("a", "x", torch.arange(3), 1, 2), TypeError, "stream must be an integer"),
+    (lambda: SwappingKV(_cache(), HostPool.like(_cache())).verify(None), TypeError, "groups"),
+    (lambda: SwappingKV(_cache(), HostPool.like(_cache())).verify([1]), TypeError, "Groups"),
+    (lambda: CostModel(pcie_bytes_per_s=0), ValueError, "pcie_bytes_per_s must be finite and > 0"),
+    (lambda: CostModel(num_layers="a"), TypeError, "num_layers must be an integer"),
+    (lambda: CostModel(transfer_latency_s=float("nan")), ValueError, "transfer_latency_s"),
+    (lambda: CostModel().swap_s(-10, 4), ValueError, "num_tokens must be >= 0, got -10"),
+    (lambda: CostModel().swap_s(10, 0), ValueError, "block_size must be >= 1, got 0"),
+    (lambda: CostModel().recompute_s(-5), ValueError, "num_tokens must be >= 0, got -5"),
+    (lambda: measure_swap(block_sizes=5, num_tokens=8), TypeError, "block_sizes must be a seq"),
+]
+
+
+@pytest.mark.parametrize(("call", "kind", "words"), BAD_CALLS, ids=[c[2][:30] for c in BAD_CALLS])
+def test_swap_entry_points_name_bad_input(call, kind: type[Exception], words: str) -> None:
+    """Before: AttributeError, ZeroDivisionError, unnamed TypeErrors or silent negatives."""
+    with pytest.raises(kind, match=words):
+        call()

@@ -12,6 +12,7 @@ from pagedlab.checks import ArgumentTypeError
 from pagedlab.explorers.scheduler import (
     MAX_STEP,
     SchedulerExplorer,
+    _kept_state,
     _run,
     explorer_state,
     readout_html,
@@ -161,7 +162,7 @@ def _replayed(mode: str, size: int, budget: int, chunked: bool) -> list[tuple]:
 )
 def test_incremental_states_are_the_from_scratch_replay_at_every_step(setting) -> None:
     _run.cache_clear()
-    explorer_state.cache_clear()
+    _kept_state.cache_clear()
     replay = _replayed(*setting)
     middle = explorer_state(*setting, 7)  # held by a caller while the run goes on
     held = _seen(middle)
@@ -175,3 +176,26 @@ def test_incremental_states_are_the_from_scratch_replay_at_every_step(setting) -
     )  # every step has its own scheduler (and K/V): nothing is shared between snapshots
     kvs = {id(s.scheduler.kv) for s in states[: states[0].total_steps + 1]}
     assert len(kvs) == states[0].total_steps + 1
+
+
+def test_a_state_handed_out_is_the_callers_to_poke() -> None:
+    """Issue 25 item 3: stepping or freeing ``explorer.state`` by hand changes no later view."""
+    first = SchedulerExplorer(mode="swap", block_size=4, token_budget=16, step=5)
+    kept = _seen(explorer_state("swap", 4, 16, True, 5))
+    poked = first.state.scheduler
+    poked.step()
+    poked.step()
+    poked.running[0].tables[0].free()
+    poked.device.free(poked.device.refcounts().index(1))
+    second = SchedulerExplorer(mode="swap", block_size=4, token_budget=16, step=5)
+    assert second.state.scheduler is not first.state.scheduler
+    assert _same(_seen(second.state), kept) and _same(
+        _seen(explorer_state("swap", 4, 16, True, 5)), kept
+    )
+    assert second.set(step=6).scheduler.steps == 6  # later steps are unaffected too
+
+
+@pytest.mark.parametrize("bad", [["swap"], {"mode": 1}, None, 3.5])
+def test_unhashable_or_wrong_controls_are_named(bad) -> None:
+    with pytest.raises((TypeError, ValueError), match="mode"):
+        explorer_state(bad)

@@ -20,15 +20,15 @@ copies to and from the GPU can run asynchronously at full PCIe speed).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import torch
 
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
-from pagedlab.memory.block_table import BlockTable, CopyOnWrite
+from pagedlab.memory.block_table import BlockTable, CopyOnWrite, blocks_to_append
 from pagedlab.memory.requests import Group
 
 
@@ -63,6 +63,8 @@ class HostPool:
     @classmethod
     def like(cls, cache: PagedKVCache, num_blocks: int | None = None) -> HostPool:
         """A host pool shaped like ``cache`` (as many blocks unless ``num_blocks`` is given)."""
+        if not isinstance(cache, PagedKVCache):
+            raise TypeError(f"cache must be a PagedKVCache, got {type(cache).__name__}")
         blocks = cache.num_blocks if num_blocks is None else check_int(num_blocks, "num_blocks", 1)
         return cls(blocks, cache.block_size, cache.num_kv_heads, cache.head_dim, cache.dtype)
 
@@ -86,14 +88,35 @@ def _block_id(cache: PagedKVCache, name: str, value: object) -> int:
     return block
 
 
+def _pairs(pairs: object) -> list[tuple[object, object]]:
+    """``pairs`` as a list of ``(src, dst)``; a TypeError naming ``pairs`` for anything else."""
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Iterable):
+        raise TypeError(f"pairs must be a sequence of (src, dst) block pairs, got {pairs!r}")
+    checked = []
+    for item in pairs:
+        try:
+            if isinstance(item, (str, bytes)):
+                raise TypeError
+            src, dst = item
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"each of pairs must be a (src, dst) pair of block ids, got {item!r}"
+            ) from None
+        checked.append((src, dst))
+    return checked
+
+
 def copy_blocks(src: PagedKVCache, dst: PagedKVCache, pairs: Sequence[tuple[int, int]]) -> None:
     """For each ``(s, d)`` in ``pairs``, copy block ``s`` of ``src`` over block ``d`` of ``dst``.
 
     One copy per block for K and one for V (vLLM's ``swap_blocks`` loops the same way).
     Validates every pair first, so a bad id changes nothing.
     """
+    for name, cache in (("src", src), ("dst", dst)):
+        if not isinstance(cache, PagedKVCache):
+            raise TypeError(f"{name} must be a PagedKVCache, got {type(cache).__name__}")
     _check_like(src, dst)
-    checked = [(_block_id(src, "src", s), _block_id(dst, "dst", d)) for s, d in pairs]
+    checked = [(_block_id(src, "src", s), _block_id(dst, "dst", d)) for s, d in _pairs(pairs)]
     non_blocking = src.key.device.type != dst.key.device.type  # host <-> device transfers
     for s, d in checked:
         dst.key[d].copy_(src.key[s], non_blocking=non_blocking)
@@ -104,28 +127,70 @@ def copy_blocks(src: PagedKVCache, dst: PagedKVCache, pairs: Sequence[tuple[int,
 
 @dataclass(frozen=True)
 class SwappedSequence:
-    """A sequence swapped out: its host blocks, in logical order, and how many tokens."""
+    """A sequence swapped out: its host blocks, in logical order, and how many tokens.
+
+    ``holder`` is the host-pool table that holds the blocks (the sequence's owner on the
+    host): :func:`swap_in` frees it, so a swapped sequence comes back once, and a host block
+    freed behind its back is noticed instead of copying another sequence's K/V in.
+    """
 
     blocks: tuple[int, ...]
     num_tokens: int
+    holder: BlockTable = field(repr=False, compare=False)
+
+    @property
+    def swapped_in(self) -> bool:
+        """Whether :func:`swap_in` already brought it back (its host blocks are freed)."""
+        return self.holder.freed
+
+
+def _check_pool(cache: PagedKVCache, allocator: BlockAllocator, name: str) -> None:
+    """Refuse an allocator whose block ids the cache cannot hold, or with another block size."""
+    if allocator.block_size != cache.block_size:
+        raise ValueError(
+            f"{name}: allocator block_size {allocator.block_size} != cache block_size "
+            f"{cache.block_size}"
+        )
+    if allocator.num_blocks > cache.num_blocks:
+        raise ValueError(
+            f"{name}: allocator has {allocator.num_blocks} blocks, more than the cache's "
+            f"{cache.num_blocks}: its blocks would have no K/V storage"
+        )
+
+
+def _check_kinds(device: object, host: object) -> None:
+    if not isinstance(device, PagedKVCache):
+        raise TypeError(f"device must be a PagedKVCache, got {type(device).__name__}")
+    if not isinstance(host, HostPool):
+        raise TypeError(f"host must be a HostPool, got {type(host).__name__}")
+    _check_like(device, host.cache)
+    _check_pool(host.cache, host.allocator, "host")
 
 
 def swap_out(table: BlockTable, device: PagedKVCache, host: HostPool) -> SwappedSequence:
     """Copy ``table``'s blocks into new host blocks, then free the table; atomic.
 
-    Raises OutOfBlocksError, with nothing changed, if the host pool lacks free blocks.
+    Validates everything first: raises TypeError / ValueError (wrong kinds, caches that do
+    not match, a table freed or lost a block) or OutOfBlocksError (too few free host blocks)
+    with nothing allocated, freed or copied.
     """
+    if not isinstance(table, BlockTable):
+        raise TypeError(f"table must be a BlockTable, got {type(table).__name__}")
+    _check_kinds(device, host)
+    _check_pool(device, table.allocator, "table")
+    table.check("swap out")
     blocks = table.blocks
     if len(blocks) > host.allocator.num_free:
         raise OutOfBlocksError(
             f"swapping out table {table.id} needs {len(blocks)} host blocks, "
             f"{host.allocator.num_free} are free"
         )
-    held = [host.allocator.allocate() for _ in blocks]
-    copy_blocks(device, host.cache, list(zip(blocks, held, strict=True)))
-    swapped = SwappedSequence(tuple(held), table.num_tokens)
+    holder = BlockTable(host.allocator)
+    if table.num_tokens:
+        holder.append_tokens(table.num_tokens)  # one host block per device block
+    copy_blocks(device, host.cache, list(zip(blocks, holder.blocks, strict=True)))
     table.free()
-    return swapped
+    return SwappedSequence(tuple(holder.blocks), holder.num_tokens, holder)
 
 
 def swap_in(
@@ -133,13 +198,37 @@ def swap_in(
 ) -> BlockTable:
     """A new table on new device blocks holding ``swapped``'s K/V; frees its host blocks.
 
-    Atomic: raises OutOfBlocksError with nothing changed if the device pool is too full.
+    Atomic: raises ValueError (swapped in already, swapped out to another host pool, a host
+    block freed behind its back, caches that do not match), TypeError (wrong kinds) or
+    OutOfBlocksError (the device pool is too full) with nothing allocated, freed or copied.
     """
+    if not isinstance(swapped, SwappedSequence):
+        raise TypeError(f"swapped must be a SwappedSequence, got {type(swapped).__name__}")
+    if not isinstance(allocator, BlockAllocator):
+        raise TypeError(f"allocator must be a BlockAllocator, got {type(allocator).__name__}")
+    _check_kinds(device, host)
+    _check_pool(device, allocator, "allocator")
+    holder = swapped.holder
+    if holder.freed:
+        raise ValueError(
+            f"this SwappedSequence (host blocks {list(swapped.blocks)}) was swapped in already: "
+            f"its host blocks were freed and may hold another sequence's K/V now; swap each "
+            f"sequence in once"
+        )
+    if holder.allocator is not host.allocator:
+        raise ValueError("swapped was swapped out to a different host pool than host")
+    holder.check("swap in")  # a host block freed behind its back
+    need = blocks_to_append(0, swapped.num_tokens, allocator.block_size)
+    if need > allocator.num_free:
+        raise OutOfBlocksError(
+            f"swapping in {swapped.num_tokens} tokens needs {need} free device block(s), but "
+            f"only {allocator.num_free} of {allocator.num_blocks} are free"
+        )
     table = BlockTable(allocator)
-    table.append_tokens(swapped.num_tokens)  # raises before anything changed if it cannot
+    if swapped.num_tokens:
+        table.append_tokens(swapped.num_tokens)
     copy_blocks(host.cache, device, list(zip(swapped.blocks, table.blocks, strict=True)))
-    for block in swapped.blocks:
-        host.allocator.free(block)
+    holder.free()
     return table
 
 
@@ -151,6 +240,13 @@ def token_kv(
     ``stream`` is 0 for prompt positions (every sample shares them) and ``1 + sample`` for
     generated ones. The same arguments always give bitwise the same tensors.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {name!r}")
+    stream = check_int(stream, "stream", minimum=0)
+    num_kv_heads = check_int(num_kv_heads, "num_kv_heads", minimum=1)
+    head_dim = check_int(head_dim, "head_dim", minimum=1)
+    if not isinstance(positions, torch.Tensor) or positions.dtype.is_floating_point:
+        raise TypeError(f"positions must be an integer torch.Tensor, got {positions!r}")
     seed = (zlib.crc32(name.encode()) % 1000) / 100 + 1.7 * stream
     p = positions.to(torch.float32).reshape(-1, 1, 1)
     h = torch.arange(num_kv_heads, dtype=torch.float32).reshape(1, -1, 1)
@@ -166,8 +262,21 @@ class SwappingKV:
     """
 
     def __init__(self, device: PagedKVCache, host: HostPool) -> None:
-        _check_like(device, host.cache)
+        _check_kinds(device, host)
         self.device, self.host = device, host
+
+    def check_pools(self, device: BlockAllocator, host: BlockAllocator) -> None:
+        """Refuse a scheduler's pools this store cannot serve (the scheduler calls it when built).
+
+        The device allocator's blocks must all have K/V storage here (same block size, no
+        more blocks than the cache), and ``host`` must be this store's own host allocator.
+        """
+        _check_pool(self.device, device, "allocator")
+        if host is not self.host.allocator:
+            raise ValueError(
+                "host must be the K/V store's own host pool allocator (host=store.host.allocator): "
+                "swapped blocks are copied into store.host.cache, whose blocks it names"
+            )
 
     def _kv(self, group: Group, sample: int, first: int, count: int) -> tuple[torch.Tensor, ...]:
         positions = torch.arange(first, first + count)
@@ -197,7 +306,10 @@ class SwappingKV:
 
     def expected(self, group: Group, sample: int, num_tokens: int) -> tuple[torch.Tensor, ...]:
         """The K and V ``sample`` of ``group`` must hold at positions ``0 .. num_tokens - 1``."""
-        return self._kv(group, sample, 0, num_tokens)
+        if not isinstance(group, Group):
+            raise TypeError(f"group must be a Group, got {type(group).__name__}")
+        sample = check_int(sample, "sample", 0, group.request.num_samples - 1)
+        return self._kv(group, sample, 0, check_int(num_tokens, "num_tokens", minimum=0))
 
     def verify(self, groups: Sequence[Group]) -> int:
         """Assert every running sample's K/V (read through its table) is what it should be.
@@ -205,6 +317,12 @@ class SwappingKV:
         Returns how many sequences were checked. Raises AssertionError naming the first
         sequence and position that differ.
         """
+        if isinstance(groups, (str, bytes)) or not isinstance(groups, Iterable):
+            raise TypeError(f"groups must be a sequence of Groups, got {groups!r}")
+        groups = list(groups)
+        for group in groups:
+            if not isinstance(group, Group):
+                raise TypeError(f"groups must hold Groups, got {group!r}")
         checked = 0
         for group in groups:
             for sample, table in enumerate(group.tables):

@@ -22,6 +22,8 @@ comparable end-to-end performance (Fig. 19b).
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ import torch
 
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.attention.swap import HostPool, copy_blocks
-from pagedlab.checks import ceil_div, check_int
+from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ def measure_swap(
     ``device`` defaults to CUDA when available, else the CPU. Each block size must divide
     ``num_tokens`` so that the bytes moved are the same.
     """
+    if isinstance(block_sizes, (str, bytes)) or not isinstance(block_sizes, Sequence):
+        raise TypeError(f"block_sizes must be a sequence of block sizes, got {block_sizes!r}")
     num_tokens = check_int(num_tokens, "num_tokens", 1)
     repeats = check_int(repeats, "repeats", 1)
     if device is None:
@@ -87,6 +91,18 @@ def measure_swap(
     return timings
 
 
+def _check_rate(value: object, name: str, positive: bool) -> None:
+    """A finite real number, > 0 (``positive``) or >= 0; TypeError / ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(f"{name} must be a real number, got {value!r}")
+    number = float(value)
+    ok = math.isfinite(number) and (number > 0 if positive else number >= 0)
+    if not ok:
+        raise ValueError(
+            f"{name} must be finite and {'> 0' if positive else '>= 0'}, got {value!r}"
+        )
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Swap and recompute time of one sequence, in seconds. Defaults: OPT-13B on one A100.
@@ -104,16 +120,28 @@ class CostModel:
     transfer_latency_s: float = 3e-6
     prefill_tokens_per_s: float = 10_000.0
 
+    def __post_init__(self) -> None:
+        check_int(self.kv_bytes_per_token, "kv_bytes_per_token", 1)
+        check_int(self.num_layers, "num_layers", 1)
+        _check_rate(self.pcie_bytes_per_s, "pcie_bytes_per_s", positive=True)
+        _check_rate(self.transfer_latency_s, "transfer_latency_s", positive=False)
+        _check_rate(self.prefill_tokens_per_s, "prefill_tokens_per_s", positive=True)
+
     def transfers(self, num_tokens: int, block_size: int) -> int:
         """Copies one swap direction makes: K and V of every block, layer by layer (vLLM V0)."""
+        num_tokens = check_int(num_tokens, "num_tokens", 0)
+        block_size = check_int(block_size, "block_size", 1)
         return 2 * self.num_layers * ceil_div(num_tokens, block_size)
 
     def swap_s(self, num_tokens: int, block_size: int) -> float:
         """One direction (out or in): whole blocks move, empty slots of the last one too."""
+        num_tokens = check_int(num_tokens, "num_tokens", 0)
+        block_size = check_int(block_size, "block_size", 1)
         moved = ceil_div(num_tokens, block_size) * block_size * self.kv_bytes_per_token
         latency = self.transfers(num_tokens, block_size) * self.transfer_latency_s
         return latency + moved / self.pcie_bytes_per_s
 
     def recompute_s(self, num_tokens: int) -> float:
         """One prefill over the tokens whose K/V was dropped; no blocks involved."""
+        num_tokens = check_int(num_tokens, "num_tokens", 0)
         return num_tokens / self.prefill_tokens_per_s

@@ -2,7 +2,7 @@
 
 Every expected answer comes from the real :class:`pagedlab.memory.scheduler.Scheduler` and its
 preemption policy: the victim it picks (``running[-1]`` of a scheduler that admitted these
-requests), the tokens :func:`pagedlab.memory.preemption.preempt` queues for recompute, and
+requests), the tokens :meth:`pagedlab.memory.scheduler.Scheduler._preempt` queues for recompute, and
 :func:`pagedlab.memory.swap_space.swap_in_need` on a real host pool, and the decisions of
 :class:`pagedlab.attention.swap_cost.CostModel` (imported inside: nothing else needs torch).
 """
@@ -14,7 +14,6 @@ from collections import Counter
 
 from pagedlab.exercises.core import Case, Exercise, Mistake
 from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.preemption import preempt
 from pagedlab.memory.requests import Group, Request, StepResult
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.memory.swap_space import swap_in_need
@@ -80,7 +79,7 @@ def _recompute_expected(prompt_len: int, num_samples: int, generated: int) -> in
     group = scheduler.add(Request("r", prompt_len, generated + 3, num_samples))
     while group.status != "running" or group.prefilling or group.generated < generated:
         scheduler.step()
-    preempt(scheduler, group, StepResult(scheduler.steps))
+    scheduler._preempt(group, StepResult(scheduler.steps))  # the policy itself, as step() runs it
     return group.work
 
 

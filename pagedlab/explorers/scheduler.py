@@ -92,7 +92,6 @@ def _run(mode: str, block_size: int, budget: int, chunked: bool) -> _Run:
     return _Run([SchedulerState(mode, block_size, budget, chunked, 0, scheduler, None, 0, total)])
 
 
-@lru_cache(maxsize=256)
 def explorer_state(
     mode: str = "swap",
     block_size: int = 4,
@@ -100,15 +99,23 @@ def explorer_state(
     chunked_prefill: bool = True,
     step: int = 0,
 ) -> SchedulerState:
-    """The scheduler after ``step`` steps (fewer if everything finished first); pure, cached.
+    """The scheduler after ``step`` steps (fewer if everything finished first); pure.
 
     The same state as building the scene and running ``step`` steps from scratch, but each
     setting's run is kept, so the next step costs one scheduler step (see ``_Run``). Raises
     AssertionError if a block leaked or a sequence's K/V is wrong after any step.
+
+    The state is the caller's own: a deep copy of the kept one (scheduler, tables, pools and
+    K/V store; about half a millisecond), so stepping or freeing anything in it by hand
+    changes nothing that a later call, or another explorer, shows.
     """
-    mode, size, budget, chunked, step = check_controls(
-        mode, block_size, token_budget, chunked_prefill, step
-    )
+    checked = check_controls(mode, block_size, token_budget, chunked_prefill, step)
+    return copy.deepcopy(_kept_state(*checked))
+
+
+@lru_cache(maxsize=256)
+def _kept_state(mode: str, size: int, budget: int, chunked: bool, step: int) -> SchedulerState:
+    """The kept state of one setting: never handed out (``explorer_state`` copies it)."""
     run = _run(mode, size, budget, chunked)
     run.extend_to(step)
     if step < len(run.states):

@@ -4,7 +4,7 @@ A :class:`Request` is what a user sends: a prompt of ``prompt_len`` tokens, ``ou
 tokens to generate, and ``num_samples`` parallel samples (§4.4: the samples share the prompt's
 blocks and are *gang-scheduled* as one group, §4.5). A :class:`Group` is the scheduler's state
 for one request; only :class:`~pagedlab.memory.scheduler.Scheduler` changes it (its step
-loop, and its preemption policy in :mod:`pagedlab.memory.preemption`).
+step loop and its preemption methods).
 
 Token accounting (pagedlab's simplification): a sample's table holds ``prompt_len +
 generated`` tokens; a prefill writes the prompt's K/V, and each decode step writes one more
@@ -27,13 +27,18 @@ from dataclasses import dataclass, field
 
 from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.block_table import BlockTable
+from pagedlab.memory.owner import MAX_NUM_BLOCKS, MAX_SLOTS
 
 STATUSES = ("waiting", "running", "swapped", "finished")
 
 
 @dataclass(frozen=True)
 class Request:
-    """A prompt of ``prompt_len`` tokens, ``output_len`` tokens to generate, ``num_samples``."""
+    """A prompt of ``prompt_len`` tokens, ``output_len`` tokens to generate, ``num_samples``.
+
+    ``prompt_len + output_len`` is at most ``MAX_SLOTS`` (no pool holds more positions) and
+    ``num_samples`` at most ``MAX_NUM_BLOCKS``: larger values could never run anywhere.
+    """
 
     name: str
     prompt_len: int
@@ -43,9 +48,14 @@ class Request:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise TypeError(f"name must be a non-empty str, got {self.name!r}")
-        object.__setattr__(self, "prompt_len", check_int(self.prompt_len, "prompt_len", 1))
-        object.__setattr__(self, "output_len", check_int(self.output_len, "output_len", 1))
-        object.__setattr__(self, "num_samples", check_int(self.num_samples, "num_samples", 1))
+        # Bounds: no pool holds more than MAX_SLOTS positions, and every sample needs a block
+        # of its own once it generates (a copy of the shared last block, or a new one).
+        prompt = check_int(self.prompt_len, "prompt_len", 1, MAX_SLOTS - 1)
+        output = check_int(self.output_len, "output_len", 1, MAX_SLOTS - prompt)
+        samples = check_int(self.num_samples, "num_samples", 1, MAX_NUM_BLOCKS)
+        object.__setattr__(self, "prompt_len", prompt)
+        object.__setattr__(self, "output_len", output)
+        object.__setattr__(self, "num_samples", samples)
 
     def max_blocks(self, block_size: int) -> int:
         """Blocks the group could hold at its longest, counting no sharing (an upper bound)."""

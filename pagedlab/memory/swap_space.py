@@ -11,36 +11,20 @@ Sharing is kept: a device block held by ``k`` samples of the group becomes one h
 scheduler, samples share either everything, right after the fork, or only full prompt
 blocks; a partly filled block shared between samples that differ elsewhere never happens,
 and :func:`swap_in` refuses it.)
+
+The caller (:class:`~pagedlab.memory.scheduler.Scheduler`) checks before calling: the host
+pool has a free block for each distinct device block (swap out), the device pool has
+:func:`swap_in_need` free blocks (swap in), and no block was freed or shared behind the
+group's back (``scheduler_checks``). How many blocks the next token takes is
+:func:`pagedlab.memory.capacity.samples_need`, the scheduler's one capacity rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
+from pagedlab.memory.capacity import samples_need
 from pagedlab.memory.requests import Group
-
-
-def append_need(
-    lasts: Sequence[tuple[int, int]], block_size: int, refcount: Callable[[int], int]
-) -> int:
-    """Blocks one more token for each ``(tokens, last block)`` takes, appended in order.
-
-    A full last block needs a new block; a shared, partly filled one is copied (copy-on-write)
-    by every sample but the last to write into it.
-    """
-    counts: dict[int, int] = {}
-    need = 0
-    for tokens, last in lasts:
-        if tokens % block_size == 0:
-            need += 1
-            continue
-        left = counts.setdefault(last, refcount(last))
-        if left > 1:
-            need += 1
-            counts[last] = left - 1
-    return need
 
 
 def swap_out(group: Group, host: BlockAllocator) -> list[tuple[int, int]]:
@@ -68,7 +52,7 @@ def swap_in_need(group: Group, host: BlockAllocator) -> int:
     need = len(group.host_blocks())
     if not group.prefilling:
         lasts = [(n, held[-1]) for n, held in zip(group.host_tokens, group.host, strict=True)]
-        need += append_need(lasts, host.block_size, host.refcount)
+        need += samples_need(lasts, 1, host.block_size, host.refcount)
     return need
 
 

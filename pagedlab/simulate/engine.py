@@ -58,6 +58,10 @@ from pagedlab.simulate.workload import Trace
 
 __all__ = ["CATEGORIES", "FIG2", "SimResult", "StepCost", "simulate"]
 
+MAX_POOL_SLOTS = 2**40
+"""The largest pool ``simulate`` takes (about 900 PB of OPT-13B K/V): slot sums over a run's
+steps stay well inside int64."""
+
 
 @dataclass
 class _Batch:
@@ -331,7 +335,7 @@ def simulate(
     """
     check_type(trace, "trace", Trace)
     check_type(policy, "policy", Policy)
-    pool_slots = check_int(pool_slots, "pool_slots", minimum=1)
+    pool_slots = check_int(pool_slots, "pool_slots", minimum=1, maximum=MAX_POOL_SLOTS)
     if cost is not None:
         check_type(cost, "cost", StepCost)
     check_real(watermark, "watermark", at_least=0, below=1)

@@ -31,7 +31,7 @@ from pagedlab.simulate.reservation import OneRequest as OneRequest
 from pagedlab.simulate.reservation import next_pow2 as next_pow2
 from pagedlab.simulate.reservation import reserved_slots as reserved_slots
 from pagedlab.simulate.validate import check_choice, check_type
-from pagedlab.simulate.workload import MAX_LEN
+from pagedlab.simulate.workload import MAX_LEN, MAX_TOKENS
 
 BYTES_PER_TOKEN_OPT13B = paper.KV_BYTES_PER_TOKEN_OPT13B  # 819,200 B ("800 KB")
 KV_BYTES_OPT13B_A100 = paper.A100_BYTES * paper.KV_PERCENT_OF_A100 // 100  # 12 GB
@@ -54,7 +54,7 @@ class Policy:
 
     def __post_init__(self) -> None:
         check_type(self.name, "name", str)
-        check_int(self.max_len, "max_len", minimum=2)
+        check_int(self.max_len, "max_len", minimum=2, maximum=MAX_TOKENS)
         check_choice(self.allocator, "allocator", tuple(ALLOCATORS))
         if self.reserve is None:
             check_int(self.block_size, "block_size", minimum=1, maximum=self.max_len)
@@ -97,12 +97,17 @@ class Policy:
 
 
 def _lengths(values: object, name: str) -> np.ndarray:
-    """``values`` as an int64 array of lengths >= 1 (integer dtype required)."""
+    """``values`` as an int64 array of lengths in ``[1, MAX_TOKENS]`` (integer dtype required).
+
+    Widened before any arithmetic, so small dtypes cannot overflow and uint64 cannot wrap.
+    """
     arr = np.asarray(values)
     if arr.dtype.kind not in "iu":
         raise ArgumentTypeError(f"{name} must hold integers, got dtype {arr.dtype}")
     if arr.size and int(arr.min()) < 1:
         raise ValueError(f"{name} must be >= 1 everywhere, got {int(arr.min())}")
+    if arr.size and int(arr.max()) > MAX_TOKENS:
+        raise ValueError(f"{name} must be <= {MAX_TOKENS} everywhere, got {int(arr.max())}")
     return arr.astype(np.int64)
 
 

@@ -20,6 +20,9 @@ from pagedlab.simulate.contiguous import buddy_extent
 from pagedlab.simulate.validate import check_choice
 
 MAX_LEN = paper.MAX_SEQ_LEN  # OPT's longest sequence (§3, §6.1); workload.MAX_LEN is this
+MAX_TOKENS = 2**31 - 1
+"""The longest length (and ``max_len``) the simulator takes: slot ids are int32 in pagedlab
+(``memory.owner.MAX_SLOTS``), and every sum of lengths then fits the int64 arrays."""
 
 RESERVATIONS = ("max", "pow2", "oracle")
 
@@ -37,7 +40,7 @@ def reserved_slots(policy: str, prompt_len: int, output_len: int, max_len: int =
     2048 / 132 / 125.
     """
     check_choice(policy, "policy", RESERVATIONS)
-    max_len = check_int(max_len, "max_len", minimum=2)
+    max_len = check_int(max_len, "max_len", minimum=2, maximum=MAX_TOKENS)
     p = check_int(prompt_len, "prompt_len", minimum=1, maximum=max_len - 1)
     o = check_int(output_len, "output_len", minimum=1, maximum=max_len - p)
     if policy == "max":

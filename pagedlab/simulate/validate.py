@@ -30,7 +30,10 @@ def check_real(
         raise ArgumentTypeError(f"{name} must be a real number, got {value!r}")
     if not isinstance(value, numbers.Real):
         raise ArgumentTypeError(f"{name} must be a real number, got {value!r}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond the largest float (10**400)
+        raise ValueError(f"{name} must be finite, got {value!r}") from None
     if not math.isfinite(number):
         raise ValueError(f"{name} must be finite, got {value!r}")
     if above is not None and not number > above:

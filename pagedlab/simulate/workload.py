@@ -21,7 +21,9 @@ What is not handled
     burstier-than-Poisson arrivals.
 
 Invariants
-    Same arguments and seed -> identical arrays. ``arrival`` is sorted ascending.
+    Same arguments and seed -> identical arrays. ``arrival`` is sorted ascending. A
+    ``Trace`` keeps its lengths as int64 copies, each in ``[1, MAX_TOKENS]``, so sums such as
+    ``final_len`` never overflow a small integer dtype (int8 ``100 + 100`` would be -56).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 
 from pagedlab import paper
 from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.simulate.reservation import MAX_TOKENS as MAX_TOKENS  # re-exported
 from pagedlab.simulate.validate import check_choice, check_real, check_type
 
 MAX_LEN = paper.MAX_SEQ_LEN  # OPT's longest sequence (§3, §6.1)
@@ -120,8 +123,16 @@ class Trace:
                 f"arrival, prompt, output must have equal lengths, got "
                 f"{n}, {len(self.prompt)}, {len(self.output)}"
             )
-        if n and (np.min(self.prompt) < 1 or np.min(self.output) < 1):
-            raise ValueError("every prompt and output length must be >= 1")
+        for field_name in ("prompt", "output"):
+            value = getattr(self, field_name)
+            if n and int(value.min()) < 1:
+                raise ValueError(f"every {field_name} length must be >= 1, got {int(value.min())}")
+            if n and int(value.max()) > MAX_TOKENS:
+                raise ValueError(
+                    f"every {field_name} length must be <= {MAX_TOKENS} (2**31 - 1), "
+                    f"got {int(value.max())}"
+                )
+            object.__setattr__(self, field_name, value.astype(np.int64))  # a copy, widened
         if n and np.any(np.diff(self.arrival) < 0):
             raise ValueError("arrival times must be sorted ascending")
 
@@ -153,7 +164,7 @@ def make_trace(
     duration_s = check_real(duration_s, "duration_s", above=0)
     check_choice(workload, "workload", tuple(WORKLOADS))
     seed = check_int(seed, "seed", minimum=0)
-    max_len = check_int(max_len, "max_len", minimum=2)
+    max_len = check_int(max_len, "max_len", minimum=2, maximum=MAX_TOKENS)
     if rate * duration_s > MAX_REQUESTS:
         raise ValueError(
             f"rate x duration_s must be <= {MAX_REQUESTS} requests, got rate={rate!r}, "

@@ -1,0 +1,142 @@
+"""The scheduler's guards: everything a step will touch, checked before it touches anything.
+
+:class:`~pagedlab.memory.scheduler.Scheduler` calls these when it is built and at the start
+of every ``step``; each raises (``TypeError``, ``ValueError``) naming the argument, group,
+table or block at fault, and none changes anything. They take allocators and groups, never
+the scheduler, so this module imports nothing of it.
+
+What they refuse:
+
+- settings it cannot use (a mode that is not one, a budget below 1, chunked prefill without
+  a budget), when built and when reassigned later;
+- a pool that is not the scheduler's alone: blocks already in use when it is built, blocks
+  taken or kept by someone else between steps (with blocks the scheduler cannot free, its
+  preemptions could never make room: a livelock), the host pool being the device pool;
+- a running table freed, grown, or a block freed, behind the scheduler's back; a swapped group's
+  host blocks freed or shared behind its back;
+- K/V hooks that lack a method of :class:`~pagedlab.memory.scheduler.KVHooks`, or whose own
+  ``check_pools(device, host)`` refuses the scheduler's pools (a store smaller than the
+  device pool, a host pool that is not the store's).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from pagedlab.checks import check_int
+from pagedlab.memory.allocator import BlockAllocator
+from pagedlab.memory.requests import Group
+
+HOOKS = ("write", "copy", "swap_out", "swap_in")
+MODES = ("swap", "recompute")
+
+
+def check_settings(mode: object, token_budget: object, chunked_prefill: object) -> int | None:
+    """The scheduler's settings, checked (when built, and before each step: they are
+    attributes a learner can reassign); returns the token budget."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if not isinstance(chunked_prefill, bool):
+        raise TypeError(f"chunked_prefill must be a bool, got {chunked_prefill!r}")
+    budget = None if token_budget is None else check_int(token_budget, "token_budget", 1)
+    if chunked_prefill and budget is None:
+        raise ValueError("chunked_prefill needs a token_budget (tokens per step), got None")
+    return budget
+
+
+def check_fresh_pool(pool: BlockAllocator, name: str) -> None:
+    """Refuse a pool with blocks already in use: the scheduler must hold every used block."""
+    used = pool.num_blocks - pool.num_free
+    if used:
+        held = [b for b, count in enumerate(pool.refcounts()) if count]
+        raise ValueError(
+            f"{name} has {used} block(s) in use already ({_short(held)}); the scheduler needs "
+            f"a pool of its own (blocks held outside it could never be freed to make room)"
+        )
+
+
+def check_hooks(kv: object, device: BlockAllocator, host: BlockAllocator) -> None:
+    """Refuse ``kv`` unless it has every hook and (if it can say) fits both pools."""
+    if kv is None:
+        return
+    missing = [name for name in HOOKS if not callable(getattr(kv, name, None))]
+    if missing:
+        raise TypeError(
+            f"kv must implement KVHooks ({', '.join(HOOKS)}); {type(kv).__name__} lacks "
+            f"{', '.join(missing)}"
+        )
+    check_pools = getattr(kv, "check_pools", None)
+    if callable(check_pools):
+        check_pools(device, host)
+
+
+def tokens_expected(group: Group) -> list[int]:
+    """Tokens each table of running ``group`` holds, from its counters alone.
+
+    Mid-prefill: the prompt goes into one table; once it is in, each sample's table holds the
+    prompt and (sample by sample, as ``Scheduler`` prefills) its generated tokens.
+    """
+    r, done = group.request, group.prefilled
+    if group.prefilling and done < r.prompt_len:
+        return [done]
+    if not group.prefilling:
+        return [group.num_tokens] * r.num_samples
+    g, extra = group.generated, done - r.prompt_len
+    return [r.prompt_len + min(g, max(0, extra - i * g)) for i in range(r.num_samples)]
+
+
+def check_tables(running: Iterable[Group]) -> None:
+    """Refuse a running group whose table was freed, lost a block, or grew behind its back."""
+    for group in running:
+        for sample, table in enumerate(group.tables):
+            if table.freed or table.lost:
+                try:
+                    table.check("step")
+                except ValueError as error:
+                    raise ValueError(f"group {group.name!r} sample {sample}: {error}") from None
+        held = [t.num_tokens for t in group.tables]
+        want = tokens_expected(group)
+        if held != want:
+            raise ValueError(
+                f"group {group.name!r}: its tables hold {held} tokens, the scheduler expects "
+                f"{want}: a table was changed behind the scheduler's back"
+            )
+
+
+def check_host_blocks(swapped: Iterable[Group], host: BlockAllocator) -> None:
+    """Refuse a swapped group whose host blocks lost or gained a holder behind its back."""
+    for group in swapped:
+        for block, held in Counter(b for blocks in group.host for b in blocks).items():
+            count = host.refcount(block)
+            if count != held:
+                raise ValueError(
+                    f"swapped group {group.name!r}: host block {block} has ref count {count}, "
+                    f"but its {held} sample(s) hold it: it was freed or shared outside the "
+                    f"scheduler, so swapping it in would lose or overwrite K/V"
+                )
+
+
+def check_pool_unchanged(pool: BlockAllocator, name: str, held: list[int]) -> None:
+    """Refuse a pool whose ref counts differ from ``held`` (what the scheduler holds).
+
+    Called when ``pool.num_free`` moved between steps: someone outside took or freed blocks.
+    """
+    counts = pool.refcounts()
+    outside = [b for b, (have, want) in enumerate(zip(counts, held, strict=True)) if have > want]
+    if outside:
+        raise ValueError(
+            f"{name}: block(s) {_short(outside)} are held outside the scheduler; it cannot "
+            f"free them to make room (release them first, or give the scheduler its own pool)"
+        )
+    gone = [b for b, (have, want) in enumerate(zip(counts, held, strict=True)) if have < want]
+    if gone:
+        raise ValueError(
+            f"{name}: block(s) {_short(gone)} were freed behind the scheduler's back while its "
+            f"groups still hold them"
+        )
+
+
+def _short(blocks: list[int], limit: int = 8) -> str:
+    shown = ", ".join(map(str, blocks[:limit]))
+    return f"[{shown}{', ...' if len(blocks) > limit else ''}]"
