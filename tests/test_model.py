@@ -61,7 +61,8 @@ def test_state_dict_names_are_hugging_faces_and_load_both_ways() -> None:
     back = TinyLlama(TINY, seed=9)
     back.load_state_dict(twin.state_dict(), strict=True)
     assert all(
-        torch.equal(a, b) for a, b in zip(back.state_dict().values(), twin.state_dict().values())
+        torch.equal(a, b)
+        for a, b in zip(back.state_dict().values(), twin.state_dict().values(), strict=True)
     )
     assert model.config == llama_config(TINY) and model.config is not model.config
 
@@ -102,7 +103,8 @@ def test_contiguous_cache_logits_equal_full_forward() -> None:
 
 def test_same_seed_same_weights_and_other_seed_differs() -> None:
     a, b, c = TinyLlama(TINY, seed=4), TinyLlama(TINY, seed=4), TinyLlama(TINY, seed=5)
-    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    pairs = zip(a.state_dict().values(), b.state_dict().values(), strict=True)
+    assert all(torch.equal(x, y) for x, y in pairs)
     assert not torch.equal(a.lm_head.weight, c.lm_head.weight)
 
 
