@@ -63,7 +63,8 @@ class EngineRun:
     """The trace of one ``generate`` call: every step, and the scheduler that ran it."""
 
     scheduler: Scheduler
-    names: list[str]
+    names: list[str]  # "A", "B", ... in prompt order
+    tokens: dict[str, list[int]]  # name -> prompt + generated so far
     steps: list[StepRecord] = field(default_factory=list)
 
     @property
@@ -125,7 +126,6 @@ class Engine:
         self.kv = ModelKV(model, self.caches, host_caches, decode_attention)
         self.prefix_cache = PrefixCache(self.allocator) if prefix_caching else None
         self.last_run: EngineRun | None = None
-        self._calls = 0
 
     @property
     def block_size(self) -> int:
@@ -139,7 +139,10 @@ class Engine:
     def _scheduler(self) -> Scheduler:
         args = (self.preemption, self.token_budget, self.chunked_prefill, self.host, self.kv)
         if self.prefix_cache is not None:
-            tokens = self.kv.tokens.__getitem__
+
+            def tokens(name: str) -> list[int]:
+                return self.kv.tokens[name]
+
             return PrefixCachingScheduler(self.allocator, self.prefix_cache, tokens, *args)
         return Scheduler(self.allocator, *args)
 
@@ -159,30 +162,31 @@ class Engine:
                 )
         if self.allocator.num_free < self.allocator.num_blocks:
             raise RuntimeError("the engine is still running an earlier generate call")
-        self._calls += 1
         scheduler = self._scheduler()
+        self.kv.tokens, self.kv.limit = {}, {}  # this call's requests only
         names = []
         for i, ids in enumerate(checked):
-            name = f"c{self._calls}r{i}"
+            name = chr(ord("A") + i) if len(checked) <= 26 else f"r{i}"
             self.kv.track(name, ids, n)
             scheduler.add(Request(name, len(ids), max(1, n - 1)))
             names.append(name)
         self._max_new = n
-        self.last_run = EngineRun(scheduler, names)
+        self.last_run = EngineRun(scheduler, names, self.kv.tokens)
         return self.last_run
 
     def step(self, run: EngineRun) -> StepRecord:
         """One scheduler step, its forward, and the prefix blocks it made cacheable."""
         scheduler = run.scheduler
-        before = {name: len(self.kv.tokens[name]) for name in run.names}
+        known = run.tokens
+        before = {name: len(known[name]) for name in run.names}
         result = scheduler.step()
         self.kv.flush()
         if isinstance(scheduler, PrefixCachingScheduler):
             scheduler.register()
         new = {
-            name: self.kv.tokens[name][before[name] :]
+            name: known[name][before[name] :]
             for name in run.names
-            if len(self.kv.tokens[name]) > before[name]
+            if len(known[name]) > before[name]
         }
         tables = [t for g in scheduler.running for t in g.tables]
         used = len({b for t in tables for b in t.blocks})
@@ -205,6 +209,6 @@ class Engine:
 
     def tokens(self, run: EngineRun, name: str) -> list[int]:
         """The new tokens request ``name`` of ``run`` has so far (at most max_new_tokens)."""
-        known = self.kv.tokens[name]
+        known = run.tokens[name]
         prompt = run.scheduler.groups[name].request.prompt_len
         return known[prompt : prompt + self._max_new]
