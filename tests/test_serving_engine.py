@@ -73,6 +73,20 @@ def test_tokens_equal_the_contiguous_oracle(
         assert budget is not None and all(s.result.tokens <= budget for s in run.steps)
 
 
+def test_steps_stream_the_tokens_and_swaps_copy_every_block_once() -> None:
+    engine = Engine(MODEL, 7, 3, preemption="swap", token_budget=5, prefix_caching=False)
+    assert engine.generate(PROMPTS, NEW) == ORACLE
+    run = engine.last_run
+    assert run is not None
+    streamed: dict[str, list[int]] = {name: [] for name in run.names}
+    for step in run.steps:
+        for name, tokens in step.new_tokens.items():
+            streamed[name] += tokens
+    assert [streamed[name] for name in run.names] == ORACLE  # each token once, in order
+    moved = run.scheduler.blocks_swapped_out + run.scheduler.blocks_swapped_in
+    assert moved > 0 and engine.stats.blocks_copied == moved
+
+
 def test_decodes_run_through_paged_attention(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     real = pagedlab.paged_attention

@@ -71,9 +71,6 @@ class EngineRun:
     def preemptions(self) -> int:
         return self.scheduler.preemptions
 
-    def peak_blocks(self) -> int:
-        return max((s.blocks_held for s in self.steps), default=0)
-
 
 class Engine:
     """Greedy serving of a :class:`~pagedlab.model.TinyLlama` on paged K/V (see module doc)."""
