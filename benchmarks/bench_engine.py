@@ -56,6 +56,7 @@ def main() -> None:
     hf = LlamaForCausalLM(LlamaConfig(**model.config))
     hf.load_state_dict(model.state_dict(), strict=True)
     hf.eval()
+    hf.generation_config.eos_token_id = None  # LlamaConfig's default eos (2) would stop early
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(0, 256, (PROMPT_LEN,), generator=g).tolist() for _ in range(8)]
     oracle = [generate_contiguous(model, p, NEW) for p in prompts]

@@ -71,6 +71,7 @@ def test_state_dict_names_are_hugging_faces_and_load_both_ways() -> None:
 def test_generate_contiguous_equals_hugging_face_greedy(name: str) -> None:
     model = TinyLlama(CONFIGS[name], seed=5, init_std=0.5)
     twin = hf_twin(model)
+    twin.generation_config.eos_token_id = None  # LlamaConfig's default eos (2) stops early
     prompt = [3, 14, 15, 9, 2, 6]
     ids = torch.tensor([prompt])
     with torch.no_grad():
