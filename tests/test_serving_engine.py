@@ -24,24 +24,51 @@ _g = torch.Generator().manual_seed(7)
 _base = [torch.randint(0, 64, (n,), generator=_g).tolist() for n in (6, 11, 3, 9)]
 PROMPTS = [*_base, _base[1][:7] + [5, 1, 2], _base[2]]  # shared prefix; a duplicate prompt
 ORACLE = [generate_contiguous(MODEL, p, NEW) for p in PROMPTS]
+# Tests about something other than the decode read use the plain-torch reference for speed
+# (the kernel runs in Triton's interpreter here); the kernel test and 4 grid cells use the kernel.
+FAST = {"decode_attention": pagedlab.reference_attention}
 
-# (num_blocks, block_size, preemption, token_budget, chunked, prefix_caching, must_preempt)
+
+def count_kernel_launches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Patch the paged step's paged_attention to record each launch's batch size."""
+    calls: list[int] = []
+    real = pagedlab.paged_attention
+
+    def counted(query: torch.Tensor, *args: object, **kw: object) -> torch.Tensor:
+        calls.append(query.shape[0])
+        return real(query, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("pagedlab.model.paged.paged_attention", counted)
+    return calls
+
+
+# (num_blocks, block_size, preemption, token_budget, chunked, prefix_caching, must_preempt,
+#  kernel: decodes through paged_attention in Triton's interpreter, else reference_attention)
 GRID = [
-    (64, 1, "recompute", None, None, True, False),
-    (10, 2, "recompute", None, None, False, True),
-    (10, 2, "swap", None, None, True, True),
-    (7, 3, "recompute", 6, True, True, True),
-    (7, 3, "swap", 5, True, False, True),
-    (5, 4, "swap", 4, True, True, True),
-    (5, 4, "recompute", 12, False, True, True),
-    (4, 5, "recompute", 3, True, False, True),
-    (3, 8, "swap", 7, True, True, True),
-    (3, 16, "recompute", None, None, True, False),
+    (64, 1, "recompute", None, None, True, False, False),
+    (10, 2, "recompute", None, None, False, True, True),
+    (10, 2, "swap", None, None, True, True, False),
+    (7, 3, "recompute", 6, True, True, True, True),
+    (7, 3, "swap", 5, True, False, True, False),
+    (5, 4, "swap", 4, True, True, True, True),
+    (5, 4, "recompute", 12, False, True, True, False),
+    (4, 5, "recompute", 3, True, False, True, False),
+    (3, 8, "swap", 7, True, True, True, True),
+    (3, 16, "recompute", None, None, True, False, False),
 ]
 
 
 @pytest.mark.parametrize(
-    ("num_blocks", "block_size", "preemption", "budget", "chunked", "prefix", "must_preempt"),
+    (
+        "num_blocks",
+        "block_size",
+        "preemption",
+        "budget",
+        "chunked",
+        "prefix",
+        "must_preempt",
+        "kernel",
+    ),
     GRID,
 )
 def test_tokens_equal_the_contiguous_oracle(
@@ -52,7 +79,10 @@ def test_tokens_equal_the_contiguous_oracle(
     chunked: bool | None,
     prefix: bool,
     must_preempt: bool,
+    kernel: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    launches = count_kernel_launches(monkeypatch)
     engine = Engine(
         MODEL,
         num_blocks,
@@ -61,6 +91,7 @@ def test_tokens_equal_the_contiguous_oracle(
         token_budget=budget,
         prefix_caching=prefix,
         chunked_prefill=chunked,
+        **({} if kernel else FAST),
     )
     assert engine.generate(PROMPTS, NEW) == ORACLE
     run = engine.last_run
@@ -69,12 +100,13 @@ def test_tokens_equal_the_contiguous_oracle(
     assert engine.allocator.num_free == num_blocks
     if must_preempt:
         assert run.preemptions > 0
+    assert (len(launches) > 0) == kernel
     if chunked:  # chunked prefill keeps every step within the budget
         assert budget is not None and all(s.result.tokens <= budget for s in run.steps)
 
 
 def test_steps_stream_the_tokens_and_swaps_copy_every_block_once() -> None:
-    engine = Engine(MODEL, 7, 3, preemption="swap", token_budget=5, prefix_caching=False)
+    engine = Engine(MODEL, 7, 3, preemption="swap", token_budget=5, prefix_caching=False, **FAST)
     assert engine.generate(PROMPTS, NEW) == ORACLE
     run = engine.last_run
     assert run is not None
@@ -88,14 +120,7 @@ def test_steps_stream_the_tokens_and_swaps_copy_every_block_once() -> None:
 
 
 def test_decodes_run_through_paged_attention(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
-    real = pagedlab.paged_attention
-
-    def counted(query: torch.Tensor, *args: object, **kw: object) -> torch.Tensor:
-        calls.append(query.shape[0])
-        return real(query, *args, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr("pagedlab.model.paged.paged_attention", counted)
+    calls = count_kernel_launches(monkeypatch)
     engine = Engine(MODEL, 16, 4)
     assert engine.generate(PROMPTS[:3], NEW) == ORACLE[:3]
     # 7 decode steps per request, once per layer each step; batched: several rows a call.
@@ -111,8 +136,8 @@ def test_reference_decode_path_gives_the_same_tokens() -> None:
 def test_prefix_caching_hits_and_saves_prefill_but_not_tokens() -> None:
     # A budget staggers admissions: a prompt admitted in the same step as the one it shares
     # with cannot hit (blocks are cached once their K/V is in the pages, after the step).
-    on = Engine(MODEL, 40, 2, token_budget=8)
-    off = Engine(MODEL, 40, 2, token_budget=8, prefix_caching=False)
+    on = Engine(MODEL, 40, 2, token_budget=8, **FAST)
+    off = Engine(MODEL, 40, 2, token_budget=8, prefix_caching=False, **FAST)
     assert on.generate(PROMPTS, NEW) == off.generate(PROMPTS, NEW) == ORACLE
     assert on.last_run is not None
     assert on.last_run.scheduler.hit_tokens > 0  # type: ignore[attr-defined]
@@ -122,7 +147,7 @@ def test_prefix_caching_hits_and_saves_prefill_but_not_tokens() -> None:
 
 
 def test_memory_held_versus_an_orca_reservation() -> None:
-    engine = Engine(MODEL, 64, 4, prefix_caching=False)
+    engine = Engine(MODEL, 64, 4, prefix_caching=False, **FAST)
     engine.generate(PROMPTS, NEW)
     run = engine.last_run
     assert run is not None
@@ -137,7 +162,7 @@ def test_memory_held_versus_an_orca_reservation() -> None:
 
 
 def test_one_new_token_and_bad_input() -> None:
-    engine = Engine(MODEL, 8, 4)
+    engine = Engine(MODEL, 8, 4, **FAST)
     assert engine.generate([PROMPTS[0]], 1) == [ORACLE[0][:1]]
     with pytest.raises(ValueError, match="more than the pool's 8"):
         engine.generate([[1] * 30], 4)
