@@ -94,18 +94,18 @@ class EngineExplorer(Explorer):
             decode_attention=self._attention,
         )  # fmt: skip
         run = engine.start(prompts, self._new)
-        pictures = [(scheduler_drawing(run.scheduler), (), 0)]
+        # after each step (step 0: nothing yet): the picture, the events, the texts so far
+        pictures: list[tuple[Drawing, tuple[str, ...]]] = [(scheduler_drawing(run.scheduler), ())]
         texts = [self._texts_of(engine, run)]
         while not run.scheduler.done:
-            record = engine.step(run)
-            events = tuple(record.result.events())
-            pictures.append((scheduler_drawing(run.scheduler, record.result), events, 0))
+            result = engine.step(run).result
+            pictures.append((scheduler_drawing(run.scheduler, result), tuple(result.events())))
             texts.append(self._texts_of(engine, run))
         oracle = [generate_contiguous(self._model, p, self._new) for p in prompts]
         identical = [engine.tokens(run, name) for name in run.names] == oracle
         total = len(pictures) - 1
         frames = []
-        for step, ((drawing, events, _), text) in enumerate(zip(pictures, texts, strict=True)):
+        for step, ((drawing, events), text) in enumerate(zip(pictures, texts, strict=True)):
             preempted = sum(len(s.result.preempted) for s in run.steps[:step])
             frames.append(
                 EngineFrame(mode, step, total, drawing, events, text, preempted, identical)
