@@ -16,7 +16,8 @@ Files (in ``figures/`` unless a directory is given):
   notebooks, the first picture each notebook's explorer shows (notebooks 2 and 3 use the GIF
   and the two layouts above), except: notebook 1, its Fig. 3 picture (all three wastes);
   notebook 7, the Fig. 2 breakdown from a 1-hour trace; notebook 9, the explorer at step 4
-  (its first swap-out).
+  (its first swap-out); notebook 10, the engine serving its four prompts on 6 blocks of 8 at
+  its first swap-out (seeded random weights: the picture depends only on the lengths).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ NOTEBOOK_FILES = (
     "nb07_memory_at_scale.png",
     "nb08_to_vllm.png",
     "nb09_when_memory_runs_out.png",
+    "nb10_real_model.png",
 )
 DPI = 80
 COLORS = 96
@@ -147,7 +149,28 @@ def _first_frames() -> list[bytes]:
         _breakdown_png(),
         _drawn(scene(batch.allocator, batch.tables)),
         _drawn(scheduler_drawing(engine, last)),
+        _drawn(_engine_swap_frame()),
     ]  # fmt: skip
+
+
+def _engine_swap_frame() -> Drawing:
+    """Notebook 10: four prompts on 6 blocks of 8 (swap), the step of the first swap-out."""
+    from pagedlab.attention.ops import reference_attention
+    from pagedlab.engine import Engine
+    from pagedlab.model import TinyLlama
+    from pagedlab.model.weights import BYTE_CONFIG, encode
+
+    texts = ["The assert statement", "The for statement is used", "A class definition",
+             "The try statement"]  # fmt: skip
+    model = TinyLlama(BYTE_CONFIG, seed=0, init_std=0.3)
+    engine = Engine(model, 6, 8, preemption="swap", prefix_caching=False,
+                    decode_attention=reference_attention)  # fmt: skip
+    run = engine.start([encode(t) for t in texts], 16)
+    while not run.scheduler.done:
+        record = engine.step(run)
+        if record.result.swapped_out:
+            return scheduler_drawing(run.scheduler, record.result)
+    raise AssertionError("the engine scene never swapped")
 
 
 def _breakdown_png() -> bytes:

@@ -15,6 +15,7 @@ import pytest
 from pagedlab.explorers.allocation import AllocationExplorer
 from pagedlab.explorers.base import WIDGET_VIEW, Explorer, View
 from pagedlab.explorers.batch import BatchExplorer
+from pagedlab.explorers.engine import EngineExplorer
 from pagedlab.explorers.kernel import KernelExplorer
 from pagedlab.explorers.memory import BlockSizeExplorer, ReservationExplorer
 from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
@@ -25,6 +26,16 @@ def _block_size_explorer() -> BlockSizeExplorer:
     return BlockSizeExplorer(block_size_sweep(make_trace(2.0, 30.0, seed=0), sizes=(4, 16)))
 
 
+def _engine_explorer() -> EngineExplorer:
+    from pagedlab import reference_attention
+    from pagedlab.model import TinyLlama
+    from pagedlab.model.weights import BYTE_CONFIG
+
+    model = TinyLlama(BYTE_CONFIG, seed=0, init_std=0.3)
+    return EngineExplorer(model, ["The a", "Be c", "Do"], max_new_tokens=4, num_blocks=3,
+                          block_size=4, decode_attention=reference_attention)  # fmt: skip
+
+
 FACTORIES: dict[str, Callable[[], Explorer]] = {
     "AllocationExplorer": AllocationExplorer,
     "KernelExplorer": lambda: KernelExplorer(num_seqs=1, block_size=4, head_dim=8),
@@ -33,6 +44,7 @@ FACTORIES: dict[str, Callable[[], Explorer]] = {
     "ReservationExplorer": ReservationExplorer,
     "BlockSizeExplorer": _block_size_explorer,
     "BatchExplorer": lambda: BatchExplorer(num_seqs=2),
+    "EngineExplorer": lambda: _engine_explorer(),
 }
 
 

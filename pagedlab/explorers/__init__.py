@@ -11,6 +11,7 @@ bundle also carries the first frame as a PNG). A notebook shows ``explorer`` its
 - :mod:`~pagedlab.explorers.sharing`    ``SharingExplorer``, ``PrefixCacheExplorer`` (5-6)
 - :mod:`~pagedlab.explorers.memory`     ``ReservationExplorer``, ``BlockSizeExplorer`` (1, 7)
 - :mod:`~pagedlab.explorers.batch`      ``BatchExplorer`` (notebook 8)
+- :mod:`~pagedlab.explorers.engine`     ``EngineExplorer`` (notebook 10: a real model's run)
 
 Their models (what each setting builds) come from :mod:`pagedlab.scenes` where a notebook,
 a test or a figure stages the same example.

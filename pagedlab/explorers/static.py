@@ -69,6 +69,10 @@ STATIC_AXES: dict[tuple[str, str], tuple[dict[str, Sequence[object]], str | None
         {"mode": ["swap", "recompute"], "step": list(range(0, 61, 4))},
         "step",
     ),
+    ("pagedlab.explorers.engine", "EngineExplorer"): (
+        {"mode": ["recompute", "swap"], "step": list(range(0, 61, 2))},
+        "step",
+    ),
 }
 
 

@@ -1,0 +1,126 @@
+"""Notebook 09's system decision: swap or recompute one preempted sequence, with the reason.
+
+Priced by :class:`pagedlab.attention.swap_cost.CostModel` (§7.3, Fig. 19), a data-plane module,
+so this grader needs torch to import (the live site leaves it to JupyterLab).
+"""
+
+from __future__ import annotations
+
+import random
+
+from pagedlab.attention.swap_cost import CostModel
+from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.exercises.preemption import NB09
+
+
+# --- a system decision, with its reason ----------------------------------------------------
+def swap_or_recompute(
+    num_tokens: int, block_size: int, prefill_tokens_per_s: float
+) -> tuple[str, str]:
+    """Cheaper for one preempted sequence under pagedlab's CostModel, and why (§7.3, Fig. 19)."""
+    model = CostModel(prefill_tokens_per_s=prefill_tokens_per_s)
+    swap = 2 * model.swap_s(num_tokens, block_size)  # out and back in
+    recompute = model.recompute_s(num_tokens)
+    if swap < recompute:
+        return "swap", "prefill"
+    moving_bytes = 2 * num_tokens * model.kv_bytes_per_token / model.pcie_bytes_per_s
+    return "recompute", "latency" if moving_bytes < recompute else "bandwidth"
+
+
+def _decision_expected(num_tokens: int, block_size: int, rate: float) -> tuple[str, str]:
+    """The same decision read off CostModel's own swap_s and recompute_s, with the latency
+    term taken out (transfer_latency_s = 0) to see whether it is what tips it."""
+    model = CostModel(prefill_tokens_per_s=rate)
+    if 2 * model.swap_s(num_tokens, block_size) < model.recompute_s(num_tokens):
+        return "swap", "prefill"
+    no_latency = CostModel(prefill_tokens_per_s=rate, transfer_latency_s=0.0)
+    cheaper_bytes = 2 * no_latency.swap_s(num_tokens, block_size) < model.recompute_s(num_tokens)
+    return "recompute", "latency" if cheaper_bytes else "bandwidth"
+
+
+def _decision_cases() -> list[Case]:
+    specs = [
+        (1024, 256, 8000.0, "big blocks and a slow prefill: few large copies beat recomputing",
+         ("always_recompute",)),
+        (1024, 1, 8000.0, "blocks of 1, the same slow prefill: the bytes alone would be cheaper "
+         "to move, but 80 transfers per token each way cost more",
+         ("always_swap", "no_reason", "one_way")),
+        (1024, 16, 10000.0, "the default constants: even moving the bytes costs more than "
+         "recomputing", ("always_swap", "latency_always", "one_way")),
+        (1024, 16, 8000.0, "blocks of 16 at 8,000 tokens/s: the transfers' latency tips it",
+         ("always_swap", "one_way")),
+        (4096, 64, 8000.0, "a longer sequence, blocks of 64", ()),
+        (100, 128, 5000.0, "a short sequence in big blocks, a slower prefill", ()),
+    ]  # fmt: skip
+    rng = random.Random(904)
+    for _ in range(12):
+        specs.append((rng.choice([128, 512, 1024, 4096]), rng.choice([1, 4, 16, 64, 256]),
+                      rng.choice([4000.0, 8000.0, 10000.0, 20000.0]), "", ()))  # fmt: skip
+    return [
+        Case((n, b, r), _decision_expected(n, b, r), kind="fixed" if why else "generated",
+             why=why, catches=catches)
+        for n, b, r, why, catches in specs
+    ]  # fmt: skip
+
+
+EXERCISES_09_DECISION = [
+    Exercise(
+        name="swap_or_recompute",
+        notebook=NB09,
+        task="A system decision, with its reason. One preempted sequence of num_tokens tokens "
+        "in blocks of block_size, a prefill of prefill_tokens_per_s; costs from "
+        "CostModel(prefill_tokens_per_s=...) (swap_s one way, recompute_s). Return (the "
+        'cheaper choice, "swap" or "recompute"; the reason: "prefill" if swap wins, '
+        '"latency" if recompute wins only because of the per-transfer latency (moving the '
+        'bytes alone would be cheaper), "bandwidth" if even the bytes cost more).',
+        params=("num_tokens", "block_size", "prefill_tokens_per_s"),
+        returns="tuple[str, str]",
+        cases=_decision_cases,
+        solution=swap_or_recompute,
+        setup="from pagedlab.attention.swap_cost import CostModel",
+        mistakes=[
+            Mistake(
+                "swap moves the blocks out and back in: count both ways.",
+                lambda n, b, r: _one_way(n, b, r),
+                "one_way",
+            ),
+            Mistake(
+                "recompute is not always cheaper: with big blocks the copies are few and large.",
+                lambda n, b, r: ("recompute", _decision_expected(n, b, r)[1]),
+                "always_recompute",
+            ),
+            Mistake(
+                "swap is not always cheaper: small blocks mean many transfers, each with its "
+                "latency.",
+                lambda n, b, r: ("swap", "prefill"),
+                "always_swap",
+            ),
+            Mistake(
+                "the reason: would moving the bytes alone (no latency) beat recomputing?",
+                lambda n, b, r: (
+                    (_decision_expected(n, b, r)[0], "bandwidth")
+                    if _decision_expected(n, b, r)[0] == "recompute"
+                    else ("swap", "prefill")
+                ),
+                "no_reason",
+            ),
+            Mistake(
+                "the reason: here even the bytes alone cost more than recomputing (bandwidth).",
+                lambda n, b, r: (
+                    (_decision_expected(n, b, r)[0], "latency")
+                    if _decision_expected(n, b, r)[0] == "recompute"
+                    else ("swap", "prefill")
+                ),
+                "latency_always",
+            ),
+        ],
+        hints=["price both with the model, then price the swap again without its latency."],
+    ),
+]
+
+
+def _one_way(n: int, b: int, r: float) -> tuple[str, str]:
+    model = CostModel(prefill_tokens_per_s=r)
+    if model.swap_s(n, b) < model.recompute_s(n):
+        return "swap", "prefill"
+    return _decision_expected(n, b, r)

@@ -1,0 +1,136 @@
+"""EngineExplorer: step a real model's serving run and watch the pool and the text (notebook 10).
+
+A :class:`pagedlab.engine.Engine` serves a few prompts on a small pool (6 blocks of 8 by
+default: small enough to preempt). Each mode's whole run is computed once, on first use
+(real model forwards, decodes through ``paged_attention`` unless told otherwise); every
+step keeps its picture (:func:`~pagedlab.pictures.scheduler.scheduler_drawing`, drawn right
+after that step, so later steps cannot change it) and each request's text so far. Moving
+the ``step`` slider then only picks a frame: fast, deterministic, and the same frames every
+time. A step past the end shows the last frame.
+
+Controls (``set(**controls)`` takes the same names): ``mode`` (recompute / swap), ``step``.
+The readout says which step it is, what the scheduler did and each request's text, and
+whether every request's tokens equal :func:`pagedlab.model.generate_contiguous`'s (checked
+once the run is computed).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import ipywidgets as widgets
+
+from pagedlab.checks import check_int
+from pagedlab.engine import Engine, EngineRun
+from pagedlab.explorers.base import Explorer, View
+from pagedlab.memory.scheduler import MODES
+from pagedlab.model import TinyLlama, generate_contiguous
+from pagedlab.model.paged import DecodeAttention
+from pagedlab.model.weights import decode, encode
+from pagedlab.pictures.canvas import Drawing
+from pagedlab.pictures.scheduler import scheduler_drawing
+
+MAX_STEP = 80
+
+
+@dataclass(frozen=True)
+class EngineFrame:
+    """One step of one mode's run: its picture, the events and each request's text so far."""
+
+    mode: str
+    step: int
+    total_steps: int
+    drawing: Drawing
+    events: tuple[str, ...]
+    texts: tuple[tuple[str, str], ...]  # (request name, prompt + generated so far)
+    preemptions: int
+    identical: bool  # every request's final tokens equal generate_contiguous's
+
+
+class EngineExplorer(Explorer):
+    """Mode toggle and step slider over a real engine run (see the module docstring)."""
+
+    def __init__(
+        self,
+        model: TinyLlama,
+        texts: Sequence[str],
+        max_new_tokens: int = 16,
+        num_blocks: int = 6,
+        block_size: int = 8,
+        decode_attention: DecodeAttention | None = None,
+        mode: str = "recompute",
+        step: int = 0,
+    ) -> None:
+        if isinstance(texts, str) or not texts or not all(isinstance(t, str) for t in texts):
+            raise TypeError(f"texts must be a non-empty list of prompt strings, got {texts!r}")
+        self._model, self._texts = model, list(texts)
+        self._new = check_int(max_new_tokens, "max_new_tokens", 1)
+        self._pool = (
+            check_int(num_blocks, "num_blocks", 1),
+            check_int(block_size, "block_size", 1),
+        )
+        self._attention = decode_attention
+        self._runs: dict[str, list[EngineFrame]] = {}
+        controls = {
+            "mode": widgets.ToggleButtons(options=list(MODES), description="mode"),
+            "step": widgets.IntSlider(min=0, max=MAX_STEP, description="step"),
+        }
+        super().__init__(controls, mode=mode, step=step)
+
+    def frames(self, mode: str) -> list[EngineFrame]:
+        """Every step of ``mode``'s run (computed on first use, then kept)."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if mode not in self._runs:
+            self._runs[mode] = self._compute(mode)
+        return self._runs[mode]
+
+    def _compute(self, mode: str) -> list[EngineFrame]:
+        prompts = [encode(t) for t in self._texts]
+        engine = Engine(
+            self._model, *self._pool, preemption=mode, prefix_caching=False,
+            decode_attention=self._attention,
+        )  # fmt: skip
+        run = engine.start(prompts, self._new)
+        # after each step (step 0: nothing yet): the picture, the events, the texts so far
+        pictures: list[tuple[Drawing, tuple[str, ...]]] = [(scheduler_drawing(run.scheduler), ())]
+        texts = [self._texts_of(engine, run)]
+        while not run.scheduler.done:
+            result = engine.step(run).result
+            pictures.append((scheduler_drawing(run.scheduler, result), tuple(result.events())))
+            texts.append(self._texts_of(engine, run))
+        oracle = [generate_contiguous(self._model, p, self._new) for p in prompts]
+        identical = [engine.tokens(run, name) for name in run.names] == oracle
+        total = len(pictures) - 1
+        frames = []
+        for step, ((drawing, events), text) in enumerate(zip(pictures, texts, strict=True)):
+            preempted = sum(len(s.result.preempted) for s in run.steps[:step])
+            frames.append(
+                EngineFrame(mode, step, total, drawing, events, text, preempted, identical)
+            )
+        return frames
+
+    def _texts_of(self, engine: Engine, run: EngineRun) -> tuple[tuple[str, str], ...]:
+        return tuple(
+            (name, text + decode(engine.tokens(run, name)))
+            for name, text in zip(run.names, self._texts, strict=True)
+        )
+
+    def render(self, mode: str, step: int) -> View:
+        frames = self.frames(mode)
+        frame = frames[min(step, len(frames) - 1)]
+        return View(frame, frame.drawing, readout_html(frame))
+
+
+def readout_html(frame: EngineFrame) -> str:
+    """Step, events, each request's text, and the token-identity check, as HTML."""
+    lines = [
+        f"step {frame.step} of {frame.total_steps} · {frame.mode} · preemptions so far "
+        f"{frame.preemptions}" + (f" · {'; '.join(frame.events)}" if frame.events else ""),
+        *(f"{name}: {text!r}" for name, text in frame.texts),
+        ("✓ every request's tokens equal generate_contiguous's (an ordinary contiguous cache)"
+         if frame.identical else "✗ a request's tokens differ from generate_contiguous's"),
+    ]  # fmt: skip
+    return "<br>".join(html.escape(line) for line in lines)

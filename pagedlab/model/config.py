@@ -1,0 +1,84 @@
+"""A Llama configuration as a plain dict, with Hugging Face ``LlamaConfig``'s field names.
+
+:func:`llama_config` fills in defaults and validates; the result is what
+``TinyLlama.config`` returns and what ``transformers.LlamaConfig(**config)`` accepts. Only the
+fields this decoder implements are allowed (no biases, no rope scaling, SiLU gates, untied
+``lm_head``: ``LlamaConfig``'s default ``tie_word_embeddings=False``), so a config can never
+name a feature that is silently ignored.
+
+Invariants: every field is a positive number; ``hidden_size`` is a multiple of
+``num_attention_heads`` (``head_dim = hidden_size // num_attention_heads``, even, for rotary
+pairs) and ``num_attention_heads`` a multiple of ``num_key_value_heads`` (grouped-query
+attention: query head ``h`` reads kv head ``h // group``, as in HF and vLLM).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pagedlab.checks import ArgumentTypeError, check_int
+
+INT_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "max_position_embeddings",
+)
+FLOAT_FIELDS = ("rms_norm_eps", "rope_theta")
+DEFAULTS: dict[str, float] = {"rms_norm_eps": 1e-6, "rope_theta": 10000.0}
+
+TINY: dict[str, int | float] = {
+    "vocab_size": 64,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 256,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000.0,
+}
+"""A config small enough for the equivalence tests (head_dim 8, two kv heads: GQA)."""
+
+
+def llama_config(config: Mapping[str, object]) -> dict[str, int | float]:
+    """A validated copy of ``config``, defaults filled in; errors name the field."""
+    if not isinstance(config, Mapping):
+        raise ArgumentTypeError(f"config must be a dict of LlamaConfig fields, got {config!r}")
+    unknown = sorted(set(config) - set(INT_FIELDS) - set(FLOAT_FIELDS))
+    if unknown:
+        raise ValueError(
+            f"config fields {unknown} are not supported; allowed: {INT_FIELDS + FLOAT_FIELDS}"
+        )
+    missing = [name for name in INT_FIELDS if name not in config]
+    if missing:
+        raise ValueError(f"config is missing {missing}")
+    out: dict[str, int | float] = {name: check_int(config[name], name, 1) for name in INT_FIELDS}
+    for name in FLOAT_FIELDS:
+        value = config.get(name, DEFAULTS[name])
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ArgumentTypeError(f"{name} must be a number, got {value!r}")
+        if not 0 < float(value) < float("inf"):
+            raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+        out[name] = float(value)
+    heads, kv_heads = int(out["num_attention_heads"]), int(out["num_key_value_heads"])
+    if int(out["hidden_size"]) % heads:
+        raise ValueError(
+            f"hidden_size ({out['hidden_size']}) must be a multiple of "
+            f"num_attention_heads ({heads})"
+        )
+    if heads % kv_heads:
+        raise ValueError(
+            f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})"
+        )
+    if (int(out["hidden_size"]) // heads) % 2:
+        raise ValueError("head_dim = hidden_size // num_attention_heads must be even (rotary)")
+    return out
+
+
+def head_dim(config: Mapping[str, int | float]) -> int:
+    """Size of one attention head: ``hidden_size // num_attention_heads``."""
+    return int(config["hidden_size"]) // int(config["num_attention_heads"])

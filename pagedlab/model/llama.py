@@ -1,0 +1,106 @@
+"""TinyLlama: a Llama-architecture decoder in plain torch, Hugging Face's names and math.
+
+``TinyLlama(config, seed)`` is a ``torch.nn.Module`` whose ``state_dict()`` keys are
+``LlamaForCausalLM``'s (``model.embed_tokens.weight``, ``model.layers.{i}.self_attn.q_proj
+.weight``, ..., ``model.norm.weight``, ``lm_head.weight``), so
+``LlamaForCausalLM(LlamaConfig(**model.config)).load_state_dict(model.state_dict())`` loads
+it strictly, and back. ``lm_head`` is its own matrix: ``LlamaConfig``'s default is
+``tie_word_embeddings=False``, and this decoder follows the default. The rotary tables are
+computed from positions on the fly (no buffer), so the state dict holds weights only.
+
+Weights are seeded: ``TinyLlama(config, seed)`` is the same model on every machine (normal
+init, std ``init_std``: 0.02 as HF's ``initializer_range``; norms at 1). Eval mode from the start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+from pagedlab.checks import check_int
+from pagedlab.model.config import head_dim, llama_config
+from pagedlab.model.kv import DenseCausal, KVStore
+from pagedlab.model.layers import DecoderLayer, RMSNorm, rotary
+
+
+class _Body(nn.Module):
+    """HF's ``LlamaModel``: embeddings, decoder layers, final norm (the ``model.`` prefix)."""
+
+    def __init__(self, config: dict[str, int | float]) -> None:
+        super().__init__()
+        hidden = int(config["hidden_size"])
+        self.embed_tokens = nn.Embedding(int(config["vocab_size"]), hidden)
+        self.layers = nn.ModuleList(
+            DecoderLayer(config) for _ in range(int(config["num_hidden_layers"]))
+        )
+        self.norm = RMSNorm(hidden, float(config["rms_norm_eps"]))
+
+
+class TinyLlama(nn.Module):
+    """A Llama decoder; ``forward(input_ids)`` gives logits, ``hidden`` runs through a store."""
+
+    def __init__(self, config: Mapping[str, object], seed: int = 0, init_std: float = 0.02) -> None:
+        super().__init__()
+        if isinstance(init_std, bool) or not isinstance(init_std, (int, float)) or init_std <= 0:
+            raise ValueError(f"init_std must be a positive number, got {init_std!r}")
+        self._config = llama_config(config)
+        seed = check_int(seed, "seed", minimum=0)
+        self.model = _Body(self._config)
+        self.lm_head = nn.Linear(
+            int(self._config["hidden_size"]), int(self._config["vocab_size"]), bias=False
+        )
+        generator = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name, param in self.named_parameters():
+                if name.endswith("norm.weight"):
+                    param.fill_(1.0)
+                else:
+                    param.copy_(torch.randn(param.shape, generator=generator) * init_std)
+        self.eval()
+
+    @property
+    def config(self) -> dict[str, int | float]:
+        """The LlamaConfig fields (a copy): ``transformers.LlamaConfig(**model.config)``."""
+        return dict(self._config)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self._config["num_hidden_layers"])
+
+    @property
+    def num_kv_heads(self) -> int:
+        return int(self._config["num_key_value_heads"])
+
+    @property
+    def head_dim(self) -> int:
+        return head_dim(self._config)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self._config["vocab_size"])
+
+    @property
+    def max_positions(self) -> int:
+        return int(self._config["max_position_embeddings"])
+
+    def hidden(self, ids: torch.Tensor, positions: torch.Tensor, store: KVStore) -> torch.Tensor:
+        """Final-norm hidden states ``[tokens, hidden]`` of flat ``ids`` at ``positions``.
+
+        ``store`` decides which tokens belong to which sequence and keeps (or not) their K/V.
+        """
+        x = self.model.embed_tokens(ids)
+        cos_sin = rotary(positions, self.head_dim, float(self._config["rope_theta"]))
+        for i, layer in enumerate(self.model.layers):
+            x = layer(x, cos_sin, store, i)
+        return self.model.norm(x)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Logits ``[batch, length, vocab]`` for ``input_ids`` ``[batch, length]`` (causal)."""
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be [batch, length], got {tuple(input_ids.shape)}")
+        batch, length = input_ids.shape
+        positions = torch.arange(length, device=input_ids.device).repeat(batch)
+        h = self.hidden(input_ids.reshape(-1), positions, DenseCausal(batch, length))
+        return self.lm_head(h).view(batch, length, -1)

@@ -1,0 +1,121 @@
+"""The paged side of the attention seam: K/V by slot mapping into pages, read back by table.
+
+A :class:`PagedStep` is one forward of a serving step: several *pieces*, each a run of
+consecutive positions ``first .. first + count - 1`` of one sequence whose earlier positions'
+K/V are already in the pages (a decode is a piece of one token; a prefill chunk, a recompute
+or the rest of a prompt after a prefix-cache hit is a longer one). Per layer it
+
+1. writes every piece's new K/V at its slots (``PagedKVCache.write``, vLLM's
+   reshape-and-cache), all pieces at once;
+2. decode pieces (``count == 1``): one :func:`pagedlab.paged_attention` call for all of them,
+   through their block tables (the Triton kernel; in Triton's interpreter on the CPU);
+3. longer pieces: their K/V gathered from the pages (``PagedKVCache.gather``, logical order)
+   and dense causal attention, queries offset by ``first``. Why not the kernel: it is a decode
+   kernel (one query per sequence, the contract says so); a chunk's queries need causal
+   masking among themselves. Reading the prefix *from the pages* (not from a side copy) keeps
+   the check honest: chunked prefill, recompute and prefix-cache hits all read what the
+   pages hold, exactly as a decode does.
+
+Invariant (the caller's): no piece writes a slot that another piece of the same step reads or
+writes (the engine flushes a step in two forwards when blocks were freed and reused in it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from pagedlab.attention import PagedKVCache, block_tables_tensor, paged_attention
+from pagedlab.checks import ceil_div
+from pagedlab.model.kv import causal_attention
+
+DecodeAttention = Callable[..., torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Positions ``first .. first + count - 1`` of one sequence; ``blocks`` its block list."""
+
+    blocks: tuple[int, ...]  # at least ceil((first + count) / block_size) blocks
+    first: int
+    count: int
+
+    def slots(self, block_size: int) -> list[int]:
+        """Flat slot of each new position: ``block * block_size + offset``."""
+        return [
+            self.blocks[p // block_size] * block_size + p % block_size
+            for p in range(self.first, self.first + self.count)
+        ]
+
+    def read_blocks(self, block_size: int) -> tuple[int, ...]:
+        """Blocks attention reads: those holding positions ``0 .. first + count - 1``."""
+        return self.blocks[: ceil_div(self.first + self.count, block_size)]
+
+
+class PagedStep:
+    """A :class:`~pagedlab.model.kv.KVStore` over one ``PagedKVCache`` per layer."""
+
+    def __init__(
+        self,
+        caches: Sequence[PagedKVCache],
+        pieces: Sequence[Piece],
+        decode_attention: DecodeAttention | None = None,
+    ) -> None:
+        self.caches, self.pieces = caches, list(pieces)
+        self.decode_attention = decode_attention
+        size = caches[0].block_size
+        device = caches[0].device
+        self.slots = torch.tensor(
+            [s for p in self.pieces for s in p.slots(size)], dtype=torch.int64, device=device
+        )
+        starts, offset = [], 0
+        for p in self.pieces:
+            starts.append(offset)
+            offset += p.count
+        self.starts = starts
+        self.decodes = [i for i, p in enumerate(self.pieces) if p.count == 1]
+        self.prefills = [i for i, p in enumerate(self.pieces) if p.count > 1]
+        if self.decodes:
+            chosen = [self.pieces[i] for i in self.decodes]
+            self.decode_rows = torch.tensor([starts[i] for i in self.decodes], device=device)
+            self.block_tables = block_tables_tensor(
+                [list(p.read_blocks(size)) for p in chosen], device=device
+            )
+            self.seq_lens = torch.tensor(
+                [p.first + 1 for p in chosen], dtype=torch.int32, device=device
+            )
+        self.kernel_calls = 0
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.slots.numel())
+
+    def positions(self) -> torch.Tensor:
+        return torch.cat([torch.arange(p.first, p.first + p.count) for p in self.pieces]).to(
+            self.caches[0].device
+        )
+
+    def last_rows(self) -> list[int]:
+        """Row of each piece's last token in the flat batch (whose logits pick a next token)."""
+        return [start + p.count - 1 for start, p in zip(self.starts, self.pieces, strict=True)]
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        cache = self.caches[layer]
+        cache.write(self.slots, k.to(cache.dtype), v.to(cache.dtype))
+        out = torch.empty_like(q)
+        if self.decodes:
+            attend = self.decode_attention or paged_attention  # looked up now: patchable
+            rows = self.decode_rows
+            out[rows] = attend(
+                q[rows].to(cache.dtype), cache.key, cache.value, self.block_tables, self.seq_lens
+            ).to(q.dtype)
+            self.kernel_calls += 1
+        for i in self.prefills:
+            p, start = self.pieces[i], self.starts[i]
+            keys, values = cache.gather(list(p.read_blocks(cache.block_size)), p.first + p.count)
+            out[start : start + p.count] = causal_attention(
+                q[start : start + p.count], keys, values, p.first
+            )
+        return out

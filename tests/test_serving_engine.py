@@ -1,0 +1,197 @@
+"""The engine's tokens equal the contiguous oracle's, whatever the pages and the scheduler did.
+
+One tiny seeded model (TINY: 2 layers, 4 query heads over 2 kv heads, head_dim 8), a fixed
+workload of five prompts (two sharing a 7-token prefix, one a duplicate), 6 new tokens each.
+The grid crosses pool sizes small enough to preempt, block sizes 1..16, budgets with and
+without chunked prefill, swap and recompute, prefix caching on and off; every cell asserts
+token identity with generate_contiguous, and the cells meant to preempt assert they did.
+Decodes must run through paged_attention (counted by patching it), and the memory the
+requests held is checked against an Orca-style reservation (prompt + max_new_tokens slots).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pagedlab
+from pagedlab.engine import Engine
+from pagedlab.model import TINY, TinyLlama, generate_contiguous
+
+NEW = 6
+MODEL = TinyLlama(TINY, seed=11, init_std=0.3)
+_g = torch.Generator().manual_seed(7)
+_base = [torch.randint(0, 64, (n,), generator=_g).tolist() for n in (6, 11, 3, 9)]
+PROMPTS = [*_base, _base[1][:7] + [5, 1, 2], _base[2]]  # shared prefix; a duplicate prompt
+ORACLE = [generate_contiguous(MODEL, p, NEW) for p in PROMPTS]
+# Tests about something other than the decode read use the plain-torch reference for speed
+# (the kernel runs in Triton's interpreter here); the kernel test and 4 grid cells use the kernel.
+FAST = {"decode_attention": pagedlab.reference_attention}
+
+
+def count_kernel_launches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Patch the paged step's paged_attention to record each launch's batch size."""
+    calls: list[int] = []
+    real = pagedlab.paged_attention
+
+    def counted(query: torch.Tensor, *args: object, **kw: object) -> torch.Tensor:
+        calls.append(query.shape[0])
+        return real(query, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("pagedlab.model.paged.paged_attention", counted)
+    return calls
+
+
+# (num_blocks, block_size, preemption, token_budget, chunked, prefix_caching, must_preempt,
+#  kernel: decodes through paged_attention in Triton's interpreter, else reference_attention)
+GRID = [
+    (64, 1, "recompute", None, None, True, False, False),
+    (10, 2, "recompute", None, None, False, True, True),
+    (10, 2, "swap", None, None, True, True, False),
+    (7, 3, "recompute", 6, True, True, True, True),
+    (7, 3, "swap", 5, True, False, True, False),
+    (5, 4, "swap", 4, True, True, True, True),
+    (5, 4, "recompute", 12, False, True, True, False),
+    (4, 5, "recompute", 3, True, False, True, False),
+    (3, 8, "swap", 7, True, True, True, True),
+    (3, 16, "recompute", None, None, True, False, False),
+]
+
+
+@pytest.mark.parametrize(
+    (
+        "num_blocks",
+        "block_size",
+        "preemption",
+        "budget",
+        "chunked",
+        "prefix",
+        "must_preempt",
+        "kernel",
+    ),
+    GRID,
+)
+def test_tokens_equal_the_contiguous_oracle(
+    num_blocks: int,
+    block_size: int,
+    preemption: str,
+    budget: int | None,
+    chunked: bool | None,
+    prefix: bool,
+    must_preempt: bool,
+    kernel: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    launches = count_kernel_launches(monkeypatch)
+    engine = Engine(
+        MODEL,
+        num_blocks,
+        block_size,
+        preemption=preemption,
+        token_budget=budget,
+        prefix_caching=prefix,
+        chunked_prefill=chunked,
+        **({} if kernel else FAST),
+    )
+    assert engine.generate(PROMPTS, NEW) == ORACLE
+    run = engine.last_run
+    assert run is not None
+    run.scheduler.check()  # no block leaked
+    assert engine.allocator.num_free == num_blocks
+    if must_preempt:
+        assert run.preemptions > 0
+    assert (len(launches) > 0) == kernel
+    if chunked:  # chunked prefill keeps every step within the budget
+        assert budget is not None and all(s.result.tokens <= budget for s in run.steps)
+
+
+def test_steps_stream_the_tokens_and_swaps_copy_every_block_once() -> None:
+    engine = Engine(MODEL, 7, 3, preemption="swap", token_budget=5, prefix_caching=False, **FAST)
+    assert engine.generate(PROMPTS, NEW) == ORACLE
+    run = engine.last_run
+    assert run is not None
+    streamed: dict[str, list[int]] = {name: [] for name in run.names}
+    for step in run.steps:
+        for name, tokens in step.new_tokens.items():
+            streamed[name] += tokens
+    assert [streamed[name] for name in run.names] == ORACLE  # each token once, in order
+    moved = run.scheduler.blocks_swapped_out + run.scheduler.blocks_swapped_in
+    assert moved > 0 and engine.stats.blocks_copied == moved
+
+
+def test_decodes_run_through_paged_attention(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = count_kernel_launches(monkeypatch)
+    engine = Engine(MODEL, 16, 4)
+    assert engine.generate(PROMPTS[:3], NEW) == ORACLE[:3]
+    # 7 decode steps per request, once per layer each step; batched: several rows a call.
+    assert sum(calls) == 3 * (NEW - 1) * MODEL.num_layers == engine.stats.decode_tokens * 2
+    assert len(calls) == engine.stats.kernel_calls and max(calls) == 3
+
+
+def test_reference_decode_path_gives_the_same_tokens() -> None:
+    engine = Engine(MODEL, 12, 4, decode_attention=pagedlab.reference_attention)
+    assert engine.generate(PROMPTS, NEW) == ORACLE
+
+
+def test_prefix_caching_hits_and_saves_prefill_but_not_tokens() -> None:
+    # A budget staggers admissions: a prompt admitted in the same step as the one it shares
+    # with cannot hit (blocks are cached once their K/V is in the pages, after the step).
+    on = Engine(MODEL, 40, 2, token_budget=8, **FAST)
+    off = Engine(MODEL, 40, 2, token_budget=8, prefix_caching=False, **FAST)
+    assert on.generate(PROMPTS, NEW) == off.generate(PROMPTS, NEW) == ORACLE
+    assert on.last_run is not None
+    assert on.last_run.scheduler.hit_tokens > 0  # type: ignore[attr-defined]
+    assert on.stats.prefill_tokens < off.stats.prefill_tokens
+    again = on.generate(PROMPTS[:1], NEW)  # a later call hits the earlier call's blocks
+    assert again == ORACLE[:1]
+
+
+def test_memory_held_versus_an_orca_reservation() -> None:
+    engine = Engine(MODEL, 64, 4, prefix_caching=False, **FAST)
+    engine.generate(PROMPTS, NEW)
+    run = engine.last_run
+    assert run is not None
+    for step in run.steps:
+        groups = run.scheduler.groups.values()
+        # §4.2: waste is under one block per running sequence, never the reservation's.
+        assert step.running_blocks * 4 - step.slots_used < 4 * len(groups)
+        assert step.slots_used <= step.reserved_slots
+    peak = max(s.running_blocks * 4 for s in run.steps)
+    orca = sum(len(p) + NEW for p in PROMPTS)
+    assert peak < orca  # decoding grows block by block; the reservation is held from the start
+
+
+def test_one_new_token_and_bad_input() -> None:
+    engine = Engine(MODEL, 8, 4, **FAST)
+    assert engine.generate([PROMPTS[0]], 1) == [ORACLE[0][:1]]
+    with pytest.raises(ValueError, match="more than the pool's 8"):
+        engine.generate([[1] * 30], 4)
+    with pytest.raises(ValueError, match=r"prompts\[1\]\[0\] must be <= 63"):
+        engine.generate([[1], [99]], 2)
+    with pytest.raises(ValueError, match="preemption must be one of"):
+        Engine(MODEL, 8, 4, preemption="drop")
+    with pytest.raises(ValueError, match="block_size"):
+        Engine(MODEL, 8, 0)
+    assert engine.allocator.num_free == 8
+    assert engine.generate([PROMPTS[2]], 3) == [ORACLE[2][:3]]  # still usable
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block_size", range(1, 17))
+@pytest.mark.parametrize("preemption", ["swap", "recompute"])
+def test_every_block_size_under_pressure(block_size: int, preemption: str) -> None:
+    longest = max(len(p) for p in PROMPTS) + NEW
+    blocks = -(-longest // block_size) + 1
+    engine = Engine(MODEL, blocks, block_size, preemption=preemption, token_budget=5)
+    assert engine.generate(PROMPTS, NEW) == ORACLE
+
+
+def test_blocks_reused_within_a_step_split_its_forward_and_keep_the_tokens() -> None:
+    """A request preempted or finished after its decode was queued frees blocks that a later
+    piece of the same step gets: the engine runs the queued pieces first (a second forward in
+    that step), so no forward's pieces share a page, and the tokens are still the oracle's."""
+    engine = Engine(MODEL, 7, 3, token_budget=6, **FAST)
+    assert engine.generate(PROMPTS, NEW) == ORACLE
+    run = engine.last_run
+    assert run is not None and run.preemptions > 0
+    assert engine.stats.forwards > len(run.steps)  # some step ran in two forwards
