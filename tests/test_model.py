@@ -102,6 +102,11 @@ def test_contiguous_cache_logits_equal_full_forward() -> None:
     assert (torch.cat(rows) - full).abs().max().item() <= 1e-4
 
 
+def test_fields_at_the_implemented_value_are_accepted_and_dropped() -> None:
+    model = TinyLlama({**TINY, "tie_word_embeddings": False, "hidden_act": "silu"})
+    assert model.config == llama_config(TINY)
+
+
 def test_same_seed_same_weights_and_other_seed_differs() -> None:
     a, b, c = TinyLlama(TINY, seed=4), TinyLlama(TINY, seed=4), TinyLlama(TINY, seed=5)
     pairs = zip(a.state_dict().values(), b.state_dict().values(), strict=True)
@@ -115,6 +120,8 @@ def test_same_seed_same_weights_and_other_seed_differs() -> None:
         ({"hidden_size": 30}, "multiple of num_attention_heads"),
         ({"num_key_value_heads": 3}, "multiple of num_key_value_heads"),
         ({"tie_word_embeddings": True}, "not supported"),
+        ({"hidden_act": "gelu"}, "not supported"),
+        ({"sliding_window": 4}, "not supported"),
         ({"rope_theta": -1.0}, "rope_theta"),
         ({"vocab_size": 0}, "vocab_size"),
     ],

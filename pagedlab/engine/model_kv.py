@@ -28,7 +28,7 @@ K/V. Token bookkeeping: ``tokens[name]`` is prompt + generated; a piece needs
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -69,7 +69,6 @@ class ModelKV:
         self.tokens: dict[str, list[int]] = {}  # name -> prompt + generated so far
         self.limit: dict[str, int] = {}  # name -> prompt + max_new_tokens
         self.stats = ForwardStats()
-        self.on_token: Callable[[str, int], None] | None = None
         self._queue: list[tuple[str, Piece]] = []
         self._reads: dict[int, set[str]] = {}
         self._writes: dict[int, set[str]] = {}
@@ -144,8 +143,6 @@ class ModelKV:
             known = self.tokens[name]
             if piece.first + piece.count == len(known) < self.limit[name]:
                 known.append(int(token))
-                if self.on_token is not None:
-                    self.on_token(name, int(token))
         s = self.stats
         s.forwards += 1
         s.tokens += step.num_tokens

@@ -29,6 +29,16 @@ INT_FIELDS = (
 )
 FLOAT_FIELDS = ("rms_norm_eps", "rope_theta")
 DEFAULTS: dict[str, float] = {"rms_norm_eps": 1e-6, "rope_theta": 10000.0}
+IMPLIED: dict[str, object] = {
+    "tie_word_embeddings": False,
+    "hidden_act": "silu",
+    "attention_bias": False,
+    "mlp_bias": False,
+    "rope_scaling": None,
+    "attention_dropout": 0.0,
+    "pretraining_tp": 1,
+}
+"""Other LlamaConfig fields, accepted only at the value this decoder implements (and dropped)."""
 
 TINY: dict[str, int | float] = {
     "vocab_size": 64,
@@ -48,7 +58,12 @@ def llama_config(config: Mapping[str, object]) -> dict[str, int | float]:
     """A validated copy of ``config``, defaults filled in; errors name the field."""
     if not isinstance(config, Mapping):
         raise ArgumentTypeError(f"config must be a dict of LlamaConfig fields, got {config!r}")
-    unknown = sorted(set(config) - set(INT_FIELDS) - set(FLOAT_FIELDS))
+    for name, implied in IMPLIED.items():
+        if name in config and config[name] != implied:
+            raise ValueError(
+                f"config field {name} = {config[name]!r} is not supported (only {implied!r})"
+            )
+    unknown = sorted(set(config) - set(INT_FIELDS) - set(FLOAT_FIELDS) - set(IMPLIED))
     if unknown:
         raise ValueError(
             f"config fields {unknown} are not supported; allowed: {INT_FIELDS + FLOAT_FIELDS}"
