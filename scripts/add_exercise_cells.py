@@ -42,6 +42,7 @@ TITLES = {
     "07_memory_at_scale": "07 · Memory at scale",
     "08_to_vllm": "08 · From pagedlab to vLLM",
     "09_when_memory_runs_out": "09 · When memory runs out",
+    "10_real_model": "10 · A real model on pages",
 }
 ORDER = list(TITLES)
 
