@@ -10,7 +10,8 @@ and the attention kernel reads them back through the block tables.
   kernel, then the tuned one; reshape-and-cache)
 - :mod:`~pagedlab.attention.tuning`       a launch's tiles, pages per step, warps and splits
 - :mod:`~pagedlab.attention.validate`     one named check per contract rule, for every entry point
-- :mod:`~pagedlab.attention.ops`          ``paged_attention``, ``paged_attention_one_page``, ``reference_attention``
+- :mod:`~pagedlab.attention.ops`          ``paged_attention`` (tuned), ``paged_attention_one_page``
+  (teaching) and ``reference_attention``
 - :mod:`~pagedlab.attention.kernel_trace` the kernel's loop, block by block, in plain Python
 - :mod:`~pagedlab.attention.batch`        one decode batch, packed as an engine sends it
 

@@ -115,7 +115,8 @@ def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
     """One sequence's attention on a contiguous layout: the checkpoint paging must equal.
 
     q [heads, dim]; k, v [positions, kv_heads, dim] in logical order (e.g. a ``Batch``'s
-    ``keys[s]`` and ``values[s]``, which never went through a block table); query head h reads kv head ``h // (heads // kv_heads)``.
+    ``keys[s]`` and ``values[s]``, which never went through a block table); query head h
+    reads kv head ``h // (heads // kv_heads)``.
     fp32 math; returns [heads, dim] in fp32.
     """
     ranks_ok = q.dim() == 2 and k.dim() == 3 and k.shape == v.shape and k.shape[1] > 0

@@ -22,12 +22,13 @@ The teaching kernel (``paged_attention_one_page_kernel``)
 Paged decode attention, tuned (``paged_attention_kernel``)
     The same loop, several pages a step, split across programs. One program per (sequence,
     kv head) owns the ``GROUP = num_heads // num_kv_heads`` query heads that share that kv
-    head (grouped-query attention), so each K/V page is loaded once for the whole group. It walks the sequence's logical
-    blocks in order, ``PAGES`` blocks per step; for each it loads the *physical* block id
-    from the block table (an integer load: table entries past the sequence's last block
-    are padding and are masked off, never read), loads that page's K tile, scores it,
-    and folds it into an online softmax: a running max ``m``, a running sum ``l_sum`` and an
-    accumulator ``acc`` that is rescaled by ``exp(m_old - m_new)`` whenever the max grows.
+    head (grouped-query attention), so each K/V page is loaded once for the whole group. It
+    walks the sequence's logical blocks in order, ``PAGES`` blocks per step; for each it
+    loads the *physical* block id from the block table (an integer load: table entries past
+    the sequence's last block are padding and are masked off, never read), loads that
+    page's K tile, scores it, and folds it into an online softmax: a running max ``m``, a
+    running sum ``l_sum`` and an accumulator ``acc`` that is rescaled by
+    ``exp(m_old - m_new)`` whenever the max grows.
     All arithmetic is fp32 whatever the storage dtype; the output is cast back.
 
     Optionally (``SPLITS > 1``, flash-decoding) a sequence's pages are cut into slices, one

@@ -284,7 +284,6 @@ def validate_paged_inputs(
     return PagedShapes(*sizes, max_pages, final_scale)
 
 
-
 def check_one_page_kernel_fits(shapes: PagedShapes, *tensors: torch.Tensor) -> None:
     """ValueError unless the teaching kernel can run this shape (it trusts what it is given).
 
