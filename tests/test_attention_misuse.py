@@ -28,6 +28,7 @@ from pagedlab import (
 )
 from pagedlab.attention.batch import batch_slot_mapping
 from pagedlab.attention.kernel_trace import trace_table
+from pagedlab.attention.ops import paged_attention_one_page
 
 KIND, VALUE = TypeError, ValueError
 # Not an integer, whatever operator.index or torch.as_tensor would make of it.
@@ -182,7 +183,7 @@ _int_cases("copy dst", "dst", lambda w, x: w.cache.copy_block(0, x), [-1, 6, HUG
 ATTENTION_TENSORS = ["query", "key_cache", "value_cache", "block_tables", "seq_lens"]
 FLOAT_BAD = [torch.int32, torch.int64, torch.bool, torch.float64, torch.complex64]
 INDEX_BAD = [torch.int64, torch.int16, torch.float32, torch.bool]
-for _fn in (paged_attention, reference_attention):
+for _fn in (paged_attention, paged_attention_one_page, reference_attention):
     _f = _fn.__name__
 
     def _attend(w: World, fn=_fn, **change: object) -> object:
@@ -243,6 +244,27 @@ case(
     VALUE,
     "head_dim 2097152",
     "reference_attention",
+)
+case(
+    "paged_attention_one_page head_dim 3",  # the world's head_dim: the teaching kernel needs 2**k
+    lambda w: paged_attention_one_page(**w.attention),
+    VALUE,
+    "head_dim 3 is not a power of two",
+    "paged_attention",
+)
+_HUGE_CACHE = torch.zeros(1, 1, 1, 1).expand(2**16, 16, 1, 2**12)  # 2**32 elements, no memory
+case(
+    "paged_attention_one_page int32 offsets",
+    lambda w: paged_attention_one_page(
+        torch.ones(1, 1, 2**12),
+        _HUGE_CACHE,
+        _HUGE_CACHE,
+        torch.zeros(1, 1, dtype=torch.int32),
+        torch.ones(1, dtype=torch.int32),
+    ),
+    VALUE,
+    "4294967296 elements",
+    "int32",
 )
 
 # -- block_tables_tensor(tables, pad, device) ----------------------------------------------
@@ -377,6 +399,7 @@ def test_every_public_attention_function_has_bad_value_rows():
         "gather ",
         "copy ",
         "paged_attention ",
+        "paged_attention_one_page ",
         "reference_attention ",
         "block_tables_tensor ",
         "trace ",

@@ -9,8 +9,15 @@ where case ``i`` takes value ``i mod len(axis)`` of each axis after that axis ha
 shuffled once with ``random.Random(2023)``. With ``CASES >= 6`` every value of every axis
 appears; the shuffles vary which values meet. Inside every case, sequence 0's length is a
 multiple of the block size and the others are random lengths that mostly are not, and
-each sequence's pages sit at randomly permuted physical blocks with spare blocks around.
-fp32 must match to 1e-5, fp16 to 2e-3 (the reference also rounds its output to fp16).
+each sequence's pages sit at randomly permuted physical blocks with spare blocks around,
+and every slot no sequence owns (spare blocks, the empty tail of each last block) holds NaN:
+a kernel that reads one unmasked returns NaN. fp32 must match to 1e-5, fp16 to 2e-3 (the
+reference also rounds its output to fp16).
+
+Both decode kernels run on the grid: the tuned one (``paged_attention``, or its launcher for
+the loop-width and split axes) and the teaching one (``paged_attention_one_page``, one page
+per step; those axes do not apply to it). The teaching kernel refuses a block size or
+head_dim that is not a power of two with a ValueError, checked on the cases that have one.
 """
 
 from __future__ import annotations
@@ -26,7 +33,12 @@ import torch
 
 from pagedlab.attention import backend, kernels
 from pagedlab.attention.kv_cache import PagedKVCache
-from pagedlab.attention.ops import block_tables_tensor, paged_attention, reference_attention
+from pagedlab.attention.ops import (
+    block_tables_tensor,
+    paged_attention,
+    paged_attention_one_page,
+    reference_attention,
+)
 
 AXES: dict[str, list] = {
     "num_seqs": [1, 2, 3, 4, 5],
@@ -80,22 +92,38 @@ def build(case: dict, seed: int) -> tuple[torch.Tensor, ...]:
         start += p
     shape = (num_blocks, bs, kv_heads, dim)
     dtype = case["dtype"]
+    key, value = (torch.randn(shape, generator=gen).to(dtype) for _ in "kv")
+    owned = torch.zeros(num_blocks, bs, dtype=torch.bool)
+    for row, n in zip(tables, lens, strict=True):
+        owned.view(-1)[(torch.tensor(row)[:, None] * bs + torch.arange(bs)).flatten()[:n]] = True
+    key[~owned], value[~owned] = float("nan"), float("nan")  # never to be read
     inputs = (
         torch.randn(len(lens), heads, dim, generator=gen).to(dtype),
-        torch.randn(shape, generator=gen).to(dtype),
-        torch.randn(shape, generator=gen).to(dtype),
+        key,
+        value,
         block_tables_tensor(tables, pad=case["pad"]),
         torch.tensor(lens, dtype=torch.int32),
     )
     return inputs
 
 
+def is_power_of_two(n: int) -> bool:
+    return n & (n - 1) == 0
+
+
+@pytest.mark.parametrize("kernel", ["tuned", "one_page"])
 @pytest.mark.parametrize("i", range(CASES), ids=lambda i: f"case{i}")
-def test_kernel_matches_reference_on_the_grid(i):
+def test_kernel_matches_reference_on_the_grid(i, kernel):
     case = GRID[i]
     inputs = build(case, seed=i)
     ref = reference_attention(*inputs)
-    if case["pages_per_step"] is None and case["splits"] == 1:
+    if kernel == "one_page":
+        if not (is_power_of_two(case["block_size"]) and is_power_of_two(case["head_dim"])):
+            with pytest.raises(ValueError, match="is not a power of two"):
+                paged_attention_one_page(*inputs)
+            return
+        out = paged_attention_one_page(*inputs)
+    elif case["pages_per_step"] is None and case["splits"] == 1:
         out = paged_attention(*inputs)
     else:  # one page per loop step (rescaling at every page) and/or split pages
         q, kc, vc, bt, sl = inputs
@@ -116,6 +144,15 @@ def test_kernel_matches_reference_on_the_grid(i):
     torch.testing.assert_close(
         out.float(), ref.float(), rtol=tol, atol=tol, msg=lambda m: f"{case}\n{m}"
     )
+
+
+def test_the_grid_runs_the_teaching_kernel_where_it_matters():
+    """GQA, blocks of 1 and 16, fp16, partial last blocks: each met by a power-of-two case."""
+    runs = [c for c in GRID if is_power_of_two(c["block_size"]) and is_power_of_two(c["head_dim"])]
+    assert {c["block_size"] for c in runs} == {1, 2, 4, 8, 16}
+    assert any(c["heads"][0] > c["heads"][1] for c in runs)  # grouped-query attention
+    assert {c["dtype"] for c in runs} == {torch.float32, torch.float16}
+    assert len(runs) < len(GRID)  # and some cases check the refusal
 
 
 @pytest.mark.parametrize(

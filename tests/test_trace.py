@@ -15,7 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pagedlab.attention.kernel_trace import TraceStep, trace_paged_attention, trace_table
-from pagedlab.attention.ops import block_tables_tensor, paged_attention, reference_attention
+from pagedlab.attention.ops import (
+    block_tables_tensor,
+    paged_attention,
+    paged_attention_one_page,
+    reference_attention,
+)
 
 
 def paged_batch(
@@ -146,6 +151,34 @@ def test_one_page_per_step_kernel_matches_the_trace():
     for h in range(2):
         steps = trace_paged_attention(query[0], key_cache, value_cache, tables[0], 11, head=h)
         torch.testing.assert_close(torch.tensor(steps[-1].output), out[0, h], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("block_size", "num_heads", "num_kv_heads"), [(1, 2, 1), (4, 4, 2), (16, 2, 2)]
+)
+def test_teaching_kernel_step_by_step_is_the_trace(block_size, num_heads, num_kv_heads):
+    """The one-page kernel run on the sequence cut after block i (one program per cut) ends
+    its loop after step i: its output is the trace's row i, rescaling included."""
+    length = 3 * block_size + 1
+    query, key_cache, value_cache, tables, _ = paged_batch(
+        [length], block_size, num_heads, num_kv_heads, head_dim=4, seed=block_size
+    )
+    steps = [
+        trace_paged_attention(query[0], key_cache, value_cache, tables[0], length, head=h)
+        for h in range(num_heads)
+    ]
+    cuts = [min((i + 1) * block_size, length) for i in range(len(steps[0]))]
+    out = paged_attention_one_page(
+        query.expand(len(cuts), -1, -1),
+        key_cache,
+        value_cache,
+        block_tables_tensor(tables * len(cuts)),
+        torch.tensor(cuts, dtype=torch.int32),
+    )
+    for h, head_steps in enumerate(steps):
+        for i, step in enumerate(head_steps):
+            torch.testing.assert_close(out[i, h], torch.tensor(step.output), rtol=1e-6, atol=1e-6)
+    assert any(step.rescaled for head_steps in steps for step in head_steps)
 
 
 def _softmax_prefix(query, key_cache, value_cache, blocks, n, scale):

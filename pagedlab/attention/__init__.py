@@ -6,10 +6,12 @@ and the attention kernel reads them back through the block tables.
 
 - :mod:`~pagedlab.attention.backend`      where Triton runs (compiled on CUDA, interpreter on CPU)
 - :mod:`~pagedlab.attention.kv_cache`     ``PagedKVCache``: write by slot mapping, copy, gather
-- :mod:`~pagedlab.attention.kernels`      the Triton kernels (paged attention, reshape-and-cache)
+- :mod:`~pagedlab.attention.kernels`      the Triton kernels (paged attention: the one-page teaching
+  kernel, then the tuned one; reshape-and-cache)
 - :mod:`~pagedlab.attention.tuning`       a launch's tiles, pages per step, warps and splits
 - :mod:`~pagedlab.attention.validate`     one named check per contract rule, for every entry point
-- :mod:`~pagedlab.attention.ops`          ``paged_attention`` and ``reference_attention``
+- :mod:`~pagedlab.attention.ops`          ``paged_attention`` (tuned), ``paged_attention_one_page``
+  (teaching) and ``reference_attention``
 - :mod:`~pagedlab.attention.kernel_trace` the kernel's loop, block by block, in plain Python
 - :mod:`~pagedlab.attention.batch`        one decode batch, packed as an engine sends it
 
@@ -20,7 +22,12 @@ is decided before anything imports triton.
 from pagedlab.attention import backend  # first: sets TRITON_INTERPRET before triton loads
 from pagedlab.attention.kernel_trace import TraceStep, trace_paged_attention
 from pagedlab.attention.kv_cache import PagedKVCache
-from pagedlab.attention.ops import block_tables_tensor, paged_attention, reference_attention
+from pagedlab.attention.ops import (
+    block_tables_tensor,
+    paged_attention,
+    paged_attention_one_page,
+    reference_attention,
+)
 
 __all__ = [
     "PagedKVCache",
@@ -28,6 +35,7 @@ __all__ = [
     "backend",
     "block_tables_tensor",
     "paged_attention",
+    "paged_attention_one_page",
     "reference_attention",
     "trace_paged_attention",
 ]

@@ -36,12 +36,19 @@ from pagedlab.memory.block_table import BlockTable
 
 @dataclass
 class Batch:
-    """Sequences in one pool with their K/V written, and one query each."""
+    """Sequences in one pool with their K/V written, and one query each.
+
+    ``keys[s]`` and ``values[s]`` are sequence ``s``'s K and V as they were produced,
+    ``[num_tokens, num_kv_heads, head_dim]`` contiguous in logical order: what was written
+    into the cache through the tables, kept so that a dense checkpoint needs no table.
+    """
 
     allocator: BlockAllocator
     tables: list[BlockTable]
     cache: PagedKVCache
     query: torch.Tensor  # [num_seqs, num_heads, head_dim]
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
 
     @property
     def block_tables(self) -> torch.Tensor:
@@ -97,16 +104,19 @@ def grow_batch(
                 table.append_tokens()
     slots = [slot for table in tables for slot in table.slot_mapping()]
     k, v = torch.randn(2, len(slots), num_kv_heads, head_dim, generator=generator)
-    cache.write(slots, k.to(cache.device, dtype), v.to(cache.device, dtype))
+    k, v = k.to(cache.device, dtype), v.to(cache.device, dtype)
+    cache.write(slots, k, v)
     query = torch.randn(len(lengths), num_heads, head_dim, generator=generator)
-    return Batch(allocator, tables, cache, query.to(cache.device, dtype))
+    query = query.to(cache.device, dtype)
+    return Batch(allocator, tables, cache, query, list(k.split(lengths)), list(v.split(lengths)))
 
 
 def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """One sequence's attention on a contiguous layout: the checkpoint paging must equal.
 
-    q [heads, dim]; k, v [positions, kv_heads, dim] in logical order (e.g. from
-    ``PagedKVCache.gather``); query head h reads kv head ``h // (heads // kv_heads)``.
+    q [heads, dim]; k, v [positions, kv_heads, dim] in logical order (e.g. a ``Batch``'s
+    ``keys[s]`` and ``values[s]``, which never went through a block table); query head h
+    reads kv head ``h // (heads // kv_heads)``.
     fp32 math; returns [heads, dim] in fp32.
     """
     ranks_ok = q.dim() == 2 and k.dim() == 3 and k.shape == v.shape and k.shape[1] > 0

@@ -27,10 +27,12 @@ Invariants (tests check them against the real kernel and the reference):
 - ``m`` never decreases; ``alpha`` is in ``[0, 1]``; ``l >= 1`` from the first step on (the
   maximal score contributes ``exp(0) = 1``).
 
-Granularity: the trace folds in one page per step. Under Triton's interpreter the kernel by
-default folds several pages per loop step (fewer, wider steps are cheaper there);
-``pagedlab.attention.kernels.launch_paged_attention(..., pages_per_step=1)`` runs exactly the steps
-traced here. The arithmetic is fp32, as in the kernel; a step holds Python floats.
+Granularity: the trace folds in one page per step, as the teaching kernel
+(:func:`pagedlab.attention.ops.paged_attention_one_page`) does on every backend: its loop step
+``i`` is row ``i`` here. The tuned kernel (``paged_attention``) folds several pages per loop
+step (under the interpreter, enough for the whole sequence);
+``pagedlab.attention.kernels.launch_paged_attention(..., pages_per_step=1)`` makes it take
+the steps traced here. The arithmetic is fp32, as in the kernel; a step holds Python floats.
 
 Inputs follow :func:`pagedlab.paged_attention` for one sequence: ``query`` is
 ``[num_heads, head_dim]``, the caches ``[num_blocks, block_size, num_kv_heads, head_dim]``,

@@ -1,20 +1,34 @@
-"""The Triton kernels: paged decode attention and reshape-and-cache (writing K/V by slot).
+"""The Triton kernels: paged decode attention, twice, and reshape-and-cache (writing K/V by slot).
 
-Read these as teaching material first. Both kernels take raw tensors plus strides and trust
-their inputs: every check lives in :mod:`pagedlab.attention.validate` (called by
-:mod:`pagedlab.attention.ops` and :mod:`pagedlab.attention.kv_cache`, which validate and then
-call the ``launch_*`` functions below); tile sizes, pages per step, warps and splits are
-chosen in :mod:`pagedlab.attention.tuning`.
+Read these as teaching material first, in file order. All kernels take raw tensors (plus
+strides, for the tuned ones) and trust their inputs: every check lives in
+:mod:`pagedlab.attention.validate` (called by :mod:`pagedlab.attention.ops` and
+:mod:`pagedlab.attention.kv_cache`, which validate and then call the ``launch_*`` functions
+below); the tuned kernel's tile sizes, pages per step, warps and splits are chosen in
+:mod:`pagedlab.attention.tuning`.
 
-Paged decode attention (``paged_attention_kernel``)
-    One program per (sequence, kv head). The program owns the ``GROUP = num_heads //
-    num_kv_heads`` query heads that share that kv head (grouped-query attention), so each
-    K/V page is loaded once and used by the whole group. It walks the sequence's logical
-    blocks in order, ``PAGES`` blocks per step; for each it loads the *physical* block id
-    from the block table (an integer load: table entries past the sequence's last block
-    are padding and are masked off, never read), loads that page's K tile, scores it,
-    and folds it into an online softmax: a running max ``m``, a running sum ``l_sum`` and an
-    accumulator ``acc`` that is rescaled by ``exp(m_old - m_new)`` whenever the max grows.
+The teaching kernel (``paged_attention_one_page_kernel``)
+    PagedAttention in one loop: one program per (sequence, query head), one page (block) per
+    loop step. Each step loads the page's physical block id from the block table, loads its
+    K and V rows of the program's kv head (slots past ``seq_len`` masked: never read), scores
+    them and folds them into an online softmax (running max ``m``, running sum ``l``,
+    accumulator ``acc``, the last two rescaled by ``exp(m - m_new)`` when the max grows).
+    One loop step is one row of :func:`pagedlab.trace_paged_attention`. It is the Triton
+    puzzle's solution (notebook 04) and :func:`pagedlab.attention.ops.paged_attention_one_page`
+    launches it. Its simplifications: contiguous tensors (offsets computed from the shapes),
+    ``block_size`` and ``head_dim`` powers of two (``tl.arange`` needs them; no padding),
+    int32 offsets, and each K/V page loaded once per query head, not once per group.
+
+Paged decode attention, tuned (``paged_attention_kernel``)
+    The same loop, several pages a step, split across programs. One program per (sequence,
+    kv head) owns the ``GROUP = num_heads // num_kv_heads`` query heads that share that kv
+    head (grouped-query attention), so each K/V page is loaded once for the whole group. It
+    walks the sequence's logical blocks in order, ``PAGES`` blocks per step; for each it
+    loads the *physical* block id from the block table (an integer load: table entries past
+    the sequence's last block are padding and are masked off, never read), loads that
+    page's K tile, scores it, and folds it into an online softmax: a running max ``m``, a
+    running sum ``l_sum`` and an accumulator ``acc`` that is rescaled by
+    ``exp(m_old - m_new)`` whenever the max grows.
     All arithmetic is fp32 whatever the storage dtype; the output is cast back.
 
     Optionally (``SPLITS > 1``, flash-decoding) a sequence's pages are cut into slices, one
@@ -53,6 +67,44 @@ import triton.language as tl  # noqa: E402
 
 from pagedlab.attention import tuning  # noqa: E402
 from pagedlab.attention.tuning import next_power_of_two  # noqa: E402
+
+
+@triton.jit
+def paged_attention_one_page_kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr,
+                                    scale, max_blocks,
+                                    NUM_HEADS: tl.constexpr, NUM_KV_HEADS: tl.constexpr,
+                                    BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
+    """PagedAttention, one page per loop step: out[seq, head] = softmax(scale q.K) V."""
+    seq = tl.program_id(0)
+    head = tl.program_id(1)
+    kv_head = head // (NUM_HEADS // NUM_KV_HEADS)  # grouped-query attention
+    seq_len = tl.load(seq_lens_ptr + seq)
+    offs_t = tl.arange(0, BLOCK_SIZE)  # the slots of one page
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + (seq * NUM_HEADS + head) * HEAD_DIM + offs_d).to(tl.float32) * scale
+    m = tl.max(tl.full([BLOCK_SIZE], float("-inf"), tl.float32), axis=0)  # running max
+    l = tl.sum(tl.zeros([BLOCK_SIZE], tl.float32), axis=0)  # noqa: E741  (running sum)
+    acc = tl.zeros([HEAD_DIM], tl.float32)  # running sum of p * v
+    for b in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):  # logical blocks, in order
+        physical = tl.load(table_ptr + seq * max_blocks + b)  # logical b -> physical
+        valid = b * BLOCK_SIZE + offs_t < seq_len  # the last block may be partly filled
+        slot = (physical * BLOCK_SIZE + offs_t[:, None]) * NUM_KV_HEADS + kv_head
+        offs = slot * HEAD_DIM + offs_d[None, :]
+        k = tl.load(k_ptr + offs, mask=valid[:, None], other=0.0).to(tl.float32)
+        v = tl.load(v_ptr + offs, mask=valid[:, None], other=0.0).to(tl.float32)
+        scores = tl.where(valid, tl.sum(k * q[None, :], axis=1), float("-inf"))
+        m_new = tl.maximum(m, tl.max(scores, axis=0))
+        alpha = tl.exp(m - m_new)  # 0 on the first block, < 1 when the max grows
+        p = tl.exp(scores - m_new)
+        l = l * alpha + tl.sum(p, axis=0)  # noqa: E741
+        acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
+        m = m_new
+    tl.store(out_ptr + (seq * NUM_HEADS + head) * HEAD_DIM + offs_d, acc / l)
+
+
+# The tuned kernel: the same loop, several pages a step, split across programs. One program
+# serves a kv head's whole group of query heads (each page loaded once for the group), any
+# block_size and head_dim (tiles padded to powers of two and masked), int64 offsets, strides.
 
 
 @triton.jit
@@ -216,6 +268,42 @@ def reshape_and_cache_kernel(
     v_dst = block * stride_cvb + offset * stride_cvt + h * stride_cvh + d * stride_cvd
     tl.store(k_cache_ptr + k_dst, k, mask=mask)
     tl.store(v_cache_ptr + v_dst, v, mask=mask)
+
+
+def launch_paged_attention_one_page(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Launch the teaching kernel on validated, contiguous inputs; returns a new output tensor.
+
+    One program per (sequence, query head); ``block_size`` and ``head_dim`` must be powers of
+    two and every tensor small enough for int32 offsets
+    (:func:`pagedlab.attention.validate.check_one_page_kernel_fits`).
+    """
+    num_seqs, num_heads, head_dim = query.shape
+    _, block_size, num_kv_heads, _ = key_cache.shape
+    out = torch.empty_like(query)
+    if num_seqs == 0:
+        return out
+    paged_attention_one_page_kernel[(num_seqs, num_heads)](
+        out,
+        query,
+        key_cache,
+        value_cache,
+        block_tables,
+        seq_lens,
+        float(scale),
+        block_tables.shape[1],
+        NUM_HEADS=num_heads,
+        NUM_KV_HEADS=num_kv_heads,
+        BLOCK_SIZE=block_size,
+        HEAD_DIM=head_dim,
+    )
+    return out
 
 
 def launch_paged_attention(

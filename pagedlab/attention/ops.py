@@ -38,11 +38,16 @@ Invariants and what is handled:
   the kernel does its math in fp32 anyway) and casts the output back: the interpreters of
   older Triton 3.x releases cannot hold bfloat16 at all, and this keeps one behaviour on
   every release we allow.
+- :func:`paged_attention_one_page` runs the teaching kernel (one page per loop step) with
+  the same contract, for powers-of-two ``block_size`` and ``head_dim`` only.
 - Not handled: prefill (several query positions per sequence), sliding windows, ALiBi,
   quantised (fp8) caches, float64.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
 
 import torch
 
@@ -51,6 +56,7 @@ from pagedlab.attention.validate import (
     INT32_MAX,
     PagedShapes,
     check_device,
+    check_one_page_kernel_fits,
     int_list,
     validate_paged_inputs,
 )
@@ -60,6 +66,7 @@ __all__ = [
     "PagedShapes",
     "block_tables_tensor",
     "paged_attention",
+    "paged_attention_one_page",
     "reference_attention",
     "validate_paged_inputs",
 ]
@@ -112,6 +119,52 @@ def paged_attention(
     shapes = validate_paged_inputs(query, key_cache, value_cache, block_tables, seq_lens, scale)
     group = shapes.num_heads // shapes.num_kv_heads
     tuning.check_kernel_fits(shapes.block_size, shapes.head_dim, group)
+
+    def launch(kernels: ModuleType, *tensors: torch.Tensor) -> torch.Tensor:
+        return kernels.launch_paged_attention(*tensors, shapes.scale, shapes.max_pages)
+
+    return _run_triton(launch, query, key_cache, value_cache, block_tables, seq_lens)
+
+
+def paged_attention_one_page(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """The teaching kernel (one page per loop step), with ``paged_attention``'s contract.
+
+    Runs ``kernels.paged_attention_one_page_kernel``: one program per (sequence, query
+    head) whose loop step ``b`` is row ``b`` of :func:`pagedlab.trace_paged_attention`,
+    on every backend (on the CPU the tuned kernel folds several pages per step). Same
+    arguments, validation, dtypes and result as :func:`paged_attention`, plus the kernel's
+    simplifications (:func:`~pagedlab.attention.validate.check_one_page_kernel_fits`):
+    ``block_size`` and ``head_dim`` powers of two, every tensor under 2**31 elements;
+    otherwise ``ValueError``. Non-contiguous inputs are copied to contiguous ones first.
+    """
+    shapes = validate_paged_inputs(query, key_cache, value_cache, block_tables, seq_lens, scale)
+    check_one_page_kernel_fits(shapes, query, key_cache, value_cache, block_tables)
+    tuning.check_kernel_fits(shapes.block_size, shapes.head_dim, 1)
+
+    def launch(kernels: ModuleType, *tensors: torch.Tensor) -> torch.Tensor:
+        contiguous = (t.contiguous() for t in tensors)
+        return kernels.launch_paged_attention_one_page(*contiguous, shapes.scale)
+
+    return _run_triton(launch, query, key_cache, value_cache, block_tables, seq_lens)
+
+
+def _run_triton(
+    launch: Callable[..., torch.Tensor],
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+) -> torch.Tensor:
+    """What every Triton entry point does after validating: the backend and device checks,
+    bf16 upcast under the interpreter, ``launch(kernels, q, kc, vc, bt, sl)``, the cast back."""
     backend.require_triton()  # after validation: bad input is a ValueError on every platform
     if not backend.runs_on(query.device):
         raise ValueError(
@@ -128,14 +181,13 @@ def paged_attention(
         # The interpreter has no bfloat16 arithmetic; bf16 -> fp32 is exact.
         query, key_cache, value_cache = query.float(), key_cache.float(), value_cache.float()
     with backend.on_device(query.device):
-        out = kernels.launch_paged_attention(
+        out = launch(
+            kernels,
             query,
             key_cache,
             value_cache,
             block_tables.contiguous(),
             seq_lens.contiguous(),
-            shapes.scale,
-            shapes.max_pages,
         )
     return out.to(out_dtype)
 

@@ -284,6 +284,28 @@ def validate_paged_inputs(
     return PagedShapes(*sizes, max_pages, final_scale)
 
 
+def check_one_page_kernel_fits(shapes: PagedShapes, *tensors: torch.Tensor) -> None:
+    """ValueError unless the teaching kernel can run this shape (it trusts what it is given).
+
+    ``paged_attention_one_page_kernel`` keeps the puzzle's simplifications: ``block_size``
+    and ``head_dim`` are ``tl.arange`` lengths, so powers of two (no padding), and its
+    offsets are int32, so no tensor may hold more than ``INT32_MAX`` elements.
+    ``paged_attention`` has neither limit.
+    """
+    for name, size in (("block_size", shapes.block_size), ("head_dim", shapes.head_dim)):
+        if size & (size - 1):
+            raise ValueError(
+                f"{name} {size} is not a power of two: the one-page teaching kernel needs "
+                "one (tl.arange); use paged_attention, which pads its tiles"
+            )
+    for t in tensors:
+        if t.numel() > INT32_MAX:
+            raise ValueError(
+                f"a tensor of {t.numel()} elements ({tuple(t.shape)}) overflows the one-page "
+                "teaching kernel's int32 offsets; use paged_attention"
+            )
+
+
 # -- index lists and devices (the KV cache, block_tables_tensor, the trace) ----------------
 
 

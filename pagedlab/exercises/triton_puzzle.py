@@ -72,40 +72,10 @@ def my_paged_kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale
 
 
 def _solution_kernel() -> Any:
-    import triton
-    import triton.language as tl
+    """The reference solution: pagedlab's teaching kernel, one page per loop step."""
+    from pagedlab.attention import kernels  # imports triton, after backend set the mode
 
-    @triton.jit
-    def paged_kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_blocks,
-                     NUM_HEADS: tl.constexpr, NUM_KV_HEADS: tl.constexpr,
-                     BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
-        seq = tl.program_id(0)
-        head = tl.program_id(1)
-        kv_head = head // (NUM_HEADS // NUM_KV_HEADS)
-        seq_len = tl.load(seq_lens_ptr + seq)
-        offs_t = tl.arange(0, BLOCK_SIZE)
-        offs_d = tl.arange(0, HEAD_DIM)
-        q = tl.load(q_ptr + (seq * NUM_HEADS + head) * HEAD_DIM + offs_d) * scale
-        m = tl.max(tl.full([BLOCK_SIZE], float("-inf"), tl.float32), axis=0)
-        l = tl.sum(tl.zeros([BLOCK_SIZE], tl.float32), axis=0)  # noqa: E741
-        acc = tl.zeros([HEAD_DIM], tl.float32)
-        for b in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):
-            physical = tl.load(table_ptr + seq * max_blocks + b)  # logical b -> physical
-            valid = b * BLOCK_SIZE + offs_t < seq_len  # the last block may be partly filled
-            slot = (physical * BLOCK_SIZE + offs_t[:, None]) * NUM_KV_HEADS + kv_head
-            offs = slot * HEAD_DIM + offs_d[None, :]
-            k = tl.load(k_ptr + offs, mask=valid[:, None], other=0.0)
-            v = tl.load(v_ptr + offs, mask=valid[:, None], other=0.0)
-            scores = tl.where(valid, tl.sum(k * q[None, :], axis=1), float("-inf"))
-            m_new = tl.maximum(m, tl.max(scores, axis=0))
-            alpha = tl.exp(m - m_new)  # 0 on the first block, < 1 when the max grows
-            p = tl.exp(scores - m_new)
-            l = l * alpha + tl.sum(p, axis=0)  # noqa: E741
-            acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
-            m = m_new
-        tl.store(out_ptr + (seq * NUM_HEADS + head) * HEAD_DIM + offs_d, acc / l)
-
-    return paged_kernel
+    return kernels.paged_attention_one_page_kernel
 
 
 def _guarded(t: torch.Tensor, fill: float) -> torch.Tensor:
