@@ -103,6 +103,19 @@ def predict_source(stem: str) -> str:
     )
 
 
+# Cells shown right after an exercise's check: what would give its answer away above it.
+AFTER_CHECK = {
+    "paged_kernel": (
+        "**After the puzzle: the teaching kernel.** Solved exercise 6, or ready to compare? This "
+        "is `paged_attention_one_page`'s kernel as pagedlab runs it, one page per loop step (the "
+        "puzzle's reference solution is this very function). The tuned kernel above is the same "
+        "loop, several pages a step, split across programs.",
+        "import inspect\n\nfrom pagedlab.attention import kernels\n\n"
+        "print(inspect.getsource(kernels.paged_attention_one_page_kernel.fn))  # teaching kernel",
+    ),
+}
+
+
 def exercise_cells(stem: str) -> list[dict[str, Any]]:
     """The Exercises section, or nothing for a notebook without exercises (00)."""
     number = stem[:2]
@@ -132,6 +145,10 @@ def exercise_cells(stem: str) -> list[dict[str, Any]]:
         cells.append(
             code(stem, f"ex-{exercise.name}-check", f'EXERCISES["{exercise.name}"].check({fn})')
         )
+        if exercise.name in AFTER_CHECK:
+            text, source = AFTER_CHECK[exercise.name]
+            cells.append(md(stem, f"ex-{exercise.name}-after", text))
+            cells.append(code(stem, f"ex-{exercise.name}-after-code", source))
     cells.append(code(stem, "ex-progress", f'progress("{number}")'))
     return cells
 

@@ -147,6 +147,8 @@ def _tags(script, stem: str) -> list[str]:  # type: ignore[no-untyped-def]
     tags = ["nav-top", "nav-bottom", "predict", "ex-intro", "ex-import", "ex-progress"]
     for exercise in in_notebook(stem[:2]):
         tags += [f"ex-{exercise.name}-{part}" for part in ("task", "stub", "check")]
+        if exercise.name in script.AFTER_CHECK:
+            tags += [f"ex-{exercise.name}-after", f"ex-{exercise.name}-after-code"]
     return tags
 
 
