@@ -128,7 +128,7 @@ def test_bad_values_raise_before_drawing(seed_sequence: tuple[BlockAllocator, Bl
 
 def test_other_scenes_read_state_and_never_write_it() -> None:
     from pagedlab.memory.sharing import fork_samples
-    from pagedlab.pictures.png import to_png
+    from pagedlab.pictures.canvas import drawing_png as to_png
     from pagedlab.pictures.reservation import reservation_scene
     from pagedlab.pictures.sharing import event_frames, sharing_scene
     from pagedlab.scenes import figure8_prompt, kernel_batch
