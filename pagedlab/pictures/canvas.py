@@ -68,7 +68,9 @@ def drawing_png(picture: Drawing | Figure) -> bytes:
         return Canvas().render(picture).png()
     if isinstance(picture, Figure):
         return to_png(picture)
-    raise TypeError(f"picture must be a matplotlib Figure or a Drawing, got {picture!r}")
+    raise TypeError(
+        f"picture must be a Drawing or a matplotlib Figure, got a {type(picture).__name__}"
+    )
 
 
 def image(picture: Drawing | Figure | bytes) -> object:

@@ -25,7 +25,7 @@ def to_png(figure: Figure) -> bytes:
 
     if not isinstance(figure, Figure):
         raise TypeError(
-            f"to_png takes a matplotlib Figure, got {figure!r} "
+            f"to_png takes a matplotlib Figure, got a {type(figure).__name__} "
             "(a Drawing: pagedlab.pictures.canvas.drawing_png)"
         )
     canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else None
