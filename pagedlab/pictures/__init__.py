@@ -3,8 +3,9 @@
 Primitives apart from scenes:
 
 - :mod:`~pagedlab.pictures.theme`   the one palette (Okabe-Ito) and what each colour means
-- :mod:`~pagedlab.pictures.png`     the one PNG encoder (``to_png``) and ``image`` for a cell
-- :mod:`~pagedlab.pictures.canvas`  ``Drawing`` (rects, labels, arrows) and the in-place ``Canvas``
+- :mod:`~pagedlab.pictures.png`     the one PNG encoder (``to_png``: figures and bytes only)
+- :mod:`~pagedlab.pictures.canvas`  ``Drawing`` (rects, labels, arrows), the in-place ``Canvas``,
+  ``drawing_png`` and ``image`` (any picture as a cell's value)
 
 Scenes (state -> picture):
 

@@ -57,9 +57,28 @@ def _glyphs(text: str, size: float, ha: str) -> Path:
 
 
 __all__ = [
-    "FIG_H", "FIG_W", "Arrow", "Box", "Canvas", "Drawing", "Label", "Point", "Rect", "font_size",
-    "stack",
+    "FIG_H", "FIG_W", "Arrow", "Box", "Canvas", "Drawing", "Label", "Point", "Rect",
+    "drawing_png", "font_size", "image", "stack",
 ]  # fmt: skip
+
+
+def drawing_png(picture: Drawing | Figure) -> bytes:
+    """PNG bytes of a ``Drawing`` rendered on a fresh canvas, or of a figure (:func:`to_png`)."""
+    if isinstance(picture, Drawing):
+        return Canvas().render(picture).png()
+    if isinstance(picture, Figure):
+        return to_png(picture)
+    raise TypeError(
+        f"picture must be a Drawing or a matplotlib Figure, got a {type(picture).__name__}"
+    )
+
+
+def image(picture: Drawing | Figure | bytes) -> object:
+    """An ``IPython.display.Image`` of a ``Drawing``, a figure or PNG bytes (a cell's value)."""
+    from IPython.display import Image
+
+    data = picture if isinstance(picture, bytes) else drawing_png(picture)
+    return Image(data=data, format="png")
 
 
 class Canvas:

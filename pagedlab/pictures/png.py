@@ -1,32 +1,33 @@
-"""The one PNG encoder: a matplotlib figure (or a ``Drawing``) -> PNG bytes or a notebook image.
+"""The one PNG encoder: a matplotlib figure -> PNG bytes; PNG bytes or pixels -> small PNG.
 
-Every picture in pagedlab goes through :func:`to_png`: Agg draws the figure at its own dpi,
-PIL writes the RGB pixels at zlib level 1 (fast; PNG stays lossless) with no timestamp, so
-the same figure gives the same bytes on every run. :func:`image` wraps them in an
-``IPython.display.Image`` for a notebook cell (the cell's value, displayed once);
-:func:`quantised_png` makes them small (a few-colour palette) for static frames, and
-:func:`save_png` writes the README's files with it.
+It takes figures and bytes only (a ``Drawing`` is rendered by :mod:`pagedlab.pictures.canvas`,
+which imports this module, never the other way). Every picture in pagedlab goes through
+:func:`to_png`: Agg draws the figure at its own dpi, PIL writes the RGB pixels at zlib level 1
+(fast; PNG stays lossless) with no timestamp, so the same figure gives the same bytes on every
+run. :func:`quantised_png` makes them small (a few-colour palette) for static frames, and
+:func:`save_png` writes the README's files with it. A notebook cell shows any picture with
+:func:`pagedlab.pictures.canvas.image`.
 """
 
 from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-if TYPE_CHECKING:
-    from pagedlab.pictures.canvas import Drawing
 
-
-def to_png(picture: Figure | Drawing) -> bytes:
-    """PNG bytes of a figure, or of a ``Drawing`` rendered on a fresh canvas."""
+def to_png(figure: Figure) -> bytes:
+    """PNG bytes of a matplotlib figure (a ``Drawing``: ``canvas.drawing_png``)."""
     from PIL import Image
 
-    figure = _figure(picture)
+    if not isinstance(figure, Figure):
+        raise TypeError(
+            f"to_png takes a matplotlib Figure, got a {type(figure).__name__} "
+            "(a Drawing: pagedlab.pictures.canvas.drawing_png)"
+        )
     canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else None
     canvas = canvas or FigureCanvasAgg(figure)
     canvas.draw()
@@ -58,21 +59,3 @@ def quantised_png(picture: bytes | np.ndarray, colors: int) -> bytes:
 def save_png(pixels: np.ndarray, path: Path | str, colors: int = 96) -> None:
     """Write RGB ``pixels`` [height, width, 3] as a small PNG file (see :func:`quantised_png`)."""
     Path(path).write_bytes(quantised_png(pixels, colors))
-
-
-def image(picture: Figure | Drawing | bytes) -> object:
-    """An ``IPython.display.Image`` of a figure, a ``Drawing`` or PNG bytes (a cell's value)."""
-    from IPython.display import Image
-
-    data = picture if isinstance(picture, bytes) else to_png(picture)
-    return Image(data=data, format="png")
-
-
-def _figure(picture: Figure | Drawing) -> Figure:
-    if isinstance(picture, Figure):
-        return picture
-    from pagedlab.pictures.canvas import Canvas, Drawing
-
-    if isinstance(picture, Drawing):
-        return Canvas().render(picture).figure
-    raise TypeError(f"picture must be a matplotlib Figure or a Drawing, got {picture!r}")

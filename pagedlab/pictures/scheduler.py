@@ -44,7 +44,7 @@ __all__ = [
 
 def scheduler_image(scheduler: Scheduler, result: StepResult | None = None) -> object:
     """``scheduler_drawing(...)`` as an ``IPython.display.Image`` for a static notebook cell."""
-    from pagedlab.pictures.png import image
+    from pagedlab.pictures.canvas import image
 
     return image(scheduler_drawing(scheduler, result))
 

@@ -27,12 +27,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine
-from machine_steps import PICK, check, choose, integer, one_of, run_random, setup, step
 
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
 from pagedlab.memory.requests import Group, Request
 from pagedlab.memory.scheduler import Scheduler
+from tests.machine_steps import PICK, check, choose, integer, one_of, run_random, setup, step
 
 CLEAR = (TypeError, ValueError, OutOfBlocksError)
 BAD_INTS = [0, -1, True, 1.5, float("nan"), "2", np.bool_(True), None]

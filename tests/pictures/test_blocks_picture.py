@@ -25,15 +25,8 @@ def snapshot(allocator: BlockAllocator, tables: list[BlockTable]) -> tuple:
     )
 
 
-def seed() -> tuple[BlockAllocator, BlockTable]:
-    allocator = BlockAllocator(8, 4, free_order=[4, 1, 0, 2, 3, 5, 6, 7])
-    table = BlockTable(allocator)
-    table.append_tokens(5)
-    return allocator, table
-
-
-def test_seed_counts_and_arrows() -> None:
-    allocator, table = seed()
+def test_seed_counts_and_arrows(seed_sequence: tuple[BlockAllocator, BlockTable]) -> None:
+    allocator, table = seed_sequence
     d = scene(allocator, [table])
     assert d.count("filled-slot", "logical") == 5
     assert d.count("empty-slot", "logical") == 3
@@ -105,8 +98,10 @@ def test_pool_contents_and_other_requests() -> None:
     assert d.count("free-block", "pool") == 3
 
 
-def test_canvas_renders_png_and_reuses_artists() -> None:
-    allocator, table = seed()
+def test_canvas_renders_png_and_reuses_artists(
+    seed_sequence: tuple[BlockAllocator, BlockTable],
+) -> None:
+    allocator, table = seed_sequence
     canvas = Canvas(dpi=40)
     png = canvas.render(scene(allocator, [table])).png()
     assert png.startswith(b"\x89PNG")
@@ -121,8 +116,8 @@ def test_palette_is_okabe_ito() -> None:
     assert table_color(0) == "#E69F00" and len(set(PALETTE)) == len(PALETTE)
 
 
-def test_bad_values_raise_before_drawing() -> None:
-    allocator, table = seed()
+def test_bad_values_raise_before_drawing(seed_sequence: tuple[BlockAllocator, BlockTable]) -> None:
+    allocator, table = seed_sequence
     import pytest
 
     with pytest.raises(ValueError, match="values has 2 entries"):
@@ -133,7 +128,7 @@ def test_bad_values_raise_before_drawing() -> None:
 
 def test_other_scenes_read_state_and_never_write_it() -> None:
     from pagedlab.memory.sharing import fork_samples
-    from pagedlab.pictures.png import to_png
+    from pagedlab.pictures.canvas import drawing_png as to_png
     from pagedlab.pictures.reservation import reservation_scene
     from pagedlab.pictures.sharing import event_frames, sharing_scene
     from pagedlab.scenes import figure8_prompt, kernel_batch

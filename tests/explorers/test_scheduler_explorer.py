@@ -18,7 +18,7 @@ from pagedlab.explorers.scheduler import (
     readout_html,
 )
 from pagedlab.explorers.scheduler import SchedulerState as ExplorerState
-from pagedlab.pictures.png import to_png
+from pagedlab.pictures.canvas import drawing_png as to_png
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.scenes import scheduler_scene
 

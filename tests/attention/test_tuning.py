@@ -1,5 +1,6 @@
 """The launch heuristics of pagedlab.attention.tuning, one by one (speed only: the kernel's
-result does not depend on them; tests/test_kernel_grid.py runs it across their choices)."""
+result does not depend on them; tests/attention/test_kernel_grid.py runs it across their
+choices)."""
 
 from __future__ import annotations
 

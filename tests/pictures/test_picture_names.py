@@ -19,7 +19,6 @@ from pagedlab.scenes import (
     figure9_before,
     kernel_batch,
     prefix_tokens,
-    seed_history,
 )
 
 
@@ -37,8 +36,10 @@ def _keys(d: Drawing) -> list[str]:
     return [r.face for r in d.rects if r.kind == "key"]
 
 
-def test_seed_scene_title_names_no_table_id() -> None:
-    pool, running = seed_history(num_blocks=8, block_size=4, finished=False)
+def test_seed_scene_title_names_no_table_id(
+    seed_pool: tuple[BlockAllocator, list[BlockTable]],
+) -> None:
+    pool, running = seed_pool
     seq = BlockTable(pool)
     seq.append_tokens(5)
     d = scene(pool, [seq, *running], names=["our sequence", "B", "D"])
@@ -50,8 +51,10 @@ def test_seed_scene_title_names_no_table_id() -> None:
     assert {"our sequence", "B", "D"} <= set(_texts(d))
 
 
-def test_grey_key_only_for_sequences_not_drawn() -> None:
-    pool, running = seed_history(num_blocks=8, block_size=4, finished=False)
+def test_grey_key_only_for_sequences_not_drawn(
+    seed_pool: tuple[BlockAllocator, list[BlockTable]],
+) -> None:
+    pool, running = seed_pool
     seq = BlockTable(pool)
     seq.append_tokens(5)
     d = scene(pool, [seq])

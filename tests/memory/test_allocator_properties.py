@@ -8,9 +8,9 @@ from collections import Counter
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine
-from machine_steps import PICK, check, choose, integer, run_random, setup, step
 
 from pagedlab import BlockAllocator, BlockTable, OutOfBlocksError
+from tests.machine_steps import PICK, check, choose, integer, run_random, setup, step
 
 
 class Allocation(RuleBasedStateMachine):

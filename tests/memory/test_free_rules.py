@@ -11,10 +11,20 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine
-from machine_steps import PICK, check, choose, integer, integers, one_of, run_random, setup, step
 
 from pagedlab import BlockAllocator, BlockTable, OutOfBlocksError, PrefixCache
 from pagedlab.memory.allocator import FREE_RULES
+from tests.machine_steps import (
+    PICK,
+    check,
+    choose,
+    integer,
+    integers,
+    one_of,
+    run_random,
+    setup,
+    step,
+)
 
 SIZE = 4
 

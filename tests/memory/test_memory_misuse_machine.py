@@ -21,10 +21,20 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine
-from machine_steps import PICK, check, choose, integer, integers, one_of, run_random, setup, step
 
 from pagedlab import BlockAllocator, BlockTable, OutOfBlocksError, PrefixCache
 from pagedlab.memory.sharing import beam_step
+from tests.machine_steps import (
+    PICK,
+    check,
+    choose,
+    integer,
+    integers,
+    one_of,
+    run_random,
+    setup,
+    step,
+)
 
 BAD_COUNTS = [0, -1, True, np.bool_(True), 1.5, float("nan"), "2", None, 2**70, np.int64(-3)]
 CLEAR = (TypeError, ValueError, OutOfBlocksError)

@@ -6,8 +6,8 @@ import pytest
 
 from pagedlab import BlockAllocator, BlockTable
 from pagedlab.pictures.canvas import Drawing, Label, stack
+from pagedlab.pictures.canvas import drawing_png as to_png
 from pagedlab.pictures.fragmentation import fig3_scene, fragmentation_scene, holes
-from pagedlab.pictures.png import to_png
 from pagedlab.pictures.reservation import reservation_scene
 from pagedlab.scenes import fragmented_pool
 from pagedlab.simulate.memory import OneRequest

@@ -17,11 +17,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine
-from machine_steps import PICK, check, choose, integer, integers, run_random, step
 
 from pagedlab import BlockAllocator, BlockTable, OutOfBlocksError
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.sharing import beam_step, holders
+from tests.machine_steps import PICK, check, choose, integer, integers, run_random, step
 
 SIZE, BLOCKS = 4, 16
 TOKENS = integers(0, 2, 1, 12)  # few ids: many shared prefixes

@@ -10,7 +10,7 @@ import pytest
 
 from pagedlab import vllm_refs
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 PATH = re.compile(r"\b((?:vllm|csrc)/[\w/]+\.(?:py|cu|cuh))\b")
 PR = re.compile(r"(?:PR|PRs|pull request)s?\s+#?(\d{4,6})|#(\d{5})\b")
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from pagedlab import BlockAllocator, BlockTable
 from pagedlab.explorers.allocation import AllocationExplorer
 from pagedlab.memory.events import Event
-from pagedlab.scenes import LAYOUTS, make_allocator, seed_history
+from pagedlab.scenes import LAYOUTS, make_allocator
 from pagedlab.scenes import seed_state as explorer_state
 
 
@@ -112,8 +113,8 @@ def test_bad_settings_raise_value_error_and_change_nothing(explorer: AllocationE
     assert explorer.state is before
 
 
-def test_seed_history_is_real() -> None:
-    allocator, running = seed_history(8, 4, finished=False)
+def test_seed_history_is_real(seed_pool: tuple[BlockAllocator, list[BlockTable]]) -> None:
+    allocator, running = seed_pool
     assert allocator.free_list() == [4, 1, 0]
     assert [t.blocks for t in running] == [[2, 3], [5, 6, 7]]
     assert make_allocator(LAYOUTS[1], 4).free_list()[:5] == [4, 1, 0, 3, 2]
