@@ -5,7 +5,8 @@ names one file of vLLM (``github.com/vllm-project/vllm``), the functions the not
 from it, the commit whose text was read, and what that text does, in one or two sentences.
 Each :class:`PullRequest` is a change the notebooks date a behaviour by. Notebooks say "as
 of vLLM ``<commit>``" with the short commit of :func:`ref` and print :func:`table` (notebook
-08); ``tests/test_vllm_refs.py`` checks that every vLLM path and PR a notebook names is here.
+08); ``tests/notebooks/test_vllm_refs.py`` checks that every vLLM path and PR a notebook
+names is here.
 
 The V0 engine (``vllm/core/``, ``vllm/worker/``) has been removed from vLLM; its entries are
 pinned to the last commit of each file that the reading index holds.

@@ -8,7 +8,7 @@
 # As root (containers, many cloud VMs) Jupyter refuses to start unless given --allow-root.
 # The flag lifts only that refusal (Jupyter's worry: a root-owned server with a browser
 # session); the address and the token stay as they are, so the script adds it there and
-# says why in one line. tests/test_lab.py runs this script and checks all of it.
+# says why in one line. tests/notebooks/test_lab.py runs this script and checks all of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${BIN:-.venv/bin}"

@@ -17,7 +17,7 @@ Three outcomes, exposed as ``BACKEND``:
 Why the order matters: Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` decorates a
 function (``triton.knobs.runtime.interpret``), so the variable must be in the environment
 before :mod:`pagedlab.attention.kernels` is imported. ``import torch`` does not import
-Triton (checked for torch 2.3-2.13; ``tests/test_kernel_grid.py`` checks it in a fresh
+Triton (checked for torch 2.3-2.13; ``tests/attention/test_kernel_grid.py`` checks it in a fresh
 interpreter), and this module never imports Triton itself: it only asks whether the package exists.
 
 Invariant: this module is imported first by ``pagedlab/__init__.py``; nothing in pagedlab

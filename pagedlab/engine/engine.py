@@ -11,7 +11,7 @@ and decodes run through the model in one forward (:mod:`pagedlab.engine.model_kv
 Returns **the new tokens only**, ``max_new_tokens`` per prompt, in prompt order, exactly
 what :func:`pagedlab.model.generate_contiguous` returns for each prompt alone: the check that
 paging, batching, chunking, preemption (swap or recompute) and prefix caching change no
-token (tests/test_serving_engine.py asserts it over pools small enough to preempt).
+token (tests/engine/test_serving_engine.py asserts it over pools small enough to preempt).
 
 Token accounting: the prefill's last logits give the first new token; each of the
 scheduler's decode steps stores one more token's K/V and yields the next, so a request is

@@ -19,7 +19,7 @@ Handled: any number of samples / beams >= 1, several tokens per step, parents th
 partly filled block. Not handled: scores and token choice (the caller picks the parents),
 swapping or recomputation when the pool runs out (``OutOfBlocksError`` with nothing changed).
 
-Invariants (tests/test_sharing_properties.py): the ref count of every block equals the
+Invariants (tests/memory/test_sharing_properties.py): the ref count of every block equals the
 number of live tables holding it; a block being written has ref count 1; freeing every
 table returns every block to the pool.
 """
