@@ -25,8 +25,8 @@ rule cached blocks are evicted least recently freed first. A hit on a free block
 (``reuse``). Unlike vLLM, a duplicate (a block whose hash is cached under another) is unmarked.
 
 Invariants (tests/memory/test_prefix_cache.py, tests/memory/test_sharing_properties.py):
-every cached block holds the token ids it is cached under; a hash maps to exactly one block and back;
-no cached block has been handed out since it was cached.
+every cached block holds the token ids it is cached under; a hash maps to exactly one block
+and back; no cached block has been handed out since it was cached.
 
 Not handled: multi-modal or LoRA extra keys, per-layer caches, explicit reset.
 """
