@@ -177,13 +177,13 @@ class ModelKV:
         logits = self.model.lm_head(hidden[step.last_rows()])
         best = torch.argmax(logits, dim=-1).tolist()
         for row, ((name, sample), piece) in enumerate(queue):
-            for s in self._yielders(name, sample, piece.first + piece.count):
-                generator = self.generators[name][s]
+            for who in self._yielders(name, sample, piece.first + piece.count):
+                generator = self.generators[name][who]
                 if self.temperature == 0 or generator is None:
                     token = int(best[row])
                 else:
                     token = draw(logits[row], generator, self.temperature)
-                self.samples[name][s].append(token)
+                self.samples[name][who].append(token)
         s = self.stats
         s.forwards += 1
         s.tokens += step.num_tokens

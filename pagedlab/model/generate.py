@@ -82,7 +82,11 @@ def sample_contiguous(
     out = []
     for s in range(samples):
         generator = sample_generator(seed, request, s)
-        out.append(_run_contiguous(model, ids, new, lambda lg, g=generator: draw(lg, g, temp)))
+
+        def pick(logits: torch.Tensor, g: torch.Generator = generator) -> int:
+            return draw(logits, g, temp)
+
+        out.append(_run_contiguous(model, ids, new, pick))
     return out
 
 
