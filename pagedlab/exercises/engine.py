@@ -67,11 +67,11 @@ def _after_prefill(prompt_lens: tuple[int, ...], new: int, block_size: int) -> t
 
 ORCA_SPECS = [
     ([20, 25, 18, 17], 16, 8, "notebook 10's four prompts: 16 new tokens each, blocks of 8",
-     ("prompt_only", "new_only", "tokens", "first_token")),
+     ("prompt_only", "new_only", "tokens", "floor", "first_token")),
     ([7], 5, 4, "one prompt whose last block is partly filled",
      ("tokens", "floor", "first_token")),
     ([8, 16], 4, 8, "prompts that fill their blocks exactly: the first new token's K/V is not "
-     "stored yet, so no block is opened for it", ("first_token", "one_more")),
+     "stored yet, so no block is opened for it", ("first_token",)),
     ([3, 3, 3], 10, 1, "blocks of 1: the pages hold exactly the prompt tokens", ("new_only",)),
     ([5, 12], 1, 16, "blocks of 16 longer than the prompts; one new token each",
      ("floor", "prompt_only")),
@@ -117,7 +117,7 @@ def _forked(prompt_len: int, n: int, block_size: int) -> tuple[int, int]:
 
 SHARE_SPECS = [
     (11, 3, 4, "11 tokens in blocks of 4: the third block is partly filled and shared by 3",
-     ("no_sharing", "all_copy")),
+     ("no_sharing", "all_copy", "floor")),
     (8, 2, 4, "a prompt that fills its blocks: nothing to copy, each sample opens a new block",
      ("aligned_copy",)),
     (5, 1, 8, "one sample: nothing is shared, nothing is copied", ("all_copy",)),
@@ -185,14 +185,6 @@ EXERCISES_10 = [
                     sum(_ceil(p + 1, b) * b for p in ls),
                 ),
                 "first_token",
-            ),
-            Mistake(
-                "a full last block needs no extra block.",
-                lambda ls, m, b: (
-                    orca_vs_paged_slots(ls, m, b)[0],
-                    sum((p // b + 1) * b for p in ls),
-                ),
-                "one_more",
             ),
         ],
         hints=[
