@@ -1,6 +1,6 @@
-"""Add (or refresh) the exercise cells, predict cells and previous/next links of notebooks 01-09.
+"""Add (or refresh) the exercise cells, predict cells and previous/next links of notebooks 01-10.
 
-Usage: python scripts/add_exercise_cells.py notebooks/0[1-9]_*.ipynb
+Usage: python scripts/add_exercise_cells.py notebooks/0[1-9]_*.ipynb notebooks/10_*.ipynb
        then python scripts/execute_notebooks.py on the notebooks it changed.
 
 Only ever inserts new cells or rewrites the source of cells it inserted itself (their ids are
@@ -16,7 +16,7 @@ fixed position, so cells added or moved elsewhere in a notebook do not shift the
   cell has it any more, the first other code cell containing PREDICT's text; skipped, with a
   note, if neither is there);
 - the "Exercises" section (task, stub, check per exercise of ``pagedlab.exercises``, then the
-  notebook's tally; notebooks with exercises: 01-09): a missing cell goes right after the
+  notebook's tally; notebooks with exercises: 01-10): a missing cell goes right after the
   section's cell before it, or right before the one after it, and the whole section, if none
   of it is there, right before the final links cell.
 """

@@ -7,7 +7,14 @@ not run it at once: it queues a :class:`~pagedlab.model.paged.Piece` (with a sna
 table's blocks), and :meth:`flush` runs every queued piece in **one** forward
 (:class:`~pagedlab.model.paged.PagedStep`): a serving step's batch of prefill chunks and
 decodes. The last position of a piece that reaches the end of a sequence's known tokens
-yields its next token (greedy: argmax of the logits).
+yields its next token: greedy (argmax of the logits) at ``temperature = 0``, else one draw
+from that sample's own generator (:mod:`pagedlab.model.sampling`: one draw per token).
+
+Samples (§4.4 parallel sampling): a request of ``n`` samples is one group whose prompt is
+prefilled once, on sample 0's table, then forked. The prompt piece's last logits yield the
+first token of *every* sample (each drawing from its own generator); after that each sample
+is its own sequence (``samples[name][s]``: prompt + that sample's tokens), its pieces written
+on its own table, the shared last prompt block copied on its first write (``copy``).
 
 Ordering (why it is exact): within one scheduler step the hooks' effects must land in the
 order the scheduler issued them. ``flush`` runs first whenever queued work must be in the
@@ -22,8 +29,9 @@ pages before the next thing happens:
 
 A queued piece of a group preempted later in the same step still runs (into blocks it no
 longer holds, before anyone else writes them): its token is kept, the recompute rebuilds the
-K/V. Token bookkeeping: ``tokens[name]`` is prompt + generated; a piece needs
-``tokens[first : first + count]``.
+K/V. Token bookkeeping: ``samples[name][s]`` is prompt + sample ``s``'s generated tokens
+(``tokens[name]`` is sample 0's, the same list); a piece needs ``[first : first + count]`` of its
+sample's. Recomputed positions never draw: their tokens are known.
 """
 
 from __future__ import annotations
@@ -39,6 +47,9 @@ from pagedlab.memory.block_table import BlockTable, CopyOnWrite
 from pagedlab.memory.requests import Group
 from pagedlab.model.llama import TinyLlama
 from pagedlab.model.paged import DecodeAttention, PagedStep, Piece
+from pagedlab.model.sampling import draw
+
+Sequence_ = tuple[str, int]  # (request name, sample index)
 
 
 @dataclass
@@ -50,7 +61,8 @@ class ForwardStats:
     decode_tokens: int = 0
     prefill_tokens: int = 0
     kernel_calls: int = 0
-    blocks_copied: int = 0
+    blocks_copied: int = 0  # copy-on-write copies plus blocks swapped either way
+    copies_on_write: int = 0
 
 
 class ModelKV:
@@ -66,49 +78,70 @@ class ModelKV:
         self.model, self.caches, self.host_caches = model, list(caches), list(host_caches)
         self.decode_attention = decode_attention
         self.block_size = self.caches[0].block_size
-        self.tokens: dict[str, list[int]] = {}  # name -> prompt + generated so far
+        self.tokens: dict[str, list[int]] = {}  # name -> prompt + sample 0's tokens so far
+        self.samples: dict[str, list[list[int]]] = {}  # name -> per sample, prompt + its tokens
+        self.prompt_len: dict[str, int] = {}
         self.limit: dict[str, int] = {}  # name -> prompt + max_new_tokens
+        self.generators: dict[str, list[torch.Generator | None]] = {}
+        self.temperature = 0.0  # 0: greedy
         self.stats = ForwardStats()
-        self._queue: list[tuple[str, Piece]] = []
-        self._reads: dict[int, set[str]] = {}
-        self._writes: dict[int, set[str]] = {}
+        self._queue: list[tuple[Sequence_, Piece]] = []
+        self._reads: dict[int, set[Sequence_]] = {}
+        self._writes: dict[int, set[Sequence_]] = {}
 
-    def track(self, name: str, prompt: list[int], max_new_tokens: int) -> None:
-        self.tokens[name] = list(prompt)
+    def reset(self, temperature: float = 0.0) -> None:
+        """Forget the tracked requests (a new call's requests only); set the temperature."""
+        self.tokens, self.samples, self.prompt_len, self.limit = {}, {}, {}, {}
+        self.generators, self.temperature = {}, temperature
+
+    def track(
+        self,
+        name: str,
+        prompt: list[int],
+        max_new_tokens: int,
+        generators: Sequence[torch.Generator | None] = (None,),
+    ) -> None:
+        """Request ``name``: ``prompt``, its new-token limit, one generator per sample."""
+        self.samples[name] = [list(prompt) for _ in generators]
+        self.tokens[name] = self.samples[name][0]
+        self.prompt_len[name] = len(prompt)
         self.limit[name] = len(prompt) + max_new_tokens
+        self.generators[name] = list(generators)
 
     # --- KVHooks ---------------------------------------------------------------------------
     def write(self, group: Group, sample: int, table: BlockTable, first: int, count: int) -> None:
-        if sample != 0:
-            raise ValueError(f"{group.name}: the engine is greedy, one sample a request")
         name, size = group.name, self.block_size
+        if not 0 <= sample < len(self.samples[name]):
+            raise ValueError(f"{name}: sample {sample} is not one of its {len(self.samples[name])}")
+        seq, known = (name, sample), self.samples[name][sample]
         piece = Piece(tuple(table.blocks), first, count)
-        if first + count > len(self.tokens[name]):
+        if first + count > len(known):
             self.flush()  # a queued piece yields the token this one reads
-            if first + count > len(self.tokens[name]):
+            if first + count > len(known):
                 raise RuntimeError(
-                    f"{name}: positions {first}..{first + count - 1} need tokens not yet "
-                    f"generated ({len(self.tokens[name])} known)"
+                    f"{name} sample {sample}: positions {first}..{first + count - 1} need "
+                    f"tokens not yet generated ({len(known)} known)"
                 )
         writes = {slot // size for slot in piece.slots(size)}
         reads = set(piece.read_blocks(size))
-        if self._clash(name, writes, self._reads) or self._clash(name, reads, self._writes):
+        if self._clash(seq, writes, self._reads) or self._clash(seq, reads, self._writes):
             self.flush()
-        self._queue.append((name, piece))
+        self._queue.append((seq, piece))
         for block in reads:
-            self._reads.setdefault(block, set()).add(name)
+            self._reads.setdefault(block, set()).add(seq)
         for block in writes:
-            self._writes.setdefault(block, set()).add(name)
+            self._writes.setdefault(block, set()).add(seq)
 
     @staticmethod
-    def _clash(name: str, blocks: set[int], held: dict[int, set[str]]) -> bool:
-        return any(held.get(b, set()) - {name} for b in blocks)
+    def _clash(seq: Sequence_, blocks: set[int], held: dict[int, set[Sequence_]]) -> bool:
+        return any(held.get(b, set()) - {seq} for b in blocks)
 
     def copy(self, cow: CopyOnWrite) -> None:
         self.flush()
         for cache in self.caches:
             cache.copy_block(cow.src, cow.dst)
         self.stats.blocks_copied += 1
+        self.stats.copies_on_write += 1
 
     def swap_out(self, pairs: Sequence[tuple[int, int]]) -> None:
         self.flush()
@@ -133,19 +166,40 @@ class ModelKV:
         step = PagedStep(self.caches, [p for _, p in queue], self.decode_attention)
         device = self.caches[0].device
         ids = torch.tensor(
-            [t for name, p in queue for t in self.tokens[name][p.first : p.first + p.count]],
+            [
+                t
+                for (name, sample), p in queue
+                for t in self.samples[name][sample][p.first : p.first + p.count]
+            ],
             device=device,
         )
         hidden = self.model.hidden(ids, step.positions(), step)
         logits = self.model.lm_head(hidden[step.last_rows()])
         best = torch.argmax(logits, dim=-1).tolist()
-        for (name, piece), token in zip(queue, best, strict=True):
-            known = self.tokens[name]
-            if piece.first + piece.count == len(known) < self.limit[name]:
-                known.append(int(token))
+        for row, ((name, sample), piece) in enumerate(queue):
+            for who in self._yielders(name, sample, piece.first + piece.count):
+                generator = self.generators[name][who]
+                if self.temperature == 0 or generator is None:
+                    token = int(best[row])
+                else:
+                    token = draw(logits[row], generator, self.temperature)
+                self.samples[name][who].append(token)
         s = self.stats
         s.forwards += 1
         s.tokens += step.num_tokens
         s.decode_tokens += len(step.decodes)
         s.prefill_tokens += step.num_tokens - len(step.decodes)
         s.kernel_calls += step.kernel_calls
+
+    def _yielders(self, name: str, sample: int, end: int) -> list[int]:
+        """Samples whose next token a piece of ``sample`` ending at ``end`` picks.
+
+        Its own sample, if the piece reaches the end of its known tokens (below the limit);
+        the prompt piece (sample 0, ending at the prompt's end) picks every sample's first.
+        """
+        limit, prompt = self.limit[name], self.prompt_len[name]
+        return [
+            s
+            for s, known in enumerate(self.samples[name])
+            if (s == sample or end == prompt) and end == len(known) < limit
+        ]

@@ -4,7 +4,8 @@ The :class:`~pagedlab.memory.scheduler.Scheduler` starts every admitted group on
 table and prefills all of its ``work`` tokens; it has no notion of K/V found again by
 content. :class:`PrefixCachingScheduler` adds exactly that, at the one moment it matters,
 admission (it overrides the scheduler's ``_start``): it looks the group's tokens (prompt +
-generated, for a recompute) up in a :class:`pagedlab.PrefixCache`, starts the table on the
+generated, for a recompute of one sample; the prompt only for a group of samples, whose
+samples are forked after the prompt) up in a :class:`pagedlab.PrefixCache`, starts the table on the
 hit blocks (``BlockTable.hold_prefix``: shared if held, taken back off the free list if
 not), and counts those tokens as already prefilled. Everything else, FCFS, preemption,
 chunking and the budget, is the scheduler's own. The admission checks still count the whole
@@ -34,7 +35,7 @@ class PrefixCachingScheduler(Scheduler):
         self,
         allocator: BlockAllocator,
         cache: PrefixCache,
-        tokens: Callable[[str], list[int]],
+        tokens: Callable[[str, int], list[int]],
         mode: str = "recompute",
         token_budget: int | None = None,
         chunked_prefill: bool = False,
@@ -49,7 +50,8 @@ class PrefixCachingScheduler(Scheduler):
 
     def _start(self, group: Group, out: StepResult) -> None:
         super()._start(group, out)
-        known = self._tokens(group.name)[: group.work]
+        r = group.request  # samples fork after the prompt: a hit stays inside it
+        known = self._tokens(group.name, 0)[: group.work if r.num_samples == 1 else r.prompt_len]
         hits, _ = self.cache.lookup(known)
         if hits:
             group.tables[0].hold_prefix(hits)
@@ -61,6 +63,7 @@ class PrefixCachingScheduler(Scheduler):
         """Cache the full blocks of every running table (K/V written); returns blocks added."""
         added = 0
         for group in self.running:
-            for table in group.tables:
-                added += self.cache.register(table, self._tokens(group.name)[: table.num_tokens])
+            for sample, table in enumerate(group.tables):
+                known = self._tokens(group.name, sample)[: table.num_tokens]
+                added += self.cache.register(table, known)
         return added

@@ -39,12 +39,14 @@ _ALL: list[Exercise] = [
 if HAS_TORCH:  # the data plane's exercises, in the notebooks' order
     from pagedlab.attention import backend
     from pagedlab.exercises import attention, batching, swap_choice
+    from pagedlab.exercises import engine as engine_exercises
 
     _at = _ALL.index(capstones.EXERCISES_CAPSTONE_02[-1]) + 1
     _ALL[_at:_at] = [*attention.EXERCISES_03, *attention.EXERCISES_04]
     _at = _ALL.index(preemption.EXERCISES_09[0])
     _ALL[_at:_at] = batching.EXERCISES_08
     _ALL += swap_choice.EXERCISES_09_DECISION
+    _ALL += engine_exercises.EXERCISES_10
     if backend.BACKEND != "unavailable":  # the Triton puzzle needs triton (Linux x86_64)
         from pagedlab.exercises import triton_ladder, triton_puzzle
 

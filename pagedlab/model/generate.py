@@ -5,17 +5,21 @@ tokens only (not the prompt), as :meth:`pagedlab.engine.Engine.generate` does: o
 over the whole prompt, then one token per step, each the argmax of the last position's
 logits (ties go to the lowest token id, ``torch.argmax``). No end-of-sequence token: it
 always generates exactly ``max_new_tokens``.
+
+``sample_contiguous(model, prompt, max_new_tokens, n, temperature, seed)`` is the sampling
+oracle: each of ``n`` samples alone, drawing by :mod:`pagedlab.model.sampling`'s protocol.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
 from pagedlab.checks import ArgumentTypeError, check_int
 from pagedlab.model.kv import ContiguousCache
 from pagedlab.model.llama import TinyLlama
+from pagedlab.model.sampling import check_temperature, draw, sample_generator
 
 
 def check_prompt(model: TinyLlama, prompt: object, name: str = "prompt") -> list[int]:
@@ -46,6 +50,50 @@ def generate_contiguous(model: TinyLlama, prompt: list[int], max_new_tokens: int
         raise ArgumentTypeError(f"model must be a TinyLlama, got {type(model).__name__}")
     ids = check_prompt(model, prompt)
     n = check_length(model, ids, max_new_tokens, "prompt")
+    return _run_contiguous(model, ids, n, lambda logits: int(torch.argmax(logits)))
+
+
+@torch.no_grad()
+def sample_contiguous(
+    model: TinyLlama,
+    prompt: list[int],
+    max_new_tokens: int,
+    n: int = 1,
+    temperature: float = 1.0,
+    seed: int = 0,
+    request: int = 0,
+) -> list[list[int]]:
+    """The sampling oracle: ``n`` samples of ``prompt``, each run alone on its own cache.
+
+    Sample ``s`` draws its tokens from ``sample_generator(seed, request, s)``, one draw per
+    token (:mod:`pagedlab.model.sampling`); ``request`` is the prompt's index in an
+    ``Engine.sample`` call, so ``Engine.sample(prompts, ...)[i] == sample_contiguous(model,
+    prompts[i], ..., request=i)``. ``temperature = 0`` is greedy: every sample is
+    :func:`generate_contiguous`'s tokens.
+    """
+    if not isinstance(model, TinyLlama):
+        raise ArgumentTypeError(f"model must be a TinyLlama, got {type(model).__name__}")
+    ids = check_prompt(model, prompt)
+    new = check_length(model, ids, max_new_tokens, "prompt")
+    samples = check_int(n, "n", minimum=1)
+    temp = check_temperature(temperature)
+    seed = check_int(seed, "seed", minimum=0)
+    request = check_int(request, "request", minimum=0)
+    out = []
+    for s in range(samples):
+        generator = sample_generator(seed, request, s)
+
+        def pick(logits: torch.Tensor, g: torch.Generator = generator) -> int:
+            return draw(logits, g, temp)
+
+        out.append(_run_contiguous(model, ids, new, pick))
+    return out
+
+
+def _run_contiguous(
+    model: TinyLlama, ids: list[int], n: int, pick: Callable[[torch.Tensor], int]
+) -> list[int]:
+    """One prefill, then one token per step on a ContiguousCache; ``pick`` chooses each."""
     device = next(model.parameters()).device
     cache = ContiguousCache(model.num_layers)
     new: list[int] = []
@@ -54,7 +102,7 @@ def generate_contiguous(model: TinyLlama, prompt: list[int], max_new_tokens: int
         tokens = torch.tensor(pending, device=device)
         positions = torch.arange(first, first + len(pending), device=device)
         h = model.hidden(tokens, positions, cache)
-        token = int(torch.argmax(model.lm_head(h[-1])))
+        token = pick(model.lm_head(h[-1]))
         new.append(token)
         first += len(pending)
         pending = [token]

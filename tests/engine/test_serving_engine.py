@@ -7,6 +7,11 @@ without chunked prefill, swap and recompute, prefix caching on and off; every ce
 token identity with generate_contiguous, and the cells meant to preempt assert they did.
 Decodes must run through paged_attention (counted by patching it), and the memory the
 requests held is checked against an Orca-style reservation (prompt + max_new_tokens slots).
+
+Parallel sampling (§4.4): ``Engine.sample`` with n = 2 seeded samples per prompt equals
+``sample_contiguous`` (each sample alone, the same per-sample generator) over pools that
+preempt (swap and recompute), block sizes 1..5 (partly filled last prompt blocks, so the
+samples copy on write, counted), prefix caching on and off.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ import torch
 
 import pagedlab
 from pagedlab.engine import Engine
-from pagedlab.model import TINY, TinyLlama, generate_contiguous
+from pagedlab.memory.capacity import prefill_need
+from pagedlab.model import TINY, TinyLlama, generate_contiguous, sample_contiguous
+from pagedlab.model.sampling import draw, sample_generator, sample_seed
 
 NEW = 6
 MODEL = TinyLlama(TINY, seed=11, init_std=0.3)
@@ -195,3 +202,151 @@ def test_blocks_reused_within_a_step_split_its_forward_and_keep_the_tokens() -> 
     run = engine.last_run
     assert run is not None and run.preemptions > 0
     assert engine.stats.forwards > len(run.steps)  # some step ran in two forwards
+
+
+# --- parallel sampling (§4.4): n seeded samples per prompt, forked, copy-on-write -------------
+# Prompts of 6, 11 and 3 tokens; n = 2 samples; the oracle runs each sample alone.
+S_PROMPTS, S_NEW, S_N, S_SEED = PROMPTS[:3], 5, 2, 3
+S_ORACLE = [
+    sample_contiguous(MODEL, p, S_NEW, S_N, temperature=1.0, seed=S_SEED, request=i)
+    for i, p in enumerate(S_PROMPTS)
+]
+
+
+def partial_prompts(block_size: int) -> int:
+    """Prompts whose last block is partly filled: each sample but one copies it on write."""
+    return sum(1 for p in S_PROMPTS if len(p) % block_size)
+
+
+# (num_blocks, block_size, preemption, token_budget, prefix_caching, must_preempt, kernel)
+SAMPLE_GRID = [
+    (64, 1, "recompute", None, True, False, False),  # block-aligned prompts: no copy
+    (64, 4, "recompute", None, False, False, True),  # every prompt partial, no preemption
+    (9, 3, "swap", 6, True, True, False),
+    (9, 3, "recompute", 6, False, True, False),
+    (6, 5, "swap", None, False, True, False),
+    (6, 5, "recompute", None, True, True, False),  # the recompute hits the cached prompt
+    (12, 2, "recompute", 4, True, True, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("num_blocks", "block_size", "preemption", "budget", "prefix", "must_preempt", "kernel"),
+    SAMPLE_GRID,
+)
+def test_samples_equal_the_oracle_through_fork_and_copy_on_write(
+    num_blocks: int,
+    block_size: int,
+    preemption: str,
+    budget: int | None,
+    prefix: bool,
+    must_preempt: bool,
+    kernel: bool,
+) -> None:
+    engine = Engine(
+        MODEL,
+        num_blocks,
+        block_size,
+        preemption=preemption,
+        token_budget=budget,
+        prefix_caching=prefix,
+        **({} if kernel else FAST),
+    )
+    out = engine.sample(S_PROMPTS, S_NEW, n=S_N, temperature=1.0, seed=S_SEED)
+    assert out == S_ORACLE
+    run = engine.last_run
+    assert run is not None
+    run.scheduler.check()
+    assert engine.allocator.num_free == num_blocks
+    assert (run.preemptions > 0) == must_preempt
+    copies = engine.stats.copies_on_write
+    if must_preempt:  # a recompute forks again and copies again; a swap keeps the copies
+        assert copies >= (S_N - 1) * partial_prompts(block_size)
+    else:  # exactly one copy per sample but the last, per partly filled prompt block
+        assert copies == (S_N - 1) * partial_prompts(block_size)
+    if block_size == 1:
+        assert copies == 0
+    if prefix and preemption == "recompute" and must_preempt:
+        assert run.scheduler.hit_tokens > 0  # type: ignore[attr-defined]
+
+
+def test_samples_are_samples_not_the_greedy_tokens() -> None:
+    """The grid's oracle really samples: samples differ from each other and from greedy."""
+    greedy = ORACLE[: len(S_PROMPTS)]
+    assert any(s[0] != s[1] for s in S_ORACLE)
+    assert any(s[0] != [t for t in g[:S_NEW]] for s, g in zip(S_ORACLE, greedy, strict=True))
+    other_seed = [
+        sample_contiguous(MODEL, p, S_NEW, S_N, 1.0, S_SEED + 1, request=i)
+        for i, p in enumerate(S_PROMPTS)
+    ]
+    assert other_seed != S_ORACLE
+
+
+def test_the_rng_protocol_is_per_sample() -> None:
+    """Sample s's stream depends on (seed, request, s) only: not on n, not on other prompts."""
+    p = S_PROMPTS[1]
+    assert sample_contiguous(MODEL, p, S_NEW, 3, 1.0, S_SEED, request=1)[:2] == S_ORACLE[1]
+    engine = Engine(MODEL, 32, 4, **FAST)
+    alone = engine.sample([S_PROMPTS[0]], S_NEW, n=1, temperature=1.0, seed=S_SEED)
+    assert alone == [S_ORACLE[0][:1]]  # request 0, sample 0: the same stream as in the batch
+    assert sample_seed(S_SEED, 0, 1) != sample_seed(S_SEED, 1, 0)
+
+
+def test_temperature_zero_is_greedy_and_a_tiny_temperature_its_limit() -> None:
+    greedy = [g[:S_NEW] for g in ORACLE[: len(S_PROMPTS)]]
+    engine = Engine(MODEL, 32, 4, **FAST)
+    assert engine.sample(S_PROMPTS, S_NEW, n=2, temperature=0) == [[g, g] for g in greedy]
+    tiny = engine.sample(S_PROMPTS, S_NEW, n=1, temperature=1e-6, seed=1)
+    assert [s[0] for s in tiny] == greedy
+    assert engine.generate(S_PROMPTS, S_NEW) == greedy  # generate's contract unchanged
+
+
+def test_gumbel_max_draws_follow_the_softmax() -> None:
+    logits = torch.tensor([2.0, 1.0, 0.0, -1.0])
+    generator = sample_generator(0, 0, 0)
+    draws = [draw(logits, generator, 0.5) for _ in range(4000)]
+    freq = torch.bincount(torch.tensor(draws), minlength=4).double() / len(draws)
+    want = torch.softmax(logits.double() / 0.5, dim=0)
+    assert torch.allclose(freq, want, atol=0.03), (freq, want)
+
+
+def test_right_after_the_fork_the_samples_share_every_prompt_block() -> None:
+    """§4.4: the prompt is prefilled once; its n tables hold the same blocks (ref count n)."""
+    engine = Engine(MODEL, 32, 4, prefix_caching=False, **FAST)
+    run = engine.start([S_PROMPTS[1]], S_NEW, n=3, temperature=1.0, seed=S_SEED)
+    engine.step(run)  # the whole prefill: forked at its end
+    group = run.scheduler.groups["A"]
+    assert len(group.tables) == 3 and engine.stats.copies_on_write == 0
+    assert all(t.blocks == group.tables[0].blocks for t in group.tables)
+    assert len(group.device_blocks()) == -(-len(S_PROMPTS[1]) // 4)
+    assert all(engine.allocator.refcount(b) == 3 for b in group.device_blocks())
+    record = engine.step(run)  # first decode: 2 of the 3 samples copy the partial last block
+    assert engine.stats.copies_on_write == 2
+    assert [len(t) for t in record.new_sample_tokens["A"]] == [1, 1, 1]
+
+
+def test_sample_bad_input_changes_nothing() -> None:
+    engine = Engine(MODEL, 8, 4, token_budget=2, **FAST)
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        engine.sample([S_PROMPTS[0]], 2, n=0)
+    with pytest.raises(ValueError, match="temperature must be a finite number >= 0"):
+        engine.sample([S_PROMPTS[0]], 2, temperature=-1.0)
+    with pytest.raises(ValueError, match="more than token_budget = 2"):
+        engine.sample([S_PROMPTS[0]], 2, n=3)
+    with pytest.raises(ValueError, match="x 2 samples needs 10 blocks"):
+        engine.sample([[1] * 16], 12, n=2)
+    with pytest.raises(TypeError, match="temperature must be a number"):
+        sample_contiguous(MODEL, S_PROMPTS[0], 2, temperature="hot")  # type: ignore[arg-type]
+    assert engine.allocator.num_free == 8
+    assert engine.sample([S_PROMPTS[0]], 3, n=2, seed=S_SEED) == [
+        sample_contiguous(MODEL, S_PROMPTS[0], 3, 2, 1.0, S_SEED)
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block_size", range(1, 17))
+@pytest.mark.parametrize("preemption", ["swap", "recompute"])
+def test_samples_at_every_block_size_under_pressure(block_size: int, preemption: str) -> None:
+    need = max(prefill_need(len(p), S_NEW, S_N, block_size) for p in S_PROMPTS)
+    engine = Engine(MODEL, need + 1, block_size, preemption=preemption, token_budget=5)
+    assert engine.sample(S_PROMPTS, S_NEW, n=S_N, seed=S_SEED) == S_ORACLE

@@ -25,6 +25,7 @@ NOTEBOOKS = [
     "07_memory_at_scale",
     "08_to_vllm",
     "09_when_memory_runs_out",
+    "10_real_model",
 ]
 PLAIN = [name for name, e in EXERCISES.items() if "@triton.jit" not in e.stub_code]  # no triton
 
@@ -228,6 +229,26 @@ WRONG = {
         (lambda t, n, b: (_pad(t), list(n), [r[k // b] * b + k % b if k // b < len(r) else -1 for r, k in zip(t, n, strict=True)]), "off by one"),
         (lambda t, n, b: (_pad(t), list(n), [k - 1 for k in n]), "logical slot"),
         (lambda t, n, b: (_pad(t), list(n), [r[p // b] * b + p % b for r, k in zip(t, n, strict=True) for p in range(k)]), "one token per sequence"),
+    ],
+    # notebook 10: graded against the real engine's first steps
+    "orca_vs_paged_slots": [
+        (lambda ls, m, b: (len(ls) * m, sum(_ceil(p, b) * b for p in ls)), "prompt included"),
+        (lambda ls, m, b: (sum(ls), sum(_ceil(p, b) * b for p in ls)), "new tokens too"),
+        (lambda ls, m, b: (sum(ls) + len(ls) * m, sum(ls)), "whole blocks"),
+        (lambda ls, m, b: (sum(ls) + len(ls) * m, sum(p // b * b for p in ls)), "one token needs it"),
+        (lambda ls, m, b: (sum(ls) + len(ls) * m, sum(_ceil(p + 1, b) * b for p in ls)), "written by the next step"),
+        (lambda ls, m, b: (sum(ls) + len(ls) * m, sum(_ceil(p, b) for p in ls)), "why:      notebook 10"),  # blocks, not slots
+        (lambda ls, m, b: (sum(ls) + len(ls) * m, sum(_ceil(p, 8) * 8 for p in ls)), GENERIC),  # block_size ignored
+        (lambda ls, m, b: [sum(ls) + len(ls) * m, sum(_ceil(p, b) * b for p in ls)], "tuple"),
+    ],
+    "samples_share": [
+        (lambda p, n, b: (n * _ceil(p, b), n * _ceil(p, b) + (n - 1) * (p % b != 0)), "copies no block"),
+        (lambda p, n, b: (_ceil(p, b), _ceil(p, b) + n), "writes in place"),
+        (lambda p, n, b: (_ceil(p, b), _ceil(p, b) + n - 1), "never copied"),
+        (lambda p, n, b: (p // b, p // b + n), "one token needs it"),
+        (lambda p, n, b: (_ceil(p, b), _ceil(p, b)), "expected:"),  # no block for the new tokens
+        (lambda p, n, b: (_ceil(p, b), n * _ceil(p + 1, b)), "expected:"),  # copies every block
+        (lambda p, n, b: (_ceil(p, b), _ceil(p, b) + n - 1 if p % b else _ceil(p, b) + 1), "expected:"),
     ],
 }  # fmt: skip
 

@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-NOTEBOOKS = sorted((REPO / "notebooks").glob("0[1-9]_*.ipynb"))
+NOTEBOOKS = sorted((REPO / "notebooks").glob("0[1-9]_*.ipynb")) + sorted(
+    (REPO / "notebooks").glob("1[0-9]_*.ipynb")
+)
 
 
 def _script():  # type: ignore[no-untyped-def]

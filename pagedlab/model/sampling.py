@@ -1,0 +1,59 @@
+"""Seeded sampling: the RNG protocol that makes a sample independent of how it was served.
+
+One :class:`torch.Generator` per (request, sample), on the CPU, seeded from ``(seed,
+request index, sample index)`` by :func:`sample_seed` (sha256 of the three, so streams of
+neighbouring indices are unrelated). Each generated token of that sample draws **exactly
+one** vector of ``vocab_size`` float64 uniforms from its generator, in token order, and picks
+the token by the Gumbel-max trick: ``argmax(logits / temperature - log(-log(u)))``, a draw from
+``softmax(logits / temperature)``. So token ``t`` of sample ``s`` of request ``i`` depends only
+on ``(seed, i, s, t)`` and that position's logits: not on batching, chunking, preemption,
+block layout or which other samples ran in the same forward. Recomputed positions never draw
+(their tokens are known). :func:`pagedlab.model.sample_contiguous` (the oracle) and
+:meth:`pagedlab.engine.Engine.sample` both follow it.
+
+``temperature = 0`` is greedy (``torch.argmax``, lowest token id on ties; nothing drawn), the
+limit of the Gumbel-max draw as the temperature goes to 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+
+from pagedlab.checks import ArgumentTypeError, check_int
+
+
+def check_temperature(temperature: object) -> float:
+    """``temperature`` as a finite float >= 0 (0: greedy); errors name the value."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise ArgumentTypeError(f"temperature must be a number, got {temperature!r}")
+    if not 0 <= float(temperature) < float("inf"):
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    return float(temperature)
+
+
+def sample_seed(seed: int, request: int, sample: int) -> int:
+    """The 63-bit seed of ``(seed, request, sample)``'s generator (sha256 of the three)."""
+    parts = [
+        check_int(v, n, 0) for v, n in ((seed, "seed"), (request, "request"), (sample, "sample"))
+    ]
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def sample_generator(seed: int, request: int, sample: int) -> torch.Generator:
+    """A fresh CPU generator for ``sample`` of ``request``: one draw per generated token."""
+    return torch.Generator().manual_seed(sample_seed(seed, request, sample))
+
+
+def draw(logits: torch.Tensor, generator: torch.Generator | None, temperature: float) -> int:
+    """One token from ``logits`` ``[vocab]``: Gumbel-max at ``temperature``, argmax at 0.
+
+    Draws exactly ``vocab`` uniforms from ``generator`` when ``temperature > 0``.
+    """
+    if temperature == 0 or generator is None:
+        return int(torch.argmax(logits))
+    u = torch.rand(logits.shape[-1], generator=generator, dtype=torch.float64)
+    gumbel = -torch.log(-torch.log(u))
+    return int(torch.argmax(logits.detach().double().cpu() / temperature + gumbel))
