@@ -694,3 +694,124 @@ def test_every_parameter_is_varied_by_some_case(name: str) -> None:
         seen = {repr(case.args[position]) for case in cases if position < len(case.args)}
         assert len(seen) >= 2, f"{name}: {param} never varies"
     assert all(case.why for case in cases if case.kind == "fixed"), name
+
+
+# scheduler_step (notebook 09's capstone): the wrong steps a learner writes first
+def _sched_step(oldest=False, back=False, prefill_only=True, skip_ahead=False, release=True,  # type: ignore[no-untyped-def]
+                newest_first=False, admit_after=False, keep_finished=False, lose_victim=False):
+    """A step with one switch wrong (the right one with no switch)."""
+
+    def step(state):  # type: ignore[no-untyped-def]
+        def admit() -> bool:
+            k, admitted = 0, False
+            while k < len(state.waiting):
+                group = state.waiting[k]
+                if not state.prefill_fits(group):
+                    if not skip_ahead:
+                        break
+                    k += 1
+                    continue
+                state.waiting.pop(k)
+                state.prefill(group)
+                state.running.append(group)
+                admitted = True
+            return admitted
+
+        if not admit_after and admit() and prefill_only:
+            return
+        preempted = False
+        for group in list(state.running)[:: -1 if newest_first else 1]:
+            if group not in state.running or group.name in state.did["admitted"]:
+                continue
+            while not state.decode_fits(group):
+                victim = state.running.pop(0 if oldest else -1)
+                state.drop(victim)
+                preempted = True
+                if not lose_victim:
+                    state.waiting.insert(len(state.waiting) if back else 0, victim)
+                if victim is group:
+                    return
+            state.decode(group)
+            if group.generated == group.request.output_len:
+                if release:
+                    state.release(group)
+                if not keep_finished:
+                    state.running.remove(group)
+                    state.finished.append(group)
+        if admit_after and not preempted:
+            admit()
+
+    return step
+
+
+WRONG_STEPS = [
+    (_sched_step(oldest=True), "preempted: expected ['C'], got ['B']"),  # the oldest preempted
+    (_sched_step(back=True), "a preempted group arrived before everything still waiting"),
+    (_sched_step(prefill_only=False), "a step that admits runs its prefills only"),
+    (_sched_step(skip_ahead=True), "why:      admission is FCFS: B does not fit"),
+    (_sched_step(release=False), "after step 3: finished: expected ['A', 'B'], got []; free list"),  # never freed
+    (_sched_step(newest_first=True), "decoded: expected ['A', 'B'], got ['B', 'A']"),
+    (_sched_step(admit_after=True), "after step 3: admitted: expected [], got ['C']"),  # admits after decoding
+    (_sched_step(keep_finished=True), "raised ValueError: A holds no blocks"),  # finished, still running
+    (_sched_step(lose_victim=True), "after step 5: waiting: expected ['C'], got []"),  # dropped, never queued
+]
+
+
+def test_the_right_step_with_no_switch_passes() -> None:
+    assert EXERCISES["scheduler_step"].check(_sched_step()).passed
+
+
+@pytest.mark.parametrize("index", range(len(WRONG_STEPS)))
+def test_a_wrong_scheduler_step_is_rejected_at_the_first_step_it_gets_wrong(index: int) -> None:
+    step, words = WRONG_STEPS[index]
+    result = EXERCISES["scheduler_step"].check(step)
+    assert result.status == FAILED, f"scheduler_step accepted wrong step #{index}"
+    for part in ("why:", "inputs:", "expected:", "got:", words):
+        assert part in result.message, f"{part!r} not in:\n{result.message}"
+    assert "state.running.pop()" not in result.message  # names what differed, not the code
+
+
+def test_the_scheduler_step_cases_show_what_their_why_says() -> None:
+    """Each fixed trace (pagedlab's Scheduler's log) holds the event its why names."""
+    from pagedlab.exercises.scheduler_step import PARTS
+
+    cases = {c.why.split(":")[0]: c.expected for c in EXERCISES["scheduler_step"].cases()}
+    at = {part: PARTS.index(part) for part in PARTS}
+    front = cases["D never ran; C is preempted at step 3"]
+    assert front[2][at["preempted"]] == ["C"] and front[2][at["waiting"]] == ["C", "D"]
+    prefill = cases["C is admitted at step 3 while B runs"]
+    assert prefill[2][at["admitted"]] == ["C"] and prefill[2][at["decoded"]] == []
+    assert "B" in prefill[2][at["running"]]
+    freed = cases["A and B finish at step 3 and their blocks are freed; C is admitted into them at step 4, not in the decode step 3"]
+    assert freed[2][at["finished"]] == ["A", "B"] and freed[2][at["admitted"]] == []
+    assert freed[3][at["admitted"]] == ["C"]
+    fcfs = cases["admission is FCFS"]
+    assert fcfs[0][at["admitted"]] == ["A"] and fcfs[0][at["waiting"]] == ["B", "C"]
+    newest = cases["three requests fill the pool, and the pool fills again as they grow"]
+    victims = [s[at["preempted"]] for s in newest if s[at["preempted"]]]
+    assert victims and all(v == ["C"] for v in victims[:1])
+    itself = cases["the group that needs a block is the newest itself"]
+    assert itself[2][at["decoded"]] == ["A"] and itself[2][at["preempted"]] == ["B"]
+    shared = cases["two samples share the prompt"]  # the copy: each sample's own last block
+    first_decode = shared[1][at["running groups' blocks"]]
+    assert first_decode[0][0][-1] != first_decode[0][1][-1]
+    assert any(s[at["preempted"]] for s in cases["blocks of 3 (not a power of two), preemptions again and again"])
+
+
+def test_the_step_state_refuses_what_cannot_happen() -> None:
+    from pagedlab.exercises.scheduler_step import StepState
+
+    state = StepState(4, 4, [("A", 6, 1, 1), ("B", 12, 1, 1)])
+    a, b = state.waiting
+    state.prefill(a)
+    with pytest.raises(ValueError, match="A already holds blocks"):
+        state.prefill(a)
+    with pytest.raises(ValueError, match="B's prefill does not fit 2 blocks"):
+        state.prefill(b)
+    with pytest.raises(ValueError, match="B holds no blocks"):
+        state.decode(b)
+    state.decode(a)
+    with pytest.raises(ValueError, match="A already generated all 1 tokens"):
+        state.decode(a)
+    state.release(a)
+    assert state.num_free == 4 and state.did["finished"] == ["A"]

@@ -215,8 +215,9 @@ def replay_steps(step: Callable[[StepState], Any] | None, num_blocks: int, block
 
 
 FIXED: list[tuple[int, int, list[Spec], str, tuple[str, ...]]] = [
-    (4, 4, [("A", 6, 2, 1), ("B", 6, 2, 1)],
-     "a finished group's blocks are freed, and the next step admits into them", ()),
+    (4, 4, [("A", 6, 2, 1), ("B", 6, 2, 1), ("C", 6, 2, 1)],
+     "A and B finish at step 3 and their blocks are freed; C is admitted into them at step "
+     "4, not in the decode step 3", ()),
     (12, 4, [("A", 6, 6, 2), ("B", 6, 6, 2)],
      "two samples share the prompt: their first decode copies the shared last block", ()),
     (11, 2, [("A", 12, 5, 1), ("B", 11, 1, 1), ("C", 5, 3, 1)],
