@@ -8,11 +8,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from pagedlab.exercises import EXERCISES, forget_results, in_notebook, progress, solution, stub
 from pagedlab.exercises.core import FAILED, PASSED, TODO, CheckResult
+from pagedlab.exercises.scheduler_step import PARTS, StepState
 from pagedlab.memory.prefix_cache import ROOT_HASH, block_hashes, chain_hash
 
 NOTEBOOKS = [
@@ -697,11 +700,14 @@ def test_every_parameter_is_varied_by_some_case(name: str) -> None:
 
 
 # scheduler_step (notebook 09's capstone): the wrong steps a learner writes first
-def _sched_step(oldest=False, back=False, prefill_only=True, skip_ahead=False, release=True,  # type: ignore[no-untyped-def]
-                newest_first=False, admit_after=False, keep_finished=False, lose_victim=False):
-    """A step with one switch wrong (the right one with no switch)."""
+def _sched_step(**wrong: bool) -> Callable[[StepState], None]:
+    """A step with the switches in ``wrong`` set (the right one with none)."""
+    oldest, back, skip_ahead = (wrong.get(k, False) for k in ("oldest", "back", "skip_ahead"))
+    newest_first, admit_after = wrong.get("newest_first", False), wrong.get("admit_after", False)
+    keep_finished, lose_victim = wrong.get("keep_finished", False), wrong.get("lose_victim", False)
+    prefill_only, release = wrong.get("prefill_only", True), wrong.get("release", True)
 
-    def step(state):  # type: ignore[no-untyped-def]
+    def step(state: StepState) -> None:
         def admit() -> bool:
             k, admitted = 0, False
             while k < len(state.waiting):
@@ -749,11 +755,23 @@ WRONG_STEPS = [
     (_sched_step(back=True), "a preempted group arrived before everything still waiting"),
     (_sched_step(prefill_only=False), "a step that admits runs its prefills only"),
     (_sched_step(skip_ahead=True), "why:      admission is FCFS: B does not fit"),
-    (_sched_step(release=False), "after step 3: finished: expected ['A', 'B'], got []; free list"),  # never freed
+    (
+        _sched_step(release=False),
+        "after step 3: finished: expected ['A', 'B'], got []; free list",
+    ),  # never freed
     (_sched_step(newest_first=True), "decoded: expected ['A', 'B'], got ['B', 'A']"),
-    (_sched_step(admit_after=True), "after step 3: admitted: expected [], got ['C']"),  # admits after decoding
-    (_sched_step(keep_finished=True), "raised ValueError: A holds no blocks"),  # finished, still running
-    (_sched_step(lose_victim=True), "after step 5: waiting: expected ['C'], got []"),  # dropped, never queued
+    (
+        _sched_step(admit_after=True),
+        "after step 3: admitted: expected [], got ['C']",
+    ),  # admits after decoding
+    (
+        _sched_step(keep_finished=True),
+        "raised ValueError: A holds no blocks",
+    ),  # finished, still running
+    (
+        _sched_step(lose_victim=True),
+        "after step 5: waiting: expected ['C'], got []",
+    ),  # dropped, never queued
 ]
 
 
@@ -773,34 +791,34 @@ def test_a_wrong_scheduler_step_is_rejected_at_the_first_step_it_gets_wrong(inde
 
 def test_the_scheduler_step_cases_show_what_their_why_says() -> None:
     """Each fixed trace (pagedlab's Scheduler's log) holds the event its why names."""
-    from pagedlab.exercises.scheduler_step import PARTS
+    cases = EXERCISES["scheduler_step"].cases()
 
-    cases = {c.why.split(":")[0]: c.expected for c in EXERCISES["scheduler_step"].cases()}
+    def by_why(start: str) -> Any:
+        return next(c.expected for c in cases if c.why.startswith(start))
+
     at = {part: PARTS.index(part) for part in PARTS}
-    front = cases["D never ran; C is preempted at step 3"]
+    front = by_why("D never ran; C is preempted at step 3")
     assert front[2][at["preempted"]] == ["C"] and front[2][at["waiting"]] == ["C", "D"]
-    prefill = cases["C is admitted at step 3 while B runs"]
+    prefill = by_why("C is admitted at step 3 while B runs")
     assert prefill[2][at["admitted"]] == ["C"] and prefill[2][at["decoded"]] == []
     assert "B" in prefill[2][at["running"]]
-    freed = cases["A and B finish at step 3 and their blocks are freed; C is admitted into them at step 4, not in the decode step 3"]
+    freed = by_why("A and B finish at step 3 and their block")
     assert freed[2][at["finished"]] == ["A", "B"] and freed[2][at["admitted"]] == []
     assert freed[3][at["admitted"]] == ["C"]
-    fcfs = cases["admission is FCFS"]
+    fcfs = by_why("admission is FCFS")
     assert fcfs[0][at["admitted"]] == ["A"] and fcfs[0][at["waiting"]] == ["B", "C"]
-    newest = cases["three requests fill the pool, and the pool fills again as they grow"]
+    newest = by_why("three requests fill the pool, and the po")
     victims = [s[at["preempted"]] for s in newest if s[at["preempted"]]]
     assert victims and all(v == ["C"] for v in victims[:1])
-    itself = cases["the group that needs a block is the newest itself"]
+    itself = by_why("the group that needs a block is the newe")
     assert itself[2][at["decoded"]] == ["A"] and itself[2][at["preempted"]] == ["B"]
-    shared = cases["two samples share the prompt"]  # the copy: each sample's own last block
+    shared = by_why("two samples share the prompt")  # the copy: each sample's own last block
     first_decode = shared[1][at["running groups' blocks"]]
     assert first_decode[0][0][-1] != first_decode[0][1][-1]
-    assert any(s[at["preempted"]] for s in cases["blocks of 3 (not a power of two), preemptions again and again"])
+    assert any(s[at["preempted"]] for s in by_why("blocks of 3 (not a power of two), preemp"))
 
 
 def test_the_step_state_refuses_what_cannot_happen() -> None:
-    from pagedlab.exercises.scheduler_step import StepState
-
     state = StepState(4, 4, [("A", 6, 1, 1), ("B", 12, 1, 1)])
     a, b = state.waiting
     state.prefill(a)

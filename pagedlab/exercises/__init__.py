@@ -10,8 +10,8 @@ Each notebook 01-09 has two or more exercises, in the notebook's order; ``stub(n
 starter cell a notebook holds. Importing this package imports torch when it is installed,
 never ipywidgets (``pagedlab.exercises.predict`` holds the predict-then-reveal widget).
 Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose graders need
-no torch (``blocks``, ``capstones``, ``sharing``, ``serving``, ``preemption``, ``scheduler_step``); the others need
-torch to import at all.
+no torch (``blocks``, ``capstones``, ``sharing``, ``serving``, ``preemption``,
+``scheduler_step``); the others need torch to import at all.
 """
 
 from __future__ import annotations

@@ -150,15 +150,20 @@ def scheduler_step(state: StepState) -> None:
 
 
 STEP_STUB = '''def my_scheduler_step(state):
-    """One step of a recompute-mode FCFS scheduler, whole prefills (vLLM V0's default).
+    """One step of a recompute-mode FCFS scheduler with whole prefills (vLLM V0's default).
 
     state.waiting (FCFS, front first), state.running (arrival order, oldest first) and
-    state.finished are lists of groups (group.name, group.generated, group.request.output_len).
-    Mechanics: state.prefill_fits(g) / state.prefill(g); state.decode_fits(g) /
-    state.decode(g); state.drop(g) (preempt by recompute: frees its blocks);
-    state.release(g) (frees a finished group's blocks). Moving groups between the lists is
-    yours. Admit if you can (a step that admits only prefills); else decode the running
-    groups, preempting when a token does not fit.
+    state.finished are lists of groups: group.name, group.generated (tokens each sample
+    generated), group.request.output_len. Moving groups between the lists is yours.
+    Mechanics: state.prefill_fits(g) / state.prefill(g): a whole (re)prefill;
+    state.decode_fits(g) / state.decode(g): one token for every sample;
+    state.drop(g): preempt by recompute (frees its blocks);
+    state.release(g): free a finished group's blocks.
+
+    The policy: first come, first served. A step that admits runs prefills only (the
+    running groups wait); otherwise the running groups decode, and when a token does not
+    fit, groups are preempted until it does. A group that generated output_len tokens is
+    finished.
     """
     raise NotImplementedError("write my_scheduler_step")
 '''
@@ -193,7 +198,7 @@ def replay_steps(step: Callable[[StepState], Any] | None, num_blocks: int, block
         scheduler = Scheduler(BlockAllocator(num_blocks, block_size), mode="recompute")
         for spec in specs:
             scheduler.add(Request(*spec))
-        log = []
+        log: Log = []
         while not scheduler.done and len(log) < 1000:
             out = scheduler.step()
             did = {
@@ -265,8 +270,7 @@ def _step_cases() -> list[Case]:
 def _step_label(args: tuple[Any, ...]) -> str:
     num_blocks, size, specs = args
     said = ", ".join(
-        f"{n}: prompt {p}, output {o}" + (f", {k} samples" if k > 1 else "")
-        for n, p, o, k in specs
+        f"{n}: prompt {p}, output {o}" + (f", {k} samples" if k > 1 else "") for n, p, o, k in specs
     )
     return f"a pool of {num_blocks} blocks of {size}; requests in arrival order: {said}"
 
@@ -348,8 +352,7 @@ EXERCISES_CAPSTONE_09 = [
                 "oldest",
             ),
             Mistake(
-                "a preempted group arrived before everything still waiting: FCFS serves it "
-                "first.",
+                "a preempted group arrived before everything still waiting: FCFS serves it first.",
                 _variant(back=True),
                 "back",
             ),
