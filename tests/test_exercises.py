@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+from bisect import insort
 from collections.abc import Callable
 from typing import Any
 
@@ -703,50 +704,71 @@ def test_every_parameter_is_varied_by_some_case(name: str) -> None:
 # scheduler_step (notebook 09's capstone): the wrong steps a learner writes first
 def _sched_step(**wrong: bool) -> Callable[[StepState], None]:
     """A step with the switches in ``wrong`` set (the right one with none)."""
-    oldest, back, skip_ahead = (wrong.get(k, False) for k in ("oldest", "back", "skip_ahead"))
-    newest_first, admit_after = wrong.get("newest_first", False), wrong.get("admit_after", False)
-    keep_finished, lose_victim = wrong.get("keep_finished", False), wrong.get("lose_victim", False)
+    on = {k: wrong.get(k, False) for k in (
+        "oldest", "back", "skip_ahead", "newest_first", "admit_after", "keep_finished",
+        "lose_victim", "admit_while_swapped", "swap_in_first", "swap_in_newest", "no_fallback",
+        "swap_in_after_preempt")}  # fmt: skip
     prefill_only, release = wrong.get("prefill_only", True), wrong.get("release", True)
 
     def step(state: StepState) -> None:
         def admit() -> bool:
             k, admitted = 0, False
-            while k < len(state.waiting):
+            while k < len(state.waiting) and (on["admit_while_swapped"] or not state.swapped):
                 group = state.waiting[k]
                 if not state.prefill_fits(group):
-                    if not skip_ahead:
+                    if not on["skip_ahead"]:
                         break
                     k += 1
                     continue
                 state.waiting.pop(k)
                 state.prefill(group)
-                state.running.append(group)
+                insort(state.running, group, key=lambda g: g.order)
                 admitted = True
             return admitted
 
-        if not admit_after and admit() and prefill_only:
+        def swap_in() -> None:
+            while state.swapped:
+                group = state.swapped[-1 if on["swap_in_newest"] else 0]
+                if not state.swap_in_fits(group):
+                    return
+                state.swapped.remove(group)
+                state.swap_in(group)
+                insort(state.running, group, key=lambda g: g.order)
+
+        if not on["admit_after"] and admit() and prefill_only:
             return
-        preempted = False
-        for group in list(state.running)[:: -1 if newest_first else 1]:
+        if on["swap_in_first"]:
+            swap_in()
+        for group in list(state.running)[:: -1 if on["newest_first"] else 1]:
             if group not in state.running or group.name in state.did["admitted"]:
                 continue
+            if group.name in state.did["swapped_in"]:
+                continue
             while not state.decode_fits(group):
-                victim = state.running.pop(0 if oldest else -1)
-                state.drop(victim)
-                preempted = True
-                if not lose_victim:
-                    state.waiting.insert(len(state.waiting) if back else 0, victim)
+                victim = state.running.pop(0 if on["oldest"] else -1)
+                swap = state.mode == "swap" and (on["no_fallback"] or state.swap_out_fits(victim))
+                if swap:
+                    state.swap_out(victim)
+                    insort(state.swapped, victim, key=lambda g: g.order)
+                else:
+                    state.drop(victim)
+                    if on["back"]:
+                        state.waiting.append(victim)
+                    elif not on["lose_victim"]:
+                        insort(state.waiting, victim, key=lambda g: g.order)
                 if victim is group:
                     return
             state.decode(group)
             if group.generated == group.request.output_len:
                 if release:
                     state.release(group)
-                if not keep_finished:
+                if not on["keep_finished"]:
                     state.running.remove(group)
                     state.finished.append(group)
-        if admit_after and not preempted:
+        if on["admit_after"] and not state.did["preempted"]:
             admit()
+        if not on["swap_in_first"] and (on["swap_in_after_preempt"] or not state.did["preempted"]):
+            swap_in()
 
     return step
 
@@ -773,6 +795,11 @@ WRONG_STEPS = [
         _sched_step(lose_victim=True),
         "after step 5: waiting: expected ['C'], got []",
     ),  # dropped, never queued
+    (_sched_step(admit_while_swapped=True), "nothing new is admitted"),  # the Mistake's hint
+    (_sched_step(swap_in_first=True), "after step 9: swapped_in: expected ['B', 'C'], got []"),
+    (_sched_step(swap_in_newest=True), "swapped_in: expected ['B', 'C'], got ['C', 'B']"),
+    (_sched_step(no_fallback=True), "raised ValueError: B holds no blocks or does not fit"),
+    (_sched_step(swap_in_after_preempt=True), "after step 7: swapped_in: expected [], got ['D']"),
 ]
 
 
@@ -834,3 +861,34 @@ def test_the_step_state_refuses_what_cannot_happen() -> None:
         state.decode(a)
     state.release(a)
     assert state.num_free == 4 and state.did["finished"] == ["A"]
+
+
+@pytest.mark.parametrize("mode", ["recompute", "swap"])
+def test_the_reference_step_is_the_scheduler_on_many_seeded_traces(mode: str) -> None:
+    """The grader's two sides agree well past its cases: solution() is the Scheduler's policy."""
+    import random
+
+    from pagedlab.exercises.scheduler_step import _generated_specs, replay_steps, scheduler_step
+
+    rng = random.Random(20 if mode == "swap" else 21)
+    preempted = 0
+    for _ in range(80):
+        num_blocks, size, specs = _generated_specs(rng)
+        expected = replay_steps(None, num_blocks, size, specs, mode)
+        assert replay_steps(scheduler_step, num_blocks, size, specs, mode) == expected, specs
+        preempted += any(s[PARTS.index("preempted")] for s in expected)
+    assert preempted >= 20  # the traces do exercise preemption
+
+
+def test_the_step_state_refuses_a_swap_that_cannot_happen() -> None:
+    state = StepState(4, 4, [("A", 8, 4, 1)], mode="swap")
+    (a,) = state.waiting
+    with pytest.raises(ValueError, match="A holds no blocks"):
+        state.swap_out(a)
+    with pytest.raises(ValueError, match="A is not swapped out"):
+        state.swap_in(a)
+    state.prefill(a)
+    state.swap_out(a)
+    assert state.num_free == 4 and state.host.num_free == 2 and state.did["swapped_out"] == ["A"]
+    state.swap_in(a)
+    assert state.num_free == 2 and state.host.num_free == 4 and state.did["swapped_in"] == ["A"]
