@@ -472,8 +472,9 @@ EXERCISES_CAPSTONE_09 = [
         stub_code=STEP_STUB,
         budget_s=5.0,
         hints=[
-            "which groups does FCFS serve first, and so preempt last? Where in the queue does "
-            "a group that arrived before every waiting one belong?"
+            "which groups does FCFS serve first, and so preempt last? Where in its queue does "
+            "a preempted group belong? Who has the first claim on blocks a finished group "
+            "frees?"
         ],
     ),
 ]
