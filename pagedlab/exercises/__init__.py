@@ -10,8 +10,8 @@ Each notebook 01-09 has two or more exercises, in the notebook's order; ``stub(n
 starter cell a notebook holds. Importing this package imports torch when it is installed,
 never ipywidgets (``pagedlab.exercises.predict`` holds the predict-then-reveal widget).
 Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose graders need
-no torch (``blocks``, ``capstones``, ``sharing``, ``serving``, ``preemption``); the others need
-torch to import at all.
+no torch (``blocks``, ``capstones``, ``sharing``, ``serving``, ``preemption``,
+``scheduler_step``); the others need torch to import at all.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 from pagedlab import HAS_TORCH
 from pagedlab.exercises import blocks, capstones, preemption, serving, sharing
+from pagedlab.exercises import scheduler_step as step_capstone
 from pagedlab.exercises.core import CheckResult, Exercise, forget_results, results, with_article
 
 _ALL: list[Exercise] = [
@@ -35,6 +36,7 @@ _ALL: list[Exercise] = [
     *capstones.EXERCISES_CAPSTONE_06,
     *serving.EXERCISES_07,
     *preemption.EXERCISES_09,
+    *step_capstone.EXERCISES_CAPSTONE_09,
 ]
 if HAS_TORCH:  # the data plane's exercises, in the notebooks' order
     from pagedlab.attention import backend

@@ -11,7 +11,9 @@
 Each ``check(kernel)`` launches the learner's ``@triton.jit`` kernel (Triton's interpreter on a
 CPU) on fixed cases, each saying why it exists, and compares with torch; on a miss its
 ``where`` line says what each program touched, read off the run's output (the offsets a copy
-stored to wrongly, the row of ``x`` each gather program stored, the wrong or NaN weights).
+stored to wrongly, the row of ``x`` each gather program stored, the wrong or NaN weights),
+and draws it as a text grid (:func:`draw_copy`, :func:`draw_gather`: one row per program,
+one column per offset or row of ``x``), which shows in a CheckResult's ``<pre>``.
 Needs triton.
 """
 
@@ -251,7 +253,41 @@ def _copy_where(fn: Callable[..., Any], case: Case) -> str:
         + (f" (past n={n}: it must not store there)" if min(offs) >= n else "")
         for p, offs in sorted(by_program.items())
     ]
-    return "; ".join(parts)
+    return "; ".join(parts) + "\n" + draw_copy(got, case.expected, n, block)
+
+
+PAD = " " * 12  # a drawing's lines sit under the text of the ``where:`` line
+
+
+def draw_copy(got: Any, expected: Any, n: int, block: int) -> str:
+    """What each program stored at each of its offsets, one row per program of the launch.
+
+    ``=`` the right value, ``x`` a wrong value, ``.`` not stored (and it should have been),
+    ``!`` stored past n (it must not), blank: past n and untouched (right). Offsets past the
+    launch's last program get a row of their own if anything was stored there.
+    """
+
+    def mark(i: int) -> str:
+        g, e = float(got[i]), float(expected[i])
+        if i >= n:
+            return " " if g == SENTINEL else "!"
+        if _same(g, e):
+            return "="
+        return "." if g == SENTINEL else "x"
+
+    programs = -(-n // block)
+    rows = [f"{PAD}offset     " + "".join(str(i % 10) for i in range(programs * block))]
+    for p in range(programs):
+        lanes = "".join(mark(i) for i in range(p * block, (p + 1) * block))
+        rows.append(f"{PAD}program {p:<3}" + " " * (p * block) + lanes)
+    beyond = "".join(mark(i) for i in range(programs * block, len(got)))
+    if beyond.strip():
+        rows.append(f"{PAD}no program " + " " * (programs * block) + beyond)
+    rows.append(
+        f"{PAD}(row p: the offsets program p handles; = right  x wrong value  . not stored  "
+        f"! stored past n={n})"
+    )
+    return "\n".join(row.rstrip() for row in rows)
 
 
 def _gather_where(fn: Callable[..., Any], case: Case) -> str:
@@ -267,7 +303,26 @@ def _gather_where(fn: Callable[..., Any], case: Case) -> str:
         held = [r for r in range(x.shape[0]) if bool(torch.equal(row, x[r]))]
         what = f"x's row {held[0]}" if held else f"values {row.tolist()[: min(d, 4)]} ..."
         lines.append(f"program {i} stored {what}, expected x's row {want}")
-    return "; ".join(lines)
+    return "; ".join(lines) + ("\n" + draw_gather(got, x, index) if lines else "")
+
+
+def draw_gather(got: Any, x: Any, index: list[int]) -> str:
+    """Which row of ``x`` each program copied into its row of out, against the one to copy.
+
+    ``o`` the row it copied, and the right one; ``*`` the row it should have copied; ``#``
+    the row it copied instead; a program whose row holds no row of x is said in words.
+    """
+    rows = [f"{PAD}x's row    " + " ".join(str(r % 10) for r in range(x.shape[0]))]
+    for i, want in enumerate(index):
+        held = [r for r in range(x.shape[0]) if bool(torch.equal(got[i], x[r]))]
+        marks = [" "] * x.shape[0]
+        marks[want] = "*"
+        for r in held[:1]:
+            marks[r] = "o" if r == want else "#"
+        tail = "" if held else "   (its row holds no row of x)"
+        rows.append(f"{PAD}program {i:<3}" + " ".join(marks) + tail)
+    rows.append(f"{PAD}(o copied the right row  * the row to copy  # the row it copied)")
+    return "\n".join(row.rstrip() for row in rows)
 
 
 def _softmax_where(fn: Callable[..., Any], case: Case) -> str:
@@ -279,7 +334,13 @@ def _softmax_where(fn: Callable[..., Any], case: Case) -> str:
         return ""
     nan = [t for t in bad if got[t] != got[t]]
     text = f"wrong weights at slots {bad} (slots {n}.. hold no key)"
-    return text + (f"; NaN at slots {nan}" if nan else "")
+    text += f"; NaN at slots {nan}" if nan else ""
+    marks = "".join("N" if t in nan else ("x" if t in bad else "=") for t in range(len(got)))
+    return (
+        f"{text}\n{PAD}slot       " + "".join(str(t % 10) for t in range(len(got)))
+        + f"\n{PAD}weight     {marks}\n{PAD}key        " + "k" * n + "-" * (len(got) - n)
+        + f"\n{PAD}(= right  x wrong  N NaN; k a key, - no key)"
+    )  # fmt: skip
 
 
 def _same(a: float, b: float) -> bool:

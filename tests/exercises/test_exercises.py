@@ -8,11 +8,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+from bisect import insort
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from pagedlab.exercises import EXERCISES, forget_results, in_notebook, progress, solution, stub
 from pagedlab.exercises.core import FAILED, PASSED, TODO, CheckResult
+from pagedlab.exercises.scheduler_step import PARTS, StepState
 from pagedlab.memory.prefix_cache import ROOT_HASH, block_hashes, chain_hash
 
 NOTEBOOKS = [
@@ -485,7 +489,8 @@ def _hits(cached, prompt, b, keep_last=False, chained=True):  # type: ignore[no-
 
 
 def test_every_plain_exercise_has_wrong_variants() -> None:
-    assert set(WRONG) | set(WRONG_TABLES) | set(WRONG_BUILDS) == set(PLAIN)
+    steps = {"scheduler_step"} if len(WRONG_STEPS) >= 5 else set()
+    assert set(WRONG) | set(WRONG_TABLES) | set(WRONG_BUILDS) | steps == set(PLAIN)
 
 
 @pytest.mark.parametrize(
@@ -715,3 +720,196 @@ def test_every_parameter_is_varied_by_some_case(name: str) -> None:
         seen = {repr(case.args[position]) for case in cases if position < len(case.args)}
         assert len(seen) >= 2, f"{name}: {param} never varies"
     assert all(case.why for case in cases if case.kind == "fixed"), name
+
+
+# scheduler_step (notebook 09's capstone): the wrong steps a learner writes first
+def _sched_step(**wrong: bool) -> Callable[[StepState], None]:
+    """A step with the switches in ``wrong`` set (the right one with none)."""
+    on = {k: wrong.get(k, False) for k in (
+        "oldest", "back", "skip_ahead", "newest_first", "admit_after", "keep_finished",
+        "lose_victim", "admit_while_swapped", "swap_in_first", "swap_in_newest", "no_fallback",
+        "swap_in_after_preempt")}  # fmt: skip
+    prefill_only, release = wrong.get("prefill_only", True), wrong.get("release", True)
+
+    def step(state: StepState) -> None:
+        def admit() -> bool:
+            k, admitted = 0, False
+            while k < len(state.waiting) and (on["admit_while_swapped"] or not state.swapped):
+                group = state.waiting[k]
+                if not state.prefill_fits(group):
+                    if not on["skip_ahead"]:
+                        break
+                    k += 1
+                    continue
+                state.waiting.pop(k)
+                state.prefill(group)
+                insort(state.running, group, key=lambda g: g.order)
+                admitted = True
+            return admitted
+
+        def swap_in() -> None:
+            while state.swapped:
+                group = state.swapped[-1 if on["swap_in_newest"] else 0]
+                if not state.swap_in_fits(group):
+                    return
+                state.swapped.remove(group)
+                state.swap_in(group)
+                insort(state.running, group, key=lambda g: g.order)
+
+        if not on["admit_after"] and admit() and prefill_only:
+            return
+        if on["swap_in_first"]:
+            swap_in()
+        for group in list(state.running)[:: -1 if on["newest_first"] else 1]:
+            if group not in state.running or group.name in state.did["admitted"]:
+                continue
+            if group.name in state.did["swapped_in"]:
+                continue
+            while not state.decode_fits(group):
+                victim = state.running.pop(0 if on["oldest"] else -1)
+                swap = state.mode == "swap" and (on["no_fallback"] or state.swap_out_fits(victim))
+                if swap:
+                    state.swap_out(victim)
+                    insort(state.swapped, victim, key=lambda g: g.order)
+                else:
+                    state.drop(victim)
+                    if on["back"]:
+                        state.waiting.append(victim)
+                    elif not on["lose_victim"]:
+                        insort(state.waiting, victim, key=lambda g: g.order)
+                if victim is group:
+                    return
+            state.decode(group)
+            if group.generated == group.request.output_len:
+                if release:
+                    state.release(group)
+                if not on["keep_finished"]:
+                    state.running.remove(group)
+                    state.finished.append(group)
+        if on["admit_after"] and not state.did["preempted"]:
+            admit()
+        if not on["swap_in_first"] and (on["swap_in_after_preempt"] or not state.did["preempted"]):
+            swap_in()
+
+    return step
+
+
+WRONG_STEPS = [
+    (_sched_step(oldest=True), "preempted: expected ['C'], got ['B']"),  # the oldest preempted
+    (_sched_step(back=True), "a preempted group arrived before everything still waiting"),
+    (_sched_step(prefill_only=False), "a step that admits runs its prefills only"),
+    (_sched_step(skip_ahead=True), "why:      admission is FCFS: B does not fit"),
+    (
+        _sched_step(release=False),
+        "after step 3: finished: expected ['A', 'B'], got []; free list",
+    ),  # never freed
+    (_sched_step(newest_first=True), "decoded: expected ['A', 'B'], got ['B', 'A']"),
+    (
+        _sched_step(admit_after=True),
+        "after step 3: admitted: expected [], got ['C']",
+    ),  # admits after decoding
+    (
+        _sched_step(keep_finished=True),
+        "raised ValueError: A holds no blocks",
+    ),  # finished, still running
+    (
+        _sched_step(lose_victim=True),
+        "after step 5: waiting: expected ['C'], got []",
+    ),  # dropped, never queued
+    (_sched_step(admit_while_swapped=True), "nothing new is admitted"),  # the Mistake's hint
+    (_sched_step(swap_in_first=True), "after step 9: swapped_in: expected ['B', 'C'], got []"),
+    (_sched_step(swap_in_newest=True), "swapped_in: expected ['B', 'C'], got ['C', 'B']"),
+    (_sched_step(no_fallback=True), "raised ValueError: B holds no blocks or does not fit"),
+    (_sched_step(swap_in_after_preempt=True), "after step 7: swapped_in: expected [], got ['D']"),
+]
+
+
+def test_the_right_step_with_no_switch_passes() -> None:
+    assert EXERCISES["scheduler_step"].check(_sched_step()).passed
+
+
+@pytest.mark.parametrize("index", range(len(WRONG_STEPS)))
+def test_a_wrong_scheduler_step_is_rejected_at_the_first_step_it_gets_wrong(index: int) -> None:
+    step, words = WRONG_STEPS[index]
+    result = EXERCISES["scheduler_step"].check(step)
+    assert result.status == FAILED, f"scheduler_step accepted wrong step #{index}"
+    for part in ("why:", "inputs:", "expected:", "got:", words):
+        assert part in result.message, f"{part!r} not in:\n{result.message}"
+    assert "state.running.pop()" not in result.message  # names what differed, not the code
+
+
+def test_the_scheduler_step_cases_show_what_their_why_says() -> None:
+    """Each fixed trace (pagedlab's Scheduler's log) holds the event its why names."""
+    cases = EXERCISES["scheduler_step"].cases()
+
+    def by_why(start: str) -> Any:
+        return next(c.expected for c in cases if c.why.startswith(start))
+
+    at = {part: PARTS.index(part) for part in PARTS}
+    front = by_why("D never ran; C is preempted at step 3")
+    assert front[2][at["preempted"]] == ["C"] and front[2][at["waiting"]] == ["C", "D"]
+    prefill = by_why("C is admitted at step 3 while B runs")
+    assert prefill[2][at["admitted"]] == ["C"] and prefill[2][at["decoded"]] == []
+    assert "B" in prefill[2][at["running"]]
+    freed = by_why("A and B finish at step 3 and their block")
+    assert freed[2][at["finished"]] == ["A", "B"] and freed[2][at["admitted"]] == []
+    assert freed[3][at["admitted"]] == ["C"]
+    fcfs = by_why("admission is FCFS")
+    assert fcfs[0][at["admitted"]] == ["A"] and fcfs[0][at["waiting"]] == ["B", "C"]
+    newest = by_why("three requests fill the pool, and the po")
+    victims = [s[at["preempted"]] for s in newest if s[at["preempted"]]]
+    assert victims and all(v == ["C"] for v in victims[:1])
+    itself = by_why("the group that needs a block is the newe")
+    assert itself[2][at["decoded"]] == ["A"] and itself[2][at["preempted"]] == ["B"]
+    shared = by_why("two samples share the prompt")  # the copy: each sample's own last block
+    first_decode = shared[1][at["running groups' blocks"]]
+    assert first_decode[0][0][-1] != first_decode[0][1][-1]
+    assert any(s[at["preempted"]] for s in by_why("blocks of 3 (not a power of two), preemp"))
+
+
+def test_the_step_state_refuses_what_cannot_happen() -> None:
+    state = StepState(4, 4, [("A", 6, 1, 1), ("B", 12, 1, 1)])
+    a, b = state.waiting
+    state.prefill(a)
+    with pytest.raises(ValueError, match="A already holds blocks"):
+        state.prefill(a)
+    with pytest.raises(ValueError, match="B's prefill does not fit 2 blocks"):
+        state.prefill(b)
+    with pytest.raises(ValueError, match="B holds no blocks"):
+        state.decode(b)
+    state.decode(a)
+    with pytest.raises(ValueError, match="A already generated all 1 tokens"):
+        state.decode(a)
+    state.release(a)
+    assert state.num_free == 4 and state.did["finished"] == ["A"]
+
+
+@pytest.mark.parametrize("mode", ["recompute", "swap"])
+def test_the_reference_step_is_the_scheduler_on_many_seeded_traces(mode: str) -> None:
+    """The grader's two sides agree well past its cases: solution() is the Scheduler's policy."""
+    import random
+
+    from pagedlab.exercises.scheduler_step import _generated_specs, replay_steps, scheduler_step
+
+    rng = random.Random(20 if mode == "swap" else 21)
+    preempted = 0
+    for _ in range(80):
+        num_blocks, size, specs = _generated_specs(rng)
+        expected = replay_steps(None, num_blocks, size, specs, mode)
+        assert replay_steps(scheduler_step, num_blocks, size, specs, mode) == expected, specs
+        preempted += any(s[PARTS.index("preempted")] for s in expected)
+    assert preempted >= 20  # the traces do exercise preemption
+
+
+def test_the_step_state_refuses_a_swap_that_cannot_happen() -> None:
+    state = StepState(4, 4, [("A", 8, 4, 1)], mode="swap")
+    (a,) = state.waiting
+    with pytest.raises(ValueError, match="A holds no blocks"):
+        state.swap_out(a)
+    with pytest.raises(ValueError, match="A is not swapped out"):
+        state.swap_in(a)
+    state.prefill(a)
+    state.swap_out(a)
+    assert state.num_free == 4 and state.host.num_free == 2 and state.did["swapped_out"] == ["A"]
+    state.swap_in(a)
+    assert state.num_free == 2 and state.host.num_free == 4 and state.did["swapped_in"] == ["A"]

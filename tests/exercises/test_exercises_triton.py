@@ -5,6 +5,8 @@ kernels are rejected with the sequence, head and block that differ. Runs in the 
 
 from __future__ import annotations
 
+import html
+
 import pytest
 
 from pagedlab.attention import backend
@@ -257,3 +259,24 @@ def test_each_rung_stub_is_not_done_yet(rung: str, tmp_path, monkeypatch) -> Non
     monkeypatch.syspath_prepend(str(tmp_path))
     module = __import__(f"stub_{rung}")
     assert EXERCISES[rung].check(getattr(module, f"my_{rung}")).status == TODO
+
+
+DRAWN = [  # a wrong kernel -> the rows its feedback must draw (read off the interpreter's run)
+    ("masked_copy", _copy, COPY_OK, {"MASK_STORE": False},
+     ["offset     01234567", "program 0  ====", "program 1      =!!!"]),
+    ("masked_copy", _copy, COPY_OK, {"PER_PROGRAM": False},
+     ["program 0  ====", "program 1      ."]),
+    ("gather_rows", _gather, GATHER_OK, {"LOOKUP": False},
+     ["x's row    0 1 2 3 4 5", "program 0  #       *", "program 1    o"]),
+    ("block_softmax", _softmax, SOFTMAX_OK, {"MASK": False},
+     ["slot       0123", "weight     NNNN", "key        kkk-"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("rung", "kernel", "right", "wrong", "rows"), DRAWN)
+def test_a_wrong_rung_draws_what_each_program_touched(rung, kernel, right, wrong, rows) -> None:  # type: ignore[no-untyped-def]
+    result = EXERCISES[rung].check(_Switched(kernel, **{**right, **wrong}))
+    lines = [line.strip() for line in result.message.splitlines()]
+    for row in rows:
+        assert row in lines, f"{row!r} not drawn in:\n{result.message}"
+    assert html.escape(rows[0]) in result._repr_html_()  # the <pre> keeps the grid's columns
