@@ -31,19 +31,24 @@ from typing import Any
 
 from pagedlab.exercises import in_notebook, stub
 
-TITLES = {
-    "00_start_here": "00 · Start here",
-    "01_why_paging": "01 · Why paging",
-    "02_block_table": "02 · The block table",
-    "03_same_data_any_layout": "03 · Same data, any layout",
-    "04_kernel_at_work": "04 · The kernel at work",
-    "05_sharing": "05 · Sharing",
-    "06_prefix_caching": "06 · Prefix caching",
-    "07_memory_at_scale": "07 · Memory at scale",
-    "08_to_vllm": "08 · From pagedlab to vLLM",
-    "09_when_memory_runs_out": "09 · When memory runs out",
-    "10_real_model": "10 · A real model on pages",
-}
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def notebook_titles(folder: Path = NOTEBOOKS_DIR) -> dict[str, str]:
+    """Each notebook's title, read from its H1 (the first ``# `` line of its first markdown
+    cell): the notebook is the one source of its title. Stems in order, 00 first."""
+    titles = {}
+    for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        first = next(c for c in cells if c["cell_type"] == "markdown")
+        heading = "".join(first["source"]).splitlines()[0]
+        if not heading.startswith("# "):
+            raise ValueError(f"{path.name}: its first markdown cell opens with {heading!r}, no H1")
+        titles[path.stem] = heading[2:].strip()
+    return titles
+
+
+TITLES = notebook_titles()
 ORDER = list(TITLES)
 
 

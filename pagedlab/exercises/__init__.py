@@ -6,7 +6,7 @@ first failing case (inputs, expected, got, and a hint for the common mistake). I
 raises. ``EXERCISES[name].solution`` is a reference solution; ``solution(name)`` shows its
 source. ``progress("01")`` counts the exercises of notebook 01 passed in this kernel.
 
-Each notebook 01-09 has two or more exercises, in the notebook's order; ``stub(name)`` is the
+Each notebook 01-10 has two or more exercises, in the notebook's order; ``stub(name)`` is the
 starter cell a notebook holds. Importing this package imports torch when it is installed,
 never ipywidgets (``pagedlab.exercises.predict`` holds the predict-then-reveal widget).
 Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose graders need
