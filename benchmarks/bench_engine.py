@@ -24,20 +24,10 @@ import torch
 import pagedlab
 from pagedlab.engine import Engine
 from pagedlab.model import TinyLlama, generate_contiguous
+from pagedlab.model.weights import BYTE_CONFIG as CONFIG  # the trained model's shape
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-CONFIG = {
-    "vocab_size": 256,
-    "hidden_size": 64,
-    "intermediate_size": 192,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 512,
-    "rms_norm_eps": 1e-6,
-    "rope_theta": 10000.0,
-}
 NUM_PROMPTS, PROMPT_LEN, NEW = 8, 32, 24
 NUM_BLOCKS, BLOCK_SIZE = 64, 16
 
