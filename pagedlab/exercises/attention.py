@@ -191,7 +191,6 @@ EXERCISES_03 = [
                 "tail",
             ),
         ],
-        hints=["how many of the listed blocks does the sequence use, and how many rows of them?"],
     ),
     Exercise(
         name="online_step",
@@ -215,7 +214,6 @@ EXERCISES_03 = [
                 "inverted",
             ),
         ],
-        hints=["every term already summed was weighted against the old max."],
     ),
 ]
 
@@ -321,7 +319,6 @@ EXERCISES_04 = [
                 "overfull",
             ),
         ],
-        hints=["which positions does this block cover, and which of them are below seq_len?"],
     ),
     Exercise(
         name="kv_head",
@@ -344,6 +341,5 @@ EXERCISES_04 = [
                 "by_kv_heads",
             ),
         ],
-        hints=["how many query heads share one kv head, and which ones (notebook 4's picture)?"],
     ),
 ]

@@ -131,7 +131,6 @@ EXERCISES_08 = [
                 "pad_front",
             ),
         ],
-        hints=["a rectangle: how wide, and what may an empty entry never be mistaken for?"],
     ),
     Exercise(
         name="pack_decode",
@@ -171,6 +170,5 @@ EXERCISES_08 = [
                 "every_position",
             ),
         ],
-        hints=["which position does the newest token have, and where does the table put it?"],
     ),
 ]

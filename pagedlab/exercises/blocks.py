@@ -137,7 +137,6 @@ EXERCISES_01 = [
             Mistake(FORGOT_LAST, lambda n, b: n // b, "forgot_last"),
             Mistake(ONE_TOO_MANY, lambda n, b: n // b + 1, "one_too_many"),
         ],
-        hints=["a block is taken as soon as one token needs it."],
     ),
     Exercise(
         name="empty_slots",
@@ -160,7 +159,6 @@ EXERCISES_01 = [
             ),
             Mistake(FORGOT_LAST, lambda n, b: (n // b) * b - n, "forgot_last"),
         ],
-        hints=["only the last block can have empty slots; how many can it have at most?"],
     ),
     Exercise(
         name="reservation_waste",
@@ -175,7 +173,6 @@ EXERCISES_01 = [
             Mistake("the prompt's tokens use slots too.", lambda p, r, s: s - r, "no_prompt"),
             Mistake("the response's tokens use slots too.", lambda p, r, s: s - p, "no_response"),
         ],
-        hints=["which tokens does the reservation ever hold, by the time the request ends?"],
     ),
 ]
 
@@ -328,7 +325,6 @@ EXERCISES_02 = [
                 "zero_based",
             ),
         ],
-        hints=["first find which logical block the position falls in, then ask the table."],
     ),
     Exercise(
         name="slot_mapping",
@@ -361,7 +357,6 @@ EXERCISES_02 = [
                 "added",
             ),
         ],
-        hints=["the flat slot numbers the cache's slots block after block."],
     ),
     Exercise(
         name="new_blocks",
@@ -389,6 +384,5 @@ EXERCISES_02 = [
                 "forgot_last",
             ),
         ],
-        hints=["count the blocks the table holds before and after the append."],
     ),
 ]

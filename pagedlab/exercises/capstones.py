@@ -306,7 +306,6 @@ EXERCISES_CAPSTONE_01 = [
                 "last_hole",
             ),
         ],
-        hints=["walk the blocks in address order, counting free blocks in a row."],
     ),
 ]
 
@@ -338,10 +337,6 @@ EXERCISES_CAPSTONE_02 = [
         todo="Write append_tokens and free",
         stub_code=BLOCK_TABLE_STUB,
         entry="MyBlockTable",
-        hints=[
-            "append: how many empty slots does the last block have, and how many new blocks "
-            "do the rest need? free: in which order does pagedlab give blocks back?"
-        ],
     ),
 ]
 
@@ -627,7 +622,6 @@ EXERCISES_CAPSTONE_05 = [
         compare=_compare_logs,
         convert=False,
         diagnose=_diagnose_cow,
-        hints=["where does the new token land, who else holds that block, and is there room?"],
     ),
 ]
 
@@ -650,6 +644,5 @@ EXERCISES_CAPSTONE_06 = [
         todo="Write lookup and register",
         stub_code=PREFIX_CACHE_STUB,
         entry="MyPrefixCache",
-        hints=["lookup and register walk the same chained hashes; where does each stop?"],
     ),
 ]

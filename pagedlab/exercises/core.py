@@ -187,7 +187,6 @@ class Exercise:
     cases: Callable[[], list[Case]]
     solution: Callable[..., Any]
     mistakes: Sequence[Mistake] = ()
-    hints: Sequence[str] = ()  # the notebook's "Hint" fold: what to think about, never the formula
     budget_s: float = 3.0  # per case
     compare: Callable[[Any, Any], bool] = equal
     diagnose: Callable[[Callable[..., Any], Case], str] | None = None  # extra words on a miss

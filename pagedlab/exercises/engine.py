@@ -187,11 +187,6 @@ EXERCISES_10 = [
                 "first_token",
             ),
         ],
-        hints=[
-            "Orca (Oracle) knows each request's final length and reserves it on admission; "
-            "paging holds only the blocks whose slots have K/V written. Which tokens have K/V "
-            "once the prefill step is over?"
-        ],
         budget_s=3.0,
     ),
     Exercise(
@@ -227,11 +222,6 @@ EXERCISES_10 = [
                 lambda p, n, b: (p // b, p // b + n),
                 "floor",
             ),
-        ],
-        hints=[
-            "after the fork every sample's table lists the same blocks; at its first decode a "
-            "sample writes at position prompt_len. Is that slot in a shared block, and is it "
-            "still shared when the last sample writes?"
         ],
         budget_s=3.0,
     ),

@@ -218,7 +218,6 @@ EXERCISES_09 = [
                 "first",
             ),
         ],
-        hints=["first come, first served: who is served last, and so preempted first?"],
     ),
     Exercise(
         name="tokens_to_recompute",
@@ -243,7 +242,6 @@ EXERCISES_09 = [
                 "prompt_each",
             ),
         ],
-        hints=["recompute drops every block of the group: what did those blocks hold?"],
     ),
     Exercise(
         name="can_swap_in",
@@ -282,6 +280,5 @@ EXERCISES_09 = [
                 "no_cow",
             ),
         ],
-        hints=["count distinct blocks, then what each sample's next token will need."],
     ),
 ]

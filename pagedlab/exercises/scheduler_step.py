@@ -471,10 +471,5 @@ EXERCISES_CAPSTONE_09 = [
         todo="Write my_scheduler_step",
         stub_code=STEP_STUB,
         budget_s=5.0,
-        hints=[
-            "which groups does FCFS serve first, and so preempt last? Where in its queue does "
-            "a preempted group belong? Who has the first claim on blocks a finished group "
-            "frees?"
-        ],
     ),
 ]

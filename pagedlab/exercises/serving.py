@@ -142,7 +142,6 @@ EXERCISES_07 = [
                 "prompt_free",
             ),
         ],
-        hints=["what does each baseline know about the request when it reserves?"],
     ),
     Exercise(
         name="mix_memory",
@@ -170,6 +169,5 @@ EXERCISES_07 = [
                 "max_each",
             ),
         ],
-        hints=["what does each scheme hold per request, and in what unit?"],
     ),
 ]

@@ -169,7 +169,6 @@ EXERCISES_05 = [
                 "ref2",
             ),
         ],
-        hints=["which block does the new token land in, and who else can see it?"],
     ),
     Exercise(
         name="refcounts_after_fork",
@@ -197,7 +196,6 @@ EXERCISES_05 = [
                 "full_copied",
             ),
         ],
-        hints=["replay it: which writes land in a block that another sample still holds?"],
     ),
     Exercise(
         name="blocks_held",
@@ -220,7 +218,6 @@ EXERCISES_05 = [
                 "partial_shared",
             ),
         ],
-        hints=["which blocks can every sample read without ever writing to them?"],
     ),
 ]
 
@@ -372,7 +369,6 @@ EXERCISES_06 = [
                 "with_tail",
             ),
         ],
-        hints=["what does each block's hash take as its parent?"],
     ),
     Exercise(
         name="prefix_hits",
@@ -396,7 +392,6 @@ EXERCISES_06 = [
                 "not_chained",
             ),
         ],
-        hints=["a hit must be a prefix: what happens after the first block that is not cached?"],
     ),
 ]
 

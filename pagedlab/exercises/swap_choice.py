@@ -114,7 +114,6 @@ EXERCISES_09_DECISION = [
                 "latency_always",
             ),
         ],
-        hints=["price both with the model, then price the swap again without its latency."],
     ),
 ]
 

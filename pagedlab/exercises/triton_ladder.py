@@ -376,7 +376,6 @@ def make_exercises() -> list[Exercise]:
             stub_code=COPY_STUB,
             entry="my_masked_copy",
             todo="Write the kernel's body",
-            hints=["which lanes of the last program are past n, and what may they do?"],
             **common,
         ),
         Exercise(
@@ -392,7 +391,6 @@ def make_exercises() -> list[Exercise]:
             stub_code=GATHER_STUB,
             entry="my_gather_rows",
             todo="Write the kernel's body",
-            hints=["the index table says where to read; where does row r of x start?"],
             **common,
         ),
         Exercise(
@@ -408,7 +406,6 @@ def make_exercises() -> list[Exercise]:
             stub_code=SOFTMAX_STUB,
             entry="my_block_softmax",
             todo="Write the kernel's body",
-            hints=["which slots are keys, and what makes exp safe for any score?"],
             **common,
         ),
     ]
