@@ -1,157 +1,176 @@
-"""scripts/add_exercise_cells.py: the notebooks hold its cells, and it can put them back.
+"""scripts/check_notebook_cells.py: the notebooks hold their cells, the script checks them.
 
-After a merge takes another branch's version of a notebook, the integrator reruns the script;
-these tests check that on an up-to-date notebook it changes nothing, that it puts every missing
-cell of its own back next to what it belongs to (the title, the Predict cell's key output,
-the rest of the Exercises section, the end), and that cells added or moved elsewhere neither
-break that nor shift it: no test pins a cell to a position. Also: importing the exercises
-does not import ipywidgets or matplotlib (the predict widget lives apart).
+Every committed notebook passes; a copy of the notebooks with one cell gone stale (a stub, a
+check, a links cell, a title) or missing, or with another notebook's exercise, fails with a
+non-zero exit, the notebook and the exercise or cell named, and the cell to paste printed.
+The checker never writes. Also: importing the exercises does not import ipywidgets or
+matplotlib (the predict widget lives apart), and no Predict cell shows its answer.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pagedlab.exercises import stub
+
 REPO = Path(__file__).resolve().parents[2]
-NOTEBOOKS = sorted((REPO / "notebooks").glob("0[1-9]_*.ipynb")) + sorted(
-    (REPO / "notebooks").glob("1[0-9]_*.ipynb")
-)
+SCRIPT = REPO / "scripts" / "check_notebook_cells.py"
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+Cells = list[dict[str, Any]]
 
 
 def _script():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "add_exercise_cells", REPO / "scripts" / "add_exercise_cells.py"
-    )
+    spec = importlib.util.spec_from_file_location("check_notebook_cells", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def _ids(path: Path) -> list[str]:
-    return [cell["id"] for cell in json.loads(path.read_text())["cells"]]
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, check=False
+    )
+
+
+def test_notebooks_00_to_10_are_all_checked() -> None:
+    assert [p.stem[:2] for p in NOTEBOOKS] == [f"{n:02d}" for n in range(11)]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_the_committed_notebook_is_up_to_date(path: Path, tmp_path: Path) -> None:
-    copy = tmp_path / path.name
-    shutil.copyfile(path, copy)
-    assert _script().edit(copy) is False, f"{path.name}: run scripts/add_exercise_cells.py"
+def test_the_committed_notebook_passes(path: Path) -> None:
+    assert _script().problems(path) == []
 
 
-def _ours(script, stem: str) -> list[str]:  # type: ignore[no-untyped-def]
-    return [script.cid(stem, tag) for tag in _tags(script, stem)]
+def test_the_checker_exits_0_on_the_committed_notebooks_and_shows_its_usage() -> None:
+    done = _run()
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert "Usage: python scripts/check_notebook_cells.py" in _run("--help").stdout
 
 
-def _section(script, stem: str) -> list[str]:  # type: ignore[no-untyped-def]
-    return [cell["id"] for cell in script.exercise_cells(stem)]
+def _text(cell: dict[str, Any]) -> str:
+    return "".join(cell["source"])
 
 
-def _layout(cells: list[dict]) -> list[tuple[str, str]]:
-    """Each cell's id and source (a cell put back has no outputs until the notebook runs)."""
-    return [(c["id"], "".join(c["source"])) for c in cells]
+def _at(cells: Cells, text: str) -> int:
+    """The index of the first cell whose source holds ``text``."""
+    return next(i for i, c in enumerate(cells) if text in _text(c))
 
 
-def _strip(cells: list[dict], gone: set[str]) -> list[dict]:
-    return [c for c in cells if c["id"] not in gone]
+def _stale_stub(cells: Cells) -> None:
+    cells[_at(cells, "def my_slot_mapping(")]["source"] = ["def my_slot_mapping(table):\n    ..."]
 
 
-def _restored(script, path: Path, tmp_path: Path, cells: list[dict]) -> list[dict]:  # type: ignore[no-untyped-def]
+def _check_gone(cells: Cells) -> None:
+    del cells[_at(cells, 'EXERCISES["blocks_held"].check(')]
+
+
+def _foreign_check(cells: Cells) -> None:
+    source = ['EXERCISES["slot"].check(my_slot)']  # notebook 02's exercise
+    cell = {**cells[_at(cells, 'progress("06")')], "id": "0000f00d", "source": source}
+    cells.insert(_at(cells, 'progress("06")'), cell)
+
+
+def _stale_link(cells: Cells) -> None:
+    cells[1]["source"] = ["[← 02 · The block table](02_block_table.ipynb)"]
+
+
+def _no_progress(cells: Cells) -> None:
+    del cells[_at(cells, 'progress("10")')]
+
+
+def _swapped(cells: Cells) -> None:
+    a, b = _at(cells, 'EXERCISES["pick_victim"]'), _at(cells, 'EXERCISES["can_swap_in"]')
+    cells[a], cells[b] = cells[b], cells[a]
+
+
+BREAKAGES: list[tuple[str, Callable[[Cells], None], list[str]]] = [
+    (
+        "02_block_table",
+        _stale_stub,
+        ["exercise 2 `slot_mapping`: its stub cell", "is stale", stub("slot_mapping").rstrip()],
+    ),
+    (
+        "05_sharing",
+        _check_gone,
+        ["`blocks_held`: no check cell", 'EXERCISES["blocks_held"].check(my_blocks_held)'],
+    ),
+    ("06_prefix_caching", _foreign_check, ["checks `slot` (of 02_block_table): remove it"]),
+    (
+        "03_same_data_any_layout",
+        _stale_link,
+        ["the links cell right after the title", "is stale", "[04 · The kernel at work →]"],
+    ),
+    ("10_real_model", _no_progress, ['do not end with progress("10")', 'progress("10")\n----']),
+    ("09_when_memory_runs_out", _swapped, ["out of order", "pick_victim\ntokens_to_recompute"]),
+]
+
+
+def _copy(tmp_path: Path) -> Path:
+    for path in NOTEBOOKS:
+        shutil.copyfile(path, tmp_path / path.name)
+    return tmp_path
+
+
+def _edit(path: Path, change: Callable[[Cells], None]) -> None:
     notebook = json.loads(path.read_text())
-    notebook["cells"] = cells
-    copy = tmp_path / path.name
-    copy.write_text(json.dumps(notebook))
-    assert script.edit(copy) is True
-    assert script.edit(copy) is False  # idempotent: a second run changes nothing
-    return json.loads(copy.read_text())["cells"]
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_the_cells_come_back_next_to_their_anchors(path: Path, tmp_path: Path) -> None:
-    script, stem = _script(), path.stem
-    committed = json.loads(path.read_text())["cells"]
-    mine = set(_ours(script, stem))
-    assert len(mine & {c["id"] for c in committed}) >= 8
-    others = _strip(committed, mine)
-    cells = _restored(script, path, tmp_path, others)
-    ids = [c["id"] for c in cells]
-    assert _strip(cells, mine) == others  # every other cell as it was, in its order
-    assert set(ids) & mine == {c["id"] for c in committed} & mine
-    title = next(i for i, c in enumerate(cells) if "".join(c["source"]).startswith("# "))
-    assert ids[title + 1] == script.cid(stem, "nav-top")
-    if stem in script.PREDICT:
-        assert ids[ids.index(script.PREDICT[stem][0]) - 1] == script.cid(stem, "predict")
-    section = _section(script, stem)
-    assert ids[-len(section) - 1 :] == [*section, script.cid(stem, "nav-bottom")]
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_cells_added_or_moved_elsewhere_do_not_shift_ours(path: Path, tmp_path: Path) -> None:
-    """Other cells inserted (before the title, after the links, mid-notebook, just before the
-    Exercises) and one moved; then some of ours are lost: they come back where they were."""
-    script, stem = _script(), path.stem
-    cells = json.loads(path.read_text())["cells"]
-    mine, section = set(_ours(script, stem)), _section(script, stem)
-
-    def note(n: int) -> dict:
-        return {
-            "cell_type": "markdown",
-            "id": f"0000000{n}",
-            "metadata": {},
-            "source": [f"new {n}"],
-        }
-
-    cells.insert(0, note(1))
-    cells.insert(3, note(2))  # after the title and the top links
-    cells.insert([c["id"] for c in cells].index(section[0]) // 2, note(3))  # mid-notebook
-    cells.insert([c["id"] for c in cells].index(section[0]), note(4))
-    plain = [i for i, c in enumerate(cells) if c["id"] not in mine and c["cell_type"] == "code"]
-    cells.insert(plain[-1], cells.pop(plain[len(plain) // 2]))  # a middle cell moved down
-    lost = {script.cid(stem, t) for t in ("nav-top", "predict", "ex-progress", "nav-bottom")}
-    lost |= {section[0], section[5], section[6]}  # the heading, exercise 2's task and stub
-    restored = _restored(script, path, tmp_path, _strip(cells, lost))
-    assert _layout(restored) == _layout(cells)
-    assert _strip(restored, lost) == _strip(cells, lost)  # the others untouched, outputs too
+    change(notebook["cells"])
+    path.write_text(json.dumps(notebook))
 
 
 @pytest.mark.parametrize(
-    "stem",
-    [
-        "02_block_table",
-        "05_sharing",
-        "06_prefix_caching",
-        "07_memory_at_scale",
-        "09_when_memory_runs_out",
-    ],
+    ("stem", "change", "said"), BREAKAGES, ids=[f"{s}-{c.__name__[1:]}" for s, c, _ in BREAKAGES]
 )
-def test_the_predict_cell_finds_its_key_output_by_text_if_the_id_changed(
-    stem: str, tmp_path: Path
+def test_a_broken_copy_is_reported_with_the_cell_to_paste(
+    stem: str,
+    change: Callable[[Cells], None],
+    said: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    script, path = _script(), REPO / "notebooks" / f"{stem}.ipynb"
-    cells = json.loads(path.read_text())["cells"]
-    ids = [c["id"] for c in cells]
-    anchor = ids.index(script.PREDICT[stem][0])
-    cells[anchor]["id"] = "00000abc"  # the key output rewritten as a new cell
-    restored = _restored(script, path, tmp_path, _strip(cells, {script.cid(stem, "predict")}))
-    assert _layout(restored) == _layout(cells)
+    path = _copy(tmp_path) / f"{stem}.ipynb"
+    _edit(path, change)
+    before = path.read_bytes()
+    assert _script().main([str(path)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"{path}: "), out
+    for part in said:
+        assert part in out, f"{part!r} not in:\n{out}"
+    assert path.read_bytes() == before  # it only checks
 
 
-def _tags(script, stem: str) -> list[str]:  # type: ignore[no-untyped-def]
-    from pagedlab.exercises import in_notebook
+def test_a_new_title_makes_the_neighbours_links_stale(tmp_path: Path) -> None:
+    """Run as a command: 05's H1 changed, so 04's and 06's links (top and bottom) are stale."""
+    folder = _copy(tmp_path)
 
-    tags = ["nav-top", "nav-bottom", "predict", "ex-intro", "ex-import", "ex-progress"]
-    for exercise in in_notebook(stem[:2]):
-        tags += [f"ex-{exercise.name}-{part}" for part in ("task", "stub", "check")]
-        if exercise.name in script.AFTER_CHECK:
-            tags += [f"ex-{exercise.name}-after", f"ex-{exercise.name}-after-code"]
-    return tags
+    def retitle(cells: Cells) -> None:
+        cells[0]["source"] = ["# 05 · Sharing\n", *cells[0]["source"][1:]]
+
+    _edit(folder / "05_sharing.ipynb", retitle)
+    done = _run(*(str(folder / f"{stem}.ipynb") for stem in ("04_kernel_at_work", "05_sharing")))
+    assert done.returncode == 1, done.stdout + done.stderr
+    cells = json.loads((folder / "04_kernel_at_work.ipynb").read_text())["cells"]
+    reports = [line for line in done.stdout.splitlines() if line.startswith(str(folder))]
+    assert reports == [
+        f"{folder / '04_kernel_at_work.ipynb'}: the links cell {where} (cell {cell['id']}) is stale"
+        for where, cell in (("right after the title", cells[1]), ("at the end", cells[-1]))
+    ]
+    assert done.stdout.count("[05 · Sharing →](05_sharing.ipynb)\n----") == 2
+    assert "2 problem(s)" in done.stdout
 
 
 def test_exercises_import_neither_ipywidgets_nor_matplotlib() -> None:
@@ -163,7 +182,7 @@ def test_exercises_import_neither_ipywidgets_nor_matplotlib() -> None:
     assert out.stdout.split() == ["False", "False"]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS[1:], ids=lambda p: p.stem)  # 00 shows how one works
 def test_no_predict_cell_shows_its_answer(path: Path) -> None:
     """Every cell that makes a Predict widget only asks for it: the answer and explanation are
     computed in pagedlab.exercises.predictions, and the source holds neither."""
@@ -186,13 +205,3 @@ def test_no_predict_cell_shows_its_answer(path: Path) -> None:
                 else ", ".join(map(str, widget.answer))
             )
             assert shown not in code.replace(f'"{path.stem[:2]}"', ""), source
-
-
-def test_every_notebook_ends_with_its_progress_line_and_links() -> None:
-    script = _script()
-    for path in NOTEBOOKS:
-        ids = _ids(path)
-        assert ids[-2:] == [
-            script.cid(path.stem, "ex-progress"),
-            script.cid(path.stem, "nav-bottom"),
-        ]
