@@ -12,9 +12,9 @@ Exit status 1 if it reports anything, else 0. Per notebook NN, it checks:
   with each notebook's title read from its H1 (the first line of its first markdown cell);
 - each exercise of ``pagedlab.exercises.in_notebook("NN")``, in that order: a task cell that
   opens with ``**Exercise k · `name`.**``, a stub cell equal to ``stub(name)``, then a check
-  cell calling ``EXERCISES["name"].check(my_name)``; no check cell names an exercise of
-  another notebook; the last code cell is ``progress("NN")``. (00 has no exercises of its
-  own: its check cells show how one works, and are not checked.)
+  cell calling ``EXERCISES["name"].check(my_name)`` (or its ``entry``); no check cell names
+  an exercise of another notebook; the last code cell is ``progress("NN")``. (00 has no
+  exercises of its own: its check cells show how one works, and are not checked.)
 - ``predict("NN")`` is called if and only if ``pagedlab.exercises.predictions`` has a
   prediction for NN, and no other notebook's prediction is.
 
@@ -81,7 +81,7 @@ def _links_problems(cells: list[Cell], expected: str) -> list[Problem]:
     found = []
     for where, at in (("right after the title", title + 1), ("at the end", len(cells) - 1)):
         cell = cells[at] if title < at < len(cells) else None
-        if cell is not None and cell["cell_type"] == "markdown" and _text(cell) == expected:
+        if cell is not None and cell["cell_type"] == "markdown" and _text(cell).strip() == expected:
             continue
         if cell is not None and _text(cell).startswith("[") and ".ipynb)" in _text(cell):
             found.append((f"the links cell {where} (cell {cell['id']}) is stale", expected))
@@ -126,9 +126,9 @@ def _exercise_problems(cells: list[Cell], number: str) -> list[Problem]:
         heading = f"**Exercise {k} · `{name}`.**"
         if not any(c["cell_type"] == "markdown" and _text(c).startswith(heading) for c in cells):
             found.append((f"{label}: no task cell opening with {heading}", f"{heading} ..."))
-    last = max([i for i, c in enumerate(cells) if c["cell_type"] == "code"], default=-1)
+    code = [c for c in cells if c["cell_type"] == "code"]
     tally = f'progress("{number}")'
-    if last < max(checked.values(), default=-1) or _text(cells[last]).strip() != tally:
+    if not code or _text(code[-1]).strip() != tally:
         found.append((f"the exercises do not end with {tally} (the last code cell)", tally))
     return found
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -29,7 +30,7 @@ NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 Cells = list[dict[str, Any]]
 
 
-def _script():  # type: ignore[no-untyped-def]
+def _script() -> ModuleType:
     spec = importlib.util.spec_from_file_location("check_notebook_cells", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
