@@ -1,0 +1,42 @@
+"""How the suite splits across pytest-xdist workers (``make test`` runs ``pytest -n auto``).
+
+Two kinds of tests must stay on one worker, in collection order:
+
+- a notebook's cells (nbval): they share one kernel, each cell running after the one above;
+- the browser tests (``tests/browser``) and the JupyterLab server tests: one JupyterLab
+  server and one Chromium per worker, one notebook page open at a time, and two site builds
+  that share ``node_modules``.
+
+Every other test is a unit of its own and goes to whichever worker is free. xdist hands out
+the units largest first, so the long serial stretches start at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Any
+
+import pytest
+
+SERIAL = ("tests/browser/", "tests/notebooks/test_lab.py")
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: ``browser``, its notebook, or the test itself."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith(SERIAL):
+        return "browser"
+    if PurePosixPath(path).suffix == ".ipynb":
+        return path
+    return nodeid
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, called only under -n
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return ByUnit(config, log)
