@@ -12,16 +12,15 @@ same slider values always give the same tree.
 
 from __future__ import annotations
 
-import ipywidgets as widgets
-
 from pagedlab.explorers.base import Explorer, View
-from pagedlab.pictures.sharing import MAX_TABLES
 from pagedlab.views.sharing import (  # the models, re-exported: explorers.sharing.sharing_state
     BLOCK_SIZE,
     MAX_PROMPT,
     MODES,
     POOL_BLOCKS,
+    PREFIX_CONTROLS,
     PREFIX_POOL_BLOCKS,
+    SHARING_CONTROLS,
     PrefixState,
     SharingState,
     prefix_html,
@@ -35,22 +34,10 @@ from pagedlab.views.sharing import (  # the models, re-exported: explorers.shari
 
 
 class SharingExplorer(Explorer):
-    """Mode, width (n samples / beam width), prompt length and generated tokens."""
+    """Controls ``mode``, ``width`` (n samples / beam width), ``prompt_len``, ``steps``."""
 
-    def __init__(
-        self, mode: str = MODES[0], width: int = 2, prompt_len: int = 7, steps: int = 1
-    ) -> None:
-        controls = {
-            "mode": widgets.ToggleButtons(options=list(MODES), description="mode"),
-            "width": widgets.IntSlider(min=1, max=MAX_TABLES, description="n / k"),
-            "prompt_len": widgets.IntSlider(min=1, max=24, description="prompt"),
-            "steps": widgets.IntSlider(min=0, max=12, description="generated"),
-        }
-        sliders = widgets.HBox([controls["width"], controls["prompt_len"], controls["steps"]])
-        super().__init__(
-            controls, [controls["mode"], sliders], mode=mode, width=width,
-            prompt_len=prompt_len, steps=steps,
-        )  # fmt: skip
+    CONTROLS = SHARING_CONTROLS
+    ROWS = ("mode", ("width", "prompt_len", "steps"))
 
     def render(self, mode: str, width: int, prompt_len: int, steps: int) -> View:
         return View(*sharing_view(mode, width, prompt_len, steps))
@@ -60,22 +47,10 @@ class SharingExplorer(Explorer):
 
 
 class PrefixCacheExplorer(Explorer):
-    """Shared-prefix length, prompt length, number of requests and block size."""
+    """Controls ``shared`` (prefix length), ``prompt_len``, ``requests``, ``block_size``."""
 
-    def __init__(
-        self, shared: int = 8, prompt_len: int = 10, requests: int = 3, block_size: int = 4
-    ) -> None:
-        controls = {
-            "shared": widgets.IntSlider(min=0, max=MAX_PROMPT, description="shared"),
-            "prompt_len": widgets.IntSlider(min=1, max=MAX_PROMPT, description="prompt"),
-            "requests": widgets.IntSlider(min=1, max=MAX_TABLES, description="requests"),
-            "block_size": widgets.ToggleButtons(options=[2, 4, 8], description="block size"),
-        }
-        sliders = widgets.HBox([controls["shared"], controls["prompt_len"], controls["requests"]])
-        super().__init__(
-            controls, [sliders, controls["block_size"]], shared=shared, prompt_len=prompt_len,
-            requests=requests, block_size=block_size,
-        )  # fmt: skip
+    CONTROLS = PREFIX_CONTROLS
+    ROWS = (("shared", "prompt_len", "requests"), "block_size")
 
     def render(self, shared: int, prompt_len: int, requests: int, block_size: int) -> View:
         return View(*prefix_view(shared, prompt_len, requests, block_size))

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import ipywidgets as widgets
 
 from pagedlab.pictures.png import quantised_png
+from pagedlab.views.controls import Choice, Control
 
 FRAME_COLORS = 32  # frames are quantised to this many colours: ~4x smaller, same picture
 
@@ -127,29 +128,24 @@ def _displayer(axes: dict[str, Sequence[object]], play: str | None, replay: bool
 class Staticable(Protocol):
     """What static mode needs from an explorer (every :class:`~.base.Explorer` has it)."""
 
+    CONTROLS: tuple[Control, ...]
     picture: widgets.Image
     readout: widgets.HTML
 
     @property
-    def controls(self) -> Mapping[str, widgets.ValueWidget]: ...
+    def values(self) -> dict[str, Any]: ...
 
     def set(self, **settings: Any) -> object: ...
 
 
-def _control(explorer: Staticable, name: str) -> widgets.ValueWidget | None:
-    return explorer.controls.get(name)
-
-
 def _selector(explorer: Staticable, name: str, values: Sequence[object], current: object):
     """A control showing ``values`` whose ``index`` picks a frame; styled like the live one."""
-    live = _control(explorer, name)
-    description = getattr(live, "description", "") or name.replace("_", " ")
+    declared = next(c for c in explorer.CONTROLS if c.name == name)
     options = [(str(v), v) for v in values]
     index = list(values).index(current) if current in values else 0
-    if isinstance(live, widgets.ToggleButtons | widgets.Dropdown | widgets.RadioButtons):
-        selector: Any = widgets.ToggleButtons(options=options, index=index, description=description)
-    else:
-        selector = widgets.SelectionSlider(options=options, index=index, description=description)
+    buttons = isinstance(declared, Choice) and not declared.slider
+    kind: Any = widgets.ToggleButtons if buttons else widgets.SelectionSlider
+    selector = kind(options=options, index=index, description=declared.description)
     selector.add_class("pagedlab-static-control")
     return selector
 
@@ -186,10 +182,9 @@ def render_frames(
 
 
 def _current(explorer: Staticable, name: str) -> object:
-    control = _control(explorer, name)
-    if control is None:
+    if name not in explorer.values:
         raise ValueError(f"static axis {name!r} is not a control of {type(explorer).__name__}")
-    return control.value
+    return explorer.values[name]
 
 
 def static_view(
