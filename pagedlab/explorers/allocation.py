@@ -22,23 +22,9 @@ import ipywidgets as widgets
 
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.scenes import LAYOUTS, SeedState, with_kernel_output
-from pagedlab.views.allocation import (
-    ALLOCATION_CONTROLS,
-    MAX_BLOCK_SIZE,
-    MAX_LENGTH,
-    allocation_view,
-    readout_html,
-    seed_scene,
-)
+from pagedlab.views.allocation import ALLOCATION_CONTROLS, MAX_LENGTH, allocation_view, readout_html
 
-__all__ = [
-    "LAYOUTS",
-    "MAX_BLOCK_SIZE",
-    "MAX_LENGTH",
-    "AllocationExplorer",
-    "readout_html",
-    "seed_scene",
-]
+__all__ = ["LAYOUTS", "AllocationExplorer"]  # LAYOUTS: the notebooks import it from here
 
 
 class AllocationExplorer(Explorer):

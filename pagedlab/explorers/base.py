@@ -11,17 +11,15 @@ A new explorer is its controls, declared once as class data, plus one render fun
 
 The API (small on purpose):
 
-- ``CONTROLS``: the controls, in order, as :mod:`pagedlab.views.controls` declarations
-  (``Slider``, ``Choice``, ``Toggle``: name, range or options, description, default). The
-  base builds one widget per declaration (``IntSlider``; ``ToggleButtons`` or, for a
-  ``Choice(slider=True)``, ``SelectionSlider``; ``Checkbox``), each with ``WIDGET_ARGS``
-  (style, layout). A subclass whose options depend on its arguments assigns ``CONTROLS`` on
-  the instance before calling the base.
-- ``ROWS``: optional layout, one entry per row: a name, or a tuple of names laid out in an
-  ``HBox``; a name is a control or an attribute set before the base's ``__init__`` (a Play,
-  a button). Default: one control per line.
+- ``CONTROLS``: the controls in order, as :mod:`pagedlab.views.controls` declarations. The
+  base builds one widget per declaration (``Slider``: ``IntSlider``; ``Choice``:
+  ``ToggleButtons``, or ``SelectionSlider`` if ``slider``; ``Toggle``: ``Checkbox``), each
+  with ``WIDGET_ARGS`` (style, layout). Options that depend on the constructor's arguments:
+  assign ``self.CONTROLS`` before calling the base.
+- ``ROWS``: optional, one entry per row: a name, or a tuple of names (an ``HBox``); a name is
+  a control or an attribute set before the base's ``__init__`` (a Play). Default: a row each.
 - ``Explorer(**initial)``: each control starts at its declared default, moved by
-  ``initial``, which is validated like ``set`` (an unknown keyword is a ``TypeError``).
+  ``initial``, validated like ``set``.
 - ``render(**values) -> View``: **required**. The state, the picture (a ``Drawing``, drawn
   on the explorer's one reused ``Canvas``; a matplotlib ``Figure``; or PNG bytes) and the
   readout (HTML). Must not change any widget; should be fast (a few ms).

@@ -34,8 +34,6 @@ from pagedlab.views.controls import Choice, Slider
 
 TOLERANCE = 2e-3  # about two fp16 steps near 1: the outputs are rounded to fp16 at the end
 HEAD_DIMS = (1, 8, 12, 16, 64)  # the explorer's head_dim choices (12: not a power of two)
-MAX_SEQS = 5
-MAX_BLOCK_SIZE = 16
 
 
 def error_bound(err: float) -> str:
@@ -86,8 +84,8 @@ class KernelExplorer(Explorer):
     """Sliders ``num_seqs``, ``block_size``, ``head_dim``; the pool; the kernels' check."""
 
     CONTROLS = (
-        Slider("num_seqs", 1, MAX_SEQS, "sequences", 3),
-        Slider("block_size", 1, MAX_BLOCK_SIZE, "block size", 4),
+        Slider("num_seqs", 1, 5, "sequences", 3),
+        Slider("block_size", 1, 16, "block size", 4),
         Choice("head_dim", HEAD_DIMS, "head_dim", 16, slider=True),
     )
     WIDGET_ARGS = {"style": {"description_width": "90px"}}

@@ -1,10 +1,10 @@
 """Explorers for sharing: sliders -> real allocator, block tables, prefix cache -> picture.
 
-The models and the render of one setting live in :mod:`pagedlab.views.sharing` (no widgets,
-so the live site runs them in a browser); they are re-exported here.
-``SharingExplorer`` and ``PrefixCacheExplorer`` are their controls plus that render
-on the :class:`~pagedlab.explorers.base.Explorer` base. Prompts of the prefix cache come
-from :func:`pagedlab.scenes.prefix_tokens`.
+The models, the render of one setting and the controls' declarations live in
+:mod:`pagedlab.views.sharing` (no widgets, so the live site runs them in a browser).
+``SharingExplorer`` and ``PrefixCacheExplorer`` are those controls plus that render on the
+:class:`~pagedlab.explorers.base.Explorer` base. Prompts of the prefix cache come from
+:func:`pagedlab.scenes.prefix_tokens`.
 
 Beam search picks its parents with a seeded ``random.Random`` (synthetic scores), so the
 same slider values always give the same tree.
@@ -13,24 +13,7 @@ same slider values always give the same tree.
 from __future__ import annotations
 
 from pagedlab.explorers.base import Explorer, View
-from pagedlab.views.sharing import (  # the models, re-exported: explorers.sharing.sharing_state
-    BLOCK_SIZE,
-    MAX_PROMPT,
-    MODES,
-    POOL_BLOCKS,
-    PREFIX_CONTROLS,
-    PREFIX_POOL_BLOCKS,
-    SHARING_CONTROLS,
-    PrefixState,
-    SharingState,
-    prefix_html,
-    prefix_pool_blocks,
-    prefix_state,
-    prefix_view,
-    sharing_html,
-    sharing_state,
-    sharing_view,
-)
+from pagedlab.views.sharing import PREFIX_CONTROLS, SHARING_CONTROLS, prefix_view, sharing_view
 
 
 class SharingExplorer(Explorer):
@@ -43,9 +26,6 @@ class SharingExplorer(Explorer):
         return View(*sharing_view(mode, width, prompt_len, steps))
 
 
-# --- prefix caching --------------------------------------------------------------------------
-
-
 class PrefixCacheExplorer(Explorer):
     """Controls ``shared`` (prefix length), ``prompt_len``, ``requests``, ``block_size``."""
 
@@ -54,23 +34,3 @@ class PrefixCacheExplorer(Explorer):
 
     def render(self, shared: int, prompt_len: int, requests: int, block_size: int) -> View:
         return View(*prefix_view(shared, prompt_len, requests, block_size))
-
-
-__all__ = [
-    "BLOCK_SIZE",
-    "MAX_PROMPT",
-    "MODES",
-    "POOL_BLOCKS",
-    "PREFIX_POOL_BLOCKS",
-    "PrefixCacheExplorer",
-    "PrefixState",
-    "SharingExplorer",
-    "SharingState",
-    "prefix_html",
-    "prefix_pool_blocks",
-    "prefix_state",
-    "prefix_view",
-    "sharing_html",
-    "sharing_state",
-    "sharing_view",
-]

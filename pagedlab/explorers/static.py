@@ -26,12 +26,13 @@ import html
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import ipywidgets as widgets
 
+from pagedlab.explorers.base import Explorer
 from pagedlab.pictures.png import quantised_png
-from pagedlab.views.controls import Choice, Control
+from pagedlab.views.controls import Choice
 
 FRAME_COLORS = 32  # frames are quantised to this many colours: ~4x smaller, same picture
 
@@ -112,7 +113,7 @@ def enable() -> None:
 
 
 def _displayer(axes: dict[str, Sequence[object]], play: str | None, replay: bool):
-    def show(explorer: Staticable) -> None:
+    def show(explorer: Explorer) -> None:
         from IPython.display import HTML, display
 
         from pagedlab.explorers import live_markup
@@ -125,20 +126,7 @@ def _displayer(axes: dict[str, Sequence[object]], play: str | None, replay: bool
     return show
 
 
-class Staticable(Protocol):
-    """What static mode needs from an explorer (every :class:`~.base.Explorer` has it)."""
-
-    CONTROLS: tuple[Control, ...]
-    picture: widgets.Image
-    readout: widgets.HTML
-
-    @property
-    def values(self) -> dict[str, Any]: ...
-
-    def set(self, **settings: Any) -> object: ...
-
-
-def _selector(explorer: Staticable, name: str, values: Sequence[object], current: object):
+def _selector(explorer: Explorer, name: str, values: Sequence[object], current: object):
     """A control showing ``values`` whose ``index`` picks a frame; styled like the live one."""
     declared = next(c for c in explorer.CONTROLS if c.name == name)
     options = [(str(v), v) for v in values]
@@ -159,7 +147,7 @@ def _frame(png: bytes, readout: str) -> widgets.VBox:
 
 
 def render_frames(
-    explorer: Staticable, axes: Mapping[str, Sequence[object]]
+    explorer: Explorer, axes: Mapping[str, Sequence[object]]
 ) -> list[tuple[dict[str, object], bytes, str]]:
     """Every setting of ``axes`` (last axis fastest) with the picture and readout it shows."""
     names = list(axes)
@@ -181,14 +169,14 @@ def render_frames(
     return frames
 
 
-def _current(explorer: Staticable, name: str) -> object:
+def _current(explorer: Explorer, name: str) -> object:
     if name not in explorer.values:
         raise ValueError(f"static axis {name!r} is not a control of {type(explorer).__name__}")
     return explorer.values[name]
 
 
 def static_view(
-    explorer: Staticable,
+    explorer: Explorer,
     axes: Mapping[str, Sequence[object]],
     play: str | None = None,
     replay: bool = False,
