@@ -27,9 +27,10 @@ from typing import Any
 
 from pagedlab.control_scenes import LAYOUTS
 from pagedlab.pictures.svg import to_svg
-from pagedlab.views.allocation import allocation_view
-from pagedlab.views.scheduler import scheduler_view
-from pagedlab.views.sharing import prefix_view, sharing_view
+from pagedlab.views.allocation import ALLOCATION_CONTROLS, allocation_view
+from pagedlab.views.controls import Control
+from pagedlab.views.scheduler import SCHEDULER_CONTROLS, scheduler_view
+from pagedlab.views.sharing import PREFIX_CONTROLS, SHARING_CONTROLS, prefix_view, sharing_view
 from pagedlab.views.shown import Shown
 
 
@@ -47,15 +48,12 @@ def _allocation(block_size: object, length: object, layout: object = LAYOUTS[1])
     return shown._replace(readout=readout)
 
 
-#: Live explorers: class name -> (its render, the controls it takes, by name).
-EXPLORERS: dict[str, tuple[Callable[..., Shown], tuple[str, ...]]] = {
-    "AllocationExplorer": (_allocation, ("block_size", "length", "layout")),
-    "SharingExplorer": (sharing_view, ("mode", "width", "prompt_len", "steps")),
-    "PrefixCacheExplorer": (prefix_view, ("shared", "prompt_len", "requests", "block_size")),
-    "SchedulerExplorer": (
-        scheduler_view,
-        ("mode", "block_size", "token_budget", "chunked_prefill", "step"),
-    ),
+#: Live explorers: class name -> (its render, its controls: the explorer's own declarations).
+EXPLORERS: dict[str, tuple[Callable[..., Shown], tuple[Control, ...]]] = {
+    "AllocationExplorer": (_allocation, ALLOCATION_CONTROLS),
+    "SharingExplorer": (sharing_view, SHARING_CONTROLS),
+    "PrefixCacheExplorer": (prefix_view, PREFIX_CONTROLS),
+    "SchedulerExplorer": (scheduler_view, SCHEDULER_CONTROLS),
 }
 
 
@@ -73,10 +71,11 @@ def render_view(explorer: str, settings: Mapping[str, object]) -> Shown:
     """What ``explorer`` shows at ``settings``; raises ValueError/TypeError naming a bad one."""
     if explorer not in EXPLORERS:
         raise ValueError(f"no live explorer {explorer!r} (live: {', '.join(EXPLORERS)})")
-    view, names = EXPLORERS[explorer]
+    view, controls = EXPLORERS[explorer]
+    names = [control.name for control in controls]
     unknown = sorted(set(settings) - set(names))
     if unknown:
-        raise ValueError(f"unknown controls {unknown}; controls: {list(names)}")
+        raise ValueError(f"unknown controls {unknown}; controls: {names}")
     return view(**{name: _value(value) for name, value in settings.items()})
 
 

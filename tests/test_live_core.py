@@ -7,6 +7,7 @@ CPython, once in a child process where those packages cannot be imported (as in 
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -21,11 +22,12 @@ from pagedlab.control_scenes import seed_table
 from pagedlab.exercises import EXERCISES, solution
 from pagedlab.explorers import live_markup
 from pagedlab.explorers.allocation import AllocationExplorer
-from pagedlab.explorers.scheduler import explorer_state
+from pagedlab.explorers.scheduler import SchedulerExplorer, explorer_state
 from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
 from pagedlab.pictures.drawing import Arrow, Box, Drawing, Label, Rect
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.pictures.svg import PT, to_svg
+from pagedlab.views.controls import Choice, Slider
 from pagedlab.views.scheduler import scheduler_view
 
 REPO = Path(__file__).resolve().parents[1]
@@ -223,6 +225,37 @@ def test_live_markup_keeps_the_outside_contract() -> None:
         assert attribute in block
     assert "def my_slot(" in block  # the notebook's starter cell, escaped into the textarea
     assert live_markup.explorer_panel(object()) == ""
+
+
+LIVE = {
+    "AllocationExplorer": AllocationExplorer,
+    "SharingExplorer": SharingExplorer,
+    "PrefixCacheExplorer": PrefixCacheExplorer,
+    "SchedulerExplorer": SchedulerExplorer,
+}
+
+
+@pytest.mark.parametrize("name", list(LIVE))
+def test_live_inputs_are_the_explorers_declared_controls(name: str) -> None:
+    """live.EXPLORERS takes the explorer's own declarations; the page writes them as inputs."""
+    _view, controls = live.EXPLORERS[name]
+    explorer = LIVE[name]()
+    assert controls is LIVE[name].CONTROLS
+    assert [c.name for c in controls] == list(explorer.controls)
+    panel = live_markup.explorer_panel(explorer)
+    for c in controls:
+        found = rf'<label>([^<]*) (<input[^>]*data-control="{c.name}"[^>]*>)'
+        ((description, field),) = re.findall(found, panel)
+        assert description == html.escape(c.description), c
+        if isinstance(c, Slider):
+            assert f'min="{c.min}"' in field and f'value="{explorer.values[c.name]}"' in field
+            assert (f'max="{c.max}"' in field) != c.unbounded and field.count("max=") <= 1
+        elif isinstance(c, Choice):
+            listed = re.findall(r'list="([^"]+)"', field)[0]
+            (options,) = re.findall(f'<datalist id="{listed}">(.*?)</datalist>', panel)
+            assert re.findall(r'value="([^"]*)"', options) == [str(o) for o in c.options]
+        else:
+            assert 'type="checkbox"' in field
 
 
 def test_each_exercise_is_live_once_per_page_under_its_first_check() -> None:

@@ -22,12 +22,9 @@ import ipywidgets as widgets
 
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.scenes import LAYOUTS, SeedState, with_kernel_output
-from pagedlab.views.allocation import allocation_view, readout_html, seed_scene
+from pagedlab.views.allocation import ALLOCATION_CONTROLS, MAX_LENGTH, allocation_view, readout_html
 
-__all__ = ["MAX_BLOCK_SIZE", "MAX_LENGTH", "AllocationExplorer", "readout_html", "seed_scene"]
-
-MAX_BLOCK_SIZE = 16
-MAX_LENGTH = 64
+__all__ = ["LAYOUTS", "AllocationExplorer"]  # LAYOUTS: the notebooks import it from here
 
 
 class AllocationExplorer(Explorer):
@@ -37,25 +34,17 @@ class AllocationExplorer(Explorer):
     browser; ``.state`` (a :class:`~pagedlab.scenes.SeedState`) is what the picture shows.
     """
 
+    CONTROLS = ALLOCATION_CONTROLS
+    ROWS = (("play", "step_button", "block_size", "length"), "layout")
     length: widgets.IntSlider  # a control (set by the base)
 
-    def __init__(self, block_size: int = 4, length: int = 5, layout: str = LAYOUTS[1]) -> None:
-        controls = {
-            "block_size": widgets.IntSlider(min=1, max=MAX_BLOCK_SIZE, description="block size"),
-            "length": widgets.IntSlider(min=1, max=MAX_LENGTH, description="length"),
-            "layout": widgets.ToggleButtons(options=list(LAYOUTS), description="layout"),
-        }
+    def __init__(self, **initial: object) -> None:
         self.play = widgets.Play(
             min=1, max=MAX_LENGTH, interval=700, description="play", show_repeat=False,
             tooltip="replay: grow the sequence from 1 token to the length on the slider",
         )  # fmt: skip
         self.step_button = widgets.Button(description="step", tooltip="append one token")
-        row = widgets.HBox(
-            [self.play, self.step_button, controls["block_size"], controls["length"]]
-        )
-        super().__init__(
-            controls, [row, controls["layout"]], block_size=block_size, length=length, layout=layout
-        )
+        super().__init__(**initial)
         self._rest_play()
         self.play.observe(self._on_play, names="value")
         self.play.observe(self._on_playing, names="playing")

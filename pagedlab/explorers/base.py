@@ -1,11 +1,9 @@
 """One base for every explorer: controls -> state -> picture + readout, fast and atomic.
 
-A new explorer is its controls plus one render function::
+A new explorer is its controls, declared once as class data, plus one render function::
 
-    class LengthExplorer(Explorer):
-        def __init__(self, length: int = 5) -> None:
-            slider = widgets.IntSlider(min=1, max=64, description="length")
-            super().__init__({"length": slider}, length=length)
+    class LengthExplorer(Explorer):  # its controls: length, 1 to 64, starting at 5
+        CONTROLS = (Slider("length", 1, 64, "length", default=5),)
 
         def render(self, length: int) -> View:
             state = build_state(length)  # the real objects, built fresh (pure)
@@ -13,22 +11,27 @@ A new explorer is its controls plus one render function::
 
 The API (small on purpose):
 
-- ``Explorer(controls, rows=None, **initial)``: ``controls`` maps each keyword of ``set`` to
-  its widget: an ``IntSlider`` (its min/max are the range), a selection widget
-  (``SelectionSlider``, ``ToggleButtons``, ``Dropdown``: its options are the values) or a
-  ``Checkbox``. ``rows`` lays them out (widgets or ``HBox``es, extra widgets such as a Play
-  allowed; default one control per line). ``initial`` is validated like ``set``.
+- ``CONTROLS``: the controls in order, as :mod:`pagedlab.views.controls` declarations. The
+  base builds one widget per declaration (``Slider``: ``IntSlider``; ``Choice``:
+  ``ToggleButtons``, or ``SelectionSlider`` if ``slider``; ``Toggle``: ``Checkbox``), each
+  with ``WIDGET_ARGS`` (style, layout). Options that depend on the constructor's arguments:
+  assign ``self.CONTROLS`` before calling the base.
+- ``ROWS``: optional, one entry per row: a name, or a tuple of names (an ``HBox``); a name is
+  a control or an attribute set before the base's ``__init__`` (a Play). Default: a row each.
+- ``Explorer(**initial)``: each control starts at its declared default, moved by
+  ``initial``, validated like ``set``.
 - ``render(**values) -> View``: **required**. The state, the picture (a ``Drawing``, drawn
   on the explorer's one reused ``Canvas``; a matplotlib ``Figure``; or PNG bytes) and the
   readout (HTML). Must not change any widget; should be fast (a few ms).
 - ``finish(view) -> View``: optional, the slow part (a kernel call), run after the picture
   is on the page; returns the view with its final state and readout. Default: ``view``.
-- ``bounds(values) -> {name: (min, max)}``: optional, ranges that depend on other values.
-- ``check(values)``: optional, rules across controls; raise ``ValueError``.
+- ``bounds(values) -> {name: (min, max)}``: optional, slider ranges that depend on other
+  values (inside the declared ones).
+- ``check_values(values)``: optional, rules across controls; raise ``ValueError``.
 - Attributes: ``.widget`` (the ``VBox``), ``.picture`` (``Image``, CSS class
   ``pagedlab-picture``), ``.readout`` (``HTML``, class ``pagedlab-readout``), ``.state``
-  (what the picture was drawn from), ``.controls``, ``.values``, and each control by its
-  name (``explorer.length``).
+  (what the picture was drawn from), ``.controls`` (name -> widget), ``.values``, and each
+  control's widget by its name (``explorer.length``).
 - ``set(**settings) -> state``: move controls as a learner would, with one redraw.
 
 Invariants:
@@ -54,18 +57,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import html
-import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.checks import check_int
 from pagedlab.memory.allocator import OutOfBlocksError
 from pagedlab.pictures.canvas import Canvas, Drawing
 from pagedlab.pictures.png import to_png
+from pagedlab.views.controls import Control, Slider, Toggle
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -82,21 +85,18 @@ class View:
 class Explorer:
     """Controls -> ``render`` -> picture and readout; see the module docstring."""
 
-    def __init__(
-        self,
-        controls: Mapping[str, widgets.ValueWidget],
-        rows: Sequence[widgets.Widget] | None = None,
-        **initial: object,
-    ) -> None:
-        self.controls: dict[str, widgets.ValueWidget] = dict(controls)
-        for name, control in self.controls.items():
-            if name in _RESERVED or hasattr(self, name) or not name.isidentifier():
-                raise ValueError(f"control name {name!r} is taken by the Explorer base")
-            if not isinstance(control, (widgets.IntSlider, widgets.Checkbox)) and not hasattr(
-                control, "options"
-            ):
-                raise TypeError(f"control {name!r} must be an IntSlider, selection or Checkbox")
-            setattr(self, name, control)
+    CONTROLS: tuple[Control, ...] = ()
+    ROWS: tuple[str | tuple[str, ...], ...] = ()
+    WIDGET_ARGS: Mapping[str, Any] = {}
+
+    def __init__(self, **initial: object) -> None:
+        self.controls: dict[str, widgets.ValueWidget] = {}
+        for declared in self.CONTROLS:
+            name = declared.name
+            if name in _RESERVED or hasattr(self, name):
+                raise ValueError(f"control name {name!r} is taken (the Explorer base or twice)")
+            self.controls[name] = _widget(declared, self.WIDGET_ARGS)
+            setattr(self, name, self.controls[name])
         self.picture = widgets.Image(format="png")
         self.picture.add_class("pagedlab-picture")
         self.readout = widgets.HTML()
@@ -105,9 +105,13 @@ class Explorer:
         self._holding = False
         self._generation = 0  # counts moves: a deferred finish of an older one is dropped
         self.state: Any = None
-        layout = list(rows) if rows is not None else list(self.controls.values())
-        self.widget = widgets.VBox([*layout, self.picture, self.readout])
-        values = self._validated({**self.values, **initial})
+        rows = [
+            widgets.HBox([getattr(self, n) for n in row]) if isinstance(row, tuple)
+            else getattr(self, row)
+            for row in self.ROWS
+        ] or list(self.controls.values())  # fmt: skip
+        self.widget = widgets.VBox([*rows, self.picture, self.readout])
+        values = self._validated({**self.values, **initial}, list(initial))
         view = self.finish(self.render(**values))
         self._apply(values)
         self._show(view)
@@ -131,7 +135,7 @@ class Explorer:
         """Ranges of int controls that depend on the other values; none by default."""
         return {}
 
-    def check(self, values: Mapping[str, Any]) -> None:
+    def check_values(self, values: Mapping[str, Any]) -> None:
         """Rules across controls (raise ``ValueError``); none by default."""
 
     # --- the public surface ------------------------------------------------------------------
@@ -165,29 +169,25 @@ class Explorer:
         unknown = [name for name in names if name not in self.controls]
         if unknown:
             raise TypeError(
-                f"{type(self).__name__}.set() got unknown control {unknown[0]!r}; "
+                f"{type(self).__name__} got unknown control {unknown[0]!r}; "
                 f"valid: {', '.join(self.controls)}"
             )
         out = dict(values)
-        for name, control in self.controls.items():  # kinds first: bounds read the values
-            if isinstance(control, widgets.IntSlider):
-                out[name] = check_int(out[name], name)
-            else:
-                out[name] = _check_option(name, control, out[name])
-        for name, control in self.controls.items():
-            if isinstance(control, widgets.IntSlider):
-                low, high = self.bounds(out).get(name, (control.min, control.max))
-                out[name] = check_int(out[name], name, minimum=low, maximum=high)
-        self.check(out)
+        for c in self.CONTROLS:  # kinds first: bounds read the values
+            out[c.name] = check_int(out[c.name], c.name) if _slider(c) else c.accept(out[c.name])
+        bounds = self.bounds(out)
+        for c in filter(_slider, self.CONTROLS):
+            low, high = bounds.get(c.name, (c.min, c.max))
+            out[c.name] = check_int(out[c.name], c.name, minimum=low, maximum=high)
+        self.check_values(out)
         return out
 
     def _clamped(self, values: dict[str, Any]) -> dict[str, Any]:
         """``values`` moved into their ranges (a browser move that narrowed another range)."""
         out = dict(values)
-        for name, control in self.controls.items():
-            if isinstance(control, widgets.IntSlider):
-                low, high = self.bounds(out).get(name, (control.min, control.max))
-                out[name] = min(max(out[name], low), high)
+        for c in filter(_slider, self.CONTROLS):  # in order: a clamped value moves later ranges
+            low, high = self.bounds(out).get(c.name, (c.min, c.max))
+            out[c.name] = min(max(out[c.name], low), high)
         return out
 
     # --- assigning widget state --------------------------------------------------------------
@@ -318,28 +318,16 @@ def _after_this_message(callback: Callable[[], None]) -> bool:
 _RESERVED = {"picture", "readout", "widget", "state", "controls", "canvas", "values"}
 
 
-def _option_values(control: widgets.ValueWidget) -> list[object]:
-    options = list(getattr(control, "options", ()))
-    if options and all(isinstance(o, tuple) and len(o) == 2 for o in options):
-        return [value for _label, value in options]
-    return options
+def _slider(control: Control) -> TypeGuard[Slider]:
+    return isinstance(control, Slider)
 
 
-def _check_option(name: str, control: widgets.ValueWidget, value: object) -> object:
-    """``value`` if it is one of ``control``'s options (or a bool for a Checkbox)."""
-    if isinstance(control, widgets.Checkbox):
-        if not isinstance(value, bool):
-            raise ArgumentTypeError(f"{name} must be True or False, got {value!r}")
-        return value
-    options = _option_values(control)
-    if options and all(isinstance(o, int) and not isinstance(o, bool) for o in options):
-        number = check_int(value, name)
-        if number not in options:
-            raise ValueError(f"{name} must be one of {options}, got {number!r}")
-        return number
-    if options and all(isinstance(o, str) for o in options) and not isinstance(value, str):
-        raise ArgumentTypeError(f"{name} must be one of {options}, got {value!r}")
-    for option in options:
-        if type(option) is type(value) and operator.eq(option, value):
-            return option
-    raise ValueError(f"{name} must be one of {options}, got {value!r}")
+def _widget(control: Control, args: Mapping[str, Any]) -> widgets.ValueWidget:
+    """The ipywidget of one declaration, at its default."""
+    common = {"value": control.default, "description": control.description, **args}
+    if isinstance(control, Slider):
+        return widgets.IntSlider(min=control.min, max=control.max, step=control.step, **common)
+    if isinstance(control, Toggle):
+        return widgets.Checkbox(**common)
+    kind = widgets.SelectionSlider if control.slider else widgets.ToggleButtons
+    return kind(options=control.options, **common)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import html
 
-import ipywidgets as widgets
 import torch
 
 from pagedlab.attention.batch import Batch, batch_slot_mapping, grow_batch
 from pagedlab.attention.ops import paged_attention, reference_attention
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.pictures.blocks import scene
+from pagedlab.views.controls import Slider
 
 
 def batch_lengths(num_seqs: int, longest: int) -> list[int]:
@@ -49,16 +49,14 @@ def describe_batch(batch: Batch) -> str:
 
 
 class BatchExplorer(Explorer):
-    """Sliders for sequences, block size and the longest length; the pool; the tensors."""
+    """Sliders ``num_seqs``, ``block_size`` and ``longest`` (length); the pool; the tensors."""
 
-    def __init__(self, num_seqs: int = 3, block_size: int = 4, longest: int = 9) -> None:
-        style = {"description_width": "90px"}
-        controls = {
-            "num_seqs": widgets.IntSlider(min=1, max=6, description="sequences", style=style),
-            "block_size": widgets.IntSlider(min=1, max=16, description="block size", style=style),
-            "longest": widgets.IntSlider(min=1, max=24, description="longest", style=style),
-        }
-        super().__init__(controls, num_seqs=num_seqs, block_size=block_size, longest=longest)
+    CONTROLS = (
+        Slider("num_seqs", 1, 6, "sequences", 3),
+        Slider("block_size", 1, 16, "block size", 4),
+        Slider("longest", 1, 24, "longest", 9),
+    )
+    WIDGET_ARGS = {"style": {"description_width": "90px"}}
 
     def render(self, num_seqs: int, block_size: int, longest: int) -> View:
         batch = grow_batch(batch_lengths(num_seqs, longest), block_size)

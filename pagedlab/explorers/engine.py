@@ -20,8 +20,6 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import ipywidgets as widgets
-
 from pagedlab.checks import check_int
 from pagedlab.engine import Engine, EngineRun
 from pagedlab.explorers.base import Explorer, View
@@ -31,6 +29,7 @@ from pagedlab.model.paged import DecodeAttention
 from pagedlab.model.weights import decode, encode
 from pagedlab.pictures.canvas import Drawing
 from pagedlab.pictures.scheduler import scheduler_drawing
+from pagedlab.views.controls import Choice, Slider
 
 MAX_STEP = 80
 
@@ -52,6 +51,8 @@ class EngineFrame:
 class EngineExplorer(Explorer):
     """Mode toggle and step slider over a real engine run (see the module docstring)."""
 
+    CONTROLS = (Choice("mode", MODES, "mode", "recompute"), Slider("step", 0, MAX_STEP, "step", 0))
+
     def __init__(
         self,
         model: TinyLlama,
@@ -60,8 +61,7 @@ class EngineExplorer(Explorer):
         num_blocks: int = 6,
         block_size: int = 8,
         decode_attention: DecodeAttention | None = None,
-        mode: str = "recompute",
-        step: int = 0,
+        **initial: object,
     ) -> None:
         if isinstance(texts, str) or not texts or not all(isinstance(t, str) for t in texts):
             raise TypeError(f"texts must be a non-empty list of prompt strings, got {texts!r}")
@@ -73,11 +73,7 @@ class EngineExplorer(Explorer):
         )
         self._attention = decode_attention
         self._runs: dict[str, list[EngineFrame]] = {}
-        controls = {
-            "mode": widgets.ToggleButtons(options=list(MODES), description="mode"),
-            "step": widgets.IntSlider(min=0, max=MAX_STEP, description="step"),
-        }
-        super().__init__(controls, mode=mode, step=step)
+        super().__init__(**initial)
 
     def frames(self, mode: str) -> list[EngineFrame]:
         """Every step of ``mode``'s run (computed on first use, then kept)."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 import html
 import math
 
-import ipywidgets as widgets
 import torch
 
 from pagedlab.attention.batch import Batch, dense_attention
@@ -31,11 +30,10 @@ from pagedlab.checks import check_int
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.pictures.blocks import scene
 from pagedlab.scenes import kernel_batch
+from pagedlab.views.controls import Choice, Slider
 
 TOLERANCE = 2e-3  # about two fp16 steps near 1: the outputs are rounded to fp16 at the end
 HEAD_DIMS = (1, 8, 12, 16, 64)  # the explorer's head_dim choices (12: not a power of two)
-MAX_SEQS = 5
-MAX_BLOCK_SIZE = 16
 
 
 def error_bound(err: float) -> str:
@@ -83,22 +81,14 @@ def batch_report(batch: Batch) -> str:
 
 
 class KernelExplorer(Explorer):
-    """Sliders for sequences, block size and head_dim; the pool's picture; the kernels' check."""
+    """Sliders ``num_seqs``, ``block_size``, ``head_dim``; the pool; the kernels' check."""
 
-    def __init__(self, num_seqs: int = 3, block_size: int = 4, head_dim: int = 16) -> None:
-        style = {"description_width": "90px"}
-        controls = {
-            "num_seqs": widgets.IntSlider(
-                min=1, max=MAX_SEQS, description="sequences", style=style
-            ),
-            "block_size": widgets.IntSlider(
-                min=1, max=MAX_BLOCK_SIZE, description="block size", style=style
-            ),
-            "head_dim": widgets.SelectionSlider(
-                options=HEAD_DIMS, value=16, description="head_dim", style=style
-            ),
-        }
-        super().__init__(controls, num_seqs=num_seqs, block_size=block_size, head_dim=head_dim)
+    CONTROLS = (
+        Slider("num_seqs", 1, 5, "sequences", 3),
+        Slider("block_size", 1, 16, "block size", 4),
+        Choice("head_dim", HEAD_DIMS, "head_dim", 16, slider=True),
+    )
+    WIDGET_ARGS = {"style": {"description_width": "90px"}}
 
     def render(self, num_seqs: int, block_size: int, head_dim: int) -> View:
         batch = explorer_batch(num_seqs, block_size, head_dim)

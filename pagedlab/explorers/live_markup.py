@@ -15,9 +15,12 @@ The markup is a contract that checks outside the project rely on (DESIGN.md §2)
   (``button[data-stop=name]`` stops a check that runs too long), once per page: under the
   first check of that exercise.
 
-Invariants: inputs start disabled (the page has no Python yet) and hold the explorer's
-current values; the panel's first readout and picture are what :func:`pagedlab.live.render`
-gives for them, so a page that never goes live (opened from disk) still shows the truth.
+Invariants: each input is written from the control's declaration (the one the explorer's
+widget is built from: description, min / max or options; a ``Slider`` declared ``unbounded``
+has no max in the page), starts disabled (the page has no Python yet) and holds the
+explorer's current value; the panel's first readout and picture are what
+:func:`pagedlab.live.render` gives for them, so a page that never goes live (opened from
+disk) still shows the truth.
 """
 
 from __future__ import annotations
@@ -27,35 +30,26 @@ from collections.abc import Callable
 from typing import Any
 
 from pagedlab import live
-
-#: Controls that take any value >= 1 in the page (the notebook's sliders stop at a maximum).
-UNBOUNDED = {("AllocationExplorer", "block_size"), ("AllocationExplorer", "length")}
+from pagedlab.views.controls import Choice, Control, Slider
 
 
-def _input(explorer: str, name: str, control: Any) -> str:
-    description = getattr(control, "description", "") or name.replace("_", " ")
-    value = control.value
-    attrs = f'data-control="{html.escape(name)}" name="{html.escape(name)}" disabled'
-    options = getattr(control, "options", None)
-    if isinstance(value, bool):  # a checkbox: its value is ``checked``
-        checked = " checked" if value else ""
-        field = f'<input type="checkbox"{checked} {attrs}>'
-    elif options is not None:
-        values = [o[1] if isinstance(o, tuple) else o for o in options]
-        listed = f"pagedlab-{explorer}-{name}-{id(control):x}"  # unique in the page
-        choices = "".join(f'<option value="{html.escape(str(v))}">' for v in values)
+def _input(control: Control, value: object, page_id: str) -> str:
+    """One page input for ``control``'s declaration, holding ``value``."""
+    name = html.escape(control.name)
+    attrs = f'data-control="{name}" name="{name}" disabled'
+    if isinstance(control, Slider):
+        high = "" if control.unbounded else f' max="{control.max}"'
+        field = f'<input type="number" step="1" min="{control.min}"{high} value="{value}" {attrs}>'
+    elif isinstance(control, Choice):
+        listed = f"pagedlab-{page_id}-{name}"
+        choices = "".join(f'<option value="{html.escape(str(v))}">' for v in control.options)
         field = (
             f'<input type="text" list="{listed}" value="{html.escape(str(value))}" {attrs}>'
             f'<datalist id="{listed}">{choices}</datalist>'
         )
-    else:
-        low = getattr(control, "min", None)
-        high = None if (explorer, name) in UNBOUNDED else getattr(control, "max", None)
-        bounds = (f' min="{low}"' if low is not None else "") + (
-            f' max="{high}"' if high is not None else ""
-        )
-        field = f'<input type="number" step="1"{bounds} value="{value}" {attrs}>'
-    return f"<label>{html.escape(description)} {field}</label>"
+    else:  # a toggle: its value is ``checked``
+        field = f'<input type="checkbox"{" checked" if value else ""} {attrs}>'
+    return f"<label>{html.escape(control.description)} {field}</label>"
 
 
 def explorer_panel(explorer: Any) -> str:
@@ -63,11 +57,11 @@ def explorer_panel(explorer: Any) -> str:
     name = type(explorer).__name__
     if name not in live.EXPLORERS:
         return ""
-    _view, names = live.EXPLORERS[name]
-    controls = explorer.controls
-    settings = {n: controls[n].value for n in names}
+    _view, controls = live.EXPLORERS[name]
+    settings = {c.name: explorer.values[c.name] for c in controls}
     first = live.render(name, settings)
-    inputs = "".join(_input(name, n, controls[n]) for n in names)
+    page_id = f"{name}-{id(explorer):x}"  # unique in the page
+    inputs = "".join(_input(c, settings[c.name], page_id) for c in controls)
     return (
         f'<div class="pagedlab-live" data-explorer="{name}">'
         '<p class="pagedlab-live-status" data-live-status>Live version: waiting for Python '

@@ -10,9 +10,8 @@ block size's figure is drawn once and kept.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
-
-import ipywidgets as w
 
 from pagedlab.checks import check_int
 from pagedlab.explorers.base import Explorer, View
@@ -21,42 +20,34 @@ from pagedlab.pictures.png import to_png
 from pagedlab.pictures.reservation import reservation_scene
 from pagedlab.simulate.memory import OneRequest
 from pagedlab.simulate.report import SweepRow
+from pagedlab.views.controls import Choice, Slider
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 MAX_RESERVED = 2048
-STYLE: dict[str, Any] = {"description_width": "150px"}
-
-
-def _slider(description: str, **kwargs: Any) -> w.IntSlider:
-    layout = w.Layout(width="520px")
-    return w.IntSlider(
-        description=description, style=STYLE, layout=layout, continuous_update=False, **kwargs
-    )
 
 
 class ReservationExplorer(Explorer):
-    """One request: contiguous reservation vs paged blocks, for a response length you choose."""
+    """One request: contiguous reservation vs paged blocks, for a response length you choose.
 
-    def __init__(
-        self, prompt: int = 8, response: int = 2, reserved: int = MAX_RESERVED, block_size: int = 16
-    ) -> None:
+    ``prompt`` is fixed per explorer; the controls are ``response``, ``generated``,
+    ``reserved`` and ``block_size`` (their ranges narrowed by :meth:`bounds`).
+    """
+
+    CONTROLS = (
+        Slider("response", 1, MAX_RESERVED - 1, "response length", 2),
+        Slider("generated", 0, MAX_RESERVED, "generated so far", 0),
+        Slider("reserved", 64, MAX_RESERVED, "contiguous reservation", MAX_RESERVED, step=64),
+        Choice("block_size", BLOCK_SIZES, "block size B", 16, slider=True),
+    )
+    WIDGET_ARGS = {
+        "style": {"description_width": "150px"},
+        "layout": {"width": "520px"},
+        "continuous_update": False,
+    }
+
+    def __init__(self, prompt: int = 8, **initial: object) -> None:
         self.prompt = check_int(prompt, "prompt", minimum=1, maximum=MAX_RESERVED - 1)
-        controls = {
-            "response": _slider("response length", min=1, max=MAX_RESERVED - self.prompt),
-            "generated": _slider("generated so far", min=0, max=MAX_RESERVED),
-            "reserved": _slider("contiguous reservation", min=64, max=MAX_RESERVED, step=64),
-            "block_size": w.SelectionSlider(
-                options=list(BLOCK_SIZES),
-                value=16,
-                description="block size B",
-                style=STYLE,
-                layout=w.Layout(width="520px"),
-                continuous_update=False,
-            ),
-        }
-        super().__init__(
-            controls, response=response, generated=0, reserved=reserved, block_size=block_size
-        )
+        super().__init__(**initial)
 
     def bounds(self, values: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
         reserved_min = max(64, self.prompt + 1)
@@ -85,18 +76,18 @@ class ReservationExplorer(Explorer):
 class BlockSizeExplorer(Explorer):
     """Index a precomputed block-size sweep with a slider: picture and one-line readout."""
 
+    CONTROLS = (Choice("block_size", BLOCK_SIZES, "block size B", 16, slider=True),)
+    WIDGET_ARGS = {"continuous_update": False}
+
     def __init__(self, rows: Sequence[SweepRow], value: int = 16) -> None:
         if not rows:
             raise ValueError("rows must not be empty")
         self.rows = {r.block_size: r for r in rows}
         self._rows = list(rows)
         self._png: dict[int, bytes] = {}
-        control = w.SelectionSlider(
-            options=[r.block_size for r in rows],
-            description="block size B",
-            continuous_update=False,
-        )
-        super().__init__({"block_size": control}, block_size=value)
+        sizes = tuple(self.rows)  # this sweep's block sizes are the options
+        self.CONTROLS = (replace(self.CONTROLS[0], options=sizes, default=sizes[0]),)
+        super().__init__(block_size=value)
 
     def render(self, block_size: int) -> View:
         r = self.rows[block_size]

@@ -25,10 +25,10 @@ import ipywidgets as widgets
 from pagedlab.attention.swap import SwappingKV
 from pagedlab.explorers.base import Explorer, View, from_browser
 from pagedlab.memory.requests import StepResult
-from pagedlab.memory.scheduler import MODES, Scheduler
+from pagedlab.memory.scheduler import Scheduler
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.scenes import SCHEDULER_POOL_BLOCKS, scheduler_scene
-from pagedlab.views.scheduler import BLOCK_SIZES, BUDGETS, MAX_STEP, check_controls
+from pagedlab.views.scheduler import MAX_STEP, SCHEDULER_CONTROLS, check_controls
 
 POOL_BLOCKS = SCHEDULER_POOL_BLOCKS
 
@@ -146,37 +146,15 @@ class SchedulerExplorer(Explorer):
     ``advance()`` (one scheduler step, what Play does each tick) drive it without a browser.
     """
 
-    def __init__(
-        self,
-        mode: str = "swap",
-        block_size: int = 4,
-        token_budget: int = 16,
-        chunked_prefill: bool = True,
-        step: int = 0,
-    ) -> None:
-        controls = {
-            "mode": widgets.ToggleButtons(options=list(MODES), description="mode"),
-            "block_size": widgets.IntSlider(
-                min=BLOCK_SIZES[0], max=BLOCK_SIZES[1], description="block size"
-            ),
-            "token_budget": widgets.IntSlider(
-                min=BUDGETS[0], max=BUDGETS[1], description="token budget"
-            ),
-            "chunked_prefill": widgets.Checkbox(description="chunked"),
-            "step": widgets.IntSlider(min=0, max=MAX_STEP, description="step"),
-        }
+    CONTROLS = SCHEDULER_CONTROLS
+    ROWS = (("play", "step_button", "step"), ("mode", "chunked_prefill"),
+            ("block_size", "token_budget"))  # fmt: skip
+
+    def __init__(self, **initial: object) -> None:
         self.play = widgets.Play(min=0, max=MAX_STEP, interval=700, description="play")
         self.step_button = widgets.Button(description="step", tooltip="one scheduler step")
-        rows = [
-            widgets.HBox([self.play, self.step_button, controls["step"]]),
-            widgets.HBox([controls["mode"], controls["chunked_prefill"]]),
-            widgets.HBox([controls["block_size"], controls["token_budget"]]),
-        ]
-        super().__init__(
-            controls, rows, mode=mode, block_size=block_size, token_budget=token_budget,
-            chunked_prefill=chunked_prefill, step=step,
-        )  # fmt: skip
-        self.step_slider = controls["step"]
+        super().__init__(**initial)
+        self.step_slider = self.controls["step"]
         self.play.value = self.step_slider.value
         self._link = widgets.jslink((self.play, "value"), (self.step_slider, "value"))
         self.play.observe(self._on_play, names="value")

@@ -26,11 +26,13 @@ import html
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import ipywidgets as widgets
 
+from pagedlab.explorers.base import Explorer
 from pagedlab.pictures.png import quantised_png
+from pagedlab.views.controls import Choice
 
 FRAME_COLORS = 32  # frames are quantised to this many colours: ~4x smaller, same picture
 
@@ -111,7 +113,7 @@ def enable() -> None:
 
 
 def _displayer(axes: dict[str, Sequence[object]], play: str | None, replay: bool):
-    def show(explorer: Staticable) -> None:
+    def show(explorer: Explorer) -> None:
         from IPython.display import HTML, display
 
         from pagedlab.explorers import live_markup
@@ -124,32 +126,14 @@ def _displayer(axes: dict[str, Sequence[object]], play: str | None, replay: bool
     return show
 
 
-class Staticable(Protocol):
-    """What static mode needs from an explorer (every :class:`~.base.Explorer` has it)."""
-
-    picture: widgets.Image
-    readout: widgets.HTML
-
-    @property
-    def controls(self) -> Mapping[str, widgets.ValueWidget]: ...
-
-    def set(self, **settings: Any) -> object: ...
-
-
-def _control(explorer: Staticable, name: str) -> widgets.ValueWidget | None:
-    return explorer.controls.get(name)
-
-
-def _selector(explorer: Staticable, name: str, values: Sequence[object], current: object):
+def _selector(explorer: Explorer, name: str, values: Sequence[object], current: object):
     """A control showing ``values`` whose ``index`` picks a frame; styled like the live one."""
-    live = _control(explorer, name)
-    description = getattr(live, "description", "") or name.replace("_", " ")
+    declared = next(c for c in explorer.CONTROLS if c.name == name)
     options = [(str(v), v) for v in values]
     index = list(values).index(current) if current in values else 0
-    if isinstance(live, widgets.ToggleButtons | widgets.Dropdown | widgets.RadioButtons):
-        selector: Any = widgets.ToggleButtons(options=options, index=index, description=description)
-    else:
-        selector = widgets.SelectionSlider(options=options, index=index, description=description)
+    buttons = isinstance(declared, Choice) and not declared.slider
+    kind: Any = widgets.ToggleButtons if buttons else widgets.SelectionSlider
+    selector = kind(options=options, index=index, description=declared.description)
     selector.add_class("pagedlab-static-control")
     return selector
 
@@ -163,7 +147,7 @@ def _frame(png: bytes, readout: str) -> widgets.VBox:
 
 
 def render_frames(
-    explorer: Staticable, axes: Mapping[str, Sequence[object]]
+    explorer: Explorer, axes: Mapping[str, Sequence[object]]
 ) -> list[tuple[dict[str, object], bytes, str]]:
     """Every setting of ``axes`` (last axis fastest) with the picture and readout it shows."""
     names = list(axes)
@@ -185,15 +169,14 @@ def render_frames(
     return frames
 
 
-def _current(explorer: Staticable, name: str) -> object:
-    control = _control(explorer, name)
-    if control is None:
+def _current(explorer: Explorer, name: str) -> object:
+    if name not in explorer.values:
         raise ValueError(f"static axis {name!r} is not a control of {type(explorer).__name__}")
-    return control.value
+    return explorer.values[name]
 
 
 def static_view(
-    explorer: Staticable,
+    explorer: Explorer,
     axes: Mapping[str, Sequence[object]],
     play: str | None = None,
     replay: bool = False,

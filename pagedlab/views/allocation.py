@@ -4,7 +4,8 @@ The model is :func:`pagedlab.control_scenes.seed_table`: a fresh 32-block pool i
 chosen layout, the sequence appended token by token with a real ``BlockTable``. The
 notebook's ``AllocationExplorer`` renders with :func:`allocation_view` and then adds the
 Triton kernel's output (``scenes.with_kernel_output``); the live site runs
-:func:`allocation_view` alone in the browser, where there is no torch.
+:func:`allocation_view` alone in the browser, where there is no torch. Both take their
+controls from :data:`ALLOCATION_CONTROLS`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,17 @@ import html
 from pagedlab.control_scenes import KV_BYTES_PER_SLOT, LAYOUTS, SeedState, seed_table
 from pagedlab.pictures.blocks import scene
 from pagedlab.pictures.drawing import Drawing
+from pagedlab.views.controls import Choice, Slider
 from pagedlab.views.shown import Shown
+
+MAX_BLOCK_SIZE = 16  # where the notebook's sliders stop; the live page takes any size
+MAX_LENGTH = 64
+
+ALLOCATION_CONTROLS = (
+    Slider("block_size", 1, MAX_BLOCK_SIZE, "block size", 4, unbounded=True),
+    Slider("length", 1, MAX_LENGTH, "length", 5, unbounded=True),
+    Choice("layout", LAYOUTS, "layout", LAYOUTS[1]),
+)
 
 
 def readout_html(state: SeedState) -> str:

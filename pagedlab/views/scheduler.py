@@ -11,29 +11,32 @@ same block decisions, preemptions and swaps, the same ``scheduler_drawing``, wit
 from __future__ import annotations
 
 import html
+from typing import cast
 
-from pagedlab.checks import check_int
 from pagedlab.control_scenes import scheduler_control_scene
 from pagedlab.memory.scheduler import MODES
 from pagedlab.pictures.scheduler_drawing import scheduler_drawing
+from pagedlab.views.controls import Choice, Control, Slider, Toggle
 from pagedlab.views.shown import Shown
 
-BLOCK_SIZES = (2, 8)  # smallest and largest; at 2 the two-sample request needs 14 of 16 blocks
-BUDGETS = (4, 64)
 MAX_STEP = 60
+
+SCHEDULER_CONTROLS: tuple[Control, ...] = (
+    Choice("mode", MODES, "mode", "swap"),
+    Slider("block_size", 2, 8, "block size", 4),  # at 2 the two-sample request needs 14 of 16
+    Slider("token_budget", 4, 64, "token budget", 16),
+    Toggle("chunked_prefill", "chunked", True),
+    Slider("step", 0, MAX_STEP, "step", 0),
+)
 
 
 def check_controls(
     mode: object, block_size: object, token_budget: object, chunked_prefill: object, step: object
 ) -> tuple[str, int, int, bool, int]:
-    """The controls' values, checked; raises TypeError/ValueError naming a bad one."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if not isinstance(chunked_prefill, bool):
-        raise TypeError(f"chunked_prefill must be a bool, got {chunked_prefill!r}")
-    size = check_int(block_size, "block_size", *BLOCK_SIZES)
-    budget = check_int(token_budget, "token_budget", *BUDGETS)
-    return mode, size, budget, chunked_prefill, check_int(step, "step", 0, MAX_STEP)
+    """The controls' values, each checked by its declaration; raises TypeError/ValueError."""
+    values = (mode, block_size, token_budget, chunked_prefill, step)
+    checked = (c.accept(v) for c, v in zip(SCHEDULER_CONTROLS, values, strict=True))
+    return cast(tuple[str, int, int, bool, int], tuple(checked))
 
 
 def scheduler_view(

@@ -24,6 +24,7 @@ from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import Admission, PrefixCache
 from pagedlab.memory.sharing import beam_step, fork_samples
 from pagedlab.pictures.sharing import MAX_TABLES, sharing_scene
+from pagedlab.views.controls import Choice, Slider
 from pagedlab.views.shown import Shown
 
 POOL_BLOCKS, BLOCK_SIZE = 32, 4
@@ -37,6 +38,19 @@ def prefix_pool_blocks(prompt_len: int, requests: int, block_size: int) -> int:
 
 
 MODES = ("parallel sampling", "beam search")
+
+SHARING_CONTROLS = (
+    Choice("mode", MODES, "mode", MODES[0]),
+    Slider("width", 1, MAX_TABLES, "n / k", 2),
+    Slider("prompt_len", 1, 24, "prompt", 7),
+    Slider("steps", 0, 12, "generated", 1),
+)
+PREFIX_CONTROLS = (
+    Slider("shared", 0, MAX_PROMPT, "shared", 8),
+    Slider("prompt_len", 1, MAX_PROMPT, "prompt", 10),
+    Slider("requests", 1, MAX_TABLES, "requests", 3),
+    Choice("block_size", (2, 4, 8), "block size", 4),
+)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pagedlab.explorers.kernel import KernelExplorer
 from pagedlab.explorers.memory import BlockSizeExplorer, ReservationExplorer
 from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
 from pagedlab.simulate import block_size_sweep, make_trace
+from pagedlab.views.controls import Choice, Slider, Toggle
 
 
 def _block_size_explorer() -> BlockSizeExplorer:
@@ -153,23 +154,87 @@ def test_reservation_ranges_follow_each_other() -> None:
 
 def test_a_new_explorer_is_controls_plus_render() -> None:
     class Squares(Explorer):
-        def __init__(self, n: int = 2) -> None:
-            super().__init__({"n": widgets.IntSlider(min=0, max=9, description="n")}, n=n)
+        CONTROLS = (Slider("n", 0, 9, "n", 2),)
 
         def render(self, n: int) -> View:
             if n == 7:
                 raise ValueError("7 is not drawn")
             return View(n * n, b"\x89PNG" + bytes([n]), f"{n}² = {n * n}")
 
-    e = Squares(3)
+    assert Squares().state == 4  # the declared default
+    e = Squares(n=3)
     assert (e.state, e.readout.value, repr(e)) == (9, "3² = 9", "Squares(n=3)")
     assert e.set(n=4) == 16 and e.n.value == 4
     e.n.value = 7  # a move the range allows but the model refuses: explained, not raised
     assert "not possible" in e.readout.value and "7 is not drawn" in e.readout.value
     with pytest.raises(ValueError, match="7 is not drawn"):
         e.set(n=7)
-    with pytest.raises(ValueError, match="taken by the Explorer base"):
-        Explorer({"picture": widgets.IntSlider()})
+    with pytest.raises(TypeError, match="unknown control 'm'; valid: n"):
+        Squares(m=3)
+
+    class Taken(Squares):
+        CONTROLS = (Slider("picture", 0, 9, "picture", 2),)
+
+    class Twice(Squares):
+        CONTROLS = (Slider("n", 0, 9, "n", 2), Choice("n", ("a", "b"), "n", "a"))
+
+    for bad in (Taken, Twice):
+        with pytest.raises(ValueError, match="is taken"):
+            bad()
+
+
+def test_each_explorers_widgets_are_its_declarations(explorer: Explorer) -> None:
+    assert_widgets_are_declarations(explorer)
+
+
+def assert_widgets_are_declarations(explorer: Explorer) -> None:
+    """Range, options, description and kind of each widget come from ``CONTROLS``."""
+    assert list(explorer.controls) == [c.name for c in explorer.CONTROLS]
+    bounds = explorer.bounds(explorer.values)
+    for declared in explorer.CONTROLS:
+        widget = explorer.controls[declared.name]
+        assert widget.description == declared.description
+        if isinstance(declared, Slider):
+            assert isinstance(widget, widgets.IntSlider) and widget.step == declared.step
+            low, high = bounds.get(declared.name, (declared.min, declared.max))
+            assert (widget.min, widget.max) == (low, high)
+            assert declared.min <= low <= high <= declared.max
+        elif isinstance(declared, Choice):
+            kind = widgets.SelectionSlider if declared.slider else widgets.ToggleButtons
+            assert type(widget) is kind and tuple(widget.options) == declared.options
+        else:
+            assert isinstance(widget, widgets.Checkbox)
+
+
+@pytest.mark.parametrize(
+    "declare",
+    [
+        lambda: Slider("n", 1, 9, "n", 0),  # default below the range
+        lambda: Slider("n", 1, 9, "n", 10),  # above
+        lambda: Slider("n", 5, 4, "n", 5),  # max < min
+        lambda: Slider("n", 0, 64, "n", 10, step=4),  # not on a step
+        lambda: Slider("n", 0, 9, "n", True),  # a bool is no int
+        lambda: Slider("not a name", 0, 9, "n", 1),
+        lambda: Slider("n", 0, 9, "", 1),  # no description
+        lambda: Choice("m", ("a", "b"), "m", "c"),  # default not an option
+        lambda: Choice("m", (), "m", "a"),
+        lambda: Choice("m", ("a", "a"), "m", "a"),
+        lambda: Choice("m", ("a", 1), "m", "a"),  # mixed kinds
+        lambda: Toggle("t", "t", 1),  # not a bool
+    ],
+)
+def test_a_declaration_outside_its_own_range_is_refused(declare: Callable[[], object]) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        declare()
+
+
+def test_a_declaration_accepts_what_its_widget_can_hold() -> None:
+    assert Slider("n", 1, 9, "n", 2).accept(9) == 9
+    assert Choice("m", [2, 4], "m", 4).options == (2, 4)  # kept as a tuple
+    with pytest.raises(ValueError, match=r"m must be one of \[2, 4\], got 3"):
+        Choice("m", (2, 4), "m", 4).accept(3)
+    with pytest.raises(TypeError, match="t must be True or False, got 1"):
+        Toggle("t", "t", False).accept(1)
 
 
 def test_a_browser_move_sends_the_picture_first_and_drops_stale_kernel_work(

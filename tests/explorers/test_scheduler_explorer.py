@@ -21,6 +21,7 @@ from pagedlab.explorers.scheduler import SchedulerState as ExplorerState
 from pagedlab.pictures.canvas import drawing_png as to_png
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.scenes import scheduler_scene
+from tests.explorers.test_explorers import assert_widgets_are_declarations
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +46,7 @@ def test_controls_have_the_documented_names(explorer: SchedulerExplorer) -> None
     assert explorer.play.description == "play"
     assert "pagedlab-readout" in explorer.readout._dom_classes
     assert bytes(explorer.picture.value).startswith(b"\x89PNG")
+    assert_widgets_are_declarations(explorer)
 
 
 def test_swap_run_moves_blocks_and_recompute_run_recomputes(explorer: SchedulerExplorer) -> None:

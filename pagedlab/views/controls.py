@@ -1,0 +1,113 @@
+"""A control declared once: its name, its range or options, its description and its default.
+
+An explorer lists its controls as class data (``CONTROLS``, a tuple of these). The notebook's
+``Explorer`` base builds its ipywidgets from them, and the live site writes its page inputs
+from the very same declarations (``pagedlab.live.EXPLORERS``), so a range, an option or a
+description is typed once. No widgets here: the live core imports this module in a browser.
+
+Invariants, checked when a declaration is made (a ``ValueError`` or ``TypeError`` naming it):
+the name is an identifier, the description is not empty, and the default is a value the
+control takes (inside a slider's range, one of a choice's options, a bool for a toggle).
+``accept(value)`` checks one value against the declaration and returns it; a wrong kind is an
+``ArgumentTypeError`` and a value outside the range or the options a ``ValueError``, both
+naming the control and the value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pagedlab.checks import ArgumentTypeError, check_int
+
+
+def _named(name: str, description: str) -> None:
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"a control's name must be an identifier, got {name!r}")
+    if not isinstance(description, str) or not description:
+        raise ValueError(f"control {name!r} needs a description, got {description!r}")
+
+
+@dataclass(frozen=True)
+class Slider:
+    """An integer from ``min`` to ``max`` in steps of ``step`` (an ``IntSlider``).
+
+    Invariants: ``min <= default <= max``, ``step >= 1`` and ``default`` is ``min`` plus a
+    whole number of steps. ``unbounded``: ``max`` is only where the notebook's slider stops;
+    the live page's input has no maximum (its view refuses, and says why, what it cannot do).
+    """
+
+    name: str
+    min: int
+    max: int
+    description: str
+    default: int
+    step: int = 1
+    unbounded: bool = False
+
+    def __post_init__(self) -> None:
+        _named(self.name, self.description)
+        check_int(self.max, f"{self.name}'s max", minimum=check_int(self.min, f"{self.name}'s min"))
+        check_int(self.default, f"{self.name}'s default", minimum=self.min, maximum=self.max)
+        if (self.default - self.min) % check_int(self.step, f"{self.name}'s step", minimum=1):
+            raise ValueError(f"{self.name}'s default {self.default} is not on a step from min")
+
+    def accept(self, value: object) -> int:
+        """``value`` as an int inside the declared range."""
+        return check_int(value, self.name, minimum=self.min, maximum=self.max)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of ``options`` (``ToggleButtons``; a ``SelectionSlider`` where ``slider`` is set).
+
+    Invariants: ``options`` is a non-empty tuple of distinct values, all ``str`` or all ``int``
+    (any sequence given is kept as a tuple), and ``default`` is one of them.
+    """
+
+    name: str
+    options: tuple[str | int, ...]
+    description: str
+    default: str | int
+    slider: bool = False
+
+    def __post_init__(self) -> None:
+        _named(self.name, self.description)
+        options = tuple(self.options)
+        object.__setattr__(self, "options", options)
+        kinds = {type(o) for o in options}
+        if len(set(options)) < len(options) or kinds not in ({int}, {str}):
+            raise ValueError(f"{self.name}'s options must be distinct ints or strs: {options!r}")
+        self.accept(self.default)
+
+    def accept(self, value: object) -> str | int:
+        """``value`` if it is one of the options."""
+        refused = f"{self.name} must be one of {list(self.options)}, got {value!r}"
+        if isinstance(self.options[0], int):
+            value = check_int(value, self.name)
+        elif not isinstance(value, str):
+            raise ArgumentTypeError(refused)
+        if value not in self.options:
+            raise ValueError(refused)
+        return value
+
+
+@dataclass(frozen=True)
+class Toggle:
+    """On or off (a ``Checkbox``). Invariant: ``default`` is a bool."""
+
+    name: str
+    description: str
+    default: bool
+
+    def __post_init__(self) -> None:
+        _named(self.name, self.description)
+        self.accept(self.default)
+
+    def accept(self, value: object) -> bool:
+        """``value`` if it is True or False."""
+        if not isinstance(value, bool):
+            raise ArgumentTypeError(f"{self.name} must be True or False, got {value!r}")
+        return value
+
+
+Control = Slider | Choice | Toggle
