@@ -26,8 +26,8 @@ from pagedlab.explorers.allocation import AllocationExplorer
 from pagedlab.explorers.base import Explorer
 from pagedlab.explorers.batch import BatchExplorer
 from pagedlab.explorers.kernel import KernelExplorer
-from pagedlab.explorers.memory import BlockSizeExplorer, ReservationExplorer
 from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
+from pagedlab.explorers.waste import BlockSizeExplorer, ReservationExplorer
 from pagedlab.simulate import block_size_sweep, make_trace
 
 MOVES = 60

@@ -34,10 +34,10 @@ from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.sharing import fork_samples
+from pagedlab.pictures.at_scale import plot_breakdown
 from pagedlab.pictures.blocks import scene
 from pagedlab.pictures.canvas import Canvas, Drawing
 from pagedlab.pictures.fragmentation import fig3_scene
-from pagedlab.pictures.memory import plot_breakdown
 from pagedlab.pictures.png import save_png, to_png
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.pictures.sharing import sharing_scene
@@ -51,7 +51,7 @@ from pagedlab.scenes import (
     seed_state,
 )
 from pagedlab.simulate import make_trace, paper_policies, simulate
-from pagedlab.simulate.memory import OneRequest
+from pagedlab.simulate.policies import OneRequest
 
 FILES = ("seed_layout.png", "transition_4_to_5.png", "two_layouts.png", "allocation.gif")
 NOTEBOOK_FILES = (

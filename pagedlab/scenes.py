@@ -68,7 +68,7 @@ from pagedlab.control_scenes import (  # the torch-free scenes, re-exported
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.simulate.contiguous import BuddyAllocator
-from pagedlab.simulate.memory import reserved_slots
+from pagedlab.simulate.policies import reserved_slots
 
 # --- the seed with the kernel's output ----------------------------------------------------
 

@@ -236,12 +236,12 @@ def test_each_exercise_is_live_once_per_page_under_its_first_check() -> None:
 
 def test_simulate_names_load_on_first_use_and_are_the_modules_own() -> None:
     import pagedlab.simulate as simulate
-    from pagedlab.simulate import engine, memory, reservation
+    from pagedlab.simulate import engine, policies, reservation
 
     for name in simulate.__all__:
         assert getattr(simulate, name) is not None, name
     assert simulate.simulate is engine.simulate
-    assert simulate.OneRequest is memory.OneRequest is reservation.OneRequest
+    assert simulate.OneRequest is policies.OneRequest is reservation.OneRequest
     assert simulate.reserved_slots is reservation.reserved_slots
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         _ = simulate.nothing  # type: ignore[attr-defined]

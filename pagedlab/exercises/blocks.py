@@ -1,7 +1,7 @@
 """Exercises of notebooks 01 (why paging) and 02 (the block table): counting and addressing.
 
 Every expected answer is read off a real :class:`~pagedlab.BlockTable` (or, for the
-reservation, :class:`pagedlab.simulate.memory.OneRequest`), built fresh for each case.
+reservation, :class:`pagedlab.simulate.policies.OneRequest`), built fresh for each case.
 """
 
 from __future__ import annotations

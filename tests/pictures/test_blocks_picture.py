@@ -132,7 +132,7 @@ def test_other_scenes_read_state_and_never_write_it() -> None:
     from pagedlab.pictures.reservation import reservation_scene
     from pagedlab.pictures.sharing import event_frames, sharing_scene
     from pagedlab.scenes import figure8_prompt, kernel_batch
-    from pagedlab.simulate.memory import OneRequest
+    from pagedlab.simulate.policies import OneRequest
 
     prompt = figure8_prompt()
     samples = fork_samples(prompt, 2)

@@ -16,10 +16,10 @@ import ipywidgets as w
 
 from pagedlab.checks import check_int
 from pagedlab.explorers.base import Explorer, View
-from pagedlab.pictures.memory import plot_block_sweep
+from pagedlab.pictures.at_scale import plot_block_sweep
 from pagedlab.pictures.png import to_png
 from pagedlab.pictures.reservation import reservation_scene
-from pagedlab.simulate.memory import OneRequest
+from pagedlab.simulate.policies import OneRequest
 from pagedlab.simulate.report import SweepRow
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
