@@ -299,7 +299,8 @@ def make_exercise() -> Exercise:
         solution=_solution_kernel(),
         compare=tensors_equal,
         hints=[
-            "compare with the kernel trace of notebook 03: one row of that table is one loop step."
+            "compare with the kernel's steps in notebook 03: "
+            "one row of that table is one loop step."
         ],
         isolate=False,  # a CUDA context does not survive a fork; Triton loops are bounded
         budget_s=60.0,
