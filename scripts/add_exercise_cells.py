@@ -89,7 +89,7 @@ def nav(stem: str) -> str:
 # source only asks for the widget: its question, answer and explanation are computed in
 # pagedlab.exercises.predictions from the scene that next cell builds
 PREDICT = {
-    "02_block_table": ("a07e6854", "seed_history(num_blocks=8, block_size=4, finished=False)"),
+    "02_block_table": ("a07e6854", "example_history(num_blocks=8, block_size=4, finished=False)"),
     "05_sharing": ("8a975c90", "prompt = figure8_prompt()"),
     "06_prefix_caching": ("b22eb198", "second = cache.admit(system + [7, 8])"),
     "07_memory_at_scale": (

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pagedlab import live
-from pagedlab.control_scenes import seed_table
+from pagedlab.control_scenes import example_table
 from pagedlab.exercises import EXERCISES, solution
 from pagedlab.explorers import live_markup
 from pagedlab.explorers.allocation import AllocationExplorer
@@ -110,7 +110,7 @@ def test_every_exercise_without_torch_is_gradable_in_the_page(pure) -> None:
 
 def test_allocation_in_the_page_is_the_real_allocators(pure) -> None:
     readout = pure["alloc"]["readout"]
-    table = seed_table(3, 11).table  # the notebook's model, in this Python
+    table = example_table(3, 11).table  # the notebook's model, in this Python
     assert len(table.blocks) == 4
     assert f"blocks 4, physical {table.blocks}" in readout
     here = live.render_view("AllocationExplorer", {"block_size": 3, "length": 11})

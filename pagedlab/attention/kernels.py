@@ -52,7 +52,7 @@ fp32 (exact) before launching and casts the result back; documented there.
 Interpreter note: the interpreter executes every ``tl`` call as numpy work, for every
 program of the grid, so its cost is (programs) x (loop steps) x (tl calls per step). The
 kernels keep the grid at (sequences x kv heads) and the loop body short; see
-``benchmarks/bench_kernel_cpu.py`` for the measured cost of the seed call.
+``benchmarks/bench_kernel_cpu.py`` for the measured cost of the example call.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def online_step(
 
 def _gather_cases() -> list[Case]:
     specs: list[tuple[list[int], int, int, int, int, str, tuple[str, ...]]] = [
-        ([4, 1], 5, 4, 1, 2, "the seed: blocks [4, 1], the last one partly filled",
+        ([4, 1], 5, 4, 1, 2, "the example: blocks [4, 1], the last one partly filled",
          ("sorted", "identity", "tail")),
         ([0, 1], 5, 4, 1, 2, "blocks [0, 1]: the last block's empty slots are not tokens",
          ("tail",)),

@@ -39,7 +39,7 @@ HUGE = 2**70
 
 @dataclass
 class World:
-    """A written cache and valid attention inputs over it (the seed's layout, two sequences)."""
+    """A written cache and valid attention inputs over it (the example's layout, two sequences)."""
 
     cache: PagedKVCache
     k: torch.Tensor  # [3, 2, 3], three fresh tokens

@@ -48,8 +48,10 @@ def paged_batch(
     return query, key_cache, value_cache, tables, torch.tensor(lengths, dtype=torch.int32)
 
 
-def seed_cache(blocks: list[int], length: int = 5, num_blocks: int = 8) -> tuple[torch.Tensor, ...]:
-    """The seed's head: keys 0, query 1, value of position p is p + 1; other slots junk."""
+def example_cache(
+    blocks: list[int], length: int = 5, num_blocks: int = 8
+) -> tuple[torch.Tensor, ...]:
+    """The example's head: keys 0, query 1, value of position p is p + 1; other slots junk."""
     key_cache = torch.full((num_blocks, 4, 1, 1), 50.0)  # junk: would dominate if read
     value_cache = torch.full((num_blocks, 4, 1, 1), -100.0)
     for pos in range(length):
@@ -59,8 +61,8 @@ def seed_cache(blocks: list[int], length: int = 5, num_blocks: int = 8) -> tuple
 
 
 @pytest.mark.parametrize("blocks", [[4, 1], [0, 1], [6, 3]])
-def test_seed_steps_read_the_table_and_gives_three(blocks):
-    query, key_cache, value_cache = seed_cache(blocks)
+def test_example_steps_read_the_table_and_give_three(blocks):
+    query, key_cache, value_cache = example_cache(blocks)
     steps = paged_attention_steps(query, key_cache, value_cache, blocks + [-1], 5)
     assert [s.physical for s in steps] == blocks
     assert [s.positions for s in steps] == [(0, 1, 2, 3), (4,)]
@@ -72,8 +74,8 @@ def test_seed_steps_read_the_table_and_gives_three(blocks):
     assert steps[0].output == (2.5,) and steps[-1].output == (3.0,)
 
 
-def test_seed_table_text():
-    query, key_cache, value_cache = seed_cache([4, 1])
+def test_steps_table_text_of_the_example():
+    query, key_cache, value_cache = example_cache([4, 1])
     text = steps_table(paged_attention_steps(query, key_cache, value_cache, [4, 1], 5))
     lines = text.splitlines()
     assert lines[0].split() == [
@@ -217,7 +219,7 @@ def test_every_step_is_softmax_over_the_prefix(block_size, length, head_dim, see
 
 
 def test_steps_are_frozen():
-    query, key_cache, value_cache = seed_cache([4, 1])
+    query, key_cache, value_cache = example_cache([4, 1])
     step = paged_attention_steps(query, key_cache, value_cache, [4, 1], 5)[0]
     assert isinstance(step, LoopStep)
     with pytest.raises(AttributeError):
@@ -239,7 +241,7 @@ def test_steps_are_frozen():
     ],
 )
 def test_bad_input_raises_value_error_naming_it(change, message):
-    query, key_cache, value_cache = seed_cache([4, 1])
+    query, key_cache, value_cache = example_cache([4, 1])
     kwargs = {"query": query, "row": [4, 1], "seq_len": 5, "head": 0, "scale": None} | change
     before = (key_cache.clone(), value_cache.clone())
     with pytest.raises(ValueError) as error:
@@ -260,7 +262,7 @@ def test_online_softmax_figure_draws_every_read():
     from pagedlab.pictures.online_softmax import online_softmax_figure
     from pagedlab.pictures.png import to_png
 
-    query, key_cache, value_cache = seed_cache([4, 1])
+    query, key_cache, value_cache = example_cache([4, 1])
     steps = paged_attention_steps(query, key_cache, value_cache, [4, 1], 5)
     fig = online_softmax_figure(steps, "seed")
     texts = [t.get_text() for t in fig.axes[0].texts]
