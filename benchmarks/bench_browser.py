@@ -43,7 +43,7 @@ EXPLORERS = {
     "SharingExplorer": "from pagedlab.explorers.sharing import SharingExplorer\nSharingExplorer()",
     "PrefixCacheExplorer": "from pagedlab.explorers.sharing import PrefixCacheExplorer\n"
     "PrefixCacheExplorer()",
-    "ReservationExplorer": "from pagedlab.explorers.memory import ReservationExplorer\n"
+    "ReservationExplorer": "from pagedlab.explorers.waste import ReservationExplorer\n"
     "ReservationExplorer()",
     "BatchExplorer": "from pagedlab.explorers.batch import BatchExplorer\nBatchExplorer()",
 }

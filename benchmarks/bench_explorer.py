@@ -26,8 +26,8 @@ from pagedlab.explorers.allocation import AllocationExplorer
 from pagedlab.explorers.base import Explorer
 from pagedlab.explorers.batch import BatchExplorer
 from pagedlab.explorers.kernel import KernelExplorer
-from pagedlab.explorers.memory import BlockSizeExplorer, ReservationExplorer
 from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
+from pagedlab.explorers.waste import BlockSizeExplorer, ReservationExplorer
 from pagedlab.simulate import block_size_sweep, make_trace
 
 MOVES = 60
@@ -100,10 +100,10 @@ def main() -> None:
     allocation = AllocationExplorer()
     plan = moves(allocation)
     run(allocation, plan)
-    allocation.set(block_size=4, length=5, layout="seed [4, 1, …]")
+    allocation.set(block_size=4, length=5, layout="example [4, 1, …]")
     _, again = run(allocation, plan)
     print(f"AllocationExplorer, same moves again (kernel memoised): {stats(again)}")
-    allocation.set(block_size=4, length=1, layout="seed [4, 1, …]")
+    allocation.set(block_size=4, length=1, layout="example [4, 1, …]")
     play = []
     for _ in range(40):
         start = CLOCK()

@@ -2,10 +2,10 @@
 
 Two calls, each timed warm (after two untimed calls), median of many:
 
-- the seed call: 1 sequence, 1 head, head_dim 1, block size 4, length 5 (tables [4, 1]).
+- the example call: 1 sequence, 1 head, head_dim 1, block size 4, length 5 (tables [4, 1]).
   Sliders call this on every move, so it should stay well under 50 ms;
 - a 4-sequence, 64-position, head_dim 64 call (8 query heads over 2 kv heads, block 16);
-- the input validation alone, on the seed and on a 10,000 x 512 block table.
+- the input validation alone, on the example and on a 10,000 x 512 block table.
 
 Wall time and process CPU time are both printed: on a loaded machine wall time includes
 waiting for a core. Run: ``python benchmarks/bench_kernel_cpu.py [repeats]``.
@@ -29,7 +29,7 @@ from pagedlab.attention.ops import (
 )
 
 
-def seed_call() -> tuple[torch.Tensor, ...]:
+def example_call() -> tuple[torch.Tensor, ...]:
     key_cache = torch.zeros(6, 4, 1, 1)
     value_cache = torch.zeros(6, 4, 1, 1)
     value_cache[4, :, 0, 0] = torch.tensor([1.0, 2, 3, 4])
@@ -106,9 +106,9 @@ def main() -> None:
         print("Triton is not available here; nothing to time.")
         return
     torch.set_num_threads(1)
-    measure("seed: 1 seq, 1 head, dim 1, block 4, len 5", seed_call(), repeats)
+    measure("example: 1 seq, 1 head, dim 1, block 4, len 5", example_call(), repeats)
     measure("4 seqs x 64 positions, 8/2 heads, dim 64", batch_call(), max(5, repeats // 5))
-    measure_validation("validation only: the seed", seed_call(), 200)
+    measure_validation("validation only: the example", example_call(), 200)
     measure_validation("validation only: 10,000 x 512 table", big_table(), 10)
 
 

@@ -18,12 +18,12 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 if HAS_TORCH:
     from pagedlab.attention import (  # first: imports backend, which sets TRITON_INTERPRET
+        LoopStep,
         PagedKVCache,
-        TraceStep,
         block_tables_tensor,
         paged_attention,
+        paged_attention_steps,
         reference_attention,
-        trace_paged_attention,
     )
     from pagedlab.attention.environment import environment_report
 
@@ -55,12 +55,12 @@ __all__ = [
 ]
 if HAS_TORCH:
     __all__ += [
+        "LoopStep",
         "PagedKVCache",
-        "TraceStep",
         "block_tables_tensor",
         "environment_report",
         "paged_attention",
+        "paged_attention_steps",
         "reference_attention",
-        "trace_paged_attention",
     ]
 __version__ = "0.1.0"

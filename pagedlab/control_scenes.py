@@ -4,7 +4,7 @@ Each scene is built with the real control plane (allocator, block tables, sharin
 requests of the scheduler's scene) and returns fresh objects. This module imports only the
 standard library, ``checks`` and ``memory``, so the live site runs it in a browser (Pyodide);
 :mod:`pagedlab.scenes` re-exports every name here and adds what needs the data plane (the
-kernel's output on the seed, notebook 4's batch, the scheduler over real K/V).
+kernel's output on the example, notebook 4's batch, the scheduler over real K/V).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from pagedlab.memory.requests import Request
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.memory.sharing import beam_step, fork_samples
 
-# --- the seed (ARCHITECTURE.md): block size 4, length 5, physical blocks 4 and 1 ------------
+# --- the example (ARCHITECTURE.md): block size 4, length 5, physical blocks 4 and 1 ------------
 
 POOL_BLOCKS = 32  # the allocation explorer's pool
-LAYOUTS = ("ascending", "seed [4, 1, …]", "shuffled")
+LAYOUTS = ("ascending", "example [4, 1, …]", "shuffled")
 SHUFFLE_SEED = 0
 
 
-def seed_history(
+def example_history(
     num_blocks: int = POOL_BLOCKS, block_size: int = 4, finished: bool = True
 ) -> tuple[BlockAllocator, list[BlockTable]]:
     """A pool whose free list starts 4, 1, 0 because of what other requests did.
@@ -38,7 +38,7 @@ def seed_history(
     last); otherwise they are returned still running. Needs ``num_blocks >= 6``.
     """
     if num_blocks < 6:
-        raise ValueError(f"seed_history needs num_blocks >= 6, got {num_blocks}")
+        raise ValueError(f"example_history needs num_blocks >= 6, got {num_blocks}")
     allocator = BlockAllocator(num_blocks, block_size)
     a, b, c, d = (BlockTable(allocator) for _ in range(4))
     for table, blocks in ((a, 2), (b, 2), (c, 1), (d, num_blocks - 5)):
@@ -55,13 +55,14 @@ def seed_history(
 def make_allocator(layout: str, block_size: int, num_blocks: int = POOL_BLOCKS) -> BlockAllocator:
     """A pool of ``num_blocks`` free blocks whose free list is in ``layout`` order.
 
-    ``ascending``: a fresh pool (0, 1, 2, ...); ``seed [4, 1, …]``: after :func:`seed_history`;
-    ``shuffled``: a fixed random permutation (seed :data:`SHUFFLE_SEED`).
+    ``ascending``: a fresh pool (0, 1, 2, ...); ``example [4, 1, …]``: after
+    :func:`example_history`; ``shuffled``: a fixed random permutation (seed
+    :data:`SHUFFLE_SEED`).
     """
     if layout == LAYOUTS[0]:
         return BlockAllocator(num_blocks, block_size)
     if layout == LAYOUTS[1]:
-        return seed_history(num_blocks, block_size)[0]
+        return example_history(num_blocks, block_size)[0]
     if layout == LAYOUTS[2]:
         order = list(range(num_blocks))
         random.Random(SHUFFLE_SEED).shuffle(order)
@@ -70,12 +71,12 @@ def make_allocator(layout: str, block_size: int, num_blocks: int = POOL_BLOCKS) 
 
 
 @dataclass(frozen=True)
-class SeedState:
-    """One sequence of the seed's head at one block size, length and layout.
+class ExampleState:
+    """One sequence of the example's head at one block size, length and layout.
 
-    Built by :func:`seed_state`: a fresh 32-block pool in the ``layout`` order, the sequence
+    Built by :func:`example_state`: a fresh 32-block pool in the ``layout`` order, the sequence
     appended token by token with a real ``BlockTable``, and (unless left out) the Triton
-    kernel's output on the seed's head (keys 0, query 1, values 1..L), which must be the
+    kernel's output on the example's head (keys 0, query 1, values 1..L), which must be the
     mean of the values, (L + 1) / 2. A length the pool cannot hold is not an error: the
     table holds the tokens that fit and ``problem`` says why.
     """
@@ -87,7 +88,7 @@ class SeedState:
     table: BlockTable  # holds min(length, what fits) tokens
     new_block: int | None  # physical block the last token opened, if it opened one
     problem: str | None  # why the table holds fewer than ``length`` tokens
-    output: float | None  # the kernel's output on the seed's head
+    output: float | None  # the kernel's output on the example's head
     expected: float | None  # (L + 1) / 2
 
     @property
@@ -127,13 +128,13 @@ class SeedState:
         return f"token {t.num_tokens} went to block {block}, offset {offset}"
 
 
-KV_BYTES_PER_SLOT = 8  # the seed's head: K and V, one kv head of dim 1, fp32
+KV_BYTES_PER_SLOT = 8  # the example's head: K and V, one kv head of dim 1, fp32
 TABLE_ENTRY_BYTES = 4  # int32
 
 
-def seed_table(block_size: int, length: int, layout: str = LAYOUTS[1]) -> SeedState:
-    """The seed's sequence for one setting (pure), its kernel output left None; see
-    :class:`SeedState`. :func:`pagedlab.scenes.seed_state` adds the kernel's output."""
+def example_table(block_size: int, length: int, layout: str = LAYOUTS[1]) -> ExampleState:
+    """The example's sequence for one setting (pure), its kernel output left None; see
+    :class:`ExampleState`. :func:`pagedlab.scenes.example_state` adds the kernel's output."""
     block_size = check_int(block_size, "block_size", minimum=1)
     length = check_int(length, "length", minimum=1)
     allocator = make_allocator(layout, block_size)
@@ -153,7 +154,7 @@ def seed_table(block_size: int, length: int, layout: str = LAYOUTS[1]) -> SeedSt
     n = table.num_tokens
     new_block = table.blocks[-1] if n % block_size == 1 % block_size and problem is None else None
     expected = (n + 1) / 2 if problem is None else None
-    return SeedState(
+    return ExampleState(
         block_size, length, layout, allocator, table, new_block, problem, None, expected
     )
 
@@ -272,11 +273,11 @@ def scheduler_control_scene(
     return scheduler
 
 
-# --- the seed under either free rule (notebooks 2 and 6) ------------------------------------
+# --- the example under either free rule (notebooks 2 and 6) ------------------------------------
 
 
-def seed_free_list(free_rule: FreeRule, prefix_caching: bool, num_blocks: int = 8) -> list[int]:
-    """The free list after the seed's history (:func:`seed_history`) under ``free_rule``.
+def example_free_list(free_rule: FreeRule, prefix_caching: bool, num_blocks: int = 8) -> list[int]:
+    """The free list after the example's history (:func:`example_history`) under ``free_rule``.
 
     With ``prefix_caching`` each request is admitted through a :class:`PrefixCache` (distinct
     tokens, whole blocks, so every block is full and hashed, as in vLLM V1 by default);

@@ -8,10 +8,10 @@ to a fixed palette, the GIF's frames too, and no timestamps are written.
 
 Files (in ``figures/`` unless a directory is given):
 
-- ``seed_layout.png``: block size 4, length 5, logical blocks 0 and 1 in physical 4 and 1;
+- ``example_layout.png``: block size 4, length 5, logical blocks 0 and 1 in physical 4 and 1;
 - ``transition_4_to_5.png``: length 4 above length 5: one new block, nothing moved;
-- ``two_layouts.png``: the same sequence in the ascending and the seed layout; both give 3;
-- ``allocation.gif``: the seed layout filled token by token, lengths 1 to 16;
+- ``two_layouts.png``: the same sequence in the ascending and the example layout; both give 3;
+- ``allocation.gif``: the example layout filled token by token, lengths 1 to 16;
 - ``nb01_why_paging.png`` … ``nb09_when_memory_runs_out.png``: for the README's list of
   notebooks, the first picture each notebook's explorer shows (notebooks 2 and 3 use the GIF
   and the two layouts above), except: notebook 1, its Fig. 3 picture (all three wastes);
@@ -34,26 +34,26 @@ from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.sharing import fork_samples
+from pagedlab.pictures.at_scale import plot_breakdown
 from pagedlab.pictures.blocks import scene
 from pagedlab.pictures.canvas import Canvas, Drawing
 from pagedlab.pictures.fragmentation import fig3_scene
-from pagedlab.pictures.memory import plot_breakdown
 from pagedlab.pictures.png import save_png, to_png
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.pictures.sharing import sharing_scene
 from pagedlab.scenes import (
     LAYOUTS,
-    SeedState,
+    ExampleState,
+    example_state,
     fragmented_pool,
     kernel_batch,
     prefix_tokens,
     scheduler_scene,
-    seed_state,
 )
 from pagedlab.simulate import make_trace, paper_policies, simulate
-from pagedlab.simulate.memory import OneRequest
+from pagedlab.simulate.policies import OneRequest
 
-FILES = ("seed_layout.png", "transition_4_to_5.png", "two_layouts.png", "allocation.gif")
+FILES = ("example_layout.png", "transition_4_to_5.png", "two_layouts.png", "allocation.gif")
 NOTEBOOK_FILES = (
     "nb01_why_paging.png",
     "nb04_kernel_at_work.png",
@@ -69,13 +69,13 @@ COLORS = 96
 RUNNING = ("R2", "R4", "R6", "R8")  # fragmented_pool's running requests
 
 
-def _picture(canvas: Canvas, state: SeedState, note: str) -> np.ndarray:
+def _picture(canvas: Canvas, state: ExampleState, note: str) -> np.ndarray:
     highlight = () if state.new_block is None else (state.new_block,)
     drawing = scene(state.allocator, [state.table], highlight=highlight, caption=note)
     return canvas.render(drawing).rgb()
 
 
-def _note(state: SeedState, layout_name: bool = False) -> str:
+def _note(state: ExampleState, layout_name: bool = False) -> str:
     check = f"kernel output {state.output:.3f} = (L+1)/2" if state.output is not None else ""
     where = f"{state.layout} layout: " if layout_name else ""
     return f"{where}{state.caption}; {check}"
@@ -90,20 +90,20 @@ def write_figures(directory: Path | str = "figures") -> list[Path]:
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     canvas = Canvas(dpi=DPI)
-    seed = LAYOUTS[1]
+    example_layout = LAYOUTS[1]
     paths = [out / name for name in FILES]
 
-    five = seed_state(4, 5, seed)
+    five = example_state(4, 5, example_layout)
     _save_png([_picture(canvas, five, _note(five))], paths[0])
 
-    four = seed_state(4, 4, seed)
+    four = example_state(4, 4, example_layout)
     _save_png([_picture(canvas, four, _note(four)), _picture(canvas, five, _note(five))], paths[1])
 
-    ascending = seed_state(4, 5, LAYOUTS[0])
+    ascending = example_state(4, 5, LAYOUTS[0])
     frames = [_picture(canvas, s, _note(s, True)) for s in (ascending, five)]
     _save_png(frames, paths[2])
 
-    states = [seed_state(4, n, seed) for n in range(1, 17)]
+    states = [example_state(4, n, example_layout) for n in range(1, 17)]
     rgb = [_picture(canvas, s, _note(s)) for s in states]
     palette_image = Image.fromarray(rgb[-1]).quantize(COLORS, method=Image.Quantize.MEDIANCUT)
     gif = [

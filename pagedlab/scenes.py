@@ -5,12 +5,12 @@ the one batch builder) and returns fresh objects, so callers may mutate what the
 This module imports the control and data planes only: never pictures or explorers. The
 scenes that need no torch live in :mod:`pagedlab.control_scenes` (re-exported here).
 
-- the seed's history: :func:`seed_history` (a pool whose free list starts 4, 1, 0), and
-  under either free rule (:func:`seed_free_list`, :func:`partial_block_free_list`,
+- the example's history: :func:`example_history` (a pool whose free list starts 4, 1, 0), and
+  under either free rule (:func:`example_free_list`, :func:`partial_block_free_list`,
   :func:`lru_scene`: pagedlab's FIFO queue and vLLM V1's split side by side); the
   :data:`LAYOUTS` of the allocation explorer and :func:`make_allocator` for each;
-- the seed's sequence at any block size, length and layout, with the kernel's output
-  (:func:`seed_state`, :class:`SeedState`);
+- the example's sequence at any block size, length and layout, with the kernel's output
+  (:func:`example_state`, :class:`ExampleState`);
 - Fig. 3's external fragmentation (:func:`fragmented_pool`): holes between running requests;
 - Fig. 8 (:func:`figure8_prompt`, :data:`FIG8_WORDS`, :func:`figure8`): two samples of one
   prompt, copy-on-write of the shared block;
@@ -52,7 +52,10 @@ from pagedlab.control_scenes import (  # the torch-free scenes, re-exported
     SHUFFLE_SEED,
     SYSTEM_PROMPT,
     TABLE_ENTRY_BYTES,
-    SeedState,
+    ExampleState,
+    example_free_list,
+    example_history,
+    example_table,
     figure8,
     figure8_prompt,
     figure9_before,
@@ -61,31 +64,28 @@ from pagedlab.control_scenes import (  # the torch-free scenes, re-exported
     make_allocator,
     partial_block_free_list,
     prefix_tokens,
-    seed_free_list,
-    seed_history,
-    seed_table,
 )
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.simulate.contiguous import BuddyAllocator
-from pagedlab.simulate.memory import reserved_slots
+from pagedlab.simulate.policies import reserved_slots
 
-# --- the seed with the kernel's output ----------------------------------------------------
+# --- the example with the kernel's output ----------------------------------------------------
 
 
-def seed_state(
+def example_state(
     block_size: int, length: int, layout: str = LAYOUTS[1], run_kernel: bool = True
-) -> SeedState:
-    """The seed's sequence for one setting (pure); see :class:`SeedState`.
+) -> ExampleState:
+    """The example's sequence for one setting (pure); see :class:`ExampleState`.
 
     With ``run_kernel=False`` the output is left None; :func:`with_kernel_output` fills it in.
     """
-    state = seed_table(block_size, length, layout)
+    state = example_table(block_size, length, layout)
     return with_kernel_output(state) if run_kernel else state
 
 
-def with_kernel_output(state: SeedState) -> SeedState:
-    """``state`` with the Triton kernel's output on the seed's head (none if impossible).
+def with_kernel_output(state: ExampleState) -> ExampleState:
+    """``state`` with the Triton kernel's output on the example's head (none if impossible).
 
     Memoised per (block size, layout, slots); each (block size, layout) keeps one KV cache
     into which only not-yet-written positions are written (appending never moves a
@@ -95,19 +95,19 @@ def with_kernel_output(state: SeedState) -> SeedState:
     if state.problem is not None or state.output is not None:
         return state
     slots, blocks = tuple(state.table.slot_mapping()), tuple(state.table.blocks)
-    return replace(state, output=_seed_output(state.block_size, state.layout, slots, blocks))
+    return replace(state, output=_example_output(state.block_size, state.layout, slots, blocks))
 
 
 @lru_cache(maxsize=64)
-def _seed_cache(block_size: int, layout: str) -> tuple[PagedKVCache, dict[int, int]]:
+def _example_cache(block_size: int, layout: str) -> tuple[PagedKVCache, dict[int, int]]:
     return PagedKVCache(POOL_BLOCKS, block_size, 1, 1), {}  # cache, position -> slot written
 
 
 @lru_cache(maxsize=4096)
-def _seed_output(
+def _example_output(
     block_size: int, layout: str, slots: tuple[int, ...], blocks: tuple[int, ...]
 ) -> float:
-    cache, written = _seed_cache(block_size, layout)
+    cache, written = _example_cache(block_size, layout)
     todo = [p for p, s in enumerate(slots) if written.get(p) != s]
     device = cache.device
     if todo:
@@ -192,7 +192,7 @@ __all__ = [
     "SCHEDULER_REQUESTS",
     "SHUFFLE_SEED",
     "SYSTEM_PROMPT",
-    "SeedState",
+    "ExampleState",
     "TABLE_ENTRY_BYTES",
     "figure8",
     "figure8_prompt",
@@ -204,10 +204,10 @@ __all__ = [
     "partial_block_free_list",
     "prefix_tokens",
     "scheduler_scene",
-    "seed_free_list",
-    "seed_history",
-    "seed_state",
-    "seed_table",
+    "example_free_list",
+    "example_history",
+    "example_state",
+    "example_table",
     "with_kernel_output",
 ]
 

@@ -1,7 +1,7 @@
-"""Fixtures several tests share: the seed of notebook 02, built by :mod:`pagedlab.scenes`.
+"""Fixtures several tests share: the example of notebook 02, built by :mod:`pagedlab.scenes`.
 
-The seed (ARCHITECTURE.md): blocks of 4, a pool whose free list starts 4, 1, 0 because of
-what other requests did (:func:`pagedlab.scenes.seed_history`), and a five-token sequence
+The example (ARCHITECTURE.md): blocks of 4, a pool whose free list starts 4, 1, 0 because of
+what other requests did (:func:`pagedlab.scenes.example_history`), and a five-token sequence
 that lands in physical blocks 4 and 1. Each fixture builds fresh objects per test, so a test
 may mutate what it gets.
 """
@@ -16,15 +16,15 @@ from pagedlab.memory.block_table import BlockTable
 
 
 @pytest.fixture
-def seed_pool() -> tuple[BlockAllocator, list[BlockTable]]:
-    """8 blocks of 4 after the seed's history, B and D still running: free list 4, 1, 0."""
-    return scenes.seed_history(8, 4, finished=False)
+def example_pool() -> tuple[BlockAllocator, list[BlockTable]]:
+    """8 blocks of 4 after the example's history, B and D still running: free list 4, 1, 0."""
+    return scenes.example_history(8, 4, finished=False)
 
 
 @pytest.fixture
-def seed_sequence() -> tuple[BlockAllocator, BlockTable]:
-    """The seed's five tokens in blocks [4, 1] of an otherwise free pool of 8 blocks of 4."""
-    allocator, _ = scenes.seed_history(8, 4)
+def example_sequence() -> tuple[BlockAllocator, BlockTable]:
+    """The example's five tokens in blocks [4, 1] of an otherwise free pool of 8 blocks of 4."""
+    allocator, _ = scenes.example_history(8, 4)
     table = BlockTable(allocator)
     table.append_tokens(5)
     return allocator, table

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pagedlab import live
-from pagedlab.control_scenes import seed_table
+from pagedlab.control_scenes import example_table
 from pagedlab.exercises import EXERCISES, solution
 from pagedlab.explorers import live_markup
 from pagedlab.explorers.allocation import AllocationExplorer
@@ -112,7 +112,7 @@ def test_every_exercise_without_torch_is_gradable_in_the_page(pure) -> None:
 
 def test_allocation_in_the_page_is_the_real_allocators(pure) -> None:
     readout = pure["alloc"]["readout"]
-    table = seed_table(3, 11).table  # the notebook's model, in this Python
+    table = example_table(3, 11).table  # the notebook's model, in this Python
     assert len(table.blocks) == 4
     assert f"blocks 4, physical {table.blocks}" in readout
     here = live.render_view("AllocationExplorer", {"block_size": 3, "length": 11})
@@ -269,12 +269,12 @@ def test_each_exercise_is_live_once_per_page_under_its_first_check() -> None:
 
 def test_simulate_names_load_on_first_use_and_are_the_modules_own() -> None:
     import pagedlab.simulate as simulate
-    from pagedlab.simulate import engine, memory, reservation
+    from pagedlab.simulate import engine, policies, reservation
 
     for name in simulate.__all__:
         assert getattr(simulate, name) is not None, name
     assert simulate.simulate is engine.simulate
-    assert simulate.OneRequest is memory.OneRequest is reservation.OneRequest
+    assert simulate.OneRequest is policies.OneRequest is reservation.OneRequest
     assert simulate.reserved_slots is reservation.reserved_slots
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         _ = simulate.nothing  # type: ignore[attr-defined]

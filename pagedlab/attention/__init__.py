@@ -12,7 +12,7 @@ and the attention kernel reads them back through the block tables.
 - :mod:`~pagedlab.attention.validate`     one named check per contract rule, for every entry point
 - :mod:`~pagedlab.attention.ops`          ``paged_attention`` (tuned), ``paged_attention_one_page``
   (teaching) and ``reference_attention``
-- :mod:`~pagedlab.attention.kernel_trace` the kernel's loop, block by block, in plain Python
+- :mod:`~pagedlab.attention.kernel_steps` the kernel's loop, block by block, in plain Python
 - :mod:`~pagedlab.attention.batch`        one decode batch, packed as an engine sends it
 
 Invariant: :mod:`~pagedlab.attention.backend` is imported here first, so ``TRITON_INTERPRET``
@@ -20,7 +20,7 @@ is decided before anything imports triton.
 """
 
 from pagedlab.attention import backend  # first: sets TRITON_INTERPRET before triton loads
-from pagedlab.attention.kernel_trace import TraceStep, trace_paged_attention
+from pagedlab.attention.kernel_steps import LoopStep, paged_attention_steps
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.attention.ops import (
     block_tables_tensor,
@@ -30,12 +30,12 @@ from pagedlab.attention.ops import (
 )
 
 __all__ = [
+    "LoopStep",
     "PagedKVCache",
-    "TraceStep",
     "backend",
     "block_tables_tensor",
     "paged_attention",
     "paged_attention_one_page",
+    "paged_attention_steps",
     "reference_attention",
-    "trace_paged_attention",
 ]

@@ -13,7 +13,7 @@ The teaching kernel (``paged_attention_one_page_kernel``)
     K and V rows of the program's kv head (slots past ``seq_len`` masked: never read), scores
     them and folds them into an online softmax (running max ``m``, running sum ``l``,
     accumulator ``acc``, the last two rescaled by ``exp(m - m_new)`` when the max grows).
-    One loop step is one row of :func:`pagedlab.trace_paged_attention`. It is the Triton
+    One loop step is one row of :func:`pagedlab.paged_attention_steps`. It is the Triton
     puzzle's solution (notebook 04) and :func:`pagedlab.attention.ops.paged_attention_one_page`
     launches it. Its simplifications: contiguous tensors (offsets computed from the shapes),
     ``block_size`` and ``head_dim`` powers of two (``tl.arange`` needs them; no padding),
@@ -52,7 +52,7 @@ fp32 (exact) before launching and casts the result back; documented there.
 Interpreter note: the interpreter executes every ``tl`` call as numpy work, for every
 program of the grid, so its cost is (programs) x (loop steps) x (tl calls per step). The
 kernels keep the grid at (sequences x kv heads) and the loop body short; see
-``benchmarks/bench_kernel_cpu.py`` for the measured cost of the seed call.
+``benchmarks/bench_kernel_cpu.py`` for the measured cost of the example call.
 """
 
 from __future__ import annotations
@@ -324,7 +324,7 @@ def launch_paged_attention(
     ``pages_per_step`` (a power of two: pages one loop step folds in), ``num_warps`` and
     ``splits`` (> 1: flash-decoding slices, one program each, merged afterwards) default to
     the heuristics of :mod:`pagedlab.attention.tuning`. Pass ``pages_per_step=1`` to run
-    exactly the steps :func:`pagedlab.trace_paged_attention` records.
+    exactly the steps :func:`pagedlab.paged_attention_steps` records.
     """
     num_seqs, num_heads, head_dim = query.shape
     _, block_size, num_kv_heads, _ = key_cache.shape

@@ -137,7 +137,7 @@ def paged_attention_one_page(
     """The teaching kernel (one page per loop step), with ``paged_attention``'s contract.
 
     Runs ``kernels.paged_attention_one_page_kernel``: one program per (sequence, query
-    head) whose loop step ``b`` is row ``b`` of :func:`pagedlab.trace_paged_attention`,
+    head) whose loop step ``b`` is row ``b`` of :func:`pagedlab.paged_attention_steps`,
     on every backend (on the CPU the tuned kernel folds several pages per step). Same
     arguments, validation, dtypes and result as :func:`paged_attention`, plus the kernel's
     simplifications (:func:`~pagedlab.attention.validate.check_one_page_kernel_fits`):

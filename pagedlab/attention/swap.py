@@ -178,7 +178,7 @@ def swap_out(table: BlockTable, device: PagedKVCache, host: HostPool) -> Swapped
         raise TypeError(f"table must be a BlockTable, got {type(table).__name__}")
     _check_kinds(device, host)
     _check_pool(device, table.allocator, "table")
-    table.check("swap out")
+    table.check_usable("swap out")
     blocks = table.blocks
     if len(blocks) > host.allocator.num_free:
         raise OutOfBlocksError(
@@ -217,7 +217,7 @@ def swap_in(
         )
     if holder.allocator is not host.allocator:
         raise ValueError("swapped was swapped out to a different host pool than host")
-    holder.check("swap in")  # a host block freed behind its back
+    holder.check_usable("swap in")  # a host block freed behind its back
     need = blocks_to_append(0, swapped.num_tokens, allocator.block_size)
     if need > allocator.num_free:
         raise OutOfBlocksError(

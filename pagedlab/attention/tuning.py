@@ -68,7 +68,7 @@ def pages_per_step(
       per shape family.
     - interpreter: enough pages for the longest sequence. Each loop step costs the
       interpreter a fixed few ms (mostly re-entering ``tl.sum``/``tl.max``), so fewer,
-      wider steps keep the seed call far under the 50 ms a slider can afford.
+      wider steps keep the example call far under the 50 ms a slider can afford.
     """
     cap = max(1, MAX_STEP_POSITIONS // block_t)
     if interpreter:

@@ -1,7 +1,7 @@
 """Input checks for the data plane: one named function per rule of the attention contract.
 
 :func:`validate_paged_inputs` is the one validation ``paged_attention``,
-``reference_attention`` and ``trace_paged_attention`` share; it calls the rules below in
+``reference_attention`` and ``paged_attention_steps`` share; it calls the rules below in
 order and returns the sizes it read (:class:`PagedShapes`). The other helpers validate the
 index lists and devices that :class:`~pagedlab.attention.kv_cache.PagedKVCache` and
 ``block_tables_tensor`` take.
@@ -306,7 +306,7 @@ def check_one_page_kernel_fits(shapes: PagedShapes, *tensors: torch.Tensor) -> N
             )
 
 
-# -- index lists and devices (the KV cache, block_tables_tensor, the trace) ----------------
+# -- index lists and devices (the KV cache, block_tables_tensor, the kernel steps) ----------------
 
 
 def int_list(

@@ -70,7 +70,7 @@ class StepRecord:
 
 @dataclass
 class EngineRun:
-    """The trace of one ``generate`` call: every step, and the scheduler that ran it."""
+    """The record of one ``generate`` call: every step, and the scheduler that ran it."""
 
     scheduler: Scheduler
     names: list[str]  # "A", "B", ... in prompt order

@@ -1,7 +1,7 @@
 """Exercises of notebooks 03 (same data, any layout) and 04 (the kernel at work), in torch.
 
 Expected answers come from :meth:`pagedlab.PagedKVCache.gather`, from
-:func:`pagedlab.attention.kernel_trace.trace_paged_attention` (the kernel's steps, one block at
+:func:`pagedlab.attention.kernel_steps.paged_attention_steps` (the kernel's steps, one block at
 a time) and from :func:`pagedlab.reference_attention`. Every tensor lives on the CPU.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from pagedlab.attention.kernel_trace import trace_paged_attention
+from pagedlab.attention.kernel_steps import paged_attention_steps
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.exercises.core import Case, Exercise, Mistake
@@ -67,7 +67,7 @@ def online_step(
 
 def _gather_cases() -> list[Case]:
     specs: list[tuple[list[int], int, int, int, int, str, tuple[str, ...]]] = [
-        ([4, 1], 5, 4, 1, 2, "the seed: blocks [4, 1], the last one partly filled",
+        ([4, 1], 5, 4, 1, 2, "the example: blocks [4, 1], the last one partly filled",
          ("sorted", "identity", "tail")),
         ([0, 1], 5, 4, 1, 2, "blocks [0, 1]: the last block's empty slots are not tokens",
          ("tail",)),
@@ -109,7 +109,7 @@ def _step_cases() -> list[Case]:
         blocks = list(range(-(-n // size)))[::-1]
         cache = filled_cache(blocks, n, size, heads, dim, seed)
         query = torch.randn(1, dim, generator=torch.Generator().manual_seed(seed)) * 3
-        steps = trace_paged_attention(query, cache.key, cache.value, blocks, n)
+        steps = paged_attention_steps(query, cache.key, cache.value, blocks, n)
         for j, step in enumerate(steps):
             before = (
                 (-math.inf, 0.0, [0.0] * dim)
@@ -251,7 +251,7 @@ def _valid_cases() -> list[Case]:
     for i, (seq_len, logical, size, why, catches) in enumerate(specs):
         pages = -(-seq_len // size)
         cache = filled_cache(list(range(pages)), seq_len, size, 1, 1, seed=i)
-        steps = trace_paged_attention(
+        steps = paged_attention_steps(
             torch.ones(1, 1), cache.key, cache.value, list(range(pages)), seq_len
         )
         cases.append(

@@ -1,7 +1,7 @@
 """Exercises of notebooks 01 (why paging) and 02 (the block table): counting and addressing.
 
 Every expected answer is read off a real :class:`~pagedlab.BlockTable` (or, for the
-reservation, :class:`pagedlab.simulate.memory.OneRequest`), built fresh for each case.
+reservation, :class:`pagedlab.simulate.policies.OneRequest`), built fresh for each case.
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ _SLOT_SPECS = [
     (5, [7, 2], 4, 8, "blocks=[7, 2]: position 5 is in logical block 1, which is physical block 2",
      ("logical", "order")),
     (3, [4, 1], 4, 5, "the last slot of a block: offset block_size - 1", ("from_one",)),
-    (4, [4, 1], 4, 5, "position 4 starts the second block (the seed's token 5)", ("logical",)),
+    (4, [4, 1], 4, 5, "position 4 starts the second block (the example's token 5)", ("logical",)),
     (7, [6, 2, 5], 3, 9, "blocks of 3: a block size that is not a power of two", ()),
     (2, [9, 4, 0], 1, 3, "blocks of 1: every position is its own block", ("logical",)),
 ]  # fmt: skip
@@ -224,7 +224,7 @@ def _slot_cases() -> list[Case]:
 
 
 _MAPPING_SPECS = [
-    ([4, 1], 5, 4, "the seed: 5 tokens in blocks [4, 1]; the last block is partly filled",
+    ([4, 1], 5, 4, "the example: 5 tokens in blocks [4, 1]; the last block is partly filled",
      ("per_slot", "logical", "from_one", "added")),
     ([0, 1], 8, 4, "blocks [0, 1] filled exactly: slots 0 .. 7", ("from_one",)),
     ([3], 2, 4, "one partly filled block: one entry per token", ("per_slot",)),

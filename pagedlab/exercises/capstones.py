@@ -206,7 +206,7 @@ def _events(rng: random.Random, num_blocks: int, block_size: int) -> list[Event]
 def _table_cases() -> list[Case]:
     fixed: list[tuple[int, int, list[int], list[Event], str]] = [
         (8, 4, [4, 1, 0, 2, 3, 5, 6, 7], [("append", 0, 5)],
-         "the seed: 5 tokens take blocks 4 and 1, the front of the free list"),
+         "the example: 5 tokens take blocks 4 and 1, the front of the free list"),
         (8, 4, list(range(8)), [("append", 0, 3), ("append", 0, 1), ("append", 0, 1)],
          "3 tokens, then 1 fills the block's last slot, then 1 more needs a new block"),
         (8, 4, list(range(8)), [("append", 0, 6), ("append", 0, 7)],

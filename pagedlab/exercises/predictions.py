@@ -20,8 +20,8 @@ from pagedlab.memory.sharing import fork_samples
 
 
 def _block_table() -> Predict:
-    """02: the seed's history leaves the free list [4, 1, 0]; where does token 5 land?"""
-    pool, running = scenes.seed_history(num_blocks=8, block_size=4, finished=False)
+    """02: the example's history leaves the free list [4, 1, 0]; where does token 5 land?"""
+    pool, running = scenes.example_history(num_blocks=8, block_size=4, finished=False)
     held = [b for table in running for b in table.blocks]
     free_list = pool.free_list()
     seq = BlockTable(pool)

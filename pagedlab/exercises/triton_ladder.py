@@ -178,7 +178,7 @@ def _gather_adapt(kernel: Any) -> Callable[..., Any]:
 
 def _gather_cases() -> list[Case]:
     specs = [
-        (6, 4, [4, 1], "rows [4, 1] (the seed's blocks): row 0 of out is row 4 of x"),
+        (6, 4, [4, 1], "rows [4, 1] (the example's blocks): row 0 of out is row 4 of x"),
         (
             4,
             4,

@@ -158,10 +158,10 @@ def _one_sequence(blocks: list[int], n: int, block_size: int, dim: int, seed: in
     return query, key, value, tables, seq_lens
 
 
-def _seed_batch() -> tuple[Any, ...]:
+def _example_batch() -> tuple[Any, ...]:
     key = torch.zeros(8, 4, 1, 1)
     value = torch.zeros(8, 4, 1, 1)
-    for pos in range(5):  # the seed: blocks [4, 1], values 1 .. 5, output 3
+    for pos in range(5):  # the example: blocks [4, 1], values 1 .. 5, output 3
         value[[4, 1][pos // 4], pos % 4, 0, 0] = pos + 1.0
     tables = block_tables_tensor([[4, 1]])
     seq_lens = torch.tensor([5], dtype=torch.int32)
@@ -187,8 +187,8 @@ def _case_specs() -> list[tuple[str, tuple[Any, ...]]]:
          _one_sequence([2, 0], 7, 4, 4, seed=44, big=(6, 100.0))),
         ("4 query heads on 2 kv heads: query heads 0-1 read kv head 0, 2-3 kv head 1",
          _batch([13, 6], 4, 4, 2, 8, seed=45)),
-        ("the seed of notebook 3: one scalar head, 5 tokens in blocks [4, 1], values 1..5",
-         _seed_batch()),
+        ("the example of notebook 3: one scalar head, 5 tokens in blocks [4, 1], values 1..5",
+         _example_batch()),
         ("blocks of 1: one slot per block, 3 sequences", _batch([3, 1, 6], 1, 2, 1, 4, seed=46)),
         ("the paper's blocks of 16 and head_dim 16; rows of 3, 1 and 2 blocks (the table is "
          "padded with -1)", _batch([40, 5, 17], 16, 2, 1, 16, seed=47)),

@@ -10,7 +10,7 @@ display hook whose bundle also carries the first frame as a PNG). A notebook sho
 - :mod:`~pagedlab.explorers.allocation` ``AllocationExplorer`` (notebooks 2-3)
 - :mod:`~pagedlab.explorers.kernel`     ``KernelExplorer`` (notebook 4)
 - :mod:`~pagedlab.explorers.sharing`    ``SharingExplorer``, ``PrefixCacheExplorer`` (5-6)
-- :mod:`~pagedlab.explorers.memory`     ``ReservationExplorer``, ``BlockSizeExplorer`` (1, 7)
+- :mod:`~pagedlab.explorers.waste`      ``ReservationExplorer``, ``BlockSizeExplorer`` (1, 7)
 - :mod:`~pagedlab.explorers.batch`      ``BatchExplorer`` (notebook 8)
 - :mod:`~pagedlab.explorers.engine`     ``EngineExplorer`` (notebook 10: a real model's run)
 

@@ -1,16 +1,16 @@
 """The allocation explorer: sliders -> real allocator and block table -> picture -> kernel.
 
-The model is :func:`pagedlab.scenes.seed_state`: a fresh 32-block pool in the chosen layout,
-the sequence appended token by token with a real ``BlockTable``, the seed's scalar head
+The model is :func:`pagedlab.scenes.example_state`: a fresh 32-block pool in the chosen layout,
+the sequence appended token by token with a real ``BlockTable``, the example's scalar head
 (keys 0, query 1, values 1..L) written into a ``PagedKVCache`` through its slot mapping,
 and ``paged_attention`` (the Triton kernel; its interpreter on a CPU), memoised.
 
 Play replays the growth: pressed, it runs the length from 1 up to the slider's value, one
-token a tick, so the learner watches each block arrive (1 -> 5 at the seed: block 4, then
+token a tick, so the learner watches each block arrive (1 -> 5 at the example: block 4, then
 block 1 when the fifth token comes). ``step`` appends one token.
 
 Layouts (the order of the free list when the sequence starts): ``ascending`` (a fresh pool),
-``seed [4, 1, …]`` (after :func:`pagedlab.scenes.seed_history`), ``shuffled``.
+``example [4, 1, …]`` (after :func:`pagedlab.scenes.example_history`), ``shuffled``.
 
 A length that needs more blocks than the pool has (block size 1, length > 32) is not an
 error: the state holds the tokens that fit and the readout explains the OutOfBlocksError.
@@ -21,7 +21,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from pagedlab.explorers.base import Explorer, View
-from pagedlab.scenes import LAYOUTS, SeedState, with_kernel_output
+from pagedlab.scenes import LAYOUTS, ExampleState, with_kernel_output
 from pagedlab.views.allocation import ALLOCATION_CONTROLS, MAX_LENGTH, allocation_view, readout_html
 
 __all__ = ["LAYOUTS", "AllocationExplorer"]  # LAYOUTS: the notebooks import it from here
@@ -31,7 +31,7 @@ class AllocationExplorer(Explorer):
     """Sliders for block size and length, a layout choice, Play/step, picture and readout.
 
     ``set(block_size=..., length=..., layout=...)`` and ``step()`` drive it without a
-    browser; ``.state`` (a :class:`~pagedlab.scenes.SeedState`) is what the picture shows.
+    browser; ``.state`` (a :class:`~pagedlab.scenes.ExampleState`) is what the picture shows.
     """
 
     CONTROLS = ALLOCATION_CONTROLS
@@ -82,7 +82,7 @@ class AllocationExplorer(Explorer):
         state = with_kernel_output(view.state)
         return View(state, view.picture, readout_html(state))
 
-    def step(self) -> SeedState:
+    def step(self) -> ExampleState:
         """One more token; stays at the maximum length."""
         if self.length.value < MAX_LENGTH:
             self.length.value += 1

@@ -77,7 +77,7 @@ class _Run:
             store = scheduler.kv
             assert isinstance(store, SwappingKV)
             result = scheduler.step()
-            scheduler.check()
+            scheduler.check_invariants()
             checked = last.sequences_checked + store.verify(scheduler.running)
             self.states.append(
                 replace(last, step=len(self.states), scheduler=scheduler, result=result,

@@ -43,11 +43,11 @@ STATIC_AXES: dict[tuple[str, str], tuple[dict[str, Sequence[object]], str | None
         {"block_size": [1, 2, 4, 8, 16], "length": list(range(1, 33))},
         "length",
     ),
-    ("pagedlab.explorers.memory", "ReservationExplorer"): (
+    ("pagedlab.explorers.waste", "ReservationExplorer"): (
         {"block_size": [1, 2, 4, 8, 16, 32, 64, 128, 256], "generated": [0, 1, 2]},
         "generated",
     ),
-    ("pagedlab.explorers.memory", "BlockSizeExplorer"): (
+    ("pagedlab.explorers.waste", "BlockSizeExplorer"): (
         {"block_size": [1, 2, 4, 8, 16, 32, 64, 128, 256]},
         "block_size",
     ),

@@ -25,7 +25,7 @@ each end, each in the order given (a table gives its last block first, as vLLM d
 ``allocate`` drops the hash mark of the block it hands out (vLLM evicts the hash there).
 
 vLLM also takes block 0 off its queue at start-up as a *null block*, a placeholder never
-handed out; pagedlab reserves none, so block 0 is an ordinary block (the seed hands it to
+handed out; pagedlab reserves none, so block 0 is an ordinary block (the example hands it to
 request A). Events (``pagedlab.memory.events``) are built only for kinds somebody listens to.
 """
 

@@ -81,7 +81,7 @@ class BlockTable:
 
     def fork(self) -> BlockTable:
         """A new table that shares every block of this one (each ref count + 1)."""
-        self.check("fork")
+        self.check_usable("fork")
         child = BlockTable(self._alloc)
         self._alloc.hold(self._blocks, child._owner)
         child._blocks = list(self._blocks)
@@ -94,7 +94,7 @@ class BlockTable:
         Last block first, as vLLM frees a request: under either free rule a prefix cache then
         evicts a sequence's tail before its beginning, which other requests share more often.
         """
-        self.check("free")
+        self.check_usable("free")
         self._alloc.free_many(self._blocks[::-1], self._owner)
         self._blocks = []
         self._num_tokens = 0
@@ -155,14 +155,14 @@ class BlockTable:
     def slot_mapping(self) -> list[int]:
         """Flat slot ``block * block_size + offset`` of every position, in order."""
         if self._owner.lost:
-            self.check("read")
+            self.check_usable("read")
         size = self._block_size
         return [self._blocks[p // size] * size + p % size for p in range(self._num_tokens)]
 
     def blocks_needed(self, n: int = 1) -> int:
         """Free blocks ``append_tokens(n)`` needs now (new blocks plus a copy-on-write)."""
         n = check_int(n, "n", minimum=1)
-        self.check("append to")
+        self.check_usable("append to")
         shared = bool(self._blocks) and self._alloc.refcount(self._blocks[-1]) > 1
         return blocks_to_append(self._num_tokens, n, self._block_size, shared)
 
@@ -171,7 +171,7 @@ class BlockTable:
         return self.blocks_needed(n) <= self._alloc.num_free
 
     # --- the guards: each raises (naming the value) before anything changes -----------------
-    def check(self, action: str = "use") -> None:
+    def check_usable(self, action: str = "use") -> None:
         """Raise ValueError if the table was freed or lost a block behind its back."""
         if self._freed:
             raise ValueError(f"cannot {action} table {self.id}: it was already freed")
@@ -193,7 +193,7 @@ class BlockTable:
         """``(n, whether to copy the last block first, how many new blocks)`` if they fit."""
         n = check_int(n, "n", minimum=1)
         if self._freed or self._owner.lost:
-            self.check("append to")
+            self.check_usable("append to")
         room = -self._num_tokens % self._block_size  # empty slots in the last block
         copy_last = room > 0 and self._alloc.refcount(self._blocks[-1]) > 1
         new_blocks = _new_blocks(room, n, self._block_size)
@@ -211,12 +211,12 @@ class BlockTable:
         if not 0 <= pos < self._num_tokens:
             raise ValueError(f"position {pos} is outside [0, {self._num_tokens})")
         if self._owner.lost:
-            self.check("read")
+            self.check_usable("read")
         return pos
 
     def _check_prefix(self, blocks: object) -> list[int]:
         checked = [check_int(b, "block") for b in items_of(blocks, "blocks", "block ids")]
-        self.check("hold a prefix in")
+        self.check_usable("hold a prefix in")
         if self._blocks:
             raise ValueError(f"table {self.id} already holds blocks {self._blocks}")
         return checked

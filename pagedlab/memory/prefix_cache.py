@@ -326,7 +326,7 @@ class PrefixCache:
         ids = _token_ids(tokens)
         if table.allocator is not self._allocator:
             raise ValueError(f"table {table.id} belongs to another allocator")
-        table.check("register")
+        table.check_usable("register")
         if len(ids) != table.num_tokens:
             raise ValueError(
                 f"tokens has {len(ids)} ids but table {table.id} holds {table.num_tokens}"

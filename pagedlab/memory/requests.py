@@ -12,7 +12,7 @@ token's K/V and counts it as generated. (A real engine samples the first output 
 end of the prefill, one step earlier; nothing here depends on that.) All samples of a group
 decode together, so they always hold the same number of tokens and finish together.
 
-Invariants of a :class:`Group` (``Scheduler.check`` asserts them):
+Invariants of a :class:`Group` (``Scheduler.check_invariants`` asserts them):
 
 - ``running``: ``tables`` holds one device table per sample (one table until the prompt is
   prefilled: the samples are forked from it then), ``host`` is empty;

@@ -71,7 +71,7 @@ MAX_RUN_BLOCKS = 4096
 block_size)``): beyond that, a token-by-token run with a fork per beam takes minutes."""
 
 MAX_REQUESTS = 10_000
-"""Most requests ``trace_savings`` draws."""
+"""Most requests ``alpaca_savings`` draws."""
 
 
 def _check(
@@ -140,7 +140,7 @@ def beam_savings(
     return _result("beam", k, prompt_len, output_len, block_size, used, without)
 
 
-def trace_savings(
+def alpaca_savings(
     mode: str, width: int, num_requests: int = 200, block_size: int = 16, seed: int = 0
 ) -> float:
     """Saved fraction over a synthetic Alpaca-like trace, pooled over block-steps.

@@ -45,9 +45,9 @@ blocks of either pool since the last step). A refused step raises with queues, t
 pools, counters and K/V as they were. The pools must be the scheduler's alone: fresh when it
 is built, and used by nobody else.
 
-Invariants (:meth:`Scheduler.check`; the tests run it after every step): every device block's
-ref count equals the number of running tables holding it, every host block's the number of
-swapped samples holding it (no leaks); a swapped group holds no device block.
+Invariants (:meth:`Scheduler.check_invariants`; the tests run it after every step): every
+device block's ref count equals the number of running tables holding it, every host block's
+the number of swapped samples holding it (no leaks); a swapped group holds no device block.
 """
 
 from __future__ import annotations
@@ -410,7 +410,7 @@ class Scheduler:
                     host[block] += 1
         return device, host
 
-    def check(self) -> None:
+    def check_invariants(self) -> None:
         """Raise AssertionError if a block leaked or a group is in an impossible state."""
         for group in (*self.waiting, *self.running, *self.swapped, *self.finished):
             if group.status not in STATUSES:

@@ -92,7 +92,7 @@ def check_tables(running: Iterable[Group]) -> None:
         for sample, table in enumerate(group.tables):
             if table.freed or table.lost:
                 try:
-                    table.check("step")
+                    table.check_usable("step")
                 except ValueError as error:
                     raise ValueError(f"group {group.name!r} sample {sample}: {error}") from None
         held = [t.num_tokens for t in group.tables]

@@ -49,7 +49,7 @@ def fork_samples(prompt: BlockTable, n: int) -> list[BlockTable]:
     if not isinstance(prompt, BlockTable):
         raise TypeError(f"prompt must be a BlockTable, got {prompt!r}")
     n = check_int(n, "n (number of samples)", minimum=1, maximum=MAX_WIDTH)
-    prompt.check("fork")
+    prompt.check_usable("fork")
     return [prompt] + [prompt.fork() for _ in range(n - 1)]
 
 
@@ -127,7 +127,7 @@ def _plan(
             raise ValueError(f"beam table {table.id} was already freed")
         if table.allocator is not allocator:
             raise ValueError(f"beam table {table.id} uses a different allocator")
-        table.check("step the beam of")
+        table.check_usable("step the beam of")
     if len({id(t) for t in beams}) != len(beams):
         raise ValueError("beams repeat a table")
     checked = []

@@ -13,8 +13,8 @@ Scenes (state -> picture):
 - :mod:`~pagedlab.pictures.sharing`     shared blocks, ref counts, copy-on-write (Figs. 8-9)
 - :mod:`~pagedlab.pictures.reservation` one request: contiguous reservation vs paging (Fig. 3)
 - :mod:`~pagedlab.pictures.fragmentation` holes between requests; ``fig3_scene``: all three wastes
-- :mod:`~pagedlab.pictures.trace`       the kernel's online softmax, block by block
-- :mod:`~pagedlab.pictures.memory`      memory at scale: Fig. 2, Fig. 13, block-size sweep
+- :mod:`~pagedlab.pictures.online_softmax` the kernel's online softmax, block by block
+- :mod:`~pagedlab.pictures.at_scale`    memory at scale: Fig. 2, Fig. 13, block-size sweep
 - :mod:`~pagedlab.pictures.buddy`       a buddy allocator splitting and merging one request (§6.1)
 - :mod:`~pagedlab.pictures.step`        a mixed vLLM V1 step; one table for every TP worker (§4.6)
 """

@@ -3,7 +3,7 @@
 One scene shows one sequence the way PagedAttention sees it:
 
 - the *logical view*: the sequence's positions grouped in logical blocks of ``block_size``
-  slots, each slot showing its value (the seed's 1, 2, 3, ...); slots of the last block past
+  slots, each slot showing its value (the example's 1, 2, 3, ...); slots of the last block past
   ``num_tokens`` are marked "allocated, empty" (tinted, with a dot);
 - the *physical pool* in address order: every block coloured by the first drawn table that
   holds it, light grey when free, dark grey when held by a table that is not drawn; filled
@@ -55,7 +55,7 @@ ROWS = 8  # blocks per column, in both views
 
 # --- state -> drawing ------------------------------------------------------------------------
 def slot_labels(table: BlockTable, values: Sequence[object] | None) -> list[str]:
-    """Labels of a table's positions: ``values`` if given, else the seed's 1, 2, 3, ..."""
+    """Labels of a table's positions: ``values`` if given, else the example's 1, 2, 3, ..."""
     if values is None:
         return [str(p + 1) for p in range(table.num_tokens)]
     if len(values) < table.num_tokens:

@@ -1,6 +1,6 @@
 """One request's KV slots: a contiguous reservation beside paged blocks (Fig. 3's wastes).
 
-``reservation_scene(request)`` reads a :class:`~pagedlab.simulate.memory.OneRequest` and
+``reservation_scene(request)`` reads a :class:`~pagedlab.simulate.policies.OneRequest` and
 returns a :class:`~pagedlab.pictures.canvas.Drawing` (so a slider redraws it in place in a
 few milliseconds) with three bars on one slot axis and a zoom:
 

@@ -23,7 +23,7 @@ FREE_EDGE = "#BBBBBB"
 OTHER_COLOR = "#9E9E9E"  # a block held by a table that is not drawn
 INK = "#222222"  # text and outlines
 HIGHLIGHT = "#000000"  # the block an event or a step touched
-CARRIED = "#BBBBBB"  # what a running sum carried over (kernel trace)
+CARRIED = "#BBBBBB"  # what a running sum carried over (kernel steps)
 
 #: What a KV slot is used for (Fig. 2 / Fig. 3 categories), one colour each.
 CATEGORY_COLORS: dict[str, str] = {

@@ -6,10 +6,10 @@ the paper's (``pagedlab.paper``). The Orca baselines follow §6.1: ``reserved_sl
 each reserves, ``buddy_extent`` what the buddy allocator (``BuddyAllocator``) hands out for it.
 See each module's docstring for what is and is not modelled.
 
-Modules: ``workload`` (traces), ``memory`` (pool and policies), ``contiguous`` (buddy and
-first-fit allocators), ``engine`` (the event loop, in named steps), ``accounting`` (closed-form
-sums per run of steps; ``SimResult``), ``step_cost`` (the time axis), ``report`` (tables),
-``validate`` (argument checks).
+Modules: ``workload`` (request traces), ``policies`` (the paper's pool and the four systems'
+policies), ``contiguous`` (buddy and first-fit allocators), ``engine`` (the event loop, in named
+steps), ``accounting`` (closed-form sums per run of steps; ``SimResult``), ``step_cost`` (the
+time axis), ``report`` (tables), ``validate`` (argument checks).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the names below load on first use: numpy only when a numpy 
     from pagedlab.simulate.accounting import CATEGORIES, FIG2, SimResult
     from pagedlab.simulate.contiguous import BuddyAllocator, FirstFit, buddy_extent
     from pagedlab.simulate.engine import simulate
-    from pagedlab.simulate.memory import (
+    from pagedlab.simulate.policies import (
         PAPER_POOL_SLOTS,
         OneRequest,
         Policy,
@@ -52,11 +52,11 @@ _HOMES: dict[str, str] = {
     "FIG2": "pagedlab.simulate.accounting",
     "FirstFit": "pagedlab.simulate.contiguous",
     "MAX_LEN": "pagedlab.simulate.workload",
-    "OneRequest": "pagedlab.simulate.memory",
+    "OneRequest": "pagedlab.simulate.policies",
     "PAPER_MEAN_BATCH": "pagedlab.simulate.report",
-    "PAPER_POOL_SLOTS": "pagedlab.simulate.memory",
+    "PAPER_POOL_SLOTS": "pagedlab.simulate.policies",
     "PAPER_TOKEN_SHARE": "pagedlab.simulate.report",
-    "Policy": "pagedlab.simulate.memory",
+    "Policy": "pagedlab.simulate.policies",
     "SimResult": "pagedlab.simulate.accounting",
     "StepCost": "pagedlab.simulate.step_cost",
     "SweepRow": "pagedlab.simulate.report",
@@ -67,14 +67,14 @@ _HOMES: dict[str, str] = {
     "buddy_extent": "pagedlab.simulate.contiguous",
     "compare_table": "pagedlab.simulate.report",
     "make_trace": "pagedlab.simulate.workload",
-    "orca_max": "pagedlab.simulate.memory",
-    "orca_oracle": "pagedlab.simulate.memory",
-    "orca_pow2": "pagedlab.simulate.memory",
-    "paper_policies": "pagedlab.simulate.memory",
-    "reserved_slots": "pagedlab.simulate.memory",
+    "orca_max": "pagedlab.simulate.policies",
+    "orca_oracle": "pagedlab.simulate.policies",
+    "orca_pow2": "pagedlab.simulate.policies",
+    "paper_policies": "pagedlab.simulate.policies",
+    "reserved_slots": "pagedlab.simulate.policies",
     "simulate": "pagedlab.simulate.engine",
     "sweep_table": "pagedlab.simulate.report",
-    "vllm": "pagedlab.simulate.memory",
+    "vllm": "pagedlab.simulate.policies",
 }
 
 

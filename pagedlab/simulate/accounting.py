@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from pagedlab.simulate.memory import Policy
+    from pagedlab.simulate.policies import Policy
 
 CATEGORIES = ("tokens", "reserved", "internal", "rounding", "external", "idle")
 FIG2 = ("tokens", "reserved", "internal", "external")  # the segments of the paper's Fig. 2

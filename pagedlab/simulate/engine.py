@@ -51,7 +51,7 @@ from pagedlab.simulate.accounting import (
     paged_steps,
 )
 from pagedlab.simulate.contiguous import ALLOCATORS
-from pagedlab.simulate.memory import PAPER_POOL_SLOTS, Policy
+from pagedlab.simulate.policies import PAPER_POOL_SLOTS, Policy
 from pagedlab.simulate.step_cost import StepCost
 from pagedlab.simulate.validate import check_real, check_type
 from pagedlab.simulate.workload import Trace

@@ -22,7 +22,7 @@ from pagedlab import paper
 from pagedlab.checks import ceil_div, check_int
 from pagedlab.simulate.accounting import CATEGORIES, FIG2, SimResult
 from pagedlab.simulate.engine import simulate
-from pagedlab.simulate.memory import BYTES_PER_TOKEN_OPT13B, PAPER_POOL_SLOTS, vllm
+from pagedlab.simulate.policies import BYTES_PER_TOKEN_OPT13B, PAPER_POOL_SLOTS, vllm
 from pagedlab.simulate.step_cost import StepCost
 from pagedlab.simulate.validate import check_type
 from pagedlab.simulate.workload import Trace

@@ -3,7 +3,7 @@
 ``reserved_slots`` is what each Orca baseline reserves for one request; ``OneRequest`` splits
 one request's memory into the slots that hold KV, those reserved for tokens still to come and
 those never used, beside paging's blocks. Pure Python (no numpy), so the graders and the live
-site's pictures that use it run in a browser; :mod:`pagedlab.simulate.memory` re-exports both.
+site's pictures that use it run in a browser; :mod:`pagedlab.simulate.policies` re-exports both.
 
 Invariants
     ``reserved_slots`` >= prompt + output (a request always fits its reservation) and <= the

@@ -1,6 +1,6 @@
-"""What the allocation explorer shows for one setting: the seed's table, its drawing, readout.
+"""What the allocation explorer shows for one setting: the example's table, its drawing, readout.
 
-The model is :func:`pagedlab.control_scenes.seed_table`: a fresh 32-block pool in the
+The model is :func:`pagedlab.control_scenes.example_table`: a fresh 32-block pool in the
 chosen layout, the sequence appended token by token with a real ``BlockTable``. The
 notebook's ``AllocationExplorer`` renders with :func:`allocation_view` and then adds the
 Triton kernel's output (``scenes.with_kernel_output``); the live site runs
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 
-from pagedlab.control_scenes import KV_BYTES_PER_SLOT, LAYOUTS, SeedState, seed_table
+from pagedlab.control_scenes import KV_BYTES_PER_SLOT, LAYOUTS, ExampleState, example_table
 from pagedlab.pictures.blocks import scene
 from pagedlab.pictures.drawing import Drawing
 from pagedlab.views.controls import Choice, Slider
@@ -28,7 +28,7 @@ ALLOCATION_CONTROLS = (
 )
 
 
-def readout_html(state: SeedState) -> str:
+def readout_html(state: ExampleState) -> str:
     """The live readout: sizes, bytes and the kernel's check, as HTML."""
     t = state.table
     lines = [
@@ -49,7 +49,7 @@ def readout_html(state: SeedState) -> str:
     return "<br>".join(lines)
 
 
-def seed_scene(state: SeedState) -> Drawing:
+def example_scene(state: ExampleState) -> Drawing:
     """The picture of one setting: the new block outlined, the caption under it."""
     highlight = () if state.new_block is None else (state.new_block,)
     return scene(state.allocator, [state.table], highlight=highlight, caption=state.caption)
@@ -57,5 +57,5 @@ def seed_scene(state: SeedState) -> Drawing:
 
 def allocation_view(block_size: int, length: int, layout: str = LAYOUTS[1]) -> Shown:
     """The allocation explorer's state, picture and readout, before the kernel runs."""
-    state = seed_table(block_size, length, layout)
-    return Shown(state, seed_scene(state), readout_html(state))
+    state = example_table(block_size, length, layout)
+    return Shown(state, example_scene(state), readout_html(state))

@@ -5,7 +5,7 @@ every running sequence's K/V back after each step. In the browser there is no to
 :func:`scheduler_view` runs the same :class:`~pagedlab.memory.scheduler.Scheduler` on the same
 requests with no K/V store (:func:`pagedlab.control_scenes.scheduler_control_scene`): the
 same block decisions, preemptions and swaps, the same ``scheduler_drawing``, with
-``Scheduler.check`` (no block leaked, ref counts consistent) after every step.
+``Scheduler.check_invariants`` (no block leaked, ref counts consistent) after every step.
 """
 
 from __future__ import annotations
@@ -50,14 +50,14 @@ def scheduler_view(
     result = None
     while scheduler.steps < step and not scheduler.done:
         result = scheduler.step()
-        scheduler.check()
+        scheduler.check_invariants()
     s = scheduler
     moved = s.blocks_swapped_out + s.blocks_swapped_in
     lines = [
         f"step {s.steps} · preemptions {s.preemptions} · blocks moved {moved} · "
         f"tokens recomputed {s.tokens_recomputed}",
-        "✓ no block leaked after any step (Scheduler.check); the K/V these blocks hold is the "
-        "data plane: the notebook moves and reads it back with torch",
+        "✓ no block leaked after any step (Scheduler.check_invariants); the K/V these blocks "
+        "hold is the data plane: the notebook moves and reads it back with torch",
     ]
     if s.done:
         lines.append(f"all finished, in the order {', '.join(g.name for g in s.finished)}")

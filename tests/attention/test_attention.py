@@ -1,4 +1,4 @@
-"""paged_attention and reference_attention: the seed example, layout independence,
+"""paged_attention and reference_attention: the example, layout independence,
 the reference against dense softmax attention, and every contract violation.
 
 Runs on the CPU in Triton's interpreter (pagedlab.attention.backend decides it).
@@ -26,10 +26,10 @@ from pagedlab.attention.ops import (
 BOTH = [paged_attention, reference_attention]
 
 
-def seed_inputs(
+def example_inputs(
     length: int, blocks: list[int], num_blocks: int = 6, block_size: int = 4
 ) -> tuple[torch.Tensor, ...]:
-    """The seed's scalar head (ARCHITECTURE.md): keys 0, query 1, value at position p is p + 1."""
+    """The example's scalar head (ARCHITECTURE.md): keys 0, query 1, value of position p: p + 1."""
     key_cache = torch.zeros(num_blocks, block_size, 1, 1)
     value_cache = torch.zeros(num_blocks, block_size, 1, 1)
     for pos in range(length):
@@ -42,17 +42,17 @@ def seed_inputs(
 
 @pytest.mark.parametrize("blocks", [[4, 1], [0, 1], [1, 4], [5, 3]])
 @pytest.mark.parametrize("fn", BOTH)
-def test_seed_is_exactly_three(fn, blocks):
-    out = fn(*seed_inputs(5, blocks))
+def test_example_is_exactly_three(fn, blocks):
+    out = fn(*example_inputs(5, blocks))
     assert out.shape == (1, 1, 1) and out.dtype == torch.float32
     assert out.item() == 3.0
 
 
 @pytest.mark.parametrize("length", [1, 2, 3, 4, 5, 7, 8, 9, 12])
-def test_seed_mean_of_values(length):
+def test_example_mean_of_values(length):
     pages = -(-length // 4)
     blocks = [5, 2, 0][:pages] + [-1] * (3 - pages)  # padding past the last page
-    inputs = seed_inputs(length, blocks)
+    inputs = example_inputs(length, blocks)
     assert paged_attention(*inputs).item() == (length + 1) / 2  # exact: equal weights
     assert reference_attention(*inputs).item() == pytest.approx((length + 1) / 2, rel=1e-6)
 

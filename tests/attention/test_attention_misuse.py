@@ -23,11 +23,11 @@ from pagedlab import (
     PagedKVCache,
     block_tables_tensor,
     paged_attention,
+    paged_attention_steps,
     reference_attention,
-    trace_paged_attention,
 )
 from pagedlab.attention.batch import batch_slot_mapping
-from pagedlab.attention.kernel_trace import trace_table
+from pagedlab.attention.kernel_steps import steps_table
 from pagedlab.attention.ops import paged_attention_one_page
 
 KIND, VALUE = TypeError, ValueError
@@ -39,7 +39,7 @@ HUGE = 2**70
 
 @dataclass
 class World:
-    """A written cache and valid attention inputs over it (the seed's layout, two sequences)."""
+    """A written cache and valid attention inputs over it (the example's layout, two sequences)."""
 
     cache: PagedKVCache
     k: torch.Tensor  # [3, 2, 3], three fresh tokens
@@ -297,8 +297,8 @@ case(
 )
 
 
-# -- trace_paged_attention(query, key_cache, value_cache, row, seq_len, head, scale) -------
-def _trace(w: World, **change: object) -> object:
+# -- paged_attention_steps(query, key_cache, value_cache, row, seq_len, head, scale) -------
+def _steps(w: World, **change: object) -> object:
     args = {
         "query": w.attention["query"][0],
         "key_cache": w.cache.key,
@@ -307,38 +307,38 @@ def _trace(w: World, **change: object) -> object:
         "seq_len": 5,
         **change,
     }
-    return trace_paged_attention(**args)  # type: ignore[arg-type]
+    return paged_attention_steps(**args)  # type: ignore[arg-type]
 
 
-case("trace query numpy", lambda w: _trace(w, query=w.attention["query"][0].numpy()), KIND, "query")
+case("steps query numpy", lambda w: _steps(w, query=w.attention["query"][0].numpy()), KIND, "query")
 case(
-    "trace query sparse",
-    lambda w: _trace(w, query=w.attention["query"][0].to_sparse()),
+    "steps query sparse",
+    lambda w: _steps(w, query=w.attention["query"][0].to_sparse()),
     KIND,
     "query",
 )
 case(
-    "trace row floats",
-    lambda w: _trace(w, block_table_row=[4.7, 1.2]),
+    "steps row floats",
+    lambda w: _steps(w, block_table_row=[4.7, 1.2]),
     KIND,
     "block_table_row",
     "4.7",
 )
 case(
-    "trace row bools",
-    lambda w: _trace(w, block_table_row=[True, 1]),
+    "steps row bools",
+    lambda w: _steps(w, block_table_row=[True, 1]),
     KIND,
     "block_table_row",
     "True",
 )
-case("trace row huge", lambda w: _trace(w, block_table_row=[4, 2**40]), VALUE, "block_table_row")
-_int_cases("trace seq_len", "seq_len", lambda w, x: _trace(w, seq_len=x), [0, -1, 9, HUGE])
-_int_cases("trace head", "head", lambda w, x: _trace(w, head=x), [-1, 4, HUGE])
-case("trace scale", lambda w: _trace(w, scale=1e39), VALUE, "scale")
-case("trace_table str", lambda w: trace_table("steps"), KIND, "steps")
-case("trace_table empty", lambda w: trace_table([]), VALUE, "steps")
-case("trace_table ints", lambda w: trace_table([1, 2]), KIND, "steps[0]")
-_int_cases("trace_table decimals", "decimals", lambda w, x: trace_table(_trace(w), x), [-1, 99])
+case("steps row huge", lambda w: _steps(w, block_table_row=[4, 2**40]), VALUE, "block_table_row")
+_int_cases("steps seq_len", "seq_len", lambda w, x: _steps(w, seq_len=x), [0, -1, 9, HUGE])
+_int_cases("steps head", "head", lambda w, x: _steps(w, head=x), [-1, 4, HUGE])
+case("steps scale", lambda w: _steps(w, scale=1e39), VALUE, "scale")
+case("steps_table str", lambda w: steps_table("steps"), KIND, "steps")
+case("steps_table empty", lambda w: steps_table([]), VALUE, "steps")
+case("steps_table ints", lambda w: steps_table([1, 2]), KIND, "steps[0]")
+_int_cases("steps_table decimals", "decimals", lambda w, x: steps_table(_steps(w), x), [-1, 99])
 
 
 # -- batch_slot_mapping(block_tables, seq_lens, block_size) --------------------------------
@@ -402,8 +402,8 @@ def test_every_public_attention_function_has_bad_value_rows():
         "paged_attention_one_page ",
         "reference_attention ",
         "block_tables_tensor ",
-        "trace ",
-        "trace_table ",
+        "steps ",
+        "steps_table ",
         "batch_slot_mapping ",
     ):
         assert name in labels

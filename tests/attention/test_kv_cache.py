@@ -46,7 +46,7 @@ def test_shapes_and_zeroed_storage():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_write_then_gather_in_logical_order(dtype):
-    table = FakeTable([4, 1], num_tokens=5, block_size=4)  # the seed layout
+    table = FakeTable([4, 1], num_tokens=5, block_size=4)  # the example layout
     cache = PagedKVCache(6, 4, 2, 3, dtype=dtype)
     k, v = tokens(5, dtype=dtype)
     cache.write(table.slot_mapping(), k, v)
@@ -94,7 +94,7 @@ def test_copy_block_for_copy_on_write():
 
 
 def test_cache_feeds_paged_attention():
-    """Write the seed sequence through the cache; the kernel reads it back: output 3."""
+    """Write the example sequence through the cache; the kernel reads it back: output 3."""
     cache = PagedKVCache(6, 4, 1, 1)
     table = FakeTable([4, 1], 5, 4)
     keys = torch.zeros(5, 1, 1)

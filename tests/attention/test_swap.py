@@ -122,7 +122,7 @@ def test_scheduler_keeps_every_sequences_kv_exact(mode: str, chunked: bool) -> N
     checked = 0
     while not s.done:
         s.step()
-        s.check()
+        s.check_invariants()
         checked += store.verify(s.running)
     assert s.preemptions > 0 and checked > 50
 

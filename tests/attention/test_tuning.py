@@ -9,7 +9,7 @@ import pytest
 from pagedlab.attention import tuning
 
 
-def test_seed_in_the_interpreter_folds_both_pages_in_one_step():
+def test_example_in_the_interpreter_folds_both_pages_in_one_step():
     plan = tuning.plan_attention(
         interpreter=True, sms=0, num_seqs=1, num_kv_heads=1,
         block_size=4, head_dim=1, group=1, max_pages=2,

@@ -2,10 +2,10 @@
 
 The explorer contract (fixed with the widget engineer): sliders described "block size" and
 "length"; an HTML readout with CSS class "pagedlab-readout" that reads, for block size 4,
-length 5 and the seed layout, "blocks 2", "physical [4, 1]" and
+length 5 and the example layout, "blocks 2", "physical [4, 1]" and
 "output 3.000 = (L+1)/2 = 3.000 ✓"; an Image with class "pagedlab-picture" whose src changes
 with the sliders; a layout control described "layout" with options "ascending",
-"seed [4, 1, …]", "shuffled"; an ipywidgets.Play.
+"example [4, 1, …]", "shuffled"; an ipywidgets.Play.
 
 Each check moves real controls in the page and asserts on the values the page then shows,
 with screenshots before and after for humans. A cell showing an explorer must render its
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
     from .conftest import OpenNotebook
 
-SEED = "seed [4, 1, …]"
-LAYOUTS = ("ascending", SEED, "shuffled")
+EXAMPLE = "example [4, 1, …]"
+LAYOUTS = ("ascending", EXAMPLE, "shuffled")
 OUTPUT_AT_5 = "output 3.000 = (L+1)/2 = 3.000 ✓"
 
 
@@ -103,9 +103,9 @@ def _start_at(scope: Locator, length: int, layout: str | None) -> None:
 
 
 def check_length_step(notebook: OpenNotebook) -> None:
-    """Length 4 -> 5 at block size 4 (seed layout): two blocks, physical [4, 1], output 3."""
+    """Length 4 -> 5 at block size 4 (example layout): two blocks, physical [4, 1], output 3."""
     scope = explorer(notebook)
-    _start_at(scope, 4, SEED)
+    _start_at(scope, 4, EXAMPLE)
     readout, picture = scope.locator(".pagedlab-readout"), scope.locator(".pagedlab-picture")
     assert picture.count() == 1, "no .pagedlab-picture Image in the explorer"
     # the readout and the picture arrive as two messages: wait until both are up to date
@@ -128,11 +128,11 @@ def check_length_step(notebook: OpenNotebook) -> None:
 def check_layouts_keep_output(notebook: OpenNotebook) -> None:
     """Every layout of the same data gives the same output 3 at length 5."""
     scope = explorer(notebook, need_layout=True)
-    _start_at(scope, 5, SEED)
+    _start_at(scope, 5, EXAMPLE)
     readout, picture = scope.locator(".pagedlab-readout"), scope.locator(".pagedlab-picture")
-    seen = {SEED: wait_until(lambda: OUTPUT_AT_5 in text(readout), lambda: text(readout), "3")}
-    notebook.shot("layout-seed", scope)
-    for layout in ("ascending", "shuffled", SEED):
+    seen = {EXAMPLE: wait_until(lambda: OUTPUT_AT_5 in text(readout), lambda: text(readout), "3")}
+    notebook.shot("layout-example", scope)
+    for layout in ("ascending", "shuffled", EXAMPLE):
         before, src_before = text(readout), picture.get_attribute("src")
         choose(scope, "layout", layout)
         if seen.get(layout) != before:  # choosing the layout shown already changes nothing
@@ -142,7 +142,7 @@ def check_layouts_keep_output(notebook: OpenNotebook) -> None:
         seen[layout] = now
         notebook.shot(f"layout-{layout.split()[0]}", scope)
         assert OUTPUT_AT_5 in now, f"layout {layout!r}: readout lacks {OUTPUT_AT_5!r}: {now!r}"
-    assert seen["ascending"] != seen[SEED], "the readout does not show the layout at all"
+    assert seen["ascending"] != seen[EXAMPLE], "the readout does not show the layout at all"
 
 
 def record_values(handle: Locator) -> None:
@@ -190,13 +190,13 @@ def check_play_steps_by_one(notebook: OpenNotebook, steps: int = 3) -> None:
 
 
 def check_play_replays_from_one(notebook: OpenNotebook, length: int = 5) -> None:
-    """Play at length 5 (seed layout) replays 1, 2, 3, 4, 5 one token a tick, then stops at 5.
+    """Play at length 5 (example layout) replays 1, 2, 3, 4, 5 one token a tick, then stops at 5.
 
     The learner watches 1 -> 5 allocate: the readout ends at "blocks 2", "physical [4, 1]" and
     the output 3, with the slider back where it was.
     """
     scope = explorer(notebook)
-    _start_at(scope, length, SEED)
+    _start_at(scope, length, EXAMPLE)
     readout = scope.locator(".pagedlab-readout")
     wait_until(lambda: OUTPUT_AT_5 in text(readout), lambda: text(readout), OUTPUT_AT_5)
     play = scope.locator(".widget-play")

@@ -27,11 +27,11 @@ import io
 import ipywidgets as w
 from PIL import Image, ImageDraw
 
-LAYOUTS = {"ascending": list(range(8)), "seed [4, 1, …]": [4, 1, 6, 3, 0, 7, 2, 5],
+LAYOUTS = {"ascending": list(range(8)), "example [4, 1, …]": [4, 1, 6, 3, 0, 7, 2, 5],
            "shuffled": [2, 7, 5, 0, 3, 6, 1, 4]}
 block = w.IntSlider(value=4, min=1, max=8, description="block size")
 length = w.IntSlider(value=4, min=1, max=12, description="length")
-layout = w.ToggleButtons(options=list(LAYOUTS), value="seed [4, 1, …]", description="layout")
+layout = w.ToggleButtons(options=list(LAYOUTS), value="example [4, 1, …]", description="layout")
 play = w.Play(value=4, min=1, max=12, interval=250, description="play")
 w.jslink((play, "value"), (length, "value"))
 readout = w.HTML().add_class("pagedlab-readout")

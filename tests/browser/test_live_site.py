@@ -119,7 +119,7 @@ def _wait_result(page: Page, name: str, pattern: str) -> str:
 def test_a_setting_no_frame_holds_comes_from_the_real_allocator(
     browser: Browser, live_site: tuple[Path, str]
 ) -> None:
-    from pagedlab.control_scenes import seed_table
+    from pagedlab.control_scenes import example_table
 
     live = LivePage(browser, f"{live_site[1]}/{PAGE}")
     page = live.page
@@ -137,7 +137,7 @@ def test_a_setting_no_frame_holds_comes_from_the_real_allocator(
             timeout=30_000,
         )
         readout = panel.locator("[data-readout]").inner_text()
-        expected = seed_table(3, 11).table.blocks  # the allocator, in this Python
+        expected = example_table(3, 11).table.blocks  # the allocator, in this Python
         assert re.search(rf"blocks 4, physical {re.escape(str(expected))}", readout), readout
         assert "tokens 11" in readout and "slots 12" in readout
         picture = panel.locator("[data-picture]").inner_html()

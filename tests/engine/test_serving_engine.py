@@ -103,7 +103,7 @@ def test_tokens_equal_the_contiguous_oracle(
     assert engine.generate(PROMPTS, NEW) == ORACLE
     run = engine.last_run
     assert run is not None
-    run.scheduler.check()  # no block leaked
+    run.scheduler.check_invariants()  # no block leaked
     assert engine.allocator.num_free == num_blocks
     if must_preempt:
         assert run.preemptions > 0
@@ -256,7 +256,7 @@ def test_samples_equal_the_oracle_through_fork_and_copy_on_write(
     assert out == S_ORACLE
     run = engine.last_run
     assert run is not None
-    run.scheduler.check()
+    run.scheduler.check_invariants()
     assert engine.allocator.num_free == num_blocks
     assert (run.preemptions > 0) == must_preempt
     copies = engine.stats.copies_on_write

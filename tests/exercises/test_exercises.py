@@ -839,7 +839,7 @@ def test_a_wrong_scheduler_step_is_rejected_at_the_first_step_it_gets_wrong(inde
 
 
 def test_the_scheduler_step_cases_show_what_their_why_says() -> None:
-    """Each fixed trace (pagedlab's Scheduler's log) holds the event its why names."""
+    """Each fixed case's expected log (pagedlab's Scheduler's) holds the event its why names."""
     cases = EXERCISES["scheduler_step"].cases()
 
     def by_why(start: str) -> Any:

@@ -8,7 +8,7 @@ from pagedlab import BlockAllocator, BlockTable
 from pagedlab.explorers.allocation import AllocationExplorer
 from pagedlab.memory.events import Event
 from pagedlab.scenes import LAYOUTS, make_allocator
-from pagedlab.scenes import seed_state as explorer_state
+from pagedlab.scenes import example_state as explorer_state
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +16,7 @@ def explorer() -> AllocationExplorer:
     return AllocationExplorer()
 
 
-def test_seed_readout(explorer: AllocationExplorer) -> None:
+def test_example_readout(explorer: AllocationExplorer) -> None:
     state = explorer.set(block_size=4, length=5, layout=LAYOUTS[1])
     text = explorer.readout.value
     assert "blocks 2" in text
@@ -29,7 +29,7 @@ def test_seed_readout(explorer: AllocationExplorer) -> None:
     assert explorer.block_size.description == "block size"
     assert explorer.length.description == "length"
     assert explorer.layout.description == "layout"
-    assert list(explorer.layout.options) == ["ascending", "seed [4, 1, …]", "shuffled"]
+    assert list(explorer.layout.options) == ["ascending", "example [4, 1, …]", "shuffled"]
     assert explorer.play.description == "play"
 
 
@@ -113,8 +113,8 @@ def test_bad_settings_raise_value_error_and_change_nothing(explorer: AllocationE
     assert explorer.state is before
 
 
-def test_seed_history_is_real(seed_pool: tuple[BlockAllocator, list[BlockTable]]) -> None:
-    allocator, running = seed_pool
+def test_example_history_is_real(example_pool: tuple[BlockAllocator, list[BlockTable]]) -> None:
+    allocator, running = example_pool
     assert allocator.free_list() == [4, 1, 0]
     assert [t.blocks for t in running] == [[2, 3], [5, 6, 7]]
     assert make_allocator(LAYOUTS[1], 4).free_list()[:5] == [4, 1, 0, 3, 2]

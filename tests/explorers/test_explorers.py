@@ -17,8 +17,8 @@ from pagedlab.explorers.base import WIDGET_VIEW, Explorer, View
 from pagedlab.explorers.batch import BatchExplorer
 from pagedlab.explorers.engine import EngineExplorer
 from pagedlab.explorers.kernel import KernelExplorer
-from pagedlab.explorers.memory import BlockSizeExplorer, ReservationExplorer
 from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
+from pagedlab.explorers.waste import BlockSizeExplorer, ReservationExplorer
 from pagedlab.simulate import block_size_sweep, make_trace
 from pagedlab.views.controls import Choice, Slider, Toggle
 

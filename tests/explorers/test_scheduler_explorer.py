@@ -151,7 +151,7 @@ def _replayed(mode: str, size: int, budget: int, chunked: bool) -> list[tuple]:
     for step in range(1, MAX_STEP + 1):
         if not scheduler.done:
             result = scheduler.step()
-            scheduler.check()
+            scheduler.check_invariants()
             checked = state.sequences_checked + store.verify(scheduler.running)
             state = replace(state, result=result, sequences_checked=checked)
         state = replace(state, step=step)

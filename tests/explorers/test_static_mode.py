@@ -21,7 +21,7 @@ def test_frames_are_the_live_explorers_frames_in_product_order(explorer) -> None
     assert [f[0] for f in frames] == [
         {"block_size": b, "length": n} for b in (2, 4) for n in (4, 5, 6)
     ]
-    setting, png, readout = frames[4]  # block size 4, length 5: the seed
+    setting, png, readout = frames[4]  # block size 4, length 5: the example
     explorer.set(**setting)
     assert png == bytes(explorer.picture.value) and readout == explorer.readout.value
     assert "blocks 2 · physical [4, 1]" in readout and "output 3.000" in readout

@@ -1,4 +1,4 @@
-"""The seed example of the paper (§4.1-4.3) and every bad input of contract §2."""
+"""The example of the paper (§4.1-4.3) and every bad input of contract §2."""
 
 from __future__ import annotations
 
@@ -6,17 +6,17 @@ import pytest
 
 from pagedlab import BlockAllocator, BlockTable, CopyOnWrite, OutOfBlocksError
 
-SEED_ORDER = [4, 1, 0, 2, 3, 5, 6, 7]
+EXAMPLE_ORDER = [4, 1, 0, 2, 3, 5, 6, 7]
 
 
-def seed_table(length: int = 5) -> BlockTable:
-    table = BlockTable(BlockAllocator(8, 4, free_order=SEED_ORDER))
+def example_table(length: int = 5) -> BlockTable:
+    table = BlockTable(BlockAllocator(8, 4, free_order=EXAMPLE_ORDER))
     table.append_tokens(length)
     return table
 
 
-def test_seed_sequence_of_five_uses_blocks_4_and_1() -> None:
-    table = seed_table(5)
+def test_example_sequence_of_five_uses_blocks_4_and_1() -> None:
+    table = example_table(5)
     assert table.blocks == [4, 1]
     assert table.num_tokens == 5
     assert table.num_slots == 8  # block 0 full, block 1 holds one entry and 3 empty slots
@@ -25,7 +25,7 @@ def test_seed_sequence_of_five_uses_blocks_4_and_1() -> None:
 
 
 def test_four_to_five_allocates_one_block_and_moves_nothing() -> None:
-    table = seed_table(4)
+    table = example_table(4)
     before = [table.slot(p) for p in range(4)]
     free_before = table.allocator.num_free
     with table.allocator.record() as events:
@@ -38,10 +38,10 @@ def test_four_to_five_allocates_one_block_and_moves_nothing() -> None:
 
 
 def test_token_by_token_equals_one_append() -> None:
-    one_by_one = BlockTable(BlockAllocator(8, 4, free_order=SEED_ORDER))
+    one_by_one = BlockTable(BlockAllocator(8, 4, free_order=EXAMPLE_ORDER))
     for _ in range(13):
         one_by_one.append_tokens()
-    assert one_by_one.blocks == seed_table(13).blocks == [4, 1, 0, 2]
+    assert one_by_one.blocks == example_table(13).blocks == [4, 1, 0, 2]
 
 
 def test_default_free_list_is_ascending_and_freed_blocks_join_the_back() -> None:
@@ -207,7 +207,7 @@ def test_freeing_a_table_whose_block_was_freed_behind_its_back_changes_nothing()
 
 
 def test_append_token_is_append_tokens_of_one() -> None:
-    one, many = seed_table(3), seed_table(3)
+    one, many = example_table(3), example_table(3)
     for _ in range(6):
         one.append_token()
         many.append_tokens(1)

@@ -119,7 +119,7 @@ def test_free_rules_2000_random_sequences() -> None:
     assert run_random(FreeRules, 2_000, steps=30) > 40_000
 
 
-def _seed(rule: str, prefix_caching: bool) -> BlockAllocator:
+def _example(rule: str, prefix_caching: bool) -> BlockAllocator:
     """Notebook 02's history on 8 blocks: A takes 0, 1; B 2, 3; C 4; D 5-7; C, then A, end."""
     alloc = BlockAllocator(8, SIZE, free_rule=rule)  # type: ignore[arg-type]
     cache = PrefixCache(alloc)
@@ -139,15 +139,15 @@ def _seed(rule: str, prefix_caching: bool) -> BlockAllocator:
 
 
 @pytest.mark.parametrize("rule", FREE_RULES)
-def test_the_seed_is_the_same_under_both_rules_with_prefix_caching(rule: str) -> None:
-    # every block of the seed is full, so with prefix caching every one is hashed: all go back
-    assert _seed(rule, prefix_caching=True).free_list() == [4, 1, 0]
+def test_the_example_is_the_same_under_both_rules_with_prefix_caching(rule: str) -> None:
+    # every block of the example is full, so with prefix caching every one is hashed: all go back
+    assert _example(rule, prefix_caching=True).free_list() == [4, 1, 0]
 
 
 def test_without_prefix_caching_vllm_v1_puts_every_freed_block_in_front() -> None:
-    assert _seed("fifo", prefix_caching=False).free_list() == [4, 1, 0]
+    assert _example("fifo", prefix_caching=False).free_list() == [4, 1, 0]
     # C's block 4 to the front, then A's run 1, 0 in front of it
-    assert _seed("vllm-v1", prefix_caching=False).free_list() == [1, 0, 4]
+    assert _example("vllm-v1", prefix_caching=False).free_list() == [1, 0, 4]
 
 
 @pytest.mark.parametrize(("rule", "expected"), [("fifo", [2, 3, 1, 0]), ("vllm-v1", [1, 2, 3, 0])])

@@ -19,11 +19,11 @@ from pagedlab import BlockAllocator, BlockTable, OutOfBlocksError, PrefixCache
 from pagedlab.memory.block_table import blocks_to_append
 from pagedlab.memory.prefix_cache import block_hashes, chain_hash
 from pagedlab.memory.savings import (
+    alpaca_savings,
     beam_savings,
     format_savings,
     parallel_savings,
     savings_table,
-    trace_savings,
 )
 from pagedlab.memory.sharing import beam_step, can_beam_step, fork_samples, holders
 from pagedlab.scenes import figure9_before
@@ -114,8 +114,8 @@ INT_ARGUMENTS: list[tuple[str, Callable[[Scene, Any], object]]] = [
     ("block_size", lambda s, v: parallel_savings(4, 4, 2, v)),
     ("k", lambda s, v: beam_savings(4, 4, v)),
     ("seed", lambda s, v: beam_savings(4, 4, 2, seed=v)),
-    ("width", lambda s, v: trace_savings("beam", v, num_requests=2)),
-    ("num_requests", lambda s, v: trace_savings("beam", 2, num_requests=v)),
+    ("width", lambda s, v: alpaca_savings("beam", v, num_requests=2)),
+    ("num_requests", lambda s, v: alpaca_savings("beam", 2, num_requests=v)),
     ("width", lambda s, v: savings_table(4, 4, widths=(2, v))),
 ]
 # values among NEGATIVE + HUGE that an argument legitimately accepts (the call is then skipped)
@@ -308,8 +308,8 @@ def test_table_ids_are_read_only() -> None:
         (lambda s: beam_step([s.table], [0] * 1025), ValueError, "must be <= 1024"),
         (lambda s: beam_step([s.table], [1]), ValueError, "out of range"),
         (lambda s: holders([None]), TypeError, "tables must hold BlockTables"),
-        (lambda s: trace_savings(["beam"], 2), TypeError, "mode must be"),
-        (lambda s: trace_savings("greedy", 2), ValueError, "mode must be"),
+        (lambda s: alpaca_savings(["beam"], 2), TypeError, "mode must be"),
+        (lambda s: alpaca_savings("greedy", 2), ValueError, "mode must be"),
         (lambda s: parallel_savings(4096, 4096, 64, 1), ValueError, "at most 4096"),
         (lambda s: savings_table(widths=4), TypeError, "widths must be a tuple"),
         (lambda s: format_savings([None]), TypeError, "rows must hold Savings"),

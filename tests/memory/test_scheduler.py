@@ -31,7 +31,7 @@ def run_checked(s: Scheduler) -> list[StepResult]:
     results = []
     while not s.done:
         result = s.step()
-        s.check()
+        s.check_invariants()
         if result.admitted:  # admission comes last, only if nothing is (still) swapped out
             assert not s.swapped and not result.preempted
         for group in s.swapped:
@@ -71,7 +71,7 @@ def test_groups_move_together() -> None:
     seen_swapped = False
     while not s.done:
         s.step()
-        s.check()
+        s.check_invariants()
         if pair.status == "swapped":
             seen_swapped = True
             assert len(pair.host) == 2 and pair.tables == []
@@ -242,7 +242,7 @@ def test_a_recompute_is_one_prefill_over_prompt_and_generated() -> None:
     recomputes = 0
     while not s.done:
         result = s.step()
-        s.check()
+        s.check_invariants()
         for name, tokens in result.recomputed.items():
             group = s.groups[name]
             assert name in result.admitted  # re-admitted, and rebuilt in this one step

@@ -7,7 +7,7 @@ add requests and step, and misuse the scheduler: blocks taken or freed behind it
 either pool, a running table freed or grown, settings and hooks replaced, bad requests
 and arguments.
 
-After every rule either the call succeeded, ``Scheduler.check`` holds and every running
+After every rule either the call succeeded, ``Scheduler.check_invariants`` holds and every running
 sample's K/V reads back exactly, or it raised a clear error (TypeError, ValueError,
 OutOfBlocksError, with a message) and nothing observable changed: queues, groups, tables,
 both pools' ref counts and free lists, counters and the K/V store. A misuse the scheduler
@@ -280,7 +280,7 @@ class SchedulerMisuse(RuleBasedStateMachine):
     def all_invariants(self) -> None:
         if not hasattr(self, "s") or not self._healthy():
             return
-        self.s.check()
+        self.s.check_invariants()
         for group in self.s.running:
             for sample, table in enumerate(group.tables):
                 read = [self.kv.device.get(slot) for slot in table.slot_mapping()]

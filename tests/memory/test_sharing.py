@@ -11,11 +11,11 @@ import torch
 from pagedlab import BlockAllocator, BlockTable, CopyOnWrite, OutOfBlocksError
 from pagedlab.memory.savings import (
     PAPER_SAVED,
+    alpaca_savings,
     beam_savings,
     format_savings,
     parallel_savings,
     savings_table,
-    trace_savings,
 )
 from pagedlab.memory.sharing import beam_step, fork_samples, holders
 from pagedlab.scenes import FIG9_STEP, figure8, figure9_before
@@ -251,9 +251,9 @@ def test_savings_table_prints_ours_beside_the_papers() -> None:
     assert [row.split("   ")[-1] for row in rows] == papers  # Fig. 15, width by width
     assert format_savings([parallel_savings(19, 58, 3)]).endswith("   -")  # not in Fig. 15
     assert PAPER_SAVED["beam"] == (0.376, 0.552)
-    assert 0 < trace_savings("parallel", 2, num_requests=5) < trace_savings("beam", 2, 5)
+    assert 0 < alpaca_savings("parallel", 2, num_requests=5) < alpaca_savings("beam", 2, 5)
     with pytest.raises(ValueError, match="mode must be 'parallel' or 'beam', got 'greedy'"):
-        trace_savings("greedy", 2)
+        alpaca_savings("greedy", 2)
 
 
 # --- pictures and widgets (headless) -------------------------------------------------------

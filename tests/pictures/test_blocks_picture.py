@@ -25,8 +25,8 @@ def snapshot(allocator: BlockAllocator, tables: list[BlockTable]) -> tuple:
     )
 
 
-def test_seed_counts_and_arrows(seed_sequence: tuple[BlockAllocator, BlockTable]) -> None:
-    allocator, table = seed_sequence
+def test_example_counts_and_arrows(example_sequence: tuple[BlockAllocator, BlockTable]) -> None:
+    allocator, table = example_sequence
     d = scene(allocator, [table])
     assert d.count("filled-slot", "logical") == 5
     assert d.count("empty-slot", "logical") == 3
@@ -99,9 +99,9 @@ def test_pool_contents_and_other_requests() -> None:
 
 
 def test_canvas_renders_png_and_reuses_artists(
-    seed_sequence: tuple[BlockAllocator, BlockTable],
+    example_sequence: tuple[BlockAllocator, BlockTable],
 ) -> None:
-    allocator, table = seed_sequence
+    allocator, table = example_sequence
     canvas = Canvas(dpi=40)
     png = canvas.render(scene(allocator, [table])).png()
     assert png.startswith(b"\x89PNG")
@@ -116,8 +116,10 @@ def test_palette_is_okabe_ito() -> None:
     assert table_color(0) == "#E69F00" and len(set(PALETTE)) == len(PALETTE)
 
 
-def test_bad_values_raise_before_drawing(seed_sequence: tuple[BlockAllocator, BlockTable]) -> None:
-    allocator, table = seed_sequence
+def test_bad_values_raise_before_drawing(
+    example_sequence: tuple[BlockAllocator, BlockTable],
+) -> None:
+    allocator, table = example_sequence
     import pytest
 
     with pytest.raises(ValueError, match="values has 2 entries"):
@@ -132,7 +134,7 @@ def test_other_scenes_read_state_and_never_write_it() -> None:
     from pagedlab.pictures.reservation import reservation_scene
     from pagedlab.pictures.sharing import event_frames, sharing_scene
     from pagedlab.scenes import figure8_prompt, kernel_batch
-    from pagedlab.simulate.memory import OneRequest
+    from pagedlab.simulate.policies import OneRequest
 
     prompt = figure8_prompt()
     samples = fork_samples(prompt, 2)

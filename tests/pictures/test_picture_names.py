@@ -36,10 +36,10 @@ def _keys(d: Drawing) -> list[str]:
     return [r.face for r in d.rects if r.kind == "key"]
 
 
-def test_seed_scene_title_names_no_table_id(
-    seed_pool: tuple[BlockAllocator, list[BlockTable]],
+def test_example_scene_title_names_no_table_id(
+    example_pool: tuple[BlockAllocator, list[BlockTable]],
 ) -> None:
-    pool, running = seed_pool
+    pool, running = example_pool
     seq = BlockTable(pool)
     seq.append_tokens(5)
     d = scene(pool, [seq, *running], names=["our sequence", "B", "D"])
@@ -52,9 +52,9 @@ def test_seed_scene_title_names_no_table_id(
 
 
 def test_grey_key_only_for_sequences_not_drawn(
-    seed_pool: tuple[BlockAllocator, list[BlockTable]],
+    example_pool: tuple[BlockAllocator, list[BlockTable]],
 ) -> None:
-    pool, running = seed_pool
+    pool, running = example_pool
     seq = BlockTable(pool)
     seq.append_tokens(5)
     d = scene(pool, [seq])

@@ -10,7 +10,7 @@ from pagedlab.pictures.canvas import drawing_png as to_png
 from pagedlab.pictures.fragmentation import fig3_scene, fragmentation_scene, holes
 from pagedlab.pictures.reservation import reservation_scene
 from pagedlab.scenes import fragmented_pool
-from pagedlab.simulate.memory import OneRequest
+from pagedlab.simulate.policies import OneRequest
 
 NAMES = ["R2", "R4", "R6", "R8"]
 

@@ -32,7 +32,7 @@ from pagedlab.simulate import (
     simulate,
     vllm,
 )
-from pagedlab.simulate.memory import OneRequest
+from pagedlab.simulate.policies import OneRequest
 
 
 def one(prompt: int, output: int, duration: float = 100.0) -> Trace:
@@ -312,7 +312,7 @@ def test_conservation_any_trace(seed: int, rate: float, policy: Policy, pool: in
 
 
 def test_pictures_are_pure() -> None:
-    from pagedlab.pictures.memory import plot_batch, plot_block_sweep, plot_breakdown
+    from pagedlab.pictures.at_scale import plot_batch, plot_block_sweep, plot_breakdown
     from pagedlab.pictures.png import to_png
 
     tr = make_trace(2.0, 30.0, seed=0)
@@ -328,7 +328,7 @@ def test_pictures_are_pure() -> None:
 
 
 def test_reservation_explorer_updates_by_assignment() -> None:
-    from pagedlab.explorers.memory import ReservationExplorer
+    from pagedlab.explorers.waste import ReservationExplorer
 
     e = ReservationExplorer()
     assert "2038 never used" in e.readout.value and e.picture.value[:4] == b"\x89PNG"
@@ -346,7 +346,7 @@ def test_reservation_explorer_updates_by_assignment() -> None:
 
 
 def test_block_size_explorer_indexes_the_sweep() -> None:
-    from pagedlab.explorers.memory import BlockSizeExplorer
+    from pagedlab.explorers.waste import BlockSizeExplorer
 
     rows = block_size_sweep(make_trace(2.0, 60.0, seed=0), sizes=(4, 16, 64))
     e = BlockSizeExplorer(rows)

@@ -1,6 +1,6 @@
-"""A picture of one kernel program's walk over a sequence, drawn from ``trace_paged_attention``.
+"""A picture of one kernel program's walk over a sequence, drawn from ``paged_attention_steps``.
 
-Three panels share one x axis, one column per logical block (one step of the trace):
+Three panels share one x axis, one column per logical block (one step of the loop):
 
 - **reads**: logical block ``i`` -> the physical block the step loaded (from the block
   table), with the positions it covers and how many slots were masked;
@@ -10,7 +10,7 @@ Three panels share one x axis, one column per logical block (one step of the tra
   and what the block added (``block sum``, coloured); a dashed outline shows ``l_old``
   before it was rescaled, so a shrink is visible, labelled ``x alpha``.
 
-Everything drawn comes from the ``TraceStep`` records; nothing is recomputed here and the
+Everything drawn comes from the ``LoopStep`` records; nothing is recomputed here and the
 records are not modified. Rendered with Agg (no pyplot, no global state); colours are
 the theme's Okabe-Ito palette (:mod:`pagedlab.pictures.theme`); PNG through
 :func:`pagedlab.pictures.png.to_png`. Readable up to about 16 steps.
@@ -24,14 +24,14 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
-from pagedlab.attention.kernel_trace import TraceStep
+from pagedlab.attention.kernel_steps import LoopStep
 from pagedlab.pictures.theme import CARRIED, DPI, INK, OTHER_COLOR, PALETTE, tint
 
 
-def trace_figure(steps: Sequence[TraceStep], title: str = "", dpi: float = DPI) -> Figure:
+def online_softmax_figure(steps: Sequence[LoopStep], title: str = "", dpi: float = DPI) -> Figure:
     """A new figure of ``steps`` (see the module docstring for what each panel shows)."""
     if not steps:
-        raise ValueError("steps is empty: trace at least one block")
+        raise ValueError("steps is empty: replay at least one block")
     n = len(steps)
     fig = Figure(figsize=(max(6.0, 1.6 * n + 2.0), 5.4), dpi=dpi, facecolor="white")
     FigureCanvasAgg(fig)

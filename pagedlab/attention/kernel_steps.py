@@ -1,6 +1,6 @@
-"""The paged decode kernel, one logical block at a time, in plain torch: a step-by-step trace.
+"""The paged decode kernel, one logical block at a time, in plain torch, step by step.
 
-``trace_paged_attention(query, key_cache, value_cache, block_table_row, seq_len, head)``
+``paged_attention_steps(query, key_cache, value_cache, block_table_row, seq_len, head)``
 does, for ONE sequence and ONE query head, what one program of
 :func:`pagedlab.attention.kernels.paged_attention_kernel` does, and records every step. For logical
 block ``i`` (``0 <= i < ceil(seq_len / block_size)``) the step:
@@ -27,12 +27,12 @@ Invariants (tests check them against the real kernel and the reference):
 - ``m`` never decreases; ``alpha`` is in ``[0, 1]``; ``l >= 1`` from the first step on (the
   maximal score contributes ``exp(0) = 1``).
 
-Granularity: the trace folds in one page per step, as the teaching kernel
+Granularity: these steps fold in one page each, as the teaching kernel
 (:func:`pagedlab.attention.ops.paged_attention_one_page`) does on every backend: its loop step
 ``i`` is row ``i`` here. The tuned kernel (``paged_attention``) folds several pages per loop
 step (under the interpreter, enough for the whole sequence);
 ``pagedlab.attention.kernels.launch_paged_attention(..., pages_per_step=1)`` makes it take
-the steps traced here. The arithmetic is fp32, as in the kernel; a step holds Python floats.
+the steps recorded here. The arithmetic is fp32, as in the kernel; a step holds Python floats.
 
 Inputs follow :func:`pagedlab.paged_attention` for one sequence: ``query`` is
 ``[num_heads, head_dim]``, the caches ``[num_blocks, block_size, num_kv_heads, head_dim]``,
@@ -40,7 +40,7 @@ Inputs follow :func:`pagedlab.paged_attention` for one sequence: ``query`` is
 read; entries must fit int32). Bad input raises ``ValueError`` naming the value, or
 ``ArgumentTypeError`` (also a ``ValueError``) for a wrong kind such as a float block id
 (the checks are :func:`pagedlab.attention.validate.validate_paged_inputs`). Not handled:
-several queries per sequence (prefill), batching (trace one sequence at a time). No Triton
+several queries per sequence (prefill), batching (replay one sequence at a time). No Triton
 needed.
 """
 
@@ -57,7 +57,7 @@ from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
 
 
 @dataclass(frozen=True)
-class TraceStep:
+class LoopStep:
     """What one program did with logical block ``logical``: state *after* the block."""
 
     logical: int  # logical block index i
@@ -83,7 +83,7 @@ class TraceStep:
         return self.logical > 0 and self.alpha != 1.0
 
 
-def trace_paged_attention(
+def paged_attention_steps(
     query: torch.Tensor,
     key_cache: torch.Tensor,
     value_cache: torch.Tensor,
@@ -91,7 +91,7 @@ def trace_paged_attention(
     seq_len: int,
     head: int = 0,
     scale: float | None = None,
-) -> list[TraceStep]:
+) -> list[LoopStep]:
     """Step records of one kernel program (one sequence, query head ``head``); see module doc."""
     query = require_tensor("query", query)
     if query.dim() != 2:
@@ -128,7 +128,7 @@ def trace_paged_attention(
         l_sum = l_sum * alpha + block_sum
         acc = acc * alpha + (p[:, None] * v).sum(dim=0)
         steps.append(
-            TraceStep(
+            LoopStep(
                 logical=i,
                 physical=physical,
                 positions=tuple(range(i * size, i * size + valid)),
@@ -152,20 +152,20 @@ def _num(x: float, decimals: int) -> str:
     return "0." + "0" * decimals if text == "-0." + "0" * decimals else text
 
 
-def trace_table(steps: Sequence[TraceStep], decimals: int = 3) -> str:
-    """The trace as a fixed-width text table (deterministic: every float rounded).
+def steps_table(steps: Sequence[LoopStep], decimals: int = 3) -> str:
+    """The steps as a fixed-width text table (deterministic: every float rounded).
 
     One row per logical block: the physical block read, the positions, the scores, the
     running max before and after, ``alpha``, this block's sum, ``l``, and ``acc / l`` (its
     first dimension when ``head_dim > 1``).
     """
     if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
-        raise ArgumentTypeError(f"steps must be a list of TraceStep, got {type(steps).__name__}")
+        raise ArgumentTypeError(f"steps must be a list of LoopStep, got {type(steps).__name__}")
     if not steps:
-        raise ValueError("steps is empty: trace at least one block")
+        raise ValueError("steps is empty: replay at least one block")
     for i, step in enumerate(steps):
-        if not isinstance(step, TraceStep):
-            raise ArgumentTypeError(f"steps[{i}] must be a TraceStep, got {step!r}")
+        if not isinstance(step, LoopStep):
+            raise ArgumentTypeError(f"steps[{i}] must be a LoopStep, got {step!r}")
     decimals = check_int(decimals, "decimals", minimum=0, maximum=12)
     dims = len(steps[0].acc)
     out_head = "acc/l" if dims == 1 else "acc/l[0]"

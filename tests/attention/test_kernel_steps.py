@@ -1,6 +1,6 @@
-"""trace_paged_attention: the step-by-step mirror of one kernel program.
+"""paged_attention_steps: the step-by-step mirror of one kernel program.
 
-The trace must end where the real kernel ends (paged_attention, the Triton kernel in its
+The steps must end where the real kernel ends (paged_attention, the Triton kernel in its
 interpreter here) and where softmax attention ends (reference_attention), on layouts that
 scatter the pages, with keys that move the running max so rescaling actually happens.
 """
@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedlab.attention.kernel_trace import TraceStep, trace_paged_attention, trace_table
+from pagedlab.attention.kernel_steps import LoopStep, paged_attention_steps, steps_table
 from pagedlab.attention.ops import (
     block_tables_tensor,
     paged_attention,
@@ -48,8 +48,10 @@ def paged_batch(
     return query, key_cache, value_cache, tables, torch.tensor(lengths, dtype=torch.int32)
 
 
-def seed_cache(blocks: list[int], length: int = 5, num_blocks: int = 8) -> tuple[torch.Tensor, ...]:
-    """The seed's head: keys 0, query 1, value of position p is p + 1; other slots junk."""
+def example_cache(
+    blocks: list[int], length: int = 5, num_blocks: int = 8
+) -> tuple[torch.Tensor, ...]:
+    """The example's head: keys 0, query 1, value of position p is p + 1; other slots junk."""
     key_cache = torch.full((num_blocks, 4, 1, 1), 50.0)  # junk: would dominate if read
     value_cache = torch.full((num_blocks, 4, 1, 1), -100.0)
     for pos in range(length):
@@ -59,9 +61,9 @@ def seed_cache(blocks: list[int], length: int = 5, num_blocks: int = 8) -> tuple
 
 
 @pytest.mark.parametrize("blocks", [[4, 1], [0, 1], [6, 3]])
-def test_seed_trace_reads_the_table_and_gives_three(blocks):
-    query, key_cache, value_cache = seed_cache(blocks)
-    steps = trace_paged_attention(query, key_cache, value_cache, blocks + [-1], 5)
+def test_example_steps_read_the_table_and_give_three(blocks):
+    query, key_cache, value_cache = example_cache(blocks)
+    steps = paged_attention_steps(query, key_cache, value_cache, blocks + [-1], 5)
     assert [s.physical for s in steps] == blocks
     assert [s.positions for s in steps] == [(0, 1, 2, 3), (4,)]
     assert [s.masked for s in steps] == [0, 3]
@@ -72,9 +74,9 @@ def test_seed_trace_reads_the_table_and_gives_three(blocks):
     assert steps[0].output == (2.5,) and steps[-1].output == (3.0,)
 
 
-def test_seed_table_text():
-    query, key_cache, value_cache = seed_cache([4, 1])
-    text = trace_table(trace_paged_attention(query, key_cache, value_cache, [4, 1], 5))
+def test_steps_table_text_of_the_example():
+    query, key_cache, value_cache = example_cache([4, 1])
+    text = steps_table(paged_attention_steps(query, key_cache, value_cache, [4, 1], 5))
     lines = text.splitlines()
     assert lines[0].split() == [
         "block", "reads", "positions", "scores", "m_old", "m_new", "alpha", "block", "sum",
@@ -95,7 +97,7 @@ def test_max_in_a_later_block_rescales_and_matches_the_kernel():
         key_cache[blocks[pos // 4], pos % 4] = k
         value_cache[blocks[pos // 4], pos % 4] = pos + 1.0
     query = torch.ones(1, 1)
-    steps = trace_paged_attention(query, key_cache, value_cache, blocks, 10)
+    steps = paged_attention_steps(query, key_cache, value_cache, blocks, 10)
     assert [s.m_new for s in steps] == [1.0, 2.0, 3.0]
     assert [s.rescaled for s in steps] == [False, True, True]
     assert steps[1].alpha == pytest.approx(math.exp(-1.0))
@@ -130,7 +132,7 @@ def test_final_output_matches_kernel_and_reference(
     moved = 0
     for s, n in enumerate(lengths):
         for h in range(num_heads):
-            steps = trace_paged_attention(query[s], key_cache, value_cache, bt[s], n, head=h)
+            steps = paged_attention_steps(query[s], key_cache, value_cache, bt[s], n, head=h)
             assert [x.physical for x in steps] == tables[s]
             out = torch.tensor(steps[-1].output)
             torch.testing.assert_close(out, kernel[s, h], rtol=1e-5, atol=1e-5)
@@ -139,8 +141,8 @@ def test_final_output_matches_kernel_and_reference(
     assert moved > 0, "the keys never moved the running max: rescaling was not exercised"
 
 
-def test_one_page_per_step_kernel_matches_the_trace():
-    """``pages_per_step=1`` runs the very steps the trace records."""
+def test_one_page_per_step_kernel_matches_the_steps():
+    """``pages_per_step=1`` runs the very steps paged_attention_steps records."""
     from pagedlab.attention import kernels
 
     query, key_cache, value_cache, tables, lens = paged_batch([11], 3, 2, 1, 4, seed=7)
@@ -149,22 +151,22 @@ def test_one_page_per_step_kernel_matches_the_trace():
         query, key_cache, value_cache, bt, lens, 4**-0.5, 4, pages_per_step=1
     )
     for h in range(2):
-        steps = trace_paged_attention(query[0], key_cache, value_cache, tables[0], 11, head=h)
+        steps = paged_attention_steps(query[0], key_cache, value_cache, tables[0], 11, head=h)
         torch.testing.assert_close(torch.tensor(steps[-1].output), out[0, h], rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize(
     ("block_size", "num_heads", "num_kv_heads"), [(1, 2, 1), (4, 4, 2), (16, 2, 2)]
 )
-def test_teaching_kernel_step_by_step_is_the_trace(block_size, num_heads, num_kv_heads):
+def test_teaching_kernel_step_by_step_is_the_replay(block_size, num_heads, num_kv_heads):
     """The one-page kernel run on the sequence cut after block i (one program per cut) ends
-    its loop after step i: its output is the trace's row i, rescaling included."""
+    its loop after step i: its output is the replay's row i, rescaling included."""
     length = 3 * block_size + 1
     query, key_cache, value_cache, tables, _ = paged_batch(
         [length], block_size, num_heads, num_kv_heads, head_dim=4, seed=block_size
     )
     steps = [
-        trace_paged_attention(query[0], key_cache, value_cache, tables[0], length, head=h)
+        paged_attention_steps(query[0], key_cache, value_cache, tables[0], length, head=h)
         for h in range(num_heads)
     ]
     cuts = [min((i + 1) * block_size, length) for i in range(len(steps[0]))]
@@ -202,7 +204,7 @@ def test_every_step_is_softmax_over_the_prefix(block_size, length, head_dim, see
     )
     before = (key_cache.clone(), value_cache.clone())
     scale = head_dim**-0.5
-    steps = trace_paged_attention(query[0], key_cache, value_cache, tables[0], length)
+    steps = paged_attention_steps(query[0], key_cache, value_cache, tables[0], length)
     assert len(steps) == -(-length // block_size)
     assert sum(len(s.positions) for s in steps) == length
     assert sum(s.masked for s in steps) == len(steps) * block_size - length
@@ -217,9 +219,9 @@ def test_every_step_is_softmax_over_the_prefix(block_size, length, head_dim, see
 
 
 def test_steps_are_frozen():
-    query, key_cache, value_cache = seed_cache([4, 1])
-    step = trace_paged_attention(query, key_cache, value_cache, [4, 1], 5)[0]
-    assert isinstance(step, TraceStep)
+    query, key_cache, value_cache = example_cache([4, 1])
+    step = paged_attention_steps(query, key_cache, value_cache, [4, 1], 5)[0]
+    assert isinstance(step, LoopStep)
     with pytest.raises(AttributeError):
         step.physical = 0  # type: ignore[misc]
 
@@ -239,11 +241,11 @@ def test_steps_are_frozen():
     ],
 )
 def test_bad_input_raises_value_error_naming_it(change, message):
-    query, key_cache, value_cache = seed_cache([4, 1])
+    query, key_cache, value_cache = example_cache([4, 1])
     kwargs = {"query": query, "row": [4, 1], "seq_len": 5, "head": 0, "scale": None} | change
     before = (key_cache.clone(), value_cache.clone())
     with pytest.raises(ValueError) as error:
-        trace_paged_attention(
+        paged_attention_steps(
             kwargs["query"], key_cache, value_cache, kwargs["row"], kwargs["seq_len"],
             head=kwargs["head"], scale=kwargs["scale"],
         )  # fmt: skip
@@ -251,23 +253,23 @@ def test_bad_input_raises_value_error_naming_it(change, message):
     assert torch.equal(before[0], key_cache) and torch.equal(before[1], value_cache)
 
 
-def test_empty_trace_table_raises():
+def test_empty_steps_table_raises():
     with pytest.raises(ValueError, match="steps is empty"):
-        trace_table([])
+        steps_table([])
 
 
-def test_trace_figure_draws_every_read():
+def test_online_softmax_figure_draws_every_read():
+    from pagedlab.pictures.online_softmax import online_softmax_figure
     from pagedlab.pictures.png import to_png
-    from pagedlab.pictures.trace import trace_figure
 
-    query, key_cache, value_cache = seed_cache([4, 1])
-    steps = trace_paged_attention(query, key_cache, value_cache, [4, 1], 5)
-    fig = trace_figure(steps, "seed")
+    query, key_cache, value_cache = example_cache([4, 1])
+    steps = paged_attention_steps(query, key_cache, value_cache, [4, 1], 5)
+    fig = online_softmax_figure(steps, "seed")
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert len(fig.axes) == 3
     assert "physical 4" in texts and "physical 1" in texts and "+3 masked" in texts
     labels = [t.get_text() for t in fig.axes[2].get_xticklabels()]
     assert labels == ["logical 0", "logical 1"]
-    assert to_png(trace_figure(steps)).startswith(b"\x89PNG")
+    assert to_png(online_softmax_figure(steps)).startswith(b"\x89PNG")
     with pytest.raises(ValueError, match="steps is empty"):
-        trace_figure([])
+        online_softmax_figure([])

@@ -15,10 +15,10 @@ from typing import Any
 
 from pagedlab.checks import check_int
 from pagedlab.explorers.base import Explorer, View
-from pagedlab.pictures.memory import plot_block_sweep
+from pagedlab.pictures.at_scale import plot_block_sweep
 from pagedlab.pictures.png import to_png
 from pagedlab.pictures.reservation import reservation_scene
-from pagedlab.simulate.memory import OneRequest
+from pagedlab.simulate.policies import OneRequest
 from pagedlab.simulate.report import SweepRow
 from pagedlab.views.controls import Choice, Slider
 
