@@ -187,9 +187,12 @@ def test_one_new_token_and_bad_input() -> None:
 @pytest.mark.parametrize("block_size", range(1, 17))
 @pytest.mark.parametrize("preemption", ["swap", "recompute"])
 def test_every_block_size_under_pressure(block_size: int, preemption: str) -> None:
+    """The engine's tables, slot mappings, swaps and recomputes at every block size; decodes
+    read the pages through reference_attention (the kernel at every block size 1-16:
+    tests/attention/test_kernel_grid.py; the kernel inside the engine: GRID's kernel cells)."""
     longest = max(len(p) for p in PROMPTS) + NEW
     blocks = -(-longest // block_size) + 1
-    engine = Engine(MODEL, blocks, block_size, preemption=preemption, token_budget=5)
+    engine = Engine(MODEL, blocks, block_size, preemption=preemption, token_budget=5, **FAST)
     assert engine.generate(PROMPTS, NEW) == ORACLE
 
 
@@ -347,6 +350,7 @@ def test_sample_bad_input_changes_nothing() -> None:
 @pytest.mark.parametrize("block_size", range(1, 17))
 @pytest.mark.parametrize("preemption", ["swap", "recompute"])
 def test_samples_at_every_block_size_under_pressure(block_size: int, preemption: str) -> None:
+    """As test_every_block_size_under_pressure, for n samples (fork, copy-on-write)."""
     need = max(prefill_need(len(p), S_NEW, S_N, block_size) for p in S_PROMPTS)
-    engine = Engine(MODEL, need + 1, block_size, preemption=preemption, token_budget=5)
+    engine = Engine(MODEL, need + 1, block_size, preemption=preemption, token_budget=5, **FAST)
     assert engine.sample(S_PROMPTS, S_NEW, n=S_N, seed=S_SEED) == S_ORACLE
