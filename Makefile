@@ -30,7 +30,7 @@ test: $(STAMP)
 	$(BIN)/python scripts/check_dead_code.py
 	@# pytest exits 5 when it collected nothing: a broken layout, never a pass. One worker per
 	@# core (pytest-xdist); conftest.py keeps each notebook and the browser tests on one worker.
-	$(BIN)/python -m pytest -n auto; status=$$?; \
+	$(BIN)/python -m pytest -n auto --durations=15; status=$$?; \
 	  if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; exit $$status
 
 # Re-execute every notebook in place after a change to pagedlab (deterministic outputs).

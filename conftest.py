@@ -3,9 +3,9 @@
 Two kinds of tests must stay on one worker, in collection order:
 
 - a notebook's cells (nbval): they share one kernel, each cell running after the one above;
-- the browser tests (``tests/browser``) and the JupyterLab server tests: one JupyterLab
-  server and one Chromium per worker, one notebook page open at a time, and two site builds
-  that share ``node_modules``.
+- the browser tests, in two units: those that drive JupyterLab (one server per worker,
+  one notebook page open at a time) and the two that build the static site (they share
+  ``node_modules``). Each worker that runs one starts its own Chromium.
 
 Every other test is a unit of its own and goes to whichever worker is free. xdist hands out
 the units largest first, so the long serial stretches start at once.
@@ -18,14 +18,17 @@ from typing import Any
 
 import pytest
 
-SERIAL = ("tests/browser/", "tests/notebooks/test_lab.py")
+SITE_BUILDS = ("tests/browser/test_site.py", "tests/browser/test_live_site.py")
 
 
 def unit_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: ``browser``, its notebook, or the test itself."""
+    """The unit of work a test belongs to: one of the two browser units, its notebook, or
+    the test itself."""
     path = nodeid.split("::", 1)[0]
-    if path.startswith(SERIAL):
-        return "browser"
+    if path in SITE_BUILDS:
+        return "browser: the static site"
+    if path.startswith("tests/browser/"):
+        return "browser: JupyterLab"
     if PurePosixPath(path).suffix == ".ipynb":
         return path
     return nodeid
