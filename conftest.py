@@ -7,8 +7,9 @@ Two kinds of tests must stay on one worker, in collection order:
   one notebook page open at a time) and the two that build the static site (they share
   ``node_modules``). Each worker that runs one starts its own Chromium.
 
-Every other test is a unit of its own and goes to whichever worker is free. xdist hands out
-the units largest first, so the long serial stretches start at once.
+Every other test is a unit of its own and goes to whichever worker is free. The units are
+handed out in collection order, which this file sets: the two browser units first (the
+longest serial stretches, one per worker from the start), then the notebooks, then the rest.
 """
 
 from __future__ import annotations
@@ -34,9 +35,22 @@ def unit_of(nodeid: str) -> str:
     return nodeid
 
 
+def _rank(item: pytest.Item) -> int:
+    unit = unit_of(item.nodeid)
+    return 0 if unit.startswith("browser") else 1 if unit != item.nodeid else 2
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Browser units, then notebooks, then every other test; a stable sort keeps the order
+    inside each (a notebook's cells top to bottom)."""
+    items.sort(key=_rank)
+
+
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, called only under -n
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False  # hand units out in the order set above
 
     class ByUnit(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
