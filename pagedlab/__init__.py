@@ -24,6 +24,7 @@ if HAS_TORCH:
         paged_attention,
         paged_attention_steps,
         reference_attention,
+        torch_paged_attention,
     )
     from pagedlab.attention.environment import environment_report
 
@@ -62,5 +63,6 @@ if HAS_TORCH:
         "paged_attention",
         "paged_attention_steps",
         "reference_attention",
+        "torch_paged_attention",
     ]
 __version__ = "0.1.0"

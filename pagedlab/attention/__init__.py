@@ -11,7 +11,8 @@ and the attention kernel reads them back through the block tables.
 - :mod:`~pagedlab.attention.tuning`       a launch's tiles, pages per step, warps and splits
 - :mod:`~pagedlab.attention.validate`     one named check per contract rule, for every entry point
 - :mod:`~pagedlab.attention.ops`          ``paged_attention`` (tuned), ``paged_attention_one_page``
-  (teaching) and ``reference_attention``
+  (teaching), ``reference_attention`` and ``torch_paged_attention`` (batched torch, the
+  engine's CPU path)
 - :mod:`~pagedlab.attention.kernel_steps` the kernel's loop, block by block, in plain Python
 - :mod:`~pagedlab.attention.batch`        one decode batch, packed as an engine sends it
 
@@ -27,6 +28,7 @@ from pagedlab.attention.ops import (
     paged_attention,
     paged_attention_one_page,
     reference_attention,
+    torch_paged_attention,
 )
 
 __all__ = [
@@ -38,4 +40,5 @@ __all__ = [
     "paged_attention_one_page",
     "paged_attention_steps",
     "reference_attention",
+    "torch_paged_attention",
 ]

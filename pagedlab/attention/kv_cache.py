@@ -262,6 +262,12 @@ class PagedKVCache:
         else:  # no Triton, or bf16 (the interpreter cannot hold it): plain torch indexing
             self._store(slots, k, v)
 
+    def store(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """``write`` without the checks, by torch indexing: for a caller that computed
+        ``slots`` (int64, distinct, in range) from its own tables and k/v in the cache's dtype
+        (the engine's forward, once per layer). Misuse here is not caught."""
+        self._store(slots, k, v)
+
     def _store(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         self._key.view(self.num_slots, self.num_kv_heads, self.head_dim)[slots] = k
         self._value.view(self.num_slots, self.num_kv_heads, self.head_dim)[slots] = v

@@ -64,10 +64,12 @@ from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
 
 __all__ = [
     "PagedShapes",
+    "attend_pages",
     "block_tables_tensor",
     "paged_attention",
     "paged_attention_one_page",
     "reference_attention",
+    "torch_paged_attention",
     "validate_paged_inputs",
 ]
 
@@ -101,6 +103,50 @@ def reference_attention(
         weights = torch.softmax(scores, dim=-1)
         out[s] = torch.einsum("ht,thd->hd", weights, v).to(query.dtype)
     return out
+
+
+def torch_paged_attention(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """The same contract in batched torch: what the engine reads the pages with on a CPU.
+
+    Validated like the kernel, then :func:`attend_pages`: every sequence at once (no loop).
+    """
+    shapes = validate_paged_inputs(query, key_cache, value_cache, block_tables, seq_lens, scale)
+    return attend_pages(query, key_cache, value_cache, block_tables, seq_lens, shapes.scale)
+
+
+def attend_pages(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Decode attention through the block tables, batched; **no validation** (the caller
+    built the tables: the engine). Shapes as in the module docstring.
+
+    Gathers each row's pages, ``key_cache[block_tables]`` -> ``[seqs, pages * block_size,
+    kv_heads, d]`` (padding entries read block 0 and are masked), then masked softmax
+    attention in fp32, grouped-query by a view (no copy of K/V per query head).
+    """
+    seqs, heads, d = query.shape
+    kv_heads = key_cache.shape[2]
+    tables = block_tables.long().clamp(min=0)
+    keys = key_cache[tables].flatten(1, 2).float()  # [seqs, positions, kv_heads, d]
+    values = value_cache[tables].flatten(1, 2).float()
+    q = query.float().view(seqs, kv_heads, heads // kv_heads, d)
+    scores = torch.einsum("skgd,stkd->skgt", q, keys) * scale
+    past = torch.arange(keys.shape[1], device=query.device)[None, :] >= seq_lens.long()[:, None]
+    scores = scores.masked_fill(past[:, None, None, :], float("-inf"))
+    out = torch.einsum("skgt,stkd->skgd", torch.softmax(scores, dim=-1), values)
+    return out.reshape(seqs, heads, d).to(query.dtype)
 
 
 def paged_attention(

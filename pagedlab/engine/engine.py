@@ -8,10 +8,23 @@ max_new_tokens)`` queues one :class:`~pagedlab.memory.requests.Request` per prom
 §4.5 :class:`~pagedlab.memory.scheduler.Scheduler` and steps it; each step's prefill chunks
 and decodes run through the model in one forward (:mod:`pagedlab.engine.model_kv`).
 
-Returns **the new tokens only**, ``max_new_tokens`` per prompt, in prompt order, exactly
-what :func:`pagedlab.model.generate_contiguous` returns for each prompt alone: the check that
-paging, batching, chunking, preemption (swap or recompute) and prefix caching change no
-token (tests/engine/test_serving_engine.py asserts it over pools small enough to preempt).
+Returns **the new tokens only**, ``max_new_tokens`` per prompt (fewer when the prompt's
+``eos_token_id`` came first: it ends with it), in prompt order: what
+:func:`pagedlab.model.generate_contiguous` returns for each prompt alone. Two modes:
+
+- ``batch_invariant=True``: exactly, always. Every token is computed as if alone (row tiles
+  of one shape, attention one query at a time: :mod:`pagedlab.model.kv`), so paging,
+  batching, chunking, preemption (swap or recompute) and prefix caching change no bit;
+- default: batched freely (fast). A batch changes float rounding in the last bits, so where
+  two logits are within about 1e-5 the argmax can pick the other one (vLLM's own tests of
+  greedy outputs allow exactly this); everywhere else the tokens are the same.
+
+The engine keeps its promise under misuse: a request no pool could hold is a ValueError
+before anything runs; an error (or an interrupt) mid-generation frees every block it held
+and leaves the engine usable; concurrent calls from several threads run one after the
+other (a lock), and a run left unfinished by :meth:`Engine.start` refuses a second one
+clearly; when the model's weights change (``load_state_dict``, an in-place edit, a new
+tensor) the prefix cache is emptied, so no K/V computed with the old weights is served.
 
 ``sample(prompts, max_new_tokens, n, temperature, seed)``: ``n`` seeded samples per prompt
 (§4.4 parallel sampling), one request of ``num_samples = n`` each: the prompt is prefilled
@@ -22,9 +35,9 @@ with ``request=i``: one generator per (request, sample), one draw per token
 
 Token accounting: the prefill's last logits give the first new token; each of the
 scheduler's decode steps stores one more token's K/V and yields the next, so a request is
-scheduled with ``output_len = max_new_tokens - 1`` decodes (at least 1: with
-``max_new_tokens = 1`` one extra decode runs and its token is dropped). The last new token's
-K/V is never stored, as in vLLM.
+scheduled with ``output_len = max_new_tokens - 1`` decodes (0 when one token is asked: the
+prefill gives it). The last new token's K/V is never stored, as in vLLM, and the capacity
+check counts exactly what is stored: ``prompt + max_new_tokens - 1`` positions.
 
 Budget: ``token_budget=None`` means no per-step limit and whole prefills (vLLM V0's
 default); an int is the step's token budget with chunked prefill (Sarathi-Serve, vLLM V1's
@@ -36,12 +49,15 @@ before anything runs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pagedlab.attention import PagedKVCache
 from pagedlab.attention.swap import host_cache
 from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.engine.guard import weights_fingerprint
 from pagedlab.engine.model_kv import ForwardStats, ModelKV
 from pagedlab.engine.prefix import PrefixCachingScheduler
 from pagedlab.memory.allocator import BlockAllocator
@@ -78,6 +94,8 @@ class EngineRun:
     samples: dict[str, list[list[int]]] = field(default_factory=dict)  # name -> per sample
     steps: list[StepRecord] = field(default_factory=list)
 
+    aborted: bool = False  # an error ended it: its blocks were freed, it cannot step
+
     @property
     def preemptions(self) -> int:
         return self.scheduler.preemptions
@@ -97,12 +115,19 @@ class Engine:
         chunked_prefill: bool | None = None,
         decode_attention: DecodeAttention | None = None,
         host_blocks: int | None = None,
+        batch_invariant: bool = False,
     ) -> None:
-        """``decode_attention``: the decode read, default :func:`pagedlab.paged_attention`
-        (pass :func:`pagedlab.reference_attention` for the plain-torch path); ``host_blocks``:
-        the swap space, default as many blocks as the device pool (§4.5's bound)."""
+        """``decode_attention``: the decode read, default the Triton kernel on a GPU and
+        batched torch on a CPU (:func:`pagedlab.model.paged.default_decode_attention`; pass
+        :func:`pagedlab.paged_attention` to run the kernel here, in Triton's interpreter);
+        ``host_blocks``: the swap space, default as many blocks as the device pool (§4.5's
+        bound); ``batch_invariant``: every token bit-identical to the oracle's (module doc)."""
         if not isinstance(model, TinyLlama):
             raise ArgumentTypeError(f"model must be a TinyLlama, got {type(model).__name__}")
+        if not isinstance(batch_invariant, bool):
+            raise ArgumentTypeError(
+                f"batch_invariant must be True or False, got {batch_invariant!r}"
+            )
         if preemption not in MODES:
             raise ValueError(f"preemption must be one of {MODES}, got {preemption!r}")
         if not isinstance(prefix_caching, bool):
@@ -131,9 +156,13 @@ class Engine:
             if preemption == "swap"
             else []
         )
-        self.kv = ModelKV(model, self.caches, host_caches, decode_attention)
+        self.batch_invariant = batch_invariant
+        self.kv = ModelKV(model, self.caches, host_caches, decode_attention, batch_invariant)
         self.prefix_cache = PrefixCache(self.allocator) if prefix_caching else None
         self.last_run: EngineRun | None = None
+        self._active: EngineRun | None = None  # the run holding blocks now, if any
+        self._lock = threading.RLock()  # one call at a time: generate, sample, start, step
+        self._weights = weights_fingerprint(model)  # what the cached K/V were computed with
 
     @property
     def block_size(self) -> int:
@@ -178,16 +207,27 @@ class Engine:
             )
         for i, ids in enumerate(checked):
             check_length(self.model, ids, new, f"prompts[{i}]")
-            need = prefill_need(len(ids), new, samples, self.block_size)
+            need = prefill_need(len(ids), new - 1, samples, self.block_size)
             if need > self.allocator.num_blocks:
                 what = f" x {samples} samples" if samples > 1 else ""
                 raise ValueError(
-                    f"prompts[{i}] ({len(ids)} tokens) + max_new_tokens {new}{what} needs "
-                    f"{need} blocks of {self.block_size}, more than the pool's "
+                    f"prompts[{i}] ({len(ids)} tokens) + max_new_tokens {new}{what} stores "
+                    f"{len(ids) + new - 1} positions of K/V (the last new token's are never "
+                    f"stored): {need} blocks of {self.block_size}, more than the pool's "
                     f"{self.allocator.num_blocks}"
                 )
-        if self.allocator.num_free < self.allocator.num_blocks:
-            raise RuntimeError("the engine is still running an earlier generate call")
+        with self._lock:
+            return self._start(checked, new, samples, temp, seed)
+
+    def _start(
+        self, checked: list[list[int]], new: int, samples: int, temp: float, seed: int
+    ) -> EngineRun:
+        if self._active is not None:
+            raise RuntimeError(
+                "the engine is still running an earlier run (started with start()): step it "
+                "until run.scheduler.done, or call engine.abort(run), before starting another"
+            )
+        self._follow_weights()
         scheduler = self._scheduler()
         self.kv.reset(temp)  # this call's requests only
         names = []
@@ -195,14 +235,73 @@ class Engine:
             name = chr(ord("A") + i) if len(checked) <= 26 else f"r{i}"
             generators = [sample_generator(seed, i, s) if temp else None for s in range(samples)]
             self.kv.track(name, ids, new, generators)
-            scheduler.add(Request(name, len(ids), max(1, new - 1), samples))
+            scheduler.add(Request(name, len(ids), new - 1, samples))
             names.append(name)
         self._max_new = new
         self.last_run = EngineRun(scheduler, names, self.kv.tokens, samples=self.kv.samples)
+        self._active = self.last_run
         return self.last_run
 
-    def step(self, run: EngineRun) -> StepRecord:
-        """One scheduler step, its forward, and the prefix blocks it made cacheable."""
+    def _follow_weights(self) -> None:
+        """Empty the prefix cache if the model's weights changed since it was filled."""
+        now = weights_fingerprint(self.model)
+        if now != self._weights:
+            if self.prefix_cache is not None:
+                self.prefix_cache.close()  # forgets every block: none was computed with these
+                self.prefix_cache = PrefixCache(self.allocator)
+            self._weights = now
+
+    def abort(self, run: EngineRun) -> None:
+        """End ``run`` now and free every block it holds (device and host); idempotent.
+
+        The pages' cached prefixes are forgotten too (a forward cut short may have written
+        some of them half-way). The engine is then ready for the next call."""
+        with self._lock:
+            if run is not self._active:
+                return
+            self._active = None
+            run.aborted = True
+            self.kv.discard()
+            for group in run.scheduler.groups.values():
+                for table in group.tables:
+                    table.free()
+                group.tables = []
+                group.host, group.host_tokens = [], []
+            if self.prefix_cache is not None:
+                self.prefix_cache.close()
+                self.prefix_cache = PrefixCache(self.allocator)
+            for pool in (self.allocator, self.host):  # whatever a half-done step still held
+                for block, refs in enumerate(pool.refcounts()):
+                    for _ in range(refs):
+                        pool.free(block)
+
+    @contextmanager
+    def _guarded(self, run: EngineRun) -> Iterator[None]:
+        """Run a piece of ``run``; on any error (an interrupt too) abort it, then re-raise."""
+        if run.aborted or run is not self._active:
+            raise RuntimeError("this run has ended (finished or aborted): start a new one")
+        try:
+            yield
+        except BaseException:
+            self.abort(run)
+            raise
+
+    def step(self, run: EngineRun, eos_token_id: int | None = None) -> StepRecord:
+        """One scheduler step, its forward, and the prefix blocks it made cacheable.
+
+        A request whose new token is ``eos_token_id`` ends there (its blocks are freed)."""
+        with self._lock, self._guarded(run):
+            if weights_fingerprint(self.model) != self._weights:
+                raise RuntimeError(
+                    "the model's weights changed during this run: its K/V were computed with "
+                    "the old ones (the run is aborted; start a new one)"
+                )
+            record = self._step(run, eos_token_id)
+            if run.scheduler.done:
+                self._active = None
+            return record
+
+    def _step(self, run: EngineRun, eos_token_id: int | None) -> StepRecord:
         scheduler = run.scheduler
         known = run.samples
         before = {name: [len(seq) for seq in known[name]] for name in run.names}
@@ -213,6 +312,11 @@ class Engine:
         grown = [n for n in run.names if [len(q) for q in known[n]] != before[n]]
         per_sample = {n: [q[b:] for q, b in zip(known[n], before[n], strict=True)] for n in grown}
         new = {n: per_sample[n][0] for n in grown if per_sample[n][0]}
+        if eos_token_id is not None:
+            for name, tokens in new.items():
+                if eos_token_id in tokens and scheduler.groups[name].status != "finished":
+                    scheduler.stop(name)  # its answer is complete: free its blocks now
+                    result.finished.append(name)
         tables = [t for g in scheduler.running for t in g.tables]
         used = len({b for t in tables for b in t.blocks})
         slots_used = sum(t.num_tokens for t in tables)
@@ -225,10 +329,17 @@ class Engine:
         run.steps.append(record)
         return record
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
-        """Greedy: each prompt's ``max_new_tokens`` new tokens (prompt excluded), in order."""
-        run = self._run(self.start(prompts, max_new_tokens))
-        return [self.tokens(run, name) for name in run.names]
+    def generate(
+        self, prompts: list[list[int]], max_new_tokens: int, eos_token_id: int | None = None
+    ) -> list[list[int]]:
+        """Greedy: each prompt's new tokens (prompt excluded), in order: ``max_new_tokens``
+        of them, or up to and including the first ``eos_token_id`` when one is given."""
+        eos = None
+        if eos_token_id is not None:
+            eos = check_int(eos_token_id, "eos_token_id", 0, self.model.vocab_size - 1)
+        with self._lock:
+            run = self._run(self.start(prompts, max_new_tokens), eos_token_id=eos)
+            return [self.tokens(run, name, eos_token_id=eos) for name in run.names]
 
     def sample(
         self,
@@ -244,22 +355,33 @@ class Engine:
         ``result[i] == sample_contiguous(model, prompts[i], max_new_tokens, n, temperature,
         seed, request=i)``. ``temperature = 0``: every sample is the greedy tokens.
         """
-        run = self._run(self.start(prompts, max_new_tokens, n, temperature, seed))
+        with self._lock:
+            run = self._run(self.start(prompts, max_new_tokens, n, temperature, seed))
         groups = run.scheduler.groups
         return [
             [self.tokens(run, name, s) for s in range(groups[name].request.num_samples)]
             for name in run.names
         ]
 
-    def _run(self, run: EngineRun, limit: int = 100_000) -> EngineRun:
-        while not run.scheduler.done:
-            if len(run.steps) == limit:
-                raise RuntimeError(f"not done after {limit} steps")
-            self.step(run)
-        return run
+    def _run(
+        self, run: EngineRun, limit: int = 100_000, eos_token_id: int | None = None
+    ) -> EngineRun:
+        with self._lock:
+            while not run.scheduler.done:
+                if len(run.steps) == limit:
+                    self.abort(run)
+                    raise RuntimeError(f"not done after {limit} steps")
+                self.step(run, eos_token_id)
+            return run
 
-    def tokens(self, run: EngineRun, name: str, sample: int = 0) -> list[int]:
-        """The new tokens of ``sample`` of request ``name`` so far (at most max_new_tokens)."""
+    def tokens(
+        self, run: EngineRun, name: str, sample: int = 0, eos_token_id: int | None = None
+    ) -> list[int]:
+        """The new tokens of ``sample`` of request ``name`` so far (at most max_new_tokens,
+        and none after the first ``eos_token_id`` if one is given)."""
         known = run.samples[name][sample]
         prompt = run.scheduler.groups[name].request.prompt_len
-        return known[prompt : prompt + self._max_new]
+        new = known[prompt : prompt + self._max_new]
+        if eos_token_id is not None and eos_token_id in new:
+            new = new[: new.index(eos_token_id) + 1]
+        return new

@@ -45,6 +45,7 @@ from pagedlab.attention import PagedKVCache
 from pagedlab.attention.swap import copy_blocks
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
 from pagedlab.memory.requests import Group
+from pagedlab.model.layers import project
 from pagedlab.model.llama import TinyLlama
 from pagedlab.model.paged import DecodeAttention, PagedStep, Piece
 from pagedlab.model.sampling import draw
@@ -74,9 +75,10 @@ class ModelKV:
         caches: Sequence[PagedKVCache],
         host_caches: Sequence[PagedKVCache] = (),
         decode_attention: DecodeAttention | None = None,
+        batch_invariant: bool = False,
     ) -> None:
         self.model, self.caches, self.host_caches = model, list(caches), list(host_caches)
-        self.decode_attention = decode_attention
+        self.decode_attention, self.batch_invariant = decode_attention, batch_invariant
         self.block_size = self.caches[0].block_size
         self.tokens: dict[str, list[int]] = {}  # name -> prompt + sample 0's tokens so far
         self.samples: dict[str, list[list[int]]] = {}  # name -> per sample, prompt + its tokens
@@ -91,8 +93,13 @@ class ModelKV:
 
     def reset(self, temperature: float = 0.0) -> None:
         """Forget the tracked requests (a new call's requests only); set the temperature."""
+        self.discard()
         self.tokens, self.samples, self.prompt_len, self.limit = {}, {}, {}, {}
         self.generators, self.temperature = {}, temperature
+
+    def discard(self) -> None:
+        """Drop the queued pieces unrun (an aborted run: their blocks are being freed)."""
+        self._queue, self._reads, self._writes = [], {}, {}
 
     def track(
         self,
@@ -163,7 +170,8 @@ class ModelKV:
             return
         queue, self._queue = self._queue, []
         self._reads, self._writes = {}, {}
-        step = PagedStep(self.caches, [p for _, p in queue], self.decode_attention)
+        pieces = [p for _, p in queue]
+        step = PagedStep(self.caches, pieces, self.decode_attention, self.batch_invariant)
         device = self.caches[0].device
         ids = torch.tensor(
             [
@@ -174,7 +182,7 @@ class ModelKV:
             device=device,
         )
         hidden = self.model.hidden(ids, step.positions(), step)
-        logits = self.model.lm_head(hidden[step.last_rows()])
+        logits = project(self.model.lm_head, hidden[step.last_rows()], self.batch_invariant)
         best = torch.argmax(logits, dim=-1).tolist()
         for row, ((name, sample), piece) in enumerate(queue):
             for who in self._yielders(name, sample, piece.first + piece.count):

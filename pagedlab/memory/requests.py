@@ -8,8 +8,10 @@ step loop and its preemption methods).
 
 Token accounting (pagedlab's simplification): a sample's table holds ``prompt_len +
 generated`` tokens; a prefill writes the prompt's K/V, and each decode step writes one more
-token's K/V and counts it as generated. (A real engine samples the first output token at the
-end of the prefill, one step earlier; nothing here depends on that.) All samples of a group
+token's K/V and counts it as generated; ``output_len = 0`` finishes at the end of the
+prefill (an engine asked for one new token: the prefill's logits give it). (A real engine
+samples the first output token at the end of the prefill, one step earlier; nothing here
+depends on that.) All samples of a group
 decode together, so they always hold the same number of tokens and finish together.
 
 Invariants of a :class:`Group` (``Scheduler.check_invariants`` asserts them):
@@ -51,7 +53,7 @@ class Request:
         # Bounds: no pool holds more than MAX_SLOTS positions, and every sample needs a block
         # of its own once it generates (a copy of the shared last block, or a new one).
         prompt = check_int(self.prompt_len, "prompt_len", 1, MAX_SLOTS - 1)
-        output = check_int(self.output_len, "output_len", 1, MAX_SLOTS - prompt)
+        output = check_int(self.output_len, "output_len", 0, MAX_SLOTS - prompt)
         samples = check_int(self.num_samples, "num_samples", 1, MAX_NUM_BLOCKS)
         object.__setattr__(self, "prompt_len", prompt)
         object.__setattr__(self, "output_len", output)

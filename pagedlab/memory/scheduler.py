@@ -184,6 +184,30 @@ class Scheduler:
             results.append(self.step())
         return results
 
+    def stop(self, name: str) -> None:
+        """End request ``name`` now, wherever it is (its output ended early: an EOS token).
+
+        Running: its tables are freed; swapped: its host blocks; waiting: it leaves the
+        queue. It joins ``finished`` with the tokens it has. Between steps only.
+        """
+        group = self.groups.get(name) if isinstance(name, str) else None
+        if group is None:
+            raise ValueError(f"no request named {name!r} was added")
+        if group.status == "finished":
+            raise ValueError(f"request {name!r} has already finished")
+        queue = {"running": self.running, "waiting": self.waiting, "swapped": self.swapped}
+        queue[group.status].remove(group)
+        for table in group.tables:
+            table.free()
+        for blocks in group.host:
+            for block in blocks:
+                self.host.free(block)
+        group.tables, group.host, group.host_tokens = [], [], []
+        group.status, group.finished_at = "finished", self.steps
+        group.work = group.prefilled = group.recompute_left = 0
+        self.finished.append(group)
+        self._free_after_step = (self.device.num_free, self.host.num_free)
+
     # --- one step ----------------------------------------------------------------------------
     def step(self) -> StepResult:
         """One iteration: decode, continue prefills, swap in, admit (see the module docstring).
@@ -317,6 +341,8 @@ class Scheduler:
                 group.tables += [group.tables[0].fork() for _ in forks]
         if done:
             out.prefill_tokens[group.name] = out.prefill_tokens.get(group.name, 0) + done
+        if not group.prefilling and group.generated == group.request.output_len:
+            self._finish(group, out)  # output_len = 0: the prefill was all of it
         return done
 
     # --- preemption (§4.5) -------------------------------------------------------------------

@@ -6,6 +6,11 @@ over the whole prompt, then one token per step, each the argmax of the last posi
 logits (ties go to the lowest token id, ``torch.argmax``). No end-of-sequence token: it
 always generates exactly ``max_new_tokens``.
 
+Every token is computed as if alone (``batch_invariant``: projections on fixed row tiles,
+attention one query at a time, :mod:`pagedlab.model.kv`), so its bits depend on the token and
+its prefix only: :class:`pagedlab.engine.Engine` with ``batch_invariant=True`` reproduces
+them exactly in any batch, chunking or preemption.
+
 ``sample_contiguous(model, prompt, max_new_tokens, n, temperature, seed)`` is the sampling
 oracle: each of ``n`` samples alone, drawing by :mod:`pagedlab.model.sampling`'s protocol.
 """
@@ -18,6 +23,7 @@ import torch
 
 from pagedlab.checks import ArgumentTypeError, check_int
 from pagedlab.model.kv import ContiguousCache
+from pagedlab.model.layers import project
 from pagedlab.model.llama import TinyLlama
 from pagedlab.model.sampling import check_temperature, draw, sample_generator
 
@@ -95,14 +101,14 @@ def _run_contiguous(
 ) -> list[int]:
     """One prefill, then one token per step on a ContiguousCache; ``pick`` chooses each."""
     device = next(model.parameters()).device
-    cache = ContiguousCache(model.num_layers)
+    cache = ContiguousCache(model.num_layers, batch_invariant=True)
     new: list[int] = []
     pending, first = ids, 0
     while len(new) < n:
         tokens = torch.tensor(pending, device=device)
         positions = torch.arange(first, first + len(pending), device=device)
         h = model.hidden(tokens, positions, cache)
-        token = pick(model.lm_head(h[-1]))
+        token = pick(project(model.lm_head, h[-1:], batch_invariant=True)[0])
         new.append(token)
         first += len(pending)
         pending = [token]

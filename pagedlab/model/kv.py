@@ -12,6 +12,13 @@ new K/V and returns attention over everything the sequence holds. Three stores, 
   :class:`pagedlab.PagedKVCache` pages, decode read by :func:`pagedlab.paged_attention`.
 
 All attention math is fp32 (softmax included), cast back to the query's dtype.
+
+A store's ``batch_invariant`` says how its forward batches rows: ``False`` lets torch batch
+freely (fast; a token's logits can differ in the last bits with the batch around it);
+``True`` computes each token as if alone: projections on fixed row tiles
+(:func:`pagedlab.model.layers.project`) and :func:`invariant_attention`, one query at a
+time over its keys padded to a multiple of ``KEY_TILE``, so the same token gets the same
+bits in a prefill, a chunk, a recompute or a decode, in any batch.
 """
 
 from __future__ import annotations
@@ -20,8 +27,14 @@ from typing import Protocol
 
 import torch
 
+KEY_TILE = 64
+"""Keys per tile in :func:`invariant_attention`: a query's reduction shapes depend only on
+its own position (``ceil((position + 1) / KEY_TILE)`` tiles), never on the batch."""
+
 
 class KVStore(Protocol):
+    batch_invariant: bool  # each token computed as if alone (see the module docstring)
+
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q ``[tokens, heads, d]``, k/v ``[tokens, kv_heads, d]`` -> ``[tokens, heads, d]``."""
         ...
@@ -43,8 +56,36 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first: i
     return torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), vf).to(q.dtype)
 
 
+def invariant_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first: int
+) -> torch.Tensor:
+    """:func:`causal_attention`, one query at a time, each over keys padded to ``KEY_TILE``.
+
+    Query ``i`` (position ``first + i``) reads keys ``0 .. first + i`` zero-padded to the next
+    multiple of ``KEY_TILE`` (the padding's scores are ``-inf``, weight 0): every shape, and
+    so every reduction order, is a function of that position alone.
+    """
+    n, heads, d = q.shape
+    group = heads // k.shape[1]
+    out = torch.empty(n, heads, d, dtype=torch.float32, device=q.device)
+    for i in range(n):
+        length = first + i + 1
+        padded = -(-length // KEY_TILE) * KEY_TILE
+        keys = k.new_zeros(padded, *k.shape[1:], dtype=torch.float32)
+        values = torch.zeros_like(keys)
+        keys[:length], values[:length] = k[:length], v[:length]
+        keys = keys.repeat_interleave(group, dim=1)  # [padded, heads, d]
+        values = values.repeat_interleave(group, dim=1)
+        scores = torch.einsum("hd,thd->ht", q[i].float(), keys) * d**-0.5
+        scores[:, length:] = float("-inf")
+        out[i] = torch.einsum("ht,thd->hd", torch.softmax(scores, dim=-1), values)
+    return out.to(q.dtype)
+
+
 class DenseCausal:
     """``batch`` sequences of ``length`` tokens, flattened row after row; nothing is kept."""
+
+    batch_invariant = False  # full-sequence logits, batched freely
 
     def __init__(self, batch: int, length: int) -> None:
         self.batch, self.length = batch, length
@@ -63,7 +104,8 @@ class DenseCausal:
 class ContiguousCache:
     """One sequence's K/V per layer, ``[positions, kv_heads, d]``, grown by concatenation."""
 
-    def __init__(self, num_layers: int) -> None:
+    def __init__(self, num_layers: int, batch_invariant: bool = False) -> None:
+        self.batch_invariant = batch_invariant
         self.keys: list[torch.Tensor | None] = [None] * num_layers
         self.values: list[torch.Tensor | None] = [None] * num_layers
 
@@ -78,4 +120,5 @@ class ContiguousCache:
         if old_k is not None and old_v is not None:
             k, v = torch.cat([old_k, k]), torch.cat([old_v, v])
         self.keys[layer], self.values[layer] = k, v
-        return causal_attention(q, k, v, first)
+        attend = invariant_attention if self.batch_invariant else causal_attention
+        return attend(q, k, v, first)

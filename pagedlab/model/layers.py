@@ -8,6 +8,13 @@ reading kv head ``h // (heads // kv_heads)``; MLP ``down(silu(gate(x)) * up(x))`
 
 Tokens are flat ``[tokens, hidden]`` with one position each: sequences and batches are the
 :class:`~pagedlab.model.kv.KVStore`'s business (the attention seam), not the layers'.
+
+Batch invariance (``store.batch_invariant``): a matrix product's rows can round differently
+when the batch around them changes (the BLAS picks its kernel and blocking by the number of
+rows). With the flag set, every projection runs on tiles of exactly ``ROW_TILE`` rows (the
+last one zero-padded, each tile its own call), so a token's result depends on its own row
+only: the same in a batch of 40 as alone. RMSNorm, rotary, SiLU and the products of two
+activations are row-wise already (one row's numbers never meet another's).
 """
 
 from __future__ import annotations
@@ -16,6 +23,25 @@ import torch
 from torch import nn
 
 from pagedlab.model.kv import KVStore
+
+ROW_TILE = 16
+"""Rows per matrix product in batch-invariant mode (one kernel shape for every token)."""
+
+
+def project(linear: nn.Linear, x: torch.Tensor, batch_invariant: bool = False) -> torch.Tensor:
+    """``linear(x)`` for ``x`` ``[tokens, in]``; with ``batch_invariant``, tile by tile.
+
+    Each tile of ``ROW_TILE`` rows (the last zero-padded) is one call of the same shape, so
+    row ``i``'s output does not depend on how many rows, or which, share the call.
+    """
+    if not batch_invariant:
+        return linear(x)
+    n = x.shape[0]
+    padded = -(-n // ROW_TILE) * ROW_TILE
+    if padded != n:
+        x = torch.cat([x, x.new_zeros(padded - n, x.shape[1])])
+    tiles = [linear(x[i : i + ROW_TILE]) for i in range(0, padded, ROW_TILE)]
+    return torch.cat(tiles)[:n]
 
 
 class RMSNorm(nn.Module):
@@ -65,13 +91,14 @@ class Attention(nn.Module):
         layer: int,
     ) -> torch.Tensor:
         n, d = x.shape[0], self.head_dim
-        q = self.q_proj(x).view(n, self.heads, d)
-        k = self.k_proj(x).view(n, self.kv_heads, d)
-        v = self.v_proj(x).view(n, self.kv_heads, d)
+        tiled = store.batch_invariant
+        q = project(self.q_proj, x, tiled).view(n, self.heads, d)
+        k = project(self.k_proj, x, tiled).view(n, self.kv_heads, d)
+        v = project(self.v_proj, x, tiled).view(n, self.kv_heads, d)
         cos, sin = cos_sin
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         out = store.attend(layer, q, k, v)  # the one seam: contiguous or paged
-        return self.o_proj(out.reshape(n, self.heads * d))
+        return project(self.o_proj, out.reshape(n, self.heads * d), tiled)
 
 
 class MLP(nn.Module):
@@ -83,8 +110,10 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(hidden, intermediate, bias=False)
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+    def forward(self, x: torch.Tensor, batch_invariant: bool = False) -> torch.Tensor:
+        gate = project(self.gate_proj, x, batch_invariant)
+        up = project(self.up_proj, x, batch_invariant)
+        return project(self.down_proj, nn.functional.silu(gate) * up, batch_invariant)
 
 
 class DecoderLayer(nn.Module):
@@ -107,4 +136,4 @@ class DecoderLayer(nn.Module):
         self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, ...], store: KVStore, layer: int
     ) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), cos_sin, store, layer)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x), store.batch_invariant)

@@ -5,16 +5,24 @@ consecutive positions ``first .. first + count - 1`` of one sequence whose earli
 K/V are already in the pages (a decode is a piece of one token; a prefill chunk, a recompute
 or the rest of a prompt after a prefix-cache hit is a longer one). Per layer it
 
-1. writes every piece's new K/V at its slots (``PagedKVCache.write``, vLLM's
-   reshape-and-cache), all pieces at once;
-2. decode pieces (``count == 1``): one :func:`pagedlab.paged_attention` call for all of them,
-   through their block tables (the Triton kernel; in Triton's interpreter on the CPU);
+1. writes every piece's new K/V at its slots, all pieces at once (vLLM's reshape-and-cache:
+   the Triton kernel where it compiles, ``PagedKVCache.store``'s torch indexing on a CPU);
+2. decode pieces (``count == 1``): one attention call for all of them through their block
+   tables: :func:`default_decode_attention`, the Triton kernel on a GPU and batched torch
+   (:func:`pagedlab.attention.torch_paged_attention`'s math) on a CPU, where Triton's
+   interpreter would make the model crawl; the tests run the kernel on these same pages
+   and compare (tests/engine);
 3. longer pieces: their K/V gathered from the pages (``PagedKVCache.gather``, logical order)
    and dense causal attention, queries offset by ``first``. Why not the kernel: it is a decode
    kernel (one query per sequence, the contract says so); a chunk's queries need causal
    masking among themselves. Reading the prefix *from the pages* (not from a side copy) keeps
    the check honest: chunked prefill, recompute and prefix-cache hits all read what the
    pages hold, exactly as a decode does.
+
+With ``batch_invariant=True`` every piece, decode or chunk, is read through
+:func:`pagedlab.model.kv.invariant_attention` (one query at a time, fixed key tiles) over
+its K/V gathered from the pages: each token's bits are then those of
+:func:`pagedlab.model.generate_contiguous`, whatever the batch.
 
 Invariant (the caller's): no piece writes a slot that another piece of the same step reads or
 writes (the engine flushes a step in two forwards when blocks were freed and reused in it).
@@ -27,11 +35,31 @@ from dataclasses import dataclass
 
 import torch
 
-from pagedlab.attention import PagedKVCache, block_tables_tensor, paged_attention
+from pagedlab.attention import PagedKVCache, backend, block_tables_tensor, paged_attention
+from pagedlab.attention.ops import attend_pages
 from pagedlab.checks import ceil_div
-from pagedlab.model.kv import causal_attention
+from pagedlab.model.kv import causal_attention, invariant_attention
 
 DecodeAttention = Callable[..., torch.Tensor]
+
+
+def torch_decode(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+) -> torch.Tensor:
+    """The engine's CPU decode read: batched torch through the tables (its own, so unchecked)."""
+    return attend_pages(
+        query, key_cache, value_cache, block_tables, seq_lens, query.shape[-1] ** -0.5
+    )
+
+
+def default_decode_attention() -> DecodeAttention:
+    """The decode read where no other is given: the Triton kernel where it compiles (a GPU),
+    batched torch elsewhere (decided once, in :mod:`pagedlab.attention.backend`)."""
+    return paged_attention if backend.BACKEND == "compiled" else torch_decode
 
 
 @dataclass(frozen=True)
@@ -62,9 +90,11 @@ class PagedStep:
         caches: Sequence[PagedKVCache],
         pieces: Sequence[Piece],
         decode_attention: DecodeAttention | None = None,
+        batch_invariant: bool = False,
     ) -> None:
         self.caches, self.pieces = caches, list(pieces)
         self.decode_attention = decode_attention
+        self.batch_invariant = batch_invariant
         size = caches[0].block_size
         device = caches[0].device
         self.slots = torch.tensor(
@@ -103,10 +133,20 @@ class PagedStep:
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         cache = self.caches[layer]
-        cache.write(self.slots, k.to(cache.dtype), v.to(cache.dtype))
+        k, v = k.to(cache.dtype), v.to(cache.dtype)
+        if backend.BACKEND == "compiled" and cache.device.type == "cuda":
+            cache.write(self.slots, k, v)  # the Triton reshape-and-cache kernel
+        else:
+            cache.store(self.slots, k, v)  # torch indexing: same slots, same result
         out = torch.empty_like(q)
+        if self.batch_invariant:
+            for p, start in zip(self.pieces, self.starts, strict=True):
+                keys, values = self._read(cache, p)
+                rows = slice(start, start + p.count)
+                out[rows] = invariant_attention(q[rows], keys, values, p.first)
+            return out
         if self.decodes:
-            attend = self.decode_attention or paged_attention  # looked up now: patchable
+            attend = self.decode_attention or default_decode_attention()  # looked up now
             rows = self.decode_rows
             out[rows] = attend(
                 q[rows].to(cache.dtype), cache.key, cache.value, self.block_tables, self.seq_lens
@@ -114,8 +154,13 @@ class PagedStep:
             self.kernel_calls += 1
         for i in self.prefills:
             p, start = self.pieces[i], self.starts[i]
-            keys, values = cache.gather(list(p.read_blocks(cache.block_size)), p.first + p.count)
+            keys, values = self._read(cache, p)
             out[start : start + p.count] = causal_attention(
                 q[start : start + p.count], keys, values, p.first
             )
         return out
+
+    @staticmethod
+    def _read(cache: PagedKVCache, piece: Piece) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V of positions ``0 .. first + count - 1`` of ``piece``, read from the pages."""
+        return cache.gather(list(piece.read_blocks(cache.block_size)), piece.first + piece.count)

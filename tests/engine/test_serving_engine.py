@@ -5,8 +5,9 @@ workload of five prompts (two sharing a 7-token prefix, one a duplicate), 6 new 
 The grid crosses pool sizes small enough to preempt, block sizes 1..16, budgets with and
 without chunked prefill, swap and recompute, prefix caching on and off; every cell asserts
 token identity with generate_contiguous, and the cells meant to preempt assert they did.
-Decodes must run through paged_attention (counted by patching it), and the memory the
-requests held is checked against an Orca-style reservation (prompt + max_new_tokens slots).
+Decodes read the pages with batched torch on a CPU (the engine's fast path); the kernel
+cells read them through the Triton kernel too and compare every launch with the torch path.
+The memory the requests held is checked against an Orca-style reservation.
 
 Parallel sampling (§4.4): ``Engine.sample`` with n = 2 seeded samples per prompt equals
 ``sample_contiguous`` (each sample alone, the same per-sample generator) over pools that
@@ -15,6 +16,8 @@ samples copy on write, counted), prefix caching on and off.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -31,22 +34,22 @@ _g = torch.Generator().manual_seed(7)
 _base = [torch.randint(0, 64, (n,), generator=_g).tolist() for n in (6, 11, 3, 9)]
 PROMPTS = [*_base, _base[1][:7] + [5, 1, 2], _base[2]]  # shared prefix; a duplicate prompt
 ORACLE = [generate_contiguous(MODEL, p, NEW) for p in PROMPTS]
-# Tests about something other than the decode read use the plain-torch reference for speed
-# (the kernel runs in Triton's interpreter here); the kernel test and 4 grid cells use the kernel.
-FAST = {"decode_attention": pagedlab.reference_attention}
+# The engine's own decode read on a CPU is batched torch (fast); the kernel cells of the grids
+# read the same pages through the Triton kernel (in its interpreter here) and check every
+# launch against the torch path's output.
 
 
-def count_kernel_launches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Patch the paged step's paged_attention to record each launch's batch size."""
-    calls: list[int] = []
-    real = pagedlab.paged_attention
+def kernel_checked(calls: list[int]) -> Callable[..., torch.Tensor]:
+    """A decode read that runs the Triton kernel and the torch path on the same pages,
+    asserts they agree, records each launch's batch size and returns the kernel's output."""
 
-    def counted(query: torch.Tensor, *args: object, **kw: object) -> torch.Tensor:
+    def read(query: torch.Tensor, *args: torch.Tensor) -> torch.Tensor:
         calls.append(query.shape[0])
-        return real(query, *args, **kw)  # type: ignore[arg-type]
+        out = pagedlab.paged_attention(query, *args)
+        torch.testing.assert_close(out, pagedlab.torch_paged_attention(query, *args))
+        return out
 
-    monkeypatch.setattr("pagedlab.model.paged.paged_attention", counted)
-    return calls
+    return read
 
 
 # (num_blocks, block_size, preemption, token_budget, chunked, prefix_caching, must_preempt,
@@ -87,9 +90,8 @@ def test_tokens_equal_the_contiguous_oracle(
     prefix: bool,
     must_preempt: bool,
     kernel: bool,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    launches = count_kernel_launches(monkeypatch)
+    launches: list[int] = []
     engine = Engine(
         MODEL,
         num_blocks,
@@ -98,7 +100,7 @@ def test_tokens_equal_the_contiguous_oracle(
         token_budget=budget,
         prefix_caching=prefix,
         chunked_prefill=chunked,
-        **({} if kernel else FAST),
+        decode_attention=kernel_checked(launches) if kernel else None,
     )
     assert engine.generate(PROMPTS, NEW) == ORACLE
     run = engine.last_run
@@ -113,7 +115,7 @@ def test_tokens_equal_the_contiguous_oracle(
 
 
 def test_steps_stream_the_tokens_and_swaps_copy_every_block_once() -> None:
-    engine = Engine(MODEL, 7, 3, preemption="swap", token_budget=5, prefix_caching=False, **FAST)
+    engine = Engine(MODEL, 7, 3, preemption="swap", token_budget=5, prefix_caching=False)
     assert engine.generate(PROMPTS, NEW) == ORACLE
     run = engine.last_run
     assert run is not None
@@ -126,9 +128,9 @@ def test_steps_stream_the_tokens_and_swaps_copy_every_block_once() -> None:
     assert moved > 0 and engine.stats.blocks_copied == moved
 
 
-def test_decodes_run_through_paged_attention(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = count_kernel_launches(monkeypatch)
-    engine = Engine(MODEL, 16, 4)
+def test_the_kernel_reads_the_pages_the_torch_path_reads() -> None:
+    calls: list[int] = []
+    engine = Engine(MODEL, 16, 4, decode_attention=kernel_checked(calls))
     assert engine.generate(PROMPTS[:3], NEW) == ORACLE[:3]
     # 7 decode steps per request, once per layer each step; batched: several rows a call.
     assert sum(calls) == 3 * (NEW - 1) * MODEL.num_layers == engine.stats.decode_tokens * 2
@@ -143,8 +145,8 @@ def test_reference_decode_path_gives_the_same_tokens() -> None:
 def test_prefix_caching_hits_and_saves_prefill_but_not_tokens() -> None:
     # A budget staggers admissions: a prompt admitted in the same step as the one it shares
     # with cannot hit (blocks are cached once their K/V is in the pages, after the step).
-    on = Engine(MODEL, 40, 2, token_budget=8, **FAST)
-    off = Engine(MODEL, 40, 2, token_budget=8, prefix_caching=False, **FAST)
+    on = Engine(MODEL, 40, 2, token_budget=8)
+    off = Engine(MODEL, 40, 2, token_budget=8, prefix_caching=False)
     assert on.generate(PROMPTS, NEW) == off.generate(PROMPTS, NEW) == ORACLE
     assert on.last_run is not None
     assert on.last_run.scheduler.hit_tokens > 0  # type: ignore[attr-defined]
@@ -154,7 +156,7 @@ def test_prefix_caching_hits_and_saves_prefill_but_not_tokens() -> None:
 
 
 def test_memory_held_versus_an_orca_reservation() -> None:
-    engine = Engine(MODEL, 64, 4, prefix_caching=False, **FAST)
+    engine = Engine(MODEL, 64, 4, prefix_caching=False)
     engine.generate(PROMPTS, NEW)
     run = engine.last_run
     assert run is not None
@@ -169,7 +171,7 @@ def test_memory_held_versus_an_orca_reservation() -> None:
 
 
 def test_one_new_token_and_bad_input() -> None:
-    engine = Engine(MODEL, 8, 4, **FAST)
+    engine = Engine(MODEL, 8, 4)
     assert engine.generate([PROMPTS[0]], 1) == [ORACLE[0][:1]]
     with pytest.raises(ValueError, match="more than the pool's 8"):
         engine.generate([[1] * 30], 4)
@@ -192,7 +194,7 @@ def test_every_block_size_under_pressure(block_size: int, preemption: str) -> No
     tests/attention/test_kernel_grid.py; the kernel inside the engine: GRID's kernel cells)."""
     longest = max(len(p) for p in PROMPTS) + NEW
     blocks = -(-longest // block_size) + 1
-    engine = Engine(MODEL, blocks, block_size, preemption=preemption, token_budget=5, **FAST)
+    engine = Engine(MODEL, blocks, block_size, preemption=preemption, token_budget=5)
     assert engine.generate(PROMPTS, NEW) == ORACLE
 
 
@@ -200,7 +202,7 @@ def test_blocks_reused_within_a_step_split_its_forward_and_keep_the_tokens() -> 
     """A request preempted or finished after its decode was queued frees blocks that a later
     piece of the same step gets: the engine runs the queued pieces first (a second forward in
     that step), so no forward's pieces share a page, and the tokens are still the oracle's."""
-    engine = Engine(MODEL, 7, 3, token_budget=6, **FAST)
+    engine = Engine(MODEL, 7, 3, token_budget=6)
     assert engine.generate(PROMPTS, NEW) == ORACLE
     run = engine.last_run
     assert run is not None and run.preemptions > 0
@@ -253,7 +255,7 @@ def test_samples_equal_the_oracle_through_fork_and_copy_on_write(
         preemption=preemption,
         token_budget=budget,
         prefix_caching=prefix,
-        **({} if kernel else FAST),
+        decode_attention=kernel_checked([]) if kernel else None,
     )
     out = engine.sample(S_PROMPTS, S_NEW, n=S_N, temperature=1.0, seed=S_SEED)
     assert out == S_ORACLE
@@ -289,7 +291,7 @@ def test_the_rng_protocol_is_per_sample() -> None:
     """Sample s's stream depends on (seed, request, s) only: not on n, not on other prompts."""
     p = S_PROMPTS[1]
     assert sample_contiguous(MODEL, p, S_NEW, 3, 1.0, S_SEED, request=1)[:2] == S_ORACLE[1]
-    engine = Engine(MODEL, 32, 4, **FAST)
+    engine = Engine(MODEL, 32, 4)
     alone = engine.sample([S_PROMPTS[0]], S_NEW, n=1, temperature=1.0, seed=S_SEED)
     assert alone == [S_ORACLE[0][:1]]  # request 0, sample 0: the same stream as in the batch
     assert sample_seed(S_SEED, 0, 1) != sample_seed(S_SEED, 1, 0)
@@ -297,7 +299,7 @@ def test_the_rng_protocol_is_per_sample() -> None:
 
 def test_temperature_zero_is_greedy_and_a_tiny_temperature_its_limit() -> None:
     greedy = [g[:S_NEW] for g in ORACLE[: len(S_PROMPTS)]]
-    engine = Engine(MODEL, 32, 4, **FAST)
+    engine = Engine(MODEL, 32, 4)
     assert engine.sample(S_PROMPTS, S_NEW, n=2, temperature=0) == [[g, g] for g in greedy]
     tiny = engine.sample(S_PROMPTS, S_NEW, n=1, temperature=1e-6, seed=1)
     assert [s[0] for s in tiny] == greedy
@@ -315,7 +317,7 @@ def test_gumbel_max_draws_follow_the_softmax() -> None:
 
 def test_right_after_the_fork_the_samples_share_every_prompt_block() -> None:
     """§4.4: the prompt is prefilled once; its n tables hold the same blocks (ref count n)."""
-    engine = Engine(MODEL, 32, 4, prefix_caching=False, **FAST)
+    engine = Engine(MODEL, 32, 4, prefix_caching=False)
     run = engine.start([S_PROMPTS[1]], S_NEW, n=3, temperature=1.0, seed=S_SEED)
     engine.step(run)  # the whole prefill: forked at its end
     group = run.scheduler.groups["A"]
@@ -329,14 +331,14 @@ def test_right_after_the_fork_the_samples_share_every_prompt_block() -> None:
 
 
 def test_sample_bad_input_changes_nothing() -> None:
-    engine = Engine(MODEL, 8, 4, token_budget=2, **FAST)
+    engine = Engine(MODEL, 8, 4, token_budget=2)
     with pytest.raises(ValueError, match="n must be >= 1"):
         engine.sample([S_PROMPTS[0]], 2, n=0)
     with pytest.raises(ValueError, match="temperature must be a finite number >= 0"):
         engine.sample([S_PROMPTS[0]], 2, temperature=-1.0)
     with pytest.raises(ValueError, match="more than token_budget = 2"):
         engine.sample([S_PROMPTS[0]], 2, n=3)
-    with pytest.raises(ValueError, match="x 2 samples needs 10 blocks"):
+    with pytest.raises(ValueError, match="x 2 samples stores 27 positions .*: 10 blocks of 4"):
         engine.sample([[1] * 16], 12, n=2)
     with pytest.raises(TypeError, match="temperature must be a number"):
         sample_contiguous(MODEL, S_PROMPTS[0], 2, temperature="hot")  # type: ignore[arg-type]
@@ -352,5 +354,5 @@ def test_sample_bad_input_changes_nothing() -> None:
 def test_samples_at_every_block_size_under_pressure(block_size: int, preemption: str) -> None:
     """As test_every_block_size_under_pressure, for n samples (fork, copy-on-write)."""
     need = max(prefill_need(len(p), S_NEW, S_N, block_size) for p in S_PROMPTS)
-    engine = Engine(MODEL, need + 1, block_size, preemption=preemption, token_budget=5, **FAST)
+    engine = Engine(MODEL, need + 1, block_size, preemption=preemption, token_budget=5)
     assert engine.sample(S_PROMPTS, S_NEW, n=S_N, seed=S_SEED) == S_ORACLE
