@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator, FreeRule, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
+from pagedlab.memory.miss_reasons import MissClassifier
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Request
 from pagedlab.memory.scheduler import Scheduler
@@ -324,3 +325,38 @@ def lru_scene(free_rule: FreeRule) -> tuple[PrefixCache, list[int], list[int]]:
     cache.admit(list(range(9))).table.free()
     new = cache.admit(list(range(200, 211)))
     return cache, after, new.table.blocks
+
+
+# --- notebook 11: PagedAttention in 2026 ------------------------------------------------------
+MISS_POOL_TOKENS = 4096
+"""The pool of notebook 11's hit-rate explorer, in tokens (``4096 // block_size`` blocks)."""
+
+
+def miss_workload() -> list[list[tuple[str, list[int]]]]:
+    """Notebook 11's four steps: (name, prompt token ids) per request, per step.
+
+    A 300-token system prompt ``S``: step 0, R1 and R2 (``S`` + a question) arrive together;
+    step 1, R3 (``S`` + a question), R4 (a 12-token prompt), R5 (``S``'s first 256 tokens);
+    step 2, R6 and R7, two unrelated 2,048-token documents (the whole pool); step 3, R8
+    (``S`` + a question) after them.
+    """
+    system = list(range(1, 301))
+
+    def ask(r: int, n: int = 50) -> list[int]:
+        return [10_000 * r + i for i in range(n)]
+
+    return [
+        [("R1", system + ask(1)), ("R2", system + ask(2))],
+        [("R3", system + ask(3)), ("R4", ask(4, 12)), ("R5", system[:256])],
+        [("R6", ask(6, 2048)), ("R7", ask(7, 2048))],
+        [("R8", system + ask(8))],
+    ]
+
+
+def miss_scene(block_size: int) -> MissClassifier:
+    """:func:`miss_workload` through a real prefix cache of ``MISS_POOL_TOKENS`` tokens."""
+    block_size = check_int(block_size, "block_size", minimum=1, maximum=MISS_POOL_TOKENS // 2)
+    classifier = MissClassifier(BlockAllocator(MISS_POOL_TOKENS // block_size, block_size))
+    for step in miss_workload():
+        classifier.run_step(step)
+    return classifier
