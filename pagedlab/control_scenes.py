@@ -16,6 +16,7 @@ from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator, FreeRule, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
 from pagedlab.memory.miss_reasons import MissClassifier
+from pagedlab.memory.partial_prefix import PartialAdmission, PartialPrefixCache
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Request
 from pagedlab.memory.scheduler import Scheduler
@@ -360,3 +361,21 @@ def miss_scene(block_size: int) -> MissClassifier:
     for step in miss_workload():
         classifier.run_step(step)
     return classifier
+
+
+PARTIAL_SHARED = 22
+"""Notebook 11's shared prefix: 22 tokens, so it ends inside block 1 at block size 16."""
+
+
+def partial_hit_scene(
+    prefix_match_unit: int, block_size: int = 16
+) -> tuple[BlockAllocator, PartialPrefixCache, PartialAdmission, PartialAdmission]:
+    """Two prompts sharing ``PARTIAL_SHARED`` tokens on an 8-block pool: the first (32 tokens)
+    ran a step ago; the second (27 tokens) is admitted now, its copy (if any) still pending."""
+    alloc = BlockAllocator(8, block_size)
+    cache = PartialPrefixCache(alloc, prefix_match_unit)
+    shared = list(range(1, PARTIAL_SHARED + 1))
+    first = cache.admit(shared + list(range(100, 110)))
+    cache.finish_step()
+    second = cache.admit(shared + list(range(200, 205)))
+    return alloc, cache, first, second

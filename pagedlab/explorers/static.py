@@ -75,6 +75,14 @@ STATIC_AXES: dict[tuple[str, str], tuple[dict[str, Sequence[object]], str | None
         {"mode": ["recompute", "swap"], "step": list(range(0, 61, 2))},
         "step",
     ),
+    ("pagedlab.explorers.hit_rate", "HitRateExplorer"): (
+        {"block_size": [4, 8, 16, 32, 64, 128, 256, 512, 1024]},
+        "block_size",
+    ),
+    ("pagedlab.explorers.hit_rate", "PartialHitExplorer"): (
+        {"prefix_match_unit": [1, 2, 4, 8, 16]},
+        "prefix_match_unit",
+    ),
 }
 
 

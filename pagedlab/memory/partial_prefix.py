@@ -105,7 +105,8 @@ class PartialPrefixCache:
         ids = [check_int(t, "token id") for t in tokens]
         if not ids:
             raise ValueError("tokens must hold at least one token id, got none")
-        size, blocks, matched = self._alloc.block_size, [], 0
+        size, matched = self._alloc.block_size, 0
+        blocks: list[int] = []
         for k, key in enumerate(self._keys_of(ids, len(ids) - 1), start=1):
             block = self._entry.get(key)
             end = k * self._unit
