@@ -138,13 +138,16 @@ def hybrid_tables(request: HybridRequest) -> Drawing:
     return d
 
 
-def async_timeline(timeline: Timeline) -> Drawing:
+def async_timeline(timeline: Timeline, title: str = "") -> Drawing:
     """Requests down, steps across: each step's planned work; a star marks a decode whose
-    input token was still being computed when the step was planned (a placeholder)."""
+    input token was still being computed when the step was planned (a placeholder).
+    ``title`` (short) goes top left."""
     names = sorted(timeline.outputs)
     steps = len(timeline.plans)
     d = Drawing(size=(9.0, 1.0 + 0.45 * len(names)))
     w = min(0.6, 7.6 / max(1, steps))
+    if title:
+        d.labels.append(Label(0.1, d.size[1] - 0.2, title, 7.5, INK, "left"))
     for s, plan in enumerate(timeline.plans):
         d.labels.append(Label(1.0 + s * w + w / 2, d.size[1] - 0.2, f"t{plan.step}", 7.0))
         for r, name in enumerate(names):
