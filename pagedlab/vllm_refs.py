@@ -176,7 +176,7 @@ REFS: Mapping[str, Ref] = MappingProxyType({
             "prefix matches; it must divide every KV cache group's block size. Preemption is "
             "by recompute only: there is no swap_space; CPU offloading is for reuse.",
             "the prefix_match_unit docstring as quoted from config/cache.py in public reading "
-            "notes; swap_space's removal as issue 32 reports it (not re-read)",
+            "notes; swap_space's removal as reported to pagedlab (its issue 32), not re-read",
         ),
     ),
     "worker_block_table": Ref(
@@ -240,7 +240,7 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         repin=Repin(
             ("AsyncScheduler",),
             "async scheduling is on by default.",
-            "issue 32's reading of the 0.33.0 release (not re-read here)",
+            "as reported to pagedlab (its issue 32) of the 0.33.0 release, not re-read here",
         ),
     ),
     "cache_kernels": Ref(
@@ -328,7 +328,8 @@ ISSUES: Mapping[int, PullRequest] = MappingProxyType({
     ),
     54607: PullRequest(
         54607, "(thread not read)", "why the prefix cache hits 0 % below one block",
-        "issue 32 cites it for blocks of 528, 784, 3,584, 7,808 and 8,320 tokens.",
+        "reported to pagedlab (its issue 32) for blocks of 528, 784, 3,584, 7,808 and 8,320 "
+        "tokens; the thread was not read.",
     ),
 })  # fmt: skip
 """vLLM issues notebook 11 cites for what users report (not behaviour pins)."""

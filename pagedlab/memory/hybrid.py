@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pagedlab.checks import ceil_div, check_int
-from pagedlab.memory.allocator import BlockAllocator
+from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.partial_prefix import PartialPrefixCache
 from pagedlab.memory.peers import NULL_BLOCK
@@ -90,7 +90,10 @@ class HybridRequest:
         All or nothing: OutOfBlocksError (from the allocator's check) changes nothing."""
         new = self.blocks_needed(n)
         if new > self._alloc.num_free:
-            self._alloc.allocate_many(new, self._owner)  # raises, naming the numbers
+            raise OutOfBlocksError(
+                f"{n} more token(s) need {new} new block(s) across {len(self.tables)} groups, "
+                f"{self._alloc.num_free} free"
+            )
         size = self._alloc.block_size
         self.num_tokens += n
         for table in self.tables:
