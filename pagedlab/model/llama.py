@@ -18,7 +18,8 @@ its parameters (no copy): how :func:`pagedlab.model.pretrained` builds SmolLM2.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from torch import nn
@@ -41,7 +42,13 @@ class _SkipRandomInit(TorchFunctionMode):
 
     SKIPPED = frozenset({"kaiming_uniform_", "uniform_", "normal_"})
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        _types: object,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
         kwargs = kwargs or {}
         if getattr(func, "__name__", None) in self.SKIPPED:
             return args[0] if args else kwargs["tensor"]

@@ -8,9 +8,7 @@ loaded once for this module (seconds each); conftest.py keeps the module on one 
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ import pytest
 import torch
 
 import pagedlab  # noqa: F401  (first: sets TRITON_INTERPRET)
-from pagedlab.model import TinyLlama, generate_contiguous, gguf_file, pretrained, smollm2
+from pagedlab.model import TINY, TinyLlama, generate_contiguous, gguf_file, pretrained, smollm2
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
@@ -29,7 +27,7 @@ PROMPTS = [
     "Write one sentence about the sea.",
     "List three colours.",
 ]
-NEW_TOKENS = 20
+NEW_TOKENS = 16
 
 
 @pytest.fixture(scope="module")
@@ -184,44 +182,74 @@ def test_every_call_returns_its_own_model(ours: tuple[TinyLlama, Any]) -> None:
     assert torch.equal(second.model.layers[3].mlp.up_proj.weight, up)
 
 
-def test_a_corrupt_cache_entry_is_detected_and_rebuilt(
+@pytest.fixture
+def tiny_cache(
     ours: tuple[TinyLlama, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """One byte changed in the cached weights (same size): the CRC check catches it, the
-    entry is rebuilt from the GGUF (read once), and the model is the right one."""
-    model, _ = ours
-    source = smollm2.cache_entry(smollm2.gguf_path())
+) -> list[Path]:
+    """``pretrained()`` with its cache in ``tmp_path`` and a tiny tied model in place of the
+    GGUF's weights (the cache logic in milliseconds); returns the list of GGUF reads."""
     monkeypatch.setenv("PAGEDLAB_CACHE", str(tmp_path))
-    entry = smollm2.cache_entry(smollm2.gguf_path())
-    assert entry.parent == tmp_path
-    reads = []
+    tiny = TinyLlama({**TINY, "tie_word_embeddings": True}, seed=7)
+    reads: list[Path] = []
 
-    def read_once_more(path: Path) -> tuple[dict, dict]:  # the real reader's result, faster
+    def read(path: Path) -> tuple[dict, dict]:
         reads.append(path)
-        weights = {k: v.clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
-        return model.config, weights
+        return tiny.config, {k: v.clone() for k, v in tiny.state_dict().items()}
 
-    monkeypatch.setattr(smollm2, "read_llama_gguf", read_once_more)
-    if (source / "manifest.json").is_file():
-        shutil.copytree(source, entry)
-    else:  # no cache where the fixture loaded (read-only home): build one here
-        pretrained()
-        reads.clear()
-    weights = entry / "weights.pt"
-    size = weights.stat().st_size
-    with weights.open("r+b") as file:
-        file.seek(size // 2)
+    from_folder = smollm2._tokenizer_from
+    tokenizer = ours[1]
+    monkeypatch.setattr(smollm2, "read_llama_gguf", read)
+    monkeypatch.setattr(
+        smollm2,
+        "_tokenizer_from",
+        lambda folder, name=None: tokenizer if name else from_folder(folder),
+    )
+    return reads
+
+
+def flip_middle_byte(path: Path) -> None:
+    with path.open("r+b") as file:
+        file.seek(path.stat().st_size // 2)
         byte = file.read(1)
-        file.seek(size // 2)
+        file.seek(-1, os.SEEK_CUR)
         file.write(bytes([byte[0] ^ 0xFF]))
+
+
+CORRUPTIONS = {
+    "a byte of the weights": lambda entry: flip_middle_byte(entry / "weights.pt"),
+    "a byte of the tokenizer": lambda entry: flip_middle_byte(entry / "tokenizer.json"),
+    "truncated weights": lambda entry: os.truncate(entry / "weights.pt", 1000),
+    "no manifest": lambda entry: (entry / "manifest.json").unlink(),
+    "a manifest cut short": lambda entry: os.truncate(entry / "manifest.json", 20),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(CORRUPTIONS))
+def test_a_damaged_cache_entry_is_detected_and_rebuilt(
+    ours: tuple[TinyLlama, Any],
+    tiny_cache: list[Path],
+    monkeypatch: pytest.MonkeyPatch,
+    damage: str,
+) -> None:
+    """Written once, read back (no GGUF read), damaged, then read in a new process (the CRC
+    check runs once per process): detected, rebuilt from the GGUF once, used as it is after."""
+    first, _ = pretrained()
+    entry = smollm2.cache_entry(smollm2.gguf_path())
+    assert len(tiny_cache) == 1 and (entry / "manifest.json").is_file()
+    monkeypatch.setattr(smollm2, "_verified", set())  # a new process
+    again, _ = pretrained()
+    assert len(tiny_cache) == 1 and torch.equal(again.model.norm.weight, first.model.norm.weight)
+    CORRUPTIONS[damage](entry)
+    monkeypatch.setattr(smollm2, "_verified", set())
     rebuilt, _ = pretrained()
-    assert len(reads) == 1
-    last = model.model.layers[29].mlp.down_proj.weight
-    assert torch.equal(rebuilt.model.layers[29].mlp.down_proj.weight, last)
-    listed = json.loads((entry / "manifest.json").read_text())["files"]["weights.pt"]
-    assert smollm2._file_crc(weights) == (listed["size"], listed["crc32"])
-    pretrained()
-    assert len(reads) == 1  # the rebuilt entry is used as it is
+    assert len(tiny_cache) == 2
+    for a, b in zip(rebuilt.state_dict().values(), first.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    monkeypatch.setattr(smollm2, "_verified", set())
+    _, tokenizer = pretrained()
+    assert len(tiny_cache) == 2  # the rebuilt entry passes its check
+    text = "The capital of France is Paris."
+    assert tokenizer.encode(text) == ours[1].encode(text)
 
 
 def test_a_truncated_entry_fails_its_check(tmp_path: Path) -> None:
