@@ -252,6 +252,15 @@ def test_a_damaged_cache_entry_is_detected_and_rebuilt(
     assert tokenizer.encode(text) == ours[1].encode(text)
 
 
+def test_without_cache_the_gguf_is_read_and_nothing_written(
+    tiny_cache: list[Path], tmp_path: Path
+) -> None:
+    model, _ = pretrained(cache=False)
+    pretrained(cache=False)
+    assert len(tiny_cache) == 2 and list(tmp_path.iterdir()) == []
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+
+
 def test_a_truncated_entry_fails_its_check(tmp_path: Path) -> None:
     entry = tmp_path / "entry"
     entry.mkdir()
