@@ -99,14 +99,20 @@ class _Grid:
         return ((self.box.x - 0.12, lane), (corridor, lane), (corridor, b.y + b.h / 2))
 
 
-def _block(d: Drawing, view: str, index: int, b: Box, lit: bool) -> None:
+def _block(d: Drawing, view: str, index: int, b: Box) -> None:
     """The block's id tab: dark with a white numeral, and a gap before the first slot, so the
-    id never reads as one more slot ("4 | 1 2 3 4", not "4 1 2 3 4")."""
+    id never reads as one more slot ("4 | 1 2 3 4", not "4 1 2 3 4"). A highlighted block's
+    outline is drawn last, by :func:`_outline`, so no slot covers it."""
     d.boxes[(view, index)] = b
     tab = Box(b.x, b.y, TAB - TAB_GAP, b.h)
-    edge, width = (HIGHLIGHT, 1.8) if lit else (TAB_FACE, 0.6)
-    d.rects.append(Rect(tab, TAB_FACE, edge, "tab", view, index, width))
+    d.rects.append(Rect(tab, TAB_FACE, TAB_FACE, "tab", view, index, 0.6))
     d.labels.append(Label(tab.x + tab.w / 2, b.y + b.h / 2, str(index), 6.0, "white"))
+
+
+def _outline(d: Drawing, view: str, index: int) -> None:
+    """A thick outline around the whole block ``index`` (tab and slots): highlighted."""
+    b = d.boxes[(view, index)]
+    d.rects.append(Rect(b, "none", HIGHLIGHT, "outline", view, index, 1.8))
 
 
 def _slot(
@@ -149,7 +155,7 @@ def logical_view(
     show = font_size(w, max(labels, key=len, default="0")) >= MIN_SIZE
     for i in range(n_blocks):
         b = grid.block(i)
-        _block(d, "logical", i, b, False)
+        _block(d, "logical", i, b)
         for offset in range(size):
             pos = i * size + offset
             label = labels[pos] if pos < n_tokens else None
@@ -212,13 +218,13 @@ def pool_view(
         if block not in owner:
             free = refcounts[block] == 0
             face = FREE_COLOR if free else OTHER_COLOR
-            _block(d, "pool", block, b, lit)
+            _block(d, "pool", block, b)
             rest = Box(b.x + TAB, b.y, b.w - TAB, b.h)
             kind = "free-block" if free else "other-block"
             d.rects.append(Rect(rest, face, HIGHLIGHT if lit else FREE_EDGE, kind, "pool", block))
             continue
         color = table_color(owner[block])
-        _block(d, "pool", block, b, lit)
+        _block(d, "pool", block, b)
         filled = []
         for offset in range(size):
             label = contents.get((block, offset))
@@ -239,6 +245,8 @@ def pool_view(
             d.labels.append(
                 Label(badge.x + 0.11, badge.y + 0.07, f"×{refcounts[block]}", 6.0, "white")
             )
+    for block in sorted(set(highlight)):
+        _outline(d, "pool", block)
     return d
 
 
