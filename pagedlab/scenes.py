@@ -220,7 +220,9 @@ __all__ = [
 
 MIXED_STEP_REQUESTS = (StepRequest(4, 1), StepRequest(7, 1), StepRequest(2, 1), StepRequest(4, 6))
 """Three decodes (5, 8 and 3 tokens after the step) and the second chunk of a 12-token prompt
-(positions 4-9; its last 2 prompt tokens wait for the next step): 9 tokens."""
+(positions 4-9; its last 2 prompt tokens wait for the next step): 9 tokens. With a budget of
+12, vLLM V1 would give the prompt all 8 tokens it has left; a chunk of 6 is what it gives with
+``long_prefill_token_threshold = 6``, the setting notebook 8 names."""
 
 
 def mixed_v1_step() -> MixedStep:
