@@ -379,3 +379,54 @@ def partial_hit_scene(
     cache.finish_step()
     second = cache.admit(shared + list(range(200, 205)))
     return alloc, cache, first, second
+
+
+# --- notebook 6's eviction explorer: does a returning prompt still hit? ------------------------
+
+EVICTION_PROMPT = 9  # tokens per request: 2 full blocks of 4 (cached) and 1 partial block
+
+
+@dataclass(frozen=True)
+class EvictionRun:
+    """What :func:`eviction_scene` did: request A ran and ended, ``others`` requests with
+    prompts of their own ran and ended one after another, then A's prompt came back."""
+
+    cache: PrefixCache
+    first: list[int]  # A's blocks the first time
+    others: list[list[int]]  # each later request's blocks, in order
+    evicted: list[int]  # evictions after each later request, cumulative
+    back: BlockTable  # A's table on its return (still held)
+    hits: int  # of A's cacheable blocks, how many its return found cached
+
+    @property
+    def returning(self) -> list[int]:
+        """A's blocks on its return."""
+        return self.back.blocks
+
+    @property
+    def cacheable(self) -> int:
+        """A's full blocks: what a return could hit at best."""
+        return EVICTION_PROMPT // self.cache.block_size
+
+
+def eviction_scene(pool_blocks: int, others: int, free_rule: FreeRule = "fifo") -> EvictionRun:
+    """A 9-token request A ends; ``others`` 9-token requests (their own tokens) run one at a
+    time and end; A's prompt comes back. Blocks of 4, a pool of ``pool_blocks`` (at least 3:
+    one request at a time). Each later request takes 3 blocks off the front of the free list;
+    once the front reaches A's cached blocks, handing them out evicts them, and A's return
+    hits fewer (a pool too small for the working set). Pure: a fresh pool each call."""
+    pool_blocks = check_int(pool_blocks, "pool_blocks", minimum=3)
+    others = check_int(others, "others", minimum=0)
+    cache = PrefixCache(BlockAllocator(pool_blocks, 4, free_rule=free_rule))
+    prompt = list(range(EVICTION_PROMPT))
+    a = cache.admit(prompt)
+    first = a.table.blocks
+    a.table.free()
+    blocks, evicted = [], []
+    for r in range(others):
+        run = cache.admit([1000 * (r + 1) + i for i in range(EVICTION_PROMPT)])
+        blocks.append(run.table.blocks)
+        run.table.free()
+        evicted.append(cache.stats.evictions)
+    back = cache.admit(prompt)
+    return EvictionRun(cache, first, blocks, evicted, back.table, len(back.hit_blocks))

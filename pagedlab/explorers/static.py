@@ -63,6 +63,10 @@ STATIC_AXES: dict[tuple[str, str], tuple[dict[str, Sequence[object]], str | None
         {"shared": [0, 2, 4, 6, 8], "requests": [1, 2, 3, 4, 5, 6]},
         "requests",
     ),
+    ("pagedlab.explorers.sharing", "EvictionExplorer"): (
+        {"pool_blocks": [3, 4, 5, 6, 8, 12, 16], "others": list(range(7))},
+        "others",
+    ),
     ("pagedlab.explorers.batch", "BatchExplorer"): (
         {"num_seqs": [1, 2, 3, 4, 5, 6], "longest": [3, 6, 9, 12, 18, 24]},
         None,
