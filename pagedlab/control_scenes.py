@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator, FreeRule, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
+from pagedlab.memory.miss_reasons import MissClassifier
+from pagedlab.memory.partial_prefix import PartialAdmission, PartialPrefixCache
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Request
 from pagedlab.memory.scheduler import Scheduler
@@ -324,3 +326,107 @@ def lru_scene(free_rule: FreeRule) -> tuple[PrefixCache, list[int], list[int]]:
     cache.admit(list(range(9))).table.free()
     new = cache.admit(list(range(200, 211)))
     return cache, after, new.table.blocks
+
+
+# --- notebook 11: PagedAttention in 2026 ------------------------------------------------------
+MISS_POOL_TOKENS = 4096
+"""The pool of notebook 11's hit-rate explorer, in tokens (``4096 // block_size`` blocks)."""
+
+
+def miss_workload() -> list[list[tuple[str, list[int]]]]:
+    """Notebook 11's four steps: (name, prompt token ids) per request, per step.
+
+    A 300-token system prompt ``S``: step 0, R1 and R2 (``S`` + a question) arrive together;
+    step 1, R3 (``S`` + a question), R4 (a 12-token prompt), R5 (``S``'s first 256 tokens);
+    step 2, R6 and R7, two unrelated 2,048-token documents (the whole pool); step 3, R8
+    (``S`` + a question) after them.
+    """
+    system = list(range(1, 301))
+
+    def ask(r: int, n: int = 50) -> list[int]:
+        return [10_000 * r + i for i in range(n)]
+
+    return [
+        [("R1", system + ask(1)), ("R2", system + ask(2))],
+        [("R3", system + ask(3)), ("R4", ask(4, 12)), ("R5", system[:256])],
+        [("R6", ask(6, 2048)), ("R7", ask(7, 2048))],
+        [("R8", system + ask(8))],
+    ]
+
+
+def miss_scene(block_size: int) -> MissClassifier:
+    """:func:`miss_workload` through a real prefix cache of ``MISS_POOL_TOKENS`` tokens."""
+    block_size = check_int(block_size, "block_size", minimum=1, maximum=MISS_POOL_TOKENS // 2)
+    classifier = MissClassifier(BlockAllocator(MISS_POOL_TOKENS // block_size, block_size))
+    for step in miss_workload():
+        classifier.run_step(step)
+    return classifier
+
+
+PARTIAL_SHARED = 22
+"""Notebook 11's shared prefix: 22 tokens, so it ends inside block 1 at block size 16."""
+
+
+def partial_hit_scene(
+    prefix_match_unit: int, block_size: int = 16
+) -> tuple[BlockAllocator, PartialPrefixCache, PartialAdmission, PartialAdmission]:
+    """Two prompts sharing ``PARTIAL_SHARED`` tokens on an 8-block pool: the first (32 tokens)
+    ran a step ago; the second (27 tokens) is admitted now, its copy (if any) still pending."""
+    alloc = BlockAllocator(8, block_size)
+    cache = PartialPrefixCache(alloc, prefix_match_unit)
+    shared = list(range(1, PARTIAL_SHARED + 1))
+    first = cache.admit(shared + list(range(100, 110)))
+    cache.finish_step()
+    second = cache.admit(shared + list(range(200, 205)))
+    return alloc, cache, first, second
+
+
+# --- notebook 6's eviction explorer: does a returning prompt still hit? ------------------------
+
+EVICTION_PROMPT = 9  # tokens per request: 2 full blocks of 4 (cached) and 1 partial block
+
+
+@dataclass(frozen=True)
+class EvictionRun:
+    """What :func:`eviction_scene` did: request A ran and ended, ``others`` requests with
+    prompts of their own ran and ended one after another, then A's prompt came back."""
+
+    cache: PrefixCache
+    first: list[int]  # A's blocks the first time
+    others: list[list[int]]  # each later request's blocks, in order
+    evicted: list[int]  # evictions after each later request, cumulative
+    back: BlockTable  # A's table on its return (still held)
+    hits: int  # of A's cacheable blocks, how many its return found cached
+
+    @property
+    def returning(self) -> list[int]:
+        """A's blocks on its return."""
+        return self.back.blocks
+
+    @property
+    def cacheable(self) -> int:
+        """A's full blocks: what a return could hit at best."""
+        return EVICTION_PROMPT // self.cache.block_size
+
+
+def eviction_scene(pool_blocks: int, others: int, free_rule: FreeRule = "fifo") -> EvictionRun:
+    """A 9-token request A ends; ``others`` 9-token requests (their own tokens) run one at a
+    time and end; A's prompt comes back. Blocks of 4, a pool of ``pool_blocks`` (at least 3:
+    one request at a time). Each later request takes 3 blocks off the front of the free list;
+    once the front reaches A's cached blocks, handing them out evicts them, and A's return
+    hits fewer (a pool too small for the working set). Pure: a fresh pool each call."""
+    pool_blocks = check_int(pool_blocks, "pool_blocks", minimum=3)
+    others = check_int(others, "others", minimum=0)
+    cache = PrefixCache(BlockAllocator(pool_blocks, 4, free_rule=free_rule))
+    prompt = list(range(EVICTION_PROMPT))
+    a = cache.admit(prompt)
+    first = a.table.blocks
+    a.table.free()
+    blocks, evicted = [], []
+    for r in range(others):
+        run = cache.admit([1000 * (r + 1) + i for i in range(EVICTION_PROMPT)])
+        blocks.append(run.table.blocks)
+        run.table.free()
+        evicted.append(cache.stats.evictions)
+    back = cache.admit(prompt)
+    return EvictionRun(cache, first, blocks, evicted, back.table, len(back.hit_blocks))

@@ -32,12 +32,14 @@ from PIL import Image
 from pagedlab.attention.batch import grow_batch
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
+from pagedlab.memory.peers import run_trace
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.sharing import fork_samples
 from pagedlab.pictures.at_scale import plot_breakdown
 from pagedlab.pictures.blocks import scene
 from pagedlab.pictures.canvas import Canvas, Drawing
 from pagedlab.pictures.fragmentation import fig3_scene
+from pagedlab.pictures.in_2026 import three_allocators
 from pagedlab.pictures.png import save_png, to_png
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.pictures.sharing import sharing_scene
@@ -63,6 +65,7 @@ NOTEBOOK_FILES = (
     "nb08_to_vllm.png",
     "nb09_when_memory_runs_out.png",
     "nb10_real_model.png",
+    "nb11_in_2026.png",
 )
 DPI = 80
 COLORS = 96
@@ -150,6 +153,7 @@ def _first_frames() -> list[bytes]:
         _drawn(scene(batch.allocator, batch.tables)),
         _drawn(scheduler_drawing(engine, last)),
         _drawn(_engine_swap_frame()),
+        _drawn(_three_allocators()),
     ]  # fmt: skip
 
 
@@ -171,6 +175,12 @@ def _engine_swap_frame() -> Drawing:
         if record.result.swapped_out:
             return scheduler_drawing(run.scheduler, record.result)
     raise AssertionError("the engine scene never swapped")
+
+
+def _three_allocators() -> Drawing:
+    """Notebook 11: one trace under pagedlab's, vLLM 0.33's and transformers 5.24's rules."""
+    results = [run_trace(rule) for rule in ("pagedlab", "vllm", "hf")]
+    return three_allocators(results, [range(8), range(8), range(10)], [[], [0], [0, 1]])
 
 
 def _breakdown_png() -> bytes:

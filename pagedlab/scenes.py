@@ -52,7 +52,9 @@ from pagedlab.control_scenes import (  # the torch-free scenes, re-exported
     SHUFFLE_SEED,
     SYSTEM_PROMPT,
     TABLE_ENTRY_BYTES,
+    EvictionRun,
     ExampleState,
+    eviction_scene,
     example_free_list,
     example_history,
     example_table,
@@ -199,6 +201,8 @@ __all__ = [
     "figure9_before",
     "fragmented_pool",
     "kernel_batch",
+    "EvictionRun",
+    "eviction_scene",
     "lru_scene",
     "make_allocator",
     "partial_block_free_list",
@@ -216,7 +220,9 @@ __all__ = [
 
 MIXED_STEP_REQUESTS = (StepRequest(4, 1), StepRequest(7, 1), StepRequest(2, 1), StepRequest(4, 6))
 """Three decodes (5, 8 and 3 tokens after the step) and the second chunk of a 12-token prompt
-(positions 4-9; its last 2 prompt tokens wait for the next step): 9 tokens."""
+(positions 4-9; its last 2 prompt tokens wait for the next step): 9 tokens. With a budget of
+12, vLLM V1 would give the prompt all 8 tokens it has left; a chunk of 6 is what it gives with
+``long_prefill_token_threshold = 6``, the setting notebook 8 names."""
 
 
 def mixed_v1_step() -> MixedStep:

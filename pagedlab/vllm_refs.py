@@ -11,6 +11,15 @@ names is here.
 The V0 engine (``vllm/core/``, ``vllm/worker/``) has been removed from vLLM; its entries are
 pinned to the last commit of each file that the reading index holds.
 
+**Re-pinned to vLLM 0.33.0** (release of 2026-11-01, commit ``4ba787ec9``): where a file's
+behaviour changed by that release, its entry carries a :class:`Repin` saying what is true *as
+of 0.33.0* and what text that was read from (vLLM's own tree at that commit is not in the
+reading index: the 0.33 text was read in public copies of those files, each named). The
+original pin stays, dated: what a notebook says "as of" it remains true of that commit.
+Every statement here begins "as of": :func:`statement`. Hugging Face's engine is cited from
+``transformers`` 5.24.0, read in the installed package (:data:`HF_REFS`; the tests check that
+each file and name exists there).
+
 This module imports nothing from pagedlab (every layer may import it).
 """
 
@@ -19,6 +28,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+
+VLLM_RELEASE = "0.33.0"
+VLLM_RELEASE_COMMIT = "4ba787ec9"  # as the release gives it (short)
+HF_VERSION = "5.24.0"
+
+
+@dataclass(frozen=True)
+class Repin:
+    """What one file does as of vLLM 0.33.0, where that changed since the original pin."""
+
+    names: tuple[str, ...]  # what notebook 11 cites of it at 0.33.0
+    read: str  # what the 0.33.0 code does, as the notebooks rely on it
+    source: str  # which text was read
+    release: str = VLLM_RELEASE
+    commit: str = VLLM_RELEASE_COMMIT
+
+    @property
+    def short(self) -> str:
+        return self.commit[:7]
 
 
 @dataclass(frozen=True)
@@ -30,10 +58,16 @@ class Ref:
     commit: str  # 40 hex digits
     read: str  # what the code at that commit does, as the notebooks rely on it
     engine: str = "V1"  # V1 (today's engine), V0 (removed), kernel (csrc, both engines)
+    repin: Repin | None = None  # what changed as of vLLM 0.33.0
 
     @property
     def short(self) -> str:
         return self.commit[:7]
+
+    @property
+    def shorts(self) -> tuple[str, ...]:
+        """Every commit this file is pinned at (the original, then the 0.33.0 re-pin)."""
+        return (self.short,) + ((self.repin.short,) if self.repin else ())
 
 
 @dataclass(frozen=True)
@@ -57,6 +91,15 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         "(append_n), each group in the order given; get_new_blocks pops from the front and "
         "evicts a popped block's hash. __init__ pops block 0 off the queue as the null block, "
         "never freed or cached. Only full blocks get a hash (cache_full_blocks).",
+        repin=Repin(
+            ("BlockPool.free_blocks", "null_block", "cache_partial_block", "hash_block_size"),
+            "free_blocks still puts blocks without a hash at the front of the free queue and "
+            "hashed ones at the back, and block 0 is still the null block; BlockPool now takes "
+            "a hash_block_size (prefix_match_unit), and cache_partial_block makes an existing "
+            "block findable from a boundary inside it (a partial entry, no new block).",
+            "cache_partial_block's text in public annotated copies of the 0.33-era block_pool.py "
+            "(the reading index's own vLLM tree stops at c59cb79)",
+        ),
     ),
     "single_type_kv_cache_manager": Ref(
         "vllm/v1/core/single_type_kv_cache_manager.py",
@@ -64,6 +107,18 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         "129ab7c60cbb8eb11e875373e67f7e521b74aa30",
         "free passes a finished request's blocks to BlockPool.free_blocks in reverse "
         "(reversed(req_blocks)): its last block first.",
+        repin=Repin(
+            ("_apply_cow", "allocate_new_blocks", "take_pending_cow_copies",
+             "SlidingWindowManager.remove_skipped_blocks"),
+            "a local hit that ends inside a block is recorded by add_local_computed_blocks; "
+            "allocate_new_blocks then takes a fresh block and _apply_cow puts it in the "
+            "request's table in place of the shared one, queues (source, copy) and gives the "
+            "copy one extra reference, the source keeping the hit's, so neither is recycled "
+            "before the worker copied it; free still gives the last block first; a sliding-"
+            "window manager replaces blocks that left the window with the null block.",
+            "add_local_computed_blocks, allocate_new_blocks and _apply_cow in a public "
+            "annotated copy of the 0.33-era file",
+        ),
     ),
     "kv_cache_utils": Ref(
         "vllm/v1/core/kv_cache_utils.py",
@@ -73,6 +128,13 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         "in O(1)), ordered by block id at start; hash_block_tokens hashes a full block's tokens "
         "with its parent's hash and extra keys (LoRA id, multimodal inputs, cache salt). "
         "(prepend_n, which block_pool calls, came with the split, PR 42656, after this commit.)",
+        repin=Repin(
+            ("KVCacheBlockCopy",),
+            "KVCacheBlockCopy(src_block_id, dst_block_id) is one block copy the scheduler "
+            "hands the worker (the copy-on-write of a partial hit) in its output.",
+            "imports of KVCacheBlockCopy from vllm.v1.core.kv_cache_utils in public copies of "
+            "vLLM's tests and of kv_cache_manager.take_kv_cache_block_copies",
+        ),
     ),
     "kv_cache_manager": Ref(
         "vllm/v1/core/kv_cache_manager.py",
@@ -108,6 +170,14 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         "V1' (the engine's arguments fill it in); prefix_caching_hash_algo defaults to sha256; "
         "swap_space is 4 GiB per GPU; KV offloading to the CPU is a cache setting "
         "(kv_offloading_size), not a way to preempt.",
+        repin=Repin(
+            ("CacheConfig.prefix_match_unit", "kv_offloading_size"),
+            "prefix_match_unit (default None) is the hash block size, the granularity of "
+            "prefix matches; it must divide every KV cache group's block size. Preemption is "
+            "by recompute only: there is no swap_space; CPU offloading is for reuse.",
+            "the prefix_match_unit docstring as quoted from config/cache.py in public reading "
+            "notes; swap_space's removal as reported to pagedlab (its issue 32), not re-read",
+        ),
     ),
     "worker_block_table": Ref(
         "vllm/v1/worker/block_table.py",
@@ -149,6 +219,29 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         "1c98a4967619bdc682aaf2f15eec6c3302d64368",
         "one Triton kernel for prefill and decode tokens of a mixed batch, reading K/V block "
         "by block through the block table with online softmax.",
+    ),
+    "kv_cache_coordinator": Ref(
+        "vllm/v1/core/kv_cache_coordinator.py",
+        ("KVCacheCoordinator", "scheduler_block_size", "hash_block_size", "remove_skipped_blocks"),
+        "00b08dc44519a82cbdd9061d92d1226985094622",
+        "one KVCacheCoordinator builds one BlockPool (with the hash block size) for every KV "
+        "cache group and one single-type manager per group; the scheduling granularity is a "
+        "multiple of every group's block size and of the hash block size; "
+        "remove_skipped_blocks replaces blocks no longer needed with the null block.",
+    ),
+    "async_scheduler": Ref(
+        "vllm/v1/core/sched/async_scheduler.py",
+        ("AsyncScheduler", "num_output_placeholders", "async_tokens_to_discard"),
+        "014b23503270d029739d400ec4c14ba0714bdcd8",
+        "AsyncScheduler._update_after_schedule adds output placeholders for every scheduled "
+        "decode (num_output_placeholders): the next step is planned before this step's token "
+        "exists; _update_request_with_output drops a force-preempted request's stale in-flight "
+        "outputs (async_tokens_to_discard) and removes a placeholder per real token.",
+        repin=Repin(
+            ("AsyncScheduler",),
+            "async scheduling is on by default.",
+            "as reported to pagedlab (its issue 32) of the 0.33.0 release, not re-read here",
+        ),
     ),
     "cache_kernels": Ref(
         "csrc/cache_kernels.cu",
@@ -202,7 +295,7 @@ PULL_REQUESTS: Mapping[int, PullRequest] = MappingProxyType({
         "cached blocks to the back (the split PR 48017 credits to PR 42656).",
     ),
     42656: PullRequest(
-        42656, "before 2026-07-08", "the free_blocks split (thread not read; PR 48017 dates it)",
+        42656, "2026-05-14 (opened; merged)", "Apply LRU policy only to proper cache entries",
         "BlockPool.free_blocks splits freed blocks by hash (prepend_n / append_n); before "
         "it, every freed block was appended to the back (PR 48017's description).",
     ),
@@ -222,6 +315,75 @@ PULL_REQUESTS: Mapping[int, PullRequest] = MappingProxyType({
 """The pull requests that date the free rule (their threads give the dates)."""
 
 
+ISSUES: Mapping[int, PullRequest] = MappingProxyType({
+    40696: PullRequest(
+        40696, "2026-04-23 (opened)", "[Feature]: Prefix caching completely ineffective for "
+        "Mamba-hybrid models (Qwen3.5) when prompt < block_size (528 tokens)",
+        "vLLM 0.19.1 set the attention block to 528 tokens; prompts shorter than it hit 0 %.",
+    ),
+    48401: PullRequest(
+        48401, "2026-07-12 (opened)", "[Bug]: Prefix caching silently inert on hybrid Mamba2 "
+        "models when max_model_len < auto-selected block size",
+        "NemotronH got blocks of 8,320 tokens: 0 hits of 10,608 queries at max_model_len 4,096.",
+    ),
+    54607: PullRequest(
+        54607, "(thread not read)", "why the prefix cache hits 0 % below one block",
+        "reported to pagedlab (its issue 32) for blocks of 528, 784, 3,584, 7,808 and 8,320 "
+        "tokens; the thread was not read.",
+    ),
+})  # fmt: skip
+"""vLLM issues notebook 11 cites for what users report (not behaviour pins)."""
+
+
+@dataclass(frozen=True)
+class HFRef:
+    """One file of Hugging Face ``transformers``' continuous-batching engine, as installed."""
+
+    path: str  # under transformers/generation/continuous_batching/
+    names: tuple[str, ...]
+    read: str
+    version: str = HF_VERSION
+
+
+HF_REFS: Mapping[str, HFRef] = MappingProxyType({
+    "hf_cache": HFRef(
+        "cache.py",
+        ("PagedAttentionCache", "can_store_request_tokens", "free_blocks"),
+        "PagedAttentionCache gives each attention type a cache allocator and sizes sectors as "
+        "the LCM of their block bytes (and 128): 1 sector = 3 full-attention blocks = 1 "
+        "sliding block in its own worked example; the cache tensor starts with two trash "
+        "sectors, never allocated (padding tokens read and write there).",
+    ),
+    "hf_cache_pool": HFRef(
+        "cache_allocators/cache_pool.py",
+        ("CachePool", "RegularTrees", "allocate_sector", "try_to_free_sectors"),
+        "CachePool.allocate_sector pops the last free sector (free_sectors.pop(): the top id "
+        "first) and makes it a tree of leaves (blocks); get_free_blocks pops leaves tree by "
+        "tree in insertion order, each tree from its end; freed blocks rejoin their tree, and "
+        "try_to_free_sectors appends wholly free sectors to the sector list.",
+    ),
+    "hf_full_attention": HFRef(
+        "cache_allocators/full_attention.py",
+        ("FullAttentionCacheAllocator", "allocate_cache_to_request"),
+        "allocate_cache_to_request extends a request's block table with the pool's free blocks "
+        "it needs (ceil(length / page_size) in all).",
+    ),
+    "hf_scheduler": HFRef(
+        "scheduler.py",
+        ("_try_to_meet_safety_margin",),
+        "every batch's scheduling starts with _try_to_meet_safety_margin, which calls "
+        "try_to_free_sectors (and evicts cached blocks below the safety margin).",
+    ),
+    "hf_offloading": HFRef(
+        "offloading_manager.py",
+        ("CachePool",),
+        "a second CachePool on the CPU (no trash sectors) to which requests' blocks are "
+        "offloaded: swapping lives on in Hugging Face's engine.",
+    ),
+})  # fmt: skip
+"""Hugging Face's engine, read in the installed ``transformers`` 5.24.0."""
+
+
 def ref(key: str) -> Ref:
     """The entry ``key`` of :data:`REFS`; KeyError names the keys there are."""
     try:
@@ -231,9 +393,30 @@ def ref(key: str) -> Ref:
 
 
 def as_of(key: str) -> str:
-    """The words a notebook puts beside an engine claim: ``path`` as of vLLM ``abc1234``."""
+    """The words a notebook puts beside an engine claim: ``path`` as of its newest pin
+    (vLLM 0.33.0 where the file was re-pinned, else the commit it was read at)."""
     r = ref(key)
+    if r.repin:
+        return f"`{r.path}` as of vLLM {r.repin.release} (`{r.repin.short}`)"
     return f"`{r.path}` as of vLLM `{r.short}`"
+
+
+def statement(key: str) -> str:
+    """What ``key``'s file does, as of each pin: one line per pin, each starting "As of"."""
+    r = ref(key)
+    lines = [f"As of vLLM `{r.short}`, `{r.path}`: {r.read}"]
+    if r.repin:
+        lines.append(
+            f"As of vLLM {r.repin.release} (`{r.repin.short}`), `{r.path}`: {r.repin.read} "
+            f"(read: {r.repin.source})"
+        )
+    return "\n".join(lines)
+
+
+def hf_statement(key: str) -> str:
+    """What one Hugging Face file does, as of the transformers version read."""
+    h = HF_REFS[key]
+    return f"As of transformers {h.version}, `{h.path}`: {h.read}"
 
 
 def table() -> str:
@@ -244,7 +427,15 @@ def table() -> str:
     ]
     for r in REFS.values():
         names = ", ".join(f"`{n}`" for n in r.names)
-        lines.append(f"| `{r.path}` | {names} | `{r.short}` | {r.engine} | {r.read} |")
+        lines.append(
+            f"| `{r.path}` | {names} | `{r.short}` | {r.engine} | as of `{r.short}`: {r.read} |"
+        )
+        if r.repin:
+            names = ", ".join(f"`{n}`" for n in r.repin.names)
+            lines.append(
+                f"| `{r.path}` | {names} | `{r.repin.short}` | {r.engine} | as of "
+                f"{r.repin.release}: {r.repin.read} |"
+            )
     lines += ["", "| PR | merged | title | what it changed |", "|---|---|---|---|"]
     for p in PULL_REQUESTS.values():
         lines.append(f"| #{p.number} | {p.date} | {p.title} | {p.change} |")

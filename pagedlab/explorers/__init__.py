@@ -13,6 +13,7 @@ display hook whose bundle also carries the first frame as a PNG). A notebook sho
 - :mod:`~pagedlab.explorers.waste`      ``ReservationExplorer``, ``BlockSizeExplorer`` (1, 7)
 - :mod:`~pagedlab.explorers.batch`      ``BatchExplorer`` (notebook 8)
 - :mod:`~pagedlab.explorers.engine`     ``EngineExplorer`` (notebook 10: a real model's run)
+- :mod:`~pagedlab.explorers.hit_rate`   ``HitRateExplorer``, ``PartialHitExplorer`` (notebook 11)
 
 Their models (what each setting builds) come from :mod:`pagedlab.scenes` where a notebook,
 a test or a figure stages the same example.

@@ -28,12 +28,18 @@ from pagedlab.attention.batch import Batch, dense_attention
 from pagedlab.attention.ops import paged_attention, reference_attention
 from pagedlab.checks import check_int
 from pagedlab.explorers.base import Explorer, View
-from pagedlab.pictures.blocks import scene
+from pagedlab.pictures.blocks import scene, sequence_names
 from pagedlab.scenes import kernel_batch
 from pagedlab.views.controls import Choice, Slider
 
 TOLERANCE = 2e-3  # about two fp16 steps near 1: the outputs are rounded to fp16 at the end
 HEAD_DIMS = (1, 8, 12, 16, 64)  # the explorer's head_dim choices (12: not a power of two)
+
+
+def sequence_letters(count: int) -> list[str]:
+    """The letters the picture names sequences by (``sequence A`` -> ``A``): the readout uses
+    the same names, never an index."""
+    return [name.removeprefix("sequence ") for name in sequence_names(count)]
 
 
 def error_bound(err: float) -> str:
@@ -65,6 +71,7 @@ def batch_report(batch: Batch) -> str:
     cache, tables = batch.cache, batch.tables
     args = (batch.query, cache.key, cache.value, batch.block_tables, batch.seq_lens)
     paged, reference = paged_attention(*args).float(), reference_attention(*args).float()
+    names = sequence_letters(len(tables))  # the picture's names, A, B, C, ...
     rows = ["seq  tokens  pages  |paged-reference|  |reference-dense|"]
     worst = 0.0
     for s, t in enumerate(tables):
@@ -73,7 +80,7 @@ def batch_report(batch: Batch) -> str:
         e_dense = (reference[s] - dense).abs().max().item()
         worst = max(worst, e_paged, e_dense)
         rows.append(
-            f"{s:3d}  {t.num_tokens:6d}  {len(t.blocks):5d}  "
+            f"{names[s]:>3}  {t.num_tokens:6d}  {len(t.blocks):5d}  "
             f"{error_bound(e_paged):>17}  {error_bound(e_dense):>17}"
         )
     rows.append(f"{'✓' if worst < TOLERANCE else '✗'} all within fp16 rounding (2e-3)")
@@ -92,7 +99,11 @@ class KernelExplorer(Explorer):
 
     def render(self, num_seqs: int, block_size: int, head_dim: int) -> View:
         batch = explorer_batch(num_seqs, block_size, head_dim)
-        pages = ", ".join(f"{t.num_tokens} tokens in {t.blocks}" for t in batch.tables)
+        names = sequence_letters(len(batch.tables))
+        pages = ", ".join(
+            f"{n}: {t.num_tokens} tokens in {t.blocks}"
+            for n, t in zip(names, batch.tables, strict=True)
+        )
         return View(batch, scene(batch.allocator, batch.tables), html.escape(pages))
 
     def finish(self, view: View) -> View:

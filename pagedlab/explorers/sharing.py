@@ -6,13 +6,23 @@ The models, the render of one setting and the controls' declarations live in
 :class:`~pagedlab.explorers.base.Explorer` base. Prompts of the prefix cache come from
 :func:`pagedlab.scenes.prefix_tokens`.
 
+``EvictionExplorer`` (notebook 6, widgets only, not on the live site) runs
+:func:`pagedlab.control_scenes.eviction_scene`: a pool size, a number of requests that run
+between request A and its return, and the free rule; the readout says which of A's cached
+blocks were evicted and how many its return still hits.
+
 Beam search picks its parents with a seeded ``random.Random`` (synthetic scores), so the
 same slider values always give the same tree.
 """
 
 from __future__ import annotations
 
+import html
+
+from pagedlab.control_scenes import EVICTION_PROMPT, EvictionRun, eviction_scene
 from pagedlab.explorers.base import Explorer, View
+from pagedlab.pictures.sharing import sharing_scene
+from pagedlab.views.controls import Choice, Slider
 from pagedlab.views.sharing import PREFIX_CONTROLS, SHARING_CONTROLS, prefix_view, sharing_view
 
 
@@ -34,3 +44,44 @@ class PrefixCacheExplorer(Explorer):
 
     def render(self, shared: int, prompt_len: int, requests: int, block_size: int) -> View:
         return View(*prefix_view(shared, prompt_len, requests, block_size))
+
+
+def eviction_html(run: EvictionRun) -> str:
+    """The eviction explorer's readout: each request's blocks, evictions so far, A's hits."""
+    rows = [f"A (prompt 0..{EVICTION_PROMPT - 1}): blocks {run.first}, then ends"]
+    for i, (blocks, evicted) in enumerate(zip(run.others, run.evicted, strict=True)):
+        rows.append(f"R{i + 1} (its own prompt): blocks {blocks}, ends; evictions so far {evicted}")
+    rows.append(f"A again: blocks {run.returning}")
+    before = run.evicted[-1] if run.evicted else 0
+    verdict = (
+        f"A's return hits <b>{run.hits} of its {run.cacheable}</b> full blocks; cached blocks "
+        f"evicted before it came back: {before} (pool of {run.cache.allocator.num_blocks})"
+    )
+    return f"<pre>{html.escape(chr(10).join(rows))}</pre>{verdict}"
+
+
+class EvictionExplorer(Explorer):
+    """Controls ``pool_blocks``, ``others`` (requests between A and its return), ``free_rule``.
+
+    Invariant shown: A's return hits all its cached full blocks until the pool runs out of
+    other blocks to hand out; then each handed-out cached block is an eviction and a miss."""
+
+    CONTROLS = (
+        Slider("pool_blocks", 3, 16, "pool blocks", 6),
+        Slider("others", 0, 6, "in between", 1),
+        Choice("free_rule", ("fifo", "vllm-v1"), "free rule", "fifo"),
+    )
+    ROWS = (("pool_blocks", "others"), "free_rule")
+
+    def render(self, pool_blocks: int, others: int, free_rule: str) -> View:
+        run = eviction_scene(pool_blocks, others, free_rule)  # type: ignore[arg-type]
+        drawing = sharing_scene(
+            run.cache.allocator,
+            [run.back],
+            [list(range(EVICTION_PROMPT))],
+            highlight=list(run.cache.cached_blocks()),
+            title=f"A's prompt back after {others} other request{'' if others == 1 else 's'}",
+            names=["A, back"],
+            highlight_key="cached full block",
+        )
+        return View(run, drawing, eviction_html(run))

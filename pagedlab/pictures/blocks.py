@@ -48,7 +48,9 @@ from pagedlab.pictures.theme import (
     tint,
 )
 
-TAB = 0.22  # width of the tab carrying a block's index
+TAB = 0.22  # width of the tab carrying a block's index, with the gap after it
+TAB_GAP = 0.045  # space between the tab and the block's first slot
+TAB_FACE = INK  # tabs are dark with a white id: never mistaken for a slot
 GAP = 0.16  # space after a block, room for an arrowhead
 ROWS = 8  # blocks per column, in both views
 
@@ -97,22 +99,20 @@ class _Grid:
         return ((self.box.x - 0.12, lane), (corridor, lane), (corridor, b.y + b.h / 2))
 
 
-def _block(
-    d: Drawing, view: str, index: int, b: Box, tab_face: str, tab_edge: str, lit: bool
-) -> None:
+def _block(d: Drawing, view: str, index: int, b: Box) -> None:
+    """The block's id tab: dark with a white numeral, and a gap before the first slot, so the
+    id never reads as one more slot ("4 | 1 2 3 4", not "4 1 2 3 4"). A highlighted block's
+    outline is drawn last, by :func:`_outline`, so no slot covers it."""
     d.boxes[(view, index)] = b
-    d.rects.append(
-        Rect(
-            Box(b.x, b.y, TAB, b.h),
-            tab_face,
-            HIGHLIGHT if lit else tab_edge,
-            "tab",
-            view,
-            index,
-            1.8 if lit else 0.6,
-        )
-    )
-    d.labels.append(Label(b.x + TAB / 2, b.y + b.h / 2, str(index), 6.0))
+    tab = Box(b.x, b.y, TAB - TAB_GAP, b.h)
+    d.rects.append(Rect(tab, TAB_FACE, TAB_FACE, "tab", view, index, 0.6))
+    d.labels.append(Label(tab.x + tab.w / 2, b.y + b.h / 2, str(index), 6.0, "white"))
+
+
+def _outline(d: Drawing, view: str, index: int) -> None:
+    """A thick outline around the whole block ``index`` (tab and slots): highlighted."""
+    b = d.boxes[(view, index)]
+    d.rects.append(Rect(b, "none", HIGHLIGHT, "outline", view, index, 1.8))
 
 
 def _slot(
@@ -155,7 +155,7 @@ def logical_view(
     show = font_size(w, max(labels, key=len, default="0")) >= MIN_SIZE
     for i in range(n_blocks):
         b = grid.block(i)
-        _block(d, "logical", i, b, "white", INK, False)
+        _block(d, "logical", i, b)
         for offset in range(size):
             pos = i * size + offset
             label = labels[pos] if pos < n_tokens else None
@@ -218,13 +218,13 @@ def pool_view(
         if block not in owner:
             free = refcounts[block] == 0
             face = FREE_COLOR if free else OTHER_COLOR
-            _block(d, "pool", block, b, face, FREE_EDGE, lit)
+            _block(d, "pool", block, b)
             rest = Box(b.x + TAB, b.y, b.w - TAB, b.h)
             kind = "free-block" if free else "other-block"
             d.rects.append(Rect(rest, face, HIGHLIGHT if lit else FREE_EDGE, kind, "pool", block))
             continue
         color = table_color(owner[block])
-        _block(d, "pool", block, b, color, INK, lit)
+        _block(d, "pool", block, b)
         filled = []
         for offset in range(size):
             label = contents.get((block, offset))
@@ -245,6 +245,8 @@ def pool_view(
             d.labels.append(
                 Label(badge.x + 0.11, badge.y + 0.07, f"×{refcounts[block]}", 6.0, "white")
             )
+    for block in sorted(set(highlight)):
+        _outline(d, "pool", block)
     return d
 
 

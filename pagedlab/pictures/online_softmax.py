@@ -7,8 +7,9 @@ Three panels share one x axis, one column per logical block (one step of the loo
 - **scores and running max**: every score of the block as a dot, the running max ``m``
   after the step as a line; a step whose max grew is marked "max moved";
 - **running sum**: a bar per step stacked from what was carried over (``l_old * alpha``, grey)
-  and what the block added (``block sum``, coloured); a dashed outline shows ``l_old``
-  before it was rescaled, so a shrink is visible, labelled ``x alpha``.
+  and what the block added (``block sum``, coloured); beside it (never inside it, where a
+  smaller ``l_old`` would hide) a dashed bar shows ``l_old`` before it was rescaled, labelled
+  with its value and ``x alpha``, so the carried grey part reads as that bar shrunk.
 
 Everything drawn comes from the ``LoopStep`` records; nothing is recomputed here and the
 records are not modified. Rendered with Agg (no pyplot, no global state); colours are
@@ -26,6 +27,9 @@ from matplotlib.patches import FancyBboxPatch
 
 from pagedlab.attention.kernel_steps import LoopStep
 from pagedlab.pictures.theme import CARRIED, DPI, INK, OTHER_COLOR, PALETTE, tint
+
+BAR_W, BAR_SHIFT = 0.42, 0.12  # the running-sum bar: width, and its shift right of the tick
+OLD_W = 0.2  # the dashed bar of l_old, left of the new one
 
 
 def online_softmax_figure(steps: Sequence[LoopStep], title: str = "", dpi: float = DPI) -> Figure:
@@ -84,14 +88,22 @@ def online_softmax_figure(steps: Sequence[LoopStep], title: str = "", dpi: float
     # running sum: carried (rescaled) + this block
     carried = [s.l_sum - s.block_sum for s in steps]
     l_old = [0.0] + [s.l_sum for s in steps[:-1]]
-    sums.bar(xs, carried, width=0.5, color=CARRIED, label="carried: l_old × alpha")
-    sums.bar(xs, [s.block_sum for s in steps], width=0.5, bottom=carried, color=color,
+    bar_x = [x + BAR_SHIFT for x in xs]  # the new l; l_old stands beside it, never inside it
+    sums.bar(bar_x, carried, width=BAR_W, color=CARRIED, label="carried: l_old × alpha")
+    sums.bar(bar_x, [s.block_sum for s in steps], width=BAR_W, bottom=carried, color=color,
              label="this block: Σ exp(s - m)")  # fmt: skip
+    shown_old = False
     for x, s, before in zip(xs, steps, l_old, strict=True):
-        if x > 0 and s.alpha != 1.0:
-            sums.bar(x, before, width=0.5, fill=False, edgecolor=OTHER_COLOR, linestyle="--")
-            sums.text(x + 0.28, before, f"× {s.alpha:.3f}", fontsize=7, va="center")
-        sums.text(x, s.l_sum, f"l = {s.l_sum:.3f}", ha="center", va="bottom", fontsize=8)
+        if x > 0:
+            old_x = x + BAR_SHIFT - BAR_W / 2 - OLD_W / 2 - 0.04
+            label = None if shown_old else "l_old, before × alpha"
+            sums.bar(old_x, before, width=OLD_W, fill=False, edgecolor=OTHER_COLOR,
+                     linestyle="--", label=label)  # fmt: skip
+            shown_old = True
+            text = f"{before:.3f}\n× {s.alpha:.3f}"
+            sums.text(old_x, before, text, ha="center", va="bottom", fontsize=7)
+        sums.text(x + BAR_SHIFT, s.l_sum, f"l = {s.l_sum:.3f}", ha="center", va="bottom",
+                  fontsize=8)  # fmt: skip
     top = max(max(s.l_sum for s in steps), max(l_old))
     sums.set_ylim(0, top * 1.6)
     sums.set_ylabel("running sum l", fontsize=9)

@@ -9,8 +9,9 @@ few milliseconds) with three bars on one slot axis and a zoom:
 - **paged**: the blocks the same tokens hold; the empty slots of the last block are
   "allocated, empty" (the only waste, always < B);
 - **contiguous, zoomed** and **paged, zoomed**: the first ``paged_blocks * B`` slots of
-  each, on one axis across the whole width (one cell per block), so the 2 reserved slots
-  and a 16-slot allocation on a 2048-slot axis are readable and line up slot for slot.
+  each, on one axis across the whole width (one cell per block, and one thin cell per slot
+  up to ``MAX_SLOT_CELLS`` slots), so each of the 2 reserved slots and a 16-slot allocation
+  on a 2048-slot axis are readable and line up slot for slot.
 
 Colours are the theme's categories (:data:`pagedlab.pictures.theme.CATEGORY_COLORS`).
 """
@@ -26,6 +27,7 @@ X0, X1 = 1.55, 7.8  # the slot axis, inches
 BAR_H = 0.34
 ROW_Y = {"contiguous": 2.6, "paged": 2.0, "contiguous-zoom": 1.22, "zoom": 0.72}
 MAX_CELLS = 128  # block boundaries drawn in the zoom; more blocks share one cell
+MAX_SLOT_CELLS = 64  # up to this many slots in the zoom, each slot is drawn as its own cell
 
 
 def _bar(d: Drawing, row: str, start: float, width: float, face: str, kind: str) -> None:
@@ -84,6 +86,11 @@ def _zoom(d: Drawing, r: OneRequest, used: str, empty: str) -> None:
         d.labels.append(Label(X1, ROW_Y["contiguous-zoom"] + BAR_H + 0.1, more, 6.5, ha="right"))
     _bar(d, "zoom", X0, r.tokens * scale, used, "tokens")
     _bar(d, "zoom", X0 + r.tokens * scale, r.paged_waste * scale, empty, "allocated-empty")
+    if slots <= MAX_SLOT_CELLS:  # slot for slot: each token, reserved or empty slot is a cell
+        for row in ("contiguous-zoom", "zoom"):
+            for i in range(slots):
+                box = Box(X0 + i * scale, ROW_Y[row], scale, BAR_H)
+                d.rects.append(Rect(box, "none", INK, "slot", row, i, 0.3))
     if r.paged_blocks <= MAX_CELLS:
         for b in range(r.paged_blocks):
             box = Box(X0 + b * r.block_size * scale, ROW_Y["zoom"], r.block_size * scale, BAR_H)

@@ -41,8 +41,12 @@ def sharing_scene(
     title: str = "",
     names: Sequence[str] | None = None,
     copies: Mapping[int, int] | None = None,
+    highlight_key: str = "",
 ) -> Drawing:
     """Block-table strips of up to 6 ``tables`` and the whole pool with ref counts.
+
+    ``highlight_key``, if given, is the colour key of the ``highlight`` outline (e.g.
+    "cached full block"): a swatch outlined as the highlighted blocks are, under the pool.
 
     ``names`` label the strips (default :func:`~pagedlab.pictures.blocks.sequence_names`:
     letters in the order given, never table ids). With ``values``, each strip has its
@@ -94,6 +98,10 @@ def sharing_scene(
     d.labels.append(
         Label(POOL_BOX.x, 0.95, "×n: ref count (tables holding the block)", 7.0, ha="left")
     )
+    if highlight_key:
+        swatch = Box(POOL_BOX.x, 0.6, 0.22, 0.14)
+        d.rects.append(Rect(swatch, "white", HIGHLIGHT, "key", "legend", None, 1.6))
+        d.labels.append(Label(swatch.x + 0.3, swatch.y + 0.07, highlight_key, 7.0, ha="left"))
     if caption:
         d.labels.append(Label(FIG_W - 0.1, 0.17, caption, 8.0, ha="right"))
     return d

@@ -2,8 +2,9 @@
 
 ``mixed_step_scene(step)`` draws a :class:`~pagedlab.attention.mixed_step.MixedStep`: the
 flattened ``input_ids`` and ``positions`` (one cell per token, coloured by request),
-``query_start_loc`` and ``seq_lens``, the zero-filled block table (a row per request slot; a
-used entry in its request's colour, a 0 in grey: the null block) and the slot mapping with
+``query_start_loc`` and ``seq_lens``, the block table (a row per request slot; a used entry
+in its request's colour, the rest of a sent row in grey; the rows of unused request slots
+faded, since attention gets only the first ``num_reqs`` rows) and the slot mapping with
 its ``-1`` padding up to the token budget (hatched grey).
 
 ``tensor_parallel_scene(table, num_workers, num_kv_heads)`` draws §4.6: one KV cache manager
@@ -28,9 +29,9 @@ ROW_H = 0.3
 
 
 def _cell(d: Drawing, x: float, y: float, text: str, face: str, kind: str, view: str,
-          w: float = CELL) -> None:  # fmt: skip
-    d.rects.append(Rect(Box(x, y, w - 0.03, ROW_H), face, INK, kind, view, linewidth=0.5))
-    d.labels.append(Label(x + (w - 0.03) / 2, y + ROW_H / 2, text, 6.5))
+          w: float = CELL, ink: str = INK) -> None:  # fmt: skip
+    d.rects.append(Rect(Box(x, y, w - 0.03, ROW_H), face, ink, kind, view, linewidth=0.5))
+    d.labels.append(Label(x + (w - 0.03) / 2, y + ROW_H / 2, text, 6.5, ink))
 
 
 def _row_label(d: Drawing, y: float, text: str) -> None:
@@ -56,17 +57,25 @@ def mixed_step_scene(step: MixedStep) -> Drawing:
             _cell(d, X0 + i * CELL, y, str(v), FREE_COLOR, "index", name)
         y -= ROW_H + 0.16
     _row_label(d, y, "block_table")
-    for r in range(rows):
-        used = len(step.tables[r].blocks) if r < step.num_reqs else 0
-        for c, v in enumerate(step.block_table[r].tolist()):
-            face = tint(table_color(r), 0.45) if c < used else FREE_COLOR
-            _cell(d, X0 + c * CELL, y, str(v), face, "table-cell" if c < used else "null",
-                  "block_table")  # fmt: skip
-        y -= ROW_H
     width = int(step.block_table.shape[1])
-    d.labels.append(Label(X0 + width * CELL + 0.1, y + ROW_H * (rows / 2 + 1),
-                          f"{rows} request slots x {width} entries, int32; grey 0 = null block",
-                          6.5, ha="left"))  # fmt: skip
+    note_x, first_row, sent = X0 + width * CELL + 0.1, y, step.num_reqs
+    for r in range(rows):
+        used = len(step.tables[r].blocks) if r < sent else 0
+        # attention gets block_table[:num_reqs]; rows of unused request slots stay behind
+        face = FREE_COLOR if r < sent else "white"
+        ink = INK if r < sent else FREE_EDGE
+        for c, v in enumerate(step.block_table[r].tolist()):
+            kind = "table-cell" if c < used else "null"
+            own = tint(table_color(r), 0.45) if c < used else face
+            _cell(d, X0 + c * CELL, y, str(v), own, kind, "block_table", ink=ink)
+        y -= ROW_H
+    middle = first_row - (sent - 1) * ROW_H / 2 + ROW_H / 2
+    text = f"{rows} request slots x {width} entries, int32; sent: rows 0-{sent - 1}"
+    d.labels.append(Label(note_x, middle, text, 6.5, ha="left"))
+    if sent < rows:
+        middle = first_row - (sent + (rows - sent - 1) / 2) * ROW_H + ROW_H / 2
+        text = f"rows {sent}-{rows - 1}: unused request slots, not sent to attention"
+        d.labels.append(Label(note_x, middle, text, 6.5, FREE_EDGE, ha="left"))
     y -= 0.16
     _row_label(d, y, "slot_mapping")
     for t, v in enumerate(step.slot_mapping.tolist()):

@@ -64,10 +64,12 @@ def test_explorer_checks_hold_and_follow_the_sliders() -> None:
     first = explorer.readout.value
     assert "✓" in first and "✗" not in first
     assert "pagedlab-readout" in explorer.readout._dom_classes
-    explorer.block_size.value = 3  # sequence 1: 12 tokens in 4 pages instead of 3
+    assert "  A       5" in first and "  B      12" in first  # the picture's names, not 0, 1
+    assert "  0       5" not in first
+    explorer.block_size.value = 3  # sequence B: 12 tokens in 4 pages instead of 3
     second = explorer.readout.value
     assert second != first and "✓" in second and "✗" not in second
-    assert "  1      12      4" in second
+    assert "  B      12      4" in second
     explorer.num_seqs.value = 1
     assert explorer.readout.value.count("\n") == 2 and "✗" not in explorer.readout.value
 

@@ -107,6 +107,41 @@ def test_fields_at_the_implemented_value_are_accepted_and_dropped() -> None:
     assert model.config == llama_config(TINY)
 
 
+def test_tied_embeddings_are_one_matrix_and_equal_hugging_face() -> None:
+    """``tie_word_embeddings=True`` (SmolLM2): lm_head is embed_tokens, in HF's model too."""
+    model = TinyLlama({**TINY, "tie_word_embeddings": True}, seed=3, init_std=0.5)
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    twin = hf_twin(model)
+    assert twin.lm_head.weight is twin.model.embed_tokens.weight
+    ids = torch.randint(0, TINY["vocab_size"], (2, 9), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        assert (model(ids) - twin(ids).logits).abs().max().item() <= 1e-4
+
+
+def test_from_state_dict_takes_the_tensors_and_checks_the_keys() -> None:
+    model = TinyLlama({**TINY, "tie_word_embeddings": True}, seed=1)
+    weights = {k: v.clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    back = TinyLlama.from_state_dict(model.config, weights)
+    assert back.model.norm.weight is not None and not back.training
+    assert (
+        back.model.embed_tokens.weight.data_ptr() == weights["model.embed_tokens.weight"].data_ptr()
+    )
+    assert back.lm_head.weight is back.model.embed_tokens.weight
+    ids = torch.tensor([[1, 5, 9]])
+    with torch.no_grad():
+        assert torch.equal(back(ids), model(ids))
+    with pytest.raises(ValueError, match="missing"):
+        TinyLlama.from_state_dict(
+            model.config, {k: v for k, v in weights.items() if "norm" not in k}
+        )
+    with pytest.raises(ValueError, match="shape"):
+        TinyLlama.from_state_dict(model.config, {**weights, "model.norm.weight": torch.ones(3)})
+    with pytest.raises(ValueError, match="lm_head.weight must equal"):
+        TinyLlama.from_state_dict(
+            model.config, {**weights, "lm_head.weight": torch.zeros(TINY["vocab_size"], 32)}
+        )
+
+
 def test_same_seed_same_weights_and_other_seed_differs() -> None:
     a, b, c = TinyLlama(TINY, seed=4), TinyLlama(TINY, seed=4), TinyLlama(TINY, seed=5)
     pairs = zip(a.state_dict().values(), b.state_dict().values(), strict=True)
@@ -119,7 +154,8 @@ def test_same_seed_same_weights_and_other_seed_differs() -> None:
     [
         ({"hidden_size": 30}, "multiple of num_attention_heads"),
         ({"num_key_value_heads": 3}, "multiple of num_key_value_heads"),
-        ({"tie_word_embeddings": True}, "not supported"),
+        ({"mlp_bias": True}, "not supported"),
+        ({"tie_word_embeddings": 1}, "True or False"),
         ({"hidden_act": "gelu"}, "not supported"),
         ({"sliding_window": 4}, "not supported"),
         ({"rope_theta": -1.0}, "rope_theta"),

@@ -1,0 +1,59 @@
+"""Notebook 11's explorers: why a prefix cache hits 0 %, and partial hits with copy-on-write.
+
+``HitRateExplorer`` runs :func:`pagedlab.control_scenes.miss_workload` through a real
+:class:`~pagedlab.memory.prefix_cache.PrefixCache` at the block size you choose (up to 1,024,
+the pool fixed at ``MISS_POOL_TOKENS`` tokens) and classifies every prompt token
+(:mod:`pagedlab.memory.miss_reasons`). ``PartialHitExplorer`` admits two prompts sharing 22
+tokens through :class:`~pagedlab.memory.partial_prefix.PartialPrefixCache` at the
+``prefix_match_unit`` you choose (vLLM 0.33's setting; a divisor of the block size 16).
+"""
+
+from __future__ import annotations
+
+from pagedlab.control_scenes import PARTIAL_SHARED, miss_scene, partial_hit_scene
+from pagedlab.explorers.base import Explorer, View
+from pagedlab.memory.miss_reasons import REASONS
+from pagedlab.pictures.in_2026 import miss_bars, partial_hit
+from pagedlab.views.controls import Choice
+
+MISS_BLOCK_SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
+UNITS = (1, 2, 4, 8, 16)
+
+
+class HitRateExplorer(Explorer):
+    """Control ``block_size``: the same eight prompts, every token's reason redrawn."""
+
+    CONTROLS = (Choice("block_size", MISS_BLOCK_SIZES, "block size", 16, slider=True),)
+    WIDGET_ARGS = {"continuous_update": False}
+
+    def render(self, block_size: int) -> View:
+        classifier = miss_scene(block_size)
+        totals = classifier.totals()
+        parts = ", ".join(f"{r} {totals[r]}" for r in REASONS[1:] if totals[r])
+        readout = (
+            f"block size {block_size}: hit rate <b>{100 * classifier.hit_rate:.1f} %</b> "
+            f"({totals['hit']} of {sum(totals.values())} prompt tokens); misses: {parts}"
+        )
+        return View(classifier, miss_bars(classifier.results, block_size), readout)
+
+
+class PartialHitExplorer(Explorer):
+    """Control ``prefix_match_unit``: where the second prompt's hit ends, and its copy."""
+
+    CONTROLS = (Choice("prefix_match_unit", UNITS, "prefix_match_unit", 16, slider=True),)
+    WIDGET_ARGS = {"continuous_update": False}
+
+    def render(self, prefix_match_unit: int) -> View:
+        alloc, cache, first, second = partial_hit_scene(prefix_match_unit)
+        copy = (
+            f"copy <b>KVCacheBlockCopy(src={second.copy.src}, dst={second.copy.dst})</b>, "
+            "both ends held until the step ran"
+            if second.copy
+            else "no copy (the hit ends on a block boundary)"
+        )
+        readout = (
+            f"prefix_match_unit {prefix_match_unit}: the second prompt hits "
+            f"<b>{second.hit_tokens} of {PARTIAL_SHARED}</b> shared tokens "
+            f"({len(second.shared_blocks)} block(s) shared); {copy}"
+        )
+        return View((alloc, cache, second), partial_hit(alloc, first, second, True), readout)

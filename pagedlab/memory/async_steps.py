@@ -1,0 +1,160 @@
+"""One step ahead: async scheduling, as on by default in vLLM 0.33, on pagedlab's allocator.
+
+Synchronously a step is plan -> run -> update: step t+1 is planned once step t's tokens are
+known. With async scheduling (vLLM: ``AsyncScheduler``, ``vllm/v1/core/sched/
+async_scheduler.py``) the scheduler plans step t+1 *while step t runs*: a decoding request's
+next input is step t's token, which does not exist yet, so the plan carries an *output
+placeholder* for it (its slot is allocated now; its value arrives with step t's output). If
+planning step t+1 must preempt a request whose step-t token is still in flight, that token is
+*stale* when it arrives: it is dropped, and the request later recomputes from what it had.
+
+:func:`run_async` replays a few decoding requests on a real :class:`BlockAllocator` (one
+:class:`BlockTable` each): FCFS, preempt the last running request by recompute when an
+append does not fit, readmit waiting requests when their prompt and tokens fit. Token values
+are a pure function of (request, position), so every request's output must equal the
+synchronous run's: :func:`run_sync` (checked in the tests).
+
+Invariants: each :class:`Plan` row has one entry per scheduled request; a placeholder is
+resolved at the next update or marked stale; no stale token reaches an output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pagedlab.checks import check_int
+from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
+from pagedlab.memory.block_table import BlockTable
+
+
+def token(request: int, position: int) -> int:
+    """The token a request produces at ``position``: a pure function, so runs compare."""
+    return 1000 * (request + 1) + position
+
+
+@dataclass
+class _Req:
+    index: int
+    name: str
+    prompt: int
+    max_new: int
+    outputs: list[int] = field(default_factory=list)
+    table: BlockTable | None = None
+    in_flight: bool = False  # a step that produces its next token is running
+
+    @property
+    def done(self) -> bool:
+        return len(self.outputs) >= self.max_new
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Step ``step`` as planned: what each request does, what was preempted, what went stale."""
+
+    step: int
+    work: dict[str, str]  # request -> "prefill N" | "decode" (input a placeholder) | "decode*"
+    preempted: tuple[str, ...]
+    stale: tuple[str, ...]  # requests whose in-flight token was dropped when it arrived
+    free_blocks: int
+
+
+@dataclass
+class Timeline:
+    plans: list[Plan]
+    outputs: dict[str, list[int]]
+    placeholders: int  # inputs planned before their value existed
+    stale_tokens: int
+
+
+def run_async(
+    prompts: tuple[int, ...] = (6, 6, 6),
+    max_new: int = 6,
+    num_blocks: int = 7,
+    block_size: int = 4,
+    one_step_ahead: bool = True,
+) -> Timeline:
+    """Decode ``prompts`` (their lengths), ``max_new`` tokens each, on ``num_blocks`` blocks.
+    ``one_step_ahead=False`` is the synchronous loop (each update before the next plan)."""
+    max_new = check_int(max_new, "max_new", minimum=1)
+    alloc = BlockAllocator(check_int(num_blocks, "num_blocks", minimum=1), block_size)
+    reqs = [_Req(i, f"R{i}", check_int(p, "prompt", minimum=1), max_new)
+            for i, p in enumerate(prompts)]  # fmt: skip
+    if not reqs:
+        raise ValueError("prompts must hold at least one prompt length")
+    if any(not BlockTable(alloc).can_append(r.prompt + max_new) for r in reqs):
+        raise ValueError(f"a request of {max(prompts)} + {max_new} tokens does not fit the pool")
+    running: list[_Req] = []
+    waiting = list(reqs)
+    plans: list[Plan] = []
+    in_flight: list[_Req] = []  # scheduled in the step now running
+    stale: set[int] = set()
+    placeholders = stale_tokens = 0
+    step = 0
+    while any(not r.done for r in reqs) or in_flight:
+        if not one_step_ahead:
+            stale_tokens += _update(in_flight, stale, running)
+            in_flight = []
+        work: dict[str, str] = {}
+        preempted: list[str] = []
+        marked: list[str] = []
+        for r in list(running):  # running requests first, FCFS
+            if r not in running or len(r.outputs) + r.in_flight >= r.max_new:
+                continue
+            while r in running:
+                try:
+                    r.table.append_tokens(1)  # type: ignore[union-attr]
+                    break
+                except OutOfBlocksError:
+                    victim = running.pop()  # the last running request, by recompute
+                    victim.table.free()  # type: ignore[union-attr]
+                    victim.table = None
+                    work.pop(victim.name, None)
+                    if victim.in_flight:
+                        stale.add(victim.index)
+                        marked.append(victim.name)
+                    waiting.insert(0, victim)
+                    preempted.append(victim.name)
+            if r in running:
+                placeholders += r.in_flight  # its input token is still being computed
+                work[r.name] = "decode*" if r.in_flight else "decode"
+        if not preempted:
+            for r in list(waiting):  # admit while the prompt and the tokens so far fit
+                if r.in_flight or r.done:
+                    continue
+                table = BlockTable(alloc)
+                n = r.prompt + len(r.outputs)
+                if not table.can_append(n):
+                    break
+                table.append_tokens(n)
+                r.table = table
+                waiting.remove(r)
+                running.append(r)
+                work[r.name] = f"prefill {n}"
+        if one_step_ahead:  # step t's tokens arrive only now, after step t+1 was planned
+            stale_tokens += _update(in_flight, stale, running)
+        in_flight = [r for r in running if r.name in work]
+        for r in in_flight:
+            r.in_flight = True
+        plans.append(Plan(step, work, tuple(preempted), tuple(marked), alloc.num_free))
+        step += 1
+        if step > 50 * len(reqs) * max_new:
+            raise RuntimeError("no progress")  # pragma: no cover
+    return Timeline(plans, {r.name: r.outputs for r in reqs}, placeholders, stale_tokens)
+
+
+def _update(in_flight: list[_Req], stale: set[int], running: list[_Req]) -> int:
+    """Step outputs arrive: each in-flight request gets its token, unless it is stale; a
+    request with all its tokens finishes (its blocks are freed)."""
+    dropped = 0
+    for r in in_flight:
+        r.in_flight = False
+        if r.index in stale:
+            stale.discard(r.index)
+            dropped += 1
+            continue
+        r.outputs.append(token(r.index, r.prompt + len(r.outputs)))
+        if r.done and r in running:
+            running.remove(r)
+            r.table.free()  # type: ignore[union-attr]
+            r.table = None
+    return dropped

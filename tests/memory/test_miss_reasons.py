@@ -1,0 +1,42 @@
+"""pagedlab.memory.miss_reasons: every missed token classified, on notebook 11's workload."""
+
+from __future__ import annotations
+
+import pytest
+
+from pagedlab.control_scenes import miss_scene
+from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
+from pagedlab.memory.miss_reasons import REASONS, MissClassifier
+
+
+def test_every_reason_appears_at_block_size_16() -> None:
+    classifier = miss_scene(16)
+    by_name = {r.name: r.counts for r in classifier.results}
+    assert by_name["R2"]["computed in the same step"] == 288  # R1 computes S in the same step
+    assert by_name["R3"]["hit"] == 288  # 18 full blocks of S, a step later
+    assert by_name["R4"]["shorter than a block"] == 12
+    assert by_name["R5"] == {**dict.fromkeys(REASONS, 0), "hit": 240, "the last-token rule": 16}
+    assert by_name["R8"]["evicted"] == 288  # R6 and R7 filled the pool
+    assert by_name["R6"]["no shared prefix"] == 2048
+    for r in classifier.results:
+        assert sum(r.counts.values()) == r.tokens and r.counts["hit"] % 16 == 0
+    assert set(classifier.totals()) == set(REASONS)
+
+
+def test_blocks_longer_than_the_prompts_hit_nothing() -> None:
+    for size in (512, 1024):
+        classifier = miss_scene(size)
+        assert classifier.hit_rate == 0.0
+        assert classifier.totals()["shorter than a block"] > 0
+
+
+def test_a_step_that_does_not_fit_changes_nothing() -> None:
+    alloc = BlockAllocator(4, 4)
+    classifier = MissClassifier(alloc)
+    with pytest.raises(OutOfBlocksError):
+        classifier.run_step([("big", list(range(20)))])
+    assert alloc.num_free == 4 and classifier.step == 0 and classifier.results == []
+    with pytest.raises(ValueError, match="at least one token"):
+        classifier.run_step([("empty", [])])
+    with pytest.raises(ValueError, match="block_size"):
+        miss_scene(4096)
