@@ -161,15 +161,14 @@ def _engine_swap_frame() -> Drawing:
     """Notebook 10: four prompts on 6 blocks of 8 (swap), the step of the first swap-out."""
     from pagedlab.attention.ops import reference_attention
     from pagedlab.engine import Engine
-    from pagedlab.model import TinyLlama
-    from pagedlab.model.weights import BYTE_CONFIG, encode
+    from pagedlab.model import TINY, TinyLlama
 
-    texts = ["The assert statement", "The for statement is used", "A class definition",
-             "The try statement"]  # fmt: skip
-    model = TinyLlama(BYTE_CONFIG, seed=0, init_std=0.3)
+    lengths = (20, 25, 18, 17)  # four prompts' tokens, as notebook 10's scene
+    prompts = [[(7 * i + 3 * t) % 64 for t in range(n)] for i, n in enumerate(lengths)]
+    model = TinyLlama(TINY, seed=0, init_std=0.3)
     engine = Engine(model, 6, 8, preemption="swap", prefix_caching=False,
                     decode_attention=reference_attention)  # fmt: skip
-    run = engine.start([encode(t) for t in texts], 16)
+    run = engine.start(prompts, 16)
     while not run.scheduler.done:
         record = engine.step(run)
         if record.result.swapped_out:

@@ -1,7 +1,8 @@
 """EngineExplorer: step a real model's serving run and watch the pool and the text (notebook 10).
 
-A :class:`pagedlab.engine.Engine` serves a few prompts on a small pool (6 blocks of 8 by
-default: small enough to preempt). Each mode's whole run is computed once, on first use
+A :class:`pagedlab.engine.Engine` serves a few prompts (token ids, each shown by its
+``label``; ``decode`` turns new tokens into text: a tokenizer's) on a small pool (6 blocks
+of 8 by default: small enough to preempt). Each mode's whole run is computed once, on first use
 (real model forwards, decodes through ``paged_attention`` unless told otherwise); every
 step keeps its picture (:func:`~pagedlab.pictures.scheduler.scheduler_drawing`, drawn right
 after that step, so later steps cannot change it) and each request's text so far. Moving
@@ -11,13 +12,13 @@ time. A step past the end shows the last frame.
 Controls (``set(**controls)`` takes the same names): ``mode`` (recompute / swap), ``step``.
 The readout says which step it is, what the scheduler did and each request's text, and
 whether every request's tokens equal :func:`pagedlab.model.generate_contiguous`'s (checked
-once the run is computed).
+once the run is computed; pass ``expected`` to compare with tokens the oracle already gave).
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pagedlab.checks import check_int
@@ -26,7 +27,6 @@ from pagedlab.explorers.base import Explorer, View
 from pagedlab.memory.scheduler import MODES
 from pagedlab.model import TinyLlama, generate_contiguous
 from pagedlab.model.paged import DecodeAttention
-from pagedlab.model.weights import decode, encode
 from pagedlab.pictures.canvas import Drawing
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.views.controls import Choice, Slider
@@ -43,7 +43,7 @@ class EngineFrame:
     total_steps: int
     drawing: Drawing
     events: tuple[str, ...]
-    texts: tuple[tuple[str, str], ...]  # (request name, prompt + generated so far)
+    texts: tuple[tuple[str, str], ...]  # (request name, label -> answer so far)
     preemptions: int
     identical: bool  # every request's final tokens equal generate_contiguous's
 
@@ -56,22 +56,32 @@ class EngineExplorer(Explorer):
     def __init__(
         self,
         model: TinyLlama,
-        texts: Sequence[str],
+        prompts: Sequence[Sequence[int]],
+        decode: Callable[[list[int]], str],
+        labels: Sequence[str] | None = None,
         max_new_tokens: int = 16,
         num_blocks: int = 6,
         block_size: int = 8,
         decode_attention: DecodeAttention | None = None,
+        expected: Sequence[Sequence[int]] | None = None,
         **initial: object,
     ) -> None:
-        if isinstance(texts, str) or not texts or not all(isinstance(t, str) for t in texts):
-            raise TypeError(f"texts must be a non-empty list of prompt strings, got {texts!r}")
-        self._model, self._texts = model, list(texts)
+        if isinstance(prompts, (str, bytes)) or not prompts:
+            raise TypeError(f"prompts must be a non-empty list of token-id lists, got {prompts!r}")
+        if not callable(decode):
+            raise TypeError(f"decode must turn a list of token ids into text, got {decode!r}")
+        labels = [f"prompt {i}" for i in range(len(prompts))] if labels is None else list(labels)
+        if len(labels) != len(prompts) or not all(isinstance(t, str) for t in labels):
+            raise TypeError(f"labels must be one string per prompt, got {labels!r}")
+        self._model, self._prompts = model, [list(p) for p in prompts]
+        self._decode, self._labels = decode, labels
         self._new = check_int(max_new_tokens, "max_new_tokens", 1)
         self._pool = (
             check_int(num_blocks, "num_blocks", 1),
             check_int(block_size, "block_size", 1),
         )
         self._attention = decode_attention
+        self._expected = None if expected is None else [list(e) for e in expected]
         self._runs: dict[str, list[EngineFrame]] = {}
         super().__init__(**initial)
 
@@ -84,7 +94,7 @@ class EngineExplorer(Explorer):
         return self._runs[mode]
 
     def _compute(self, mode: str) -> list[EngineFrame]:
-        prompts = [encode(t) for t in self._texts]
+        prompts = self._prompts
         engine = Engine(
             self._model, *self._pool, preemption=mode, prefix_caching=False,
             decode_attention=self._attention,
@@ -97,7 +107,7 @@ class EngineExplorer(Explorer):
             result = engine.step(run).result
             pictures.append((scheduler_drawing(run.scheduler, result), tuple(result.events())))
             texts.append(self._texts_of(engine, run))
-        oracle = [generate_contiguous(self._model, p, self._new) for p in prompts]
+        oracle = self._expected or [generate_contiguous(self._model, p, self._new) for p in prompts]
         identical = [engine.tokens(run, name) for name in run.names] == oracle
         total = len(pictures) - 1
         frames = []
@@ -110,8 +120,8 @@ class EngineExplorer(Explorer):
 
     def _texts_of(self, engine: Engine, run: EngineRun) -> tuple[tuple[str, str], ...]:
         return tuple(
-            (name, text + decode(engine.tokens(run, name)))
-            for name, text in zip(run.names, self._texts, strict=True)
+            (name, f"{label} → {self._decode(engine.tokens(run, name))}")
+            for name, label in zip(run.names, self._labels, strict=True)
         )
 
     def render(self, mode: str, step: int) -> View:
@@ -125,7 +135,7 @@ def readout_html(frame: EngineFrame) -> str:
     lines = [
         f"step {frame.step} of {frame.total_steps} · {frame.mode} · preemptions so far "
         f"{frame.preemptions}" + (f" · {'; '.join(frame.events)}" if frame.events else ""),
-        *(f"{name}: {text!r}" for name, text in frame.texts),
+        *(f"{name}: {text}" for name, text in frame.texts),
         ("✓ every request's tokens equal generate_contiguous's (an ordinary contiguous cache)"
          if frame.identical else "✗ a request's tokens differ from generate_contiguous's"),
     ]  # fmt: skip

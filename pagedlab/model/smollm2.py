@@ -190,3 +190,35 @@ def pretrained(cache: bool = True) -> tuple[TinyLlama, Any]:
     """
     config, weights, tokenizer = _load(gguf_path(), cache)
     return TinyLlama.from_state_dict(config, weights), tokenizer
+
+
+def chat_prompt(tokenizer: Any, question: str) -> list[int]:
+    """The token ids of ``question`` as a user turn in SmolLM2's chat template, ready for
+    the assistant's answer (``add_generation_prompt``)."""
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError(f"question must be a non-empty string, got {question!r}")
+    messages = [{"role": "user", "content": question}]
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=False)
+    return [int(i) for i in ids]
+
+
+def transformers_model() -> Any:
+    """``transformers``' own reading of the same GGUF file (``LlamaForCausalLM``, fp32, eval):
+    the independent oracle. Quiet (no progress bars); EOS is switched off in its generation
+    config so that ``generate`` gives exactly ``max_new_tokens``, as ``generate_contiguous``."""
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    path = gguf_path()
+    hf_logging.disable_progress_bar()
+    previous = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path.parent), gguf_file=path.name, dtype=torch.float32, local_files_only=True
+        )
+    finally:
+        hf_logging.set_verbosity(previous)
+        hf_logging.enable_progress_bar()
+    model.generation_config.eos_token_id = None
+    return model.eval()

@@ -29,12 +29,12 @@ def _block_size_explorer() -> BlockSizeExplorer:
 
 def _engine_explorer() -> EngineExplorer:
     from pagedlab import reference_attention
-    from pagedlab.model import TinyLlama
-    from pagedlab.model.weights import BYTE_CONFIG
+    from pagedlab.model import TINY, TinyLlama
 
-    model = TinyLlama(BYTE_CONFIG, seed=0, init_std=0.3)
-    return EngineExplorer(model, ["The a", "Be c", "Do"], max_new_tokens=4, num_blocks=3,
-                          block_size=4, decode_attention=reference_attention)  # fmt: skip
+    model = TinyLlama(TINY, seed=0, init_std=0.3)
+    prompts = [[3, 1, 4, 1, 5], [9, 2, 6, 5], [3, 5]]
+    return EngineExplorer(model, prompts, lambda ids: " ".join(map(str, ids)), max_new_tokens=4,
+                          num_blocks=3, block_size=4, decode_attention=reference_attention)  # fmt: skip
 
 
 FACTORIES: dict[str, Callable[[], Explorer]] = {
