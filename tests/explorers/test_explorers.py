@@ -33,8 +33,15 @@ def _engine_explorer() -> EngineExplorer:
 
     model = TinyLlama(TINY, seed=0, init_std=0.3)
     prompts = [[3, 1, 4, 1, 5], [9, 2, 6, 5], [3, 5]]
-    return EngineExplorer(model, prompts, lambda ids: " ".join(map(str, ids)), max_new_tokens=4,
-                          num_blocks=3, block_size=4, decode_attention=reference_attention)  # fmt: skip
+    return EngineExplorer(
+        model,
+        prompts,
+        lambda ids: " ".join(map(str, ids)),
+        max_new_tokens=4,
+        num_blocks=3,
+        block_size=4,
+        decode_attention=reference_attention,
+    )
 
 
 FACTORIES: dict[str, Callable[[], Explorer]] = {
