@@ -38,7 +38,6 @@ class NearTie:
     index: int  # the prompt (in the batch) whose first token flips
     top: int  # the original argmax, a
     runner_up: int  # b
-    shift: float  # t: logit b - logit a, in real arithmetic, for the oracle's hidden state
     oracle_gap: float  # the oracle's logit[its token] - logit[the other token], >= 0
     batched_gap: float  # the batched forward's logit[its token] - logit[the other], >= 0
 
@@ -92,15 +91,15 @@ def forge_near_tie(
     if o == g:
         return None
     blocks = sum(-(-(len(p) + 1) // 16) for p in prompts)  # roomy: one prefill step for all
-    served = Engine(copy, blocks, 16, prefix_caching=False).generate(list(prompts), 1)[index]
-    if served != [g] or generate_contiguous(copy, prompts[index], 1) != [o]:
+    batch = [list(p) for p in prompts]
+    served = Engine(copy, blocks, 16, prefix_caching=False).generate(batch, 1)[index]
+    if served != [g] or generate_contiguous(copy, batch[index], 1) != [o]:
         return None  # the real runs did not reproduce it (a forward differs from last_hidden's)
     return NearTie(
         copy,
         index,
         a,
         b,
-        t,
         float(oracle_logits[o] - oracle_logits[g]),
         float(batched_logits[g] - batched_logits[o]),
     )

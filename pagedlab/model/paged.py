@@ -142,8 +142,8 @@ class PagedStep:
         if self.batch_invariant:
             for p, start in zip(self.pieces, self.starts, strict=True):
                 keys, values = self._read(cache, p)
-                rows = slice(start, start + p.count)
-                out[rows] = invariant_attention(q[rows], keys, values, p.first)
+                span = slice(start, start + p.count)
+                out[span] = invariant_attention(q[span], keys, values, p.first)
             return out
         if self.decodes:
             attend = self.decode_attention or default_decode_attention()  # looked up now

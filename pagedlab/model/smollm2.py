@@ -204,21 +204,25 @@ def chat_prompt(tokenizer: Any, question: str) -> list[int]:
 
 def transformers_model() -> Any:
     """``transformers``' own reading of the same GGUF file (``LlamaForCausalLM``, fp32, eval):
-    the independent oracle. Quiet (no progress bars); EOS is switched off in its generation
-    config so that ``generate`` gives exactly ``max_new_tokens``, as ``generate_contiguous``."""
+    the independent oracle. Quiet (its progress bars are off while it loads); EOS is switched
+    off in its generation config so that ``generate`` gives exactly ``max_new_tokens``, as
+    ``generate_contiguous``."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_reading
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     path = gguf_path()
-    hf_logging.disable_progress_bar()
-    previous = hf_logging.get_verbosity()
+    previous, bar = hf_logging.get_verbosity(), gguf_reading.tqdm
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()  # "Loading weights"
+    gguf_reading.tqdm = lambda items, **_: items  # "Converting and de-quantizing": its own bar
     try:
         model = AutoModelForCausalLM.from_pretrained(
             str(path.parent), gguf_file=path.name, dtype=torch.float32, local_files_only=True
         )
     finally:
-        hf_logging.set_verbosity(previous)
+        gguf_reading.tqdm = bar
         hf_logging.enable_progress_bar()
+        hf_logging.set_verbosity(previous)
     model.generation_config.eos_token_id = None
     return model.eval()
