@@ -73,7 +73,7 @@ ORCA_SPECS = [
     ([8, 16], 4, 8, "prompts that fill their blocks exactly: the first new token's K/V is not "
      "stored yet, so no block is opened for it", ("first_token",)),
     ([3, 3, 3], 10, 1, "blocks of 1: the pages hold exactly the prompt tokens", ("new_only",)),
-    ([5, 12], 1, 16, "blocks of 16 longer than the prompts; one new token each",
+    ([5, 12], 2, 16, "blocks of 16 longer than the prompts; two new tokens each",
      ("floor", "prompt_only")),
 ]  # fmt: skip
 
@@ -87,7 +87,8 @@ def _orca_cases() -> tuple[Case, ...]:
     rng = random.Random(1010)
     for _ in range(6):
         lens = [rng.randint(1, 30) for _ in range(rng.randint(1, 4))]
-        new, size = rng.randint(1, 20), rng.choice([1, 2, 3, 4, 5, 8, 16])
+        # at least 2: with one new token a request ends in its prefill step (blocks freed)
+        new, size = rng.randint(2, 20), rng.choice([1, 2, 3, 4, 5, 8, 16])
         cases.append(
             Case((lens, new, size), _after_prefill(tuple(lens), new, size), kind="generated")
         )
