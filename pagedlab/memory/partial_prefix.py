@@ -76,7 +76,6 @@ class PartialPrefixCache:
         self._owners: dict[int, Owner] = {}  # request -> owner
         self._tables: dict[int, list[int]] = {}
         self._pending: list[tuple[Owner, BlockCopy]] = []
-        self.copies_run: list[BlockCopy] = []
         allocator.subscribe(self._forget, ("allocate",))
 
     @property
@@ -174,7 +173,6 @@ class PartialPrefixCache:
             self._alloc.free_many([copy.dst, copy.src], keeper)
             done.append(copy)
         self._pending = []
-        self.copies_run += done
         return done
 
     def free(self, request: int) -> None:
@@ -184,7 +182,3 @@ class PartialPrefixCache:
                 f"request {request!r} is not admitted here (known: {sorted(self._owners)})"
             )
         self._alloc.free_many(self._tables.pop(request)[::-1], self._owners.pop(request))
-
-    def cached_boundaries(self) -> int:
-        """How many boundary entries are findable now."""
-        return len(self._entry)
