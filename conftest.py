@@ -24,7 +24,10 @@ from typing import Any
 import pytest
 
 SITE_BUILDS = ("tests/browser/test_site.py", "tests/browser/test_live_site.py")
-TOGETHER = ("tests/model/test_pretrained.py",)  # module fixtures that take seconds to load
+TOGETHER = (  # module fixtures that take seconds to load (SmolLM2, the transformers oracle)
+    "tests/model/test_pretrained.py",
+    "tests/engine/test_smollm2_engine.py",
+)
 
 
 def unit_of(nodeid: str) -> str:
