@@ -5,7 +5,7 @@ Each sequence has a prompt of 1..512 tokens and 1..256 decode steps (uniform, se
 Admit -> make room for the prompt -> one token per running sequence per step -> free when done.
 The same loop without any allocator calls is timed too: the difference is the manager's cost.
 Times are CPU seconds of this process (``time.process_time``), steadier than wall time on a
-shared machine; every figure is the best of ``REPEATS`` runs, all in this one process.
+shared machine; every figure is the best of ``REPEATS`` runs, interleaved, all in one process.
 
 The peer is nano-vllm's real ``BlockManager`` (GeeeekExplorer/nano-vllm at commit bb823b3:
 ``nanovllm/engine/block_manager.py``, ``sequence.py`` and ``sampling_params.py``), read from the
@@ -162,35 +162,43 @@ def run_nano(nano: types.ModuleType, trace: list[tuple[int, int]], hash_blocks: 
     return appends
 
 
-def best_of(fn: Callable[[], int]) -> tuple[int, float]:
-    """``fn()`` and the fewest CPU seconds it took in ``REPEATS`` runs."""
-    times = []
-    for _ in range(REPEATS):
-        start = time.process_time()
-        result = fn()
-        times.append(time.process_time() - start)
-    return result, min(times)
+def cpu_seconds(fn: Callable[[], int]) -> tuple[int, float]:
+    """``fn()`` and the CPU seconds it took."""
+    start = time.process_time()
+    result = fn()
+    return result, time.process_time() - start
 
 
 def main() -> None:
     trace = make_trace()
     nano, where = load_nano()
+    runs: dict[str, Callable[[], int]] = {
+        "empty": lambda: run(trace, with_allocator=False),
+        "pagedlab": lambda: run(trace),
+    }
+    if nano is not None:
+        runs["nano"] = lambda: run_nano(nano, trace, hash_blocks=False)
+        runs["nano+hash"] = lambda: run_nano(nano, trace, hash_blocks=True)
+    best: dict[str, float] = {}
+    appends: dict[str, int] = {}
+    for _ in range(REPEATS):  # interleaved, so a busy spell on the machine hits every side
+        for name, fn in runs.items():
+            appends[name], seconds = cpu_seconds(fn)
+            best[name] = min(best.get(name, seconds), seconds)
+    assert len(set(appends.values())) == 1, appends
+    count, paged = appends["pagedlab"], best["pagedlab"]
     print(f"sequences          {NUM_SEQUENCES:,}  (block {BLOCK_SIZE}, <= {MAX_RUNNING} running)")
-    _, empty = best_of(lambda: run(trace, with_allocator=False))
-    appends, seconds = best_of(lambda: run(trace))
-    print(f"single-token appends {appends:,}   (best of {REPEATS}, CPU seconds)")
-    print(f"pagedlab           {seconds:.3f} s   ({appends / seconds / 1e6:.2f} M appends/s)")
-    print(f"empty loop         {empty:.3f} s   (pagedlab's own cost {seconds - empty:.3f} s)")
+    print(f"single-token appends {count:,}   (best of {REPEATS} interleaved runs, CPU seconds)")
+    print(f"pagedlab           {paged:.3f} s   ({count / paged / 1e6:.2f} M appends/s)")
+    empty = best["empty"]
+    print(f"empty loop         {empty:.3f} s   (pagedlab's own cost {paged - empty:.3f} s)")
     if nano is None:
         print(f"nano-vllm          skipped: {where}")
         return
-    nano_appends, nano_s = best_of(lambda: run_nano(nano, trace, hash_blocks=False))
-    assert nano_appends == appends
-    _, hashed_s = best_of(lambda: run_nano(nano, trace, hash_blocks=True))
-    rate = appends / nano_s / 1e6
-    print(f"nano-vllm          {nano_s:.3f} s   ({rate:.2f} M appends/s; {where})")
-    print(f"  with hash_blocks {hashed_s:.3f} s   (its prefix caching; not in the ratio)")
-    print(f"pagedlab is        {nano_s / seconds:.2f}x as fast as nano-vllm's BlockManager")
+    nano_s = best["nano"]
+    print(f"nano-vllm          {nano_s:.3f} s   ({count / nano_s / 1e6:.2f} M appends/s; {where})")
+    print(f"  with hash_blocks {best['nano+hash']:.3f} s   (its prefix caching; not in the ratio)")
+    print(f"pagedlab is        {nano_s / paged:.2f}x as fast as nano-vllm's BlockManager")
 
 
 if __name__ == "__main__":

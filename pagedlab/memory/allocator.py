@@ -90,7 +90,8 @@ class BlockAllocator(EventSource):
         """One more holder for an allocated ``block`` (a fork, or a prefix-cache hit)."""
         block = self._check_shareable(block, owner)
         self.holders[block].append(owner)
-        self._tell("share", block, owner)
+        if "share" in self.listening:
+            self._tell("share", block, owner)
 
     def copy_on_write(self, block: int, owner: Owner) -> int:
         """Give ``owner`` a private copy of the shared ``block``: a new block from the front of
@@ -98,7 +99,8 @@ class BlockAllocator(EventSource):
         the caller's KV storage must copy ``block`` into it. OutOfBlocksError if none is free."""
         block = self._check_copyable(block, owner)
         copy = self._take(owner)
-        self._tell("copy", copy, owner, src=block)
+        if "copy" in self.listening:
+            self._tell("copy", copy, owner, src=block)
         self._release(block, owner)
         return copy
 
@@ -113,27 +115,30 @@ class BlockAllocator(EventSource):
         block = self._free.popitem(last=False)[0]
         self._hashed.discard(block)  # new contents: the old hash (if any) is evicted
         self.holders[block].append(owner)
-        self._tell("allocate", block, owner)
+        if "allocate" in self.listening:
+            self._tell("allocate", block, owner)
         return block
 
     def _release(self, block: int, owner: Owner | None) -> None:
         holders = self.holders[block]
         drop_holder(holders, owner, block)
         if holders:
-            self._tell("release", block, owner)
+            if "release" in self.listening:
+                self._tell("release", block, owner)
             return
         self._free[block] = None  # the back of the queue
         if self._rule == "vllm-v1" and block not in self._hashed:
             self._free.move_to_end(block, last=False)  # no hash: nothing worth keeping
-        self._tell("free", block, owner)
+        if "free" in self.listening:
+            self._tell("free", block, owner)
 
     def _tell(
         self, kind: EventKind, block: int, owner: Owner | None, src: int | None = None
     ) -> None:
-        """Tell the listeners of ``kind``, if any, what just happened to ``block``."""
-        if kind in self.listening:
-            table = None if owner is None else owner.id
-            self._emit(Event(kind, block, len(self.holders[block]), table, src=src))
+        """Tell the listeners of ``kind`` what just happened to ``block`` (each caller first
+        asks whether anybody listens: no event, not even a call, that nobody reads)."""
+        table = None if owner is None else owner.id
+        self._emit(Event(kind, block, len(self.holders[block]), table, src=src))
 
     # --- several blocks at once, and blocks taken back with their contents ------------------
     def allocate_many(self, count: int, owner: Owner | None = None) -> list[int]:
@@ -166,14 +171,16 @@ class BlockAllocator(EventSource):
         for block in self._check_each(blocks, owner, self._check_not_holding):
             if self.holders[block]:
                 self.holders[block].append(owner)
-                self._tell("share", block, owner)
+                if "share" in self.listening:
+                    self._tell("share", block, owner)
             else:
                 self._take_back(block, owner)
 
     def _take_back(self, block: int, owner: Owner | None) -> None:
         del self._free[block]
         self.holders[block].append(owner)
-        self._tell("reuse", block, owner)
+        if "reuse" in self.listening:
+            self._tell("reuse", block, owner)
 
     # --- hash marks: which blocks a prefix cache hashed --------------------------------------
     def mark_hashed(self, block: int) -> None:
