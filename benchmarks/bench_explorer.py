@@ -53,11 +53,13 @@ def random_value(rng: random.Random, control: widgets.ValueWidget) -> object:
 
 
 def settings(explorer: Explorer, seed: int = 0) -> list[list[tuple[str, object]]]:
-    """``SETTINGS`` settings: two moves each, of two different controls, each to a new value."""
+    """``SETTINGS`` settings: two moves each, of two different controls (of the one control,
+    if an explorer has only one), each to a new value."""
     rng, values, out = random.Random(seed), dict(explorer.values), []
     while len(out) < SETTINGS:
         setting = []
-        for name in rng.sample(list(explorer.controls), 2):
+        names = list(explorer.controls)
+        for name in rng.sample(names, 2) if len(names) > 1 else names * 2:
             value = random_value(rng, explorer.controls[name])
             while value == values[name]:
                 value = random_value(rng, explorer.controls[name])
