@@ -13,13 +13,13 @@ same slider values always give the same tree.
 from __future__ import annotations
 
 from pagedlab.explorers.base import Explorer, View
-from pagedlab.views.sharing import PREFIX_CONTROLS, SHARING_CONTROLS, prefix_view, sharing_view
+from pagedlab.views.sharing import PREFIX_EXPLORER, SHARING_EXPLORER, prefix_view, sharing_view
 
 
 class SharingExplorer(Explorer):
     """Controls ``mode``, ``width`` (n samples / beam width), ``prompt_len``, ``steps``."""
 
-    CONTROLS = SHARING_CONTROLS
+    DECLARATION = SHARING_EXPLORER
     ROWS = ("mode", ("width", "prompt_len", "steps"))
 
     def render(self, mode: str, width: int, prompt_len: int, steps: int) -> View:
@@ -29,7 +29,7 @@ class SharingExplorer(Explorer):
 class PrefixCacheExplorer(Explorer):
     """Controls ``shared`` (prefix length), ``prompt_len``, ``requests``, ``block_size``."""
 
-    CONTROLS = PREFIX_CONTROLS
+    DECLARATION = PREFIX_EXPLORER
     ROWS = (("shared", "prompt_len", "requests"), "block_size")
 
     def render(self, shared: int, prompt_len: int, requests: int, block_size: int) -> View:

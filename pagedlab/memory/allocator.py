@@ -35,7 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.checks import ArgumentTypeError, Refused, check_int
 from pagedlab.memory.events import Event, EventKind, EventSource
 from pagedlab.memory.owner import (
     Owner,
@@ -52,7 +52,7 @@ FreeRule = Literal["fifo", "vllm-v1"]
 FREE_RULES: tuple[FreeRule, ...] = ("fifo", "vllm-v1")
 
 
-class OutOfBlocksError(RuntimeError):
+class OutOfBlocksError(RuntimeError, Refused):
     """The pool has fewer free blocks than an operation needs; nothing was changed."""
 
 
