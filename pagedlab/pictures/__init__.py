@@ -4,8 +4,11 @@ Primitives apart from scenes:
 
 - :mod:`~pagedlab.pictures.theme`   the one palette (Okabe-Ito) and what each colour means
 - :mod:`~pagedlab.pictures.png`     the one PNG encoder (``to_png``: figures and bytes only)
-- :mod:`~pagedlab.pictures.canvas`  ``Drawing`` (rects, labels, arrows), the in-place ``Canvas``,
-  ``drawing_png`` and ``image`` (any picture as a cell's value)
+- :mod:`~pagedlab.pictures.drawing` ``Drawing`` (rects, labels, arrows, in inches): the data half,
+  no numpy or matplotlib
+- :mod:`~pagedlab.pictures.canvas`  the in-place ``Canvas`` that renders a ``Drawing`` (and
+  re-exports its names), ``drawing_png`` and ``image`` (any picture as a cell's value)
+- :mod:`~pagedlab.pictures.svg`     the same ``Drawing`` as SVG, for the live site
 
 Scenes (state -> picture):
 
@@ -17,4 +20,6 @@ Scenes (state -> picture):
 - :mod:`~pagedlab.pictures.at_scale`    memory at scale: Fig. 2, Fig. 13, block-size sweep
 - :mod:`~pagedlab.pictures.buddy`       a buddy allocator splitting and merging one request (§6.1)
 - :mod:`~pagedlab.pictures.step`        a mixed vLLM V1 step; one table for every TP worker (§4.6)
+- :mod:`~pagedlab.pictures.scheduler_drawing` device and host pools, queues (the data half)
+- :mod:`~pagedlab.pictures.scheduler`   re-exports it; Fig. 19's plots
 """
