@@ -1,10 +1,10 @@
 """Explorers: ipywidgets that compose state and pictures (sliders -> state -> picture).
 
 Every explorer derives from :class:`~pagedlab.explorers.base.Explorer` (its module docstring
-is the API: a ``DECLARATION`` (controls, static frames, Play) plus one ``render`` function, an optional slow
-``finish``, an atomic ``set``, ``.widget`` / ``.picture`` / ``.readout`` / ``.state``, one
-display hook whose bundle also carries the first frame as a PNG). A notebook shows
-``explorer`` itself.
+is the API: a ``DECLARATION`` (controls, static frames, Play) plus one ``render`` function,
+an optional slow ``finish``, an atomic ``set``, ``.widget`` / ``.picture`` / ``.readout`` /
+``.state``, one display hook whose bundle also carries the first frame as a PNG). A notebook
+shows ``explorer`` itself.
 
 - :mod:`~pagedlab.explorers.base`       ``Explorer``, ``View``
 - :mod:`~pagedlab.explorers.allocation` ``AllocationExplorer`` (notebooks 2-3)
