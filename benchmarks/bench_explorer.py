@@ -11,7 +11,8 @@ explorer, the same settings again (kernel memoised) and Play steps.
 
 Times are this thread's CPU time (``time.thread_time``), so that other jobs on a shared
 machine do not count; ``--wall`` gives wall-clock time. Run:
-``python benchmarks/bench_explorer.py [--wall]``. Target: a setting <= 50 ms (median).
+``python benchmarks/bench_explorer.py [--wall] [ExplorerName ...]`` (names: only those).
+Target: a setting <= 50 ms (median).
 """
 
 from __future__ import annotations
@@ -103,8 +104,11 @@ def main() -> None:
     ]
     print(f"one setting = two control moves; {SETTINGS} random settings per explorer")
     print(f"{'explorer':20s}  {'until the last picture':34s}  until done (incl. kernel check)")
+    only = [arg for arg in sys.argv[1:] if not arg.startswith("--")]  # explorer class names
     for make in factories:
         explorer = make()
+        if only and type(explorer).__name__ not in only:
+            continue
         picture, done = run(explorer, settings(explorer))
         print(f"{type(explorer).__name__:20s}  {stats(picture)}  {stats(done)}")
     allocation = AllocationExplorer()
