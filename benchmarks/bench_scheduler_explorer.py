@@ -3,7 +3,7 @@
 Two figures, caches cleared first: (1) every state of the default scene, steps 0..MAX_STEP
 in order (what Play asks for), and the same steps again in reverse (what dragging the step
 slider back asks for); (2) ``static_view`` over the explorer's axes in
-``pagedlab.explorers.static.STATIC_AXES`` (both modes, steps 0, 4, ..., 60: every frame is
+``SchedulerExplorer.DECLARATION`` (both modes, steps 0, 4, ..., 60: every frame is
 drawn, which includes each state's picture and readout).
 
 Times are this thread's CPU time (``time.thread_time``), so that other jobs on a shared
@@ -38,7 +38,9 @@ def all_states(steps: range) -> float:
 
 
 def static_view_seconds() -> tuple[float, int]:
-    axes, play = static.STATIC_AXES[("pagedlab.explorers.scheduler", "SchedulerExplorer")]
+    declared = SchedulerExplorer.DECLARATION
+    assert declared is not None
+    axes, play = declared.frames, declared.play
     explorer = SchedulerExplorer()
     start = CLOCK()
     static.static_view(explorer, axes, play)

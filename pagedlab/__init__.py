@@ -1,10 +1,18 @@
 """pagedlab: learn PagedAttention with a real allocator, real block tables and a Triton kernel.
 
-One folder per layer (ARCHITECTURE.md): ``memory`` (the control plane: who holds which block),
-``attention`` (the data plane: where K/V live and how the kernel reads them), ``simulate``
-(memory at scale), ``pictures`` (state -> picture) and ``explorers`` (sliders -> state ->
-picture). The top level exports the state and the kernels; pictures and explorers import
-matplotlib and ipywidgets, so they load on demand.
+One folder per layer (ARCHITECTURE.md is the map):
+
+- ``memory``: the control plane (who holds which block); ``attention``: the data plane (where
+  K/V live and how the kernel reads them); ``simulate``: memory at scale
+- ``model`` and ``engine``: a real Llama decoder on the pages, and the serving loop
+- ``pictures`` (state -> picture), ``views`` (one setting, no widgets), ``explorers``
+  (sliders -> state -> picture), ``live`` (the live site's entry points), ``exercises``
+- ``scenes`` (every staged example; ``control_scenes``: those that need no torch),
+  ``figures`` (the README's pictures), ``paper`` (the paper's numbers), ``vllm_refs`` (the
+  vLLM code the notebooks cite), ``checks`` (argument checks)
+
+The top level exports the state and the kernels; pictures and explorers import matplotlib
+and ipywidgets, so they load on demand.
 
 Import order matters: ``pagedlab.attention.backend`` decides whether Triton compiles for a GPU
 or runs in its interpreter, and must do so before anything imports triton.

@@ -19,6 +19,11 @@ class ArgumentTypeError(TypeError, ValueError):
     """
 
 
+class Refused(Exception):
+    """A request understood but refused by the model (e.g. no free block for it): nothing
+    changed. ``OutOfBlocksError`` is one; an explorer shows any of them in its readout."""
+
+
 def check_int(
     value: object, name: str, minimum: int | None = None, maximum: int | None = None
 ) -> int:

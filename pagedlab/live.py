@@ -27,10 +27,10 @@ from typing import Any
 
 from pagedlab.control_scenes import LAYOUTS
 from pagedlab.pictures.svg import to_svg
-from pagedlab.views.allocation import ALLOCATION_CONTROLS, allocation_view
-from pagedlab.views.controls import Control
-from pagedlab.views.scheduler import SCHEDULER_CONTROLS, scheduler_view
-from pagedlab.views.sharing import PREFIX_CONTROLS, SHARING_CONTROLS, prefix_view, sharing_view
+from pagedlab.views.allocation import ALLOCATION_EXPLORER, allocation_view
+from pagedlab.views.controls import Control, Declaration
+from pagedlab.views.scheduler import SCHEDULER_EXPLORER, scheduler_view
+from pagedlab.views.sharing import PREFIX_EXPLORER, SHARING_EXPLORER, prefix_view, sharing_view
 from pagedlab.views.shown import Shown
 
 
@@ -48,12 +48,16 @@ def _allocation(block_size: object, length: object, layout: object = LAYOUTS[1])
     return shown._replace(readout=readout)
 
 
-#: Live explorers: class name -> (its render, its controls: the explorer's own declarations).
+_LIVE: tuple[tuple[Declaration, Callable[..., Shown]], ...] = (
+    (ALLOCATION_EXPLORER, _allocation),
+    (SHARING_EXPLORER, sharing_view),
+    (PREFIX_EXPLORER, prefix_view),
+    (SCHEDULER_EXPLORER, scheduler_view),
+)
+#: Live explorers: class name -> (its render, its controls), read from the declaration the
+#: notebook's explorer class holds (``Explorer.DECLARATION``): one declaration, both sides.
 EXPLORERS: dict[str, tuple[Callable[..., Shown], tuple[Control, ...]]] = {
-    "AllocationExplorer": (_allocation, ALLOCATION_CONTROLS),
-    "SharingExplorer": (sharing_view, SHARING_CONTROLS),
-    "PrefixCacheExplorer": (prefix_view, PREFIX_CONTROLS),
-    "SchedulerExplorer": (scheduler_view, SCHEDULER_CONTROLS),
+    declared.name: (render, declared.controls) for declared, render in _LIVE
 }
 
 

@@ -15,6 +15,10 @@ and the attention kernel reads them back through the block tables.
   engine's CPU path)
 - :mod:`~pagedlab.attention.kernel_steps` the kernel's loop, block by block, in plain Python
 - :mod:`~pagedlab.attention.batch`        one decode batch, packed as an engine sends it
+- :mod:`~pagedlab.attention.mixed_step`   one vLLM V1 step: a prompt chunk and decodes, flattened
+- :mod:`~pagedlab.attention.swap`         a host block pool; swap out and in onto new blocks
+- :mod:`~pagedlab.attention.swap_cost`    what a swap costs (Fig. 19), measured and modelled
+- :mod:`~pagedlab.attention.environment`  the first cell's report (versions, device, backend)
 
 Invariant: :mod:`~pagedlab.attention.backend` is imported here first, so ``TRITON_INTERPRET``
 is decided before anything imports triton.

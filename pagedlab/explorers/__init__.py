@@ -1,19 +1,24 @@
 """Explorers: ipywidgets that compose state and pictures (sliders -> state -> picture).
 
 Every explorer derives from :class:`~pagedlab.explorers.base.Explorer` (its module docstring
-is the API: ``CONTROLS`` declared once plus one ``render`` function, an optional slow
-``finish``, an atomic ``set``, ``.widget`` / ``.picture`` / ``.readout`` / ``.state``, one
-display hook whose bundle also carries the first frame as a PNG). A notebook shows
-``explorer`` itself.
+is the API: a ``DECLARATION`` (controls, static frames, Play) plus one ``render`` function,
+an optional slow ``finish``, an atomic ``set``, ``.widget`` / ``.picture`` / ``.readout`` /
+``.state``, one display hook whose bundle also carries the first frame as a PNG). A notebook
+shows ``explorer`` itself.
 
 - :mod:`~pagedlab.explorers.base`       ``Explorer``, ``View``
 - :mod:`~pagedlab.explorers.allocation` ``AllocationExplorer`` (notebooks 2-3)
 - :mod:`~pagedlab.explorers.kernel`     ``KernelExplorer`` (notebook 4)
-- :mod:`~pagedlab.explorers.sharing`    ``SharingExplorer``, ``PrefixCacheExplorer`` (5-6)
+- :mod:`~pagedlab.explorers.sharing`    ``SharingExplorer``, ``PrefixCacheExplorer``,
+  ``EvictionExplorer`` (5-6)
 - :mod:`~pagedlab.explorers.waste`      ``ReservationExplorer``, ``BlockSizeExplorer`` (1, 7)
 - :mod:`~pagedlab.explorers.batch`      ``BatchExplorer`` (notebook 8)
+- :mod:`~pagedlab.explorers.scheduler`  ``SchedulerExplorer`` (notebook 9)
 - :mod:`~pagedlab.explorers.engine`     ``EngineExplorer`` (notebook 10: a real model's run)
 - :mod:`~pagedlab.explorers.hit_rate`   ``HitRateExplorer``, ``PartialHitExplorer`` (notebook 11)
+- :mod:`~pagedlab.explorers.static`     the static site: each explorer's declared frames,
+  rendered ahead of time and picked in the page
+- :mod:`~pagedlab.explorers.live_markup` the live panels and exercises written under them
 
 Their models (what each setting builds) come from :mod:`pagedlab.scenes` where a notebook,
 a test or a figure stages the same example.

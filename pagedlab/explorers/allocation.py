@@ -22,7 +22,12 @@ import ipywidgets as widgets
 
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.scenes import LAYOUTS, ExampleState, with_kernel_output
-from pagedlab.views.allocation import ALLOCATION_CONTROLS, MAX_LENGTH, allocation_view, readout_html
+from pagedlab.views.allocation import (
+    ALLOCATION_EXPLORER,
+    MAX_LENGTH,
+    allocation_view,
+    readout_html,
+)
 
 __all__ = ["LAYOUTS", "AllocationExplorer"]  # LAYOUTS: the notebooks import it from here
 
@@ -34,7 +39,7 @@ class AllocationExplorer(Explorer):
     browser; ``.state`` (a :class:`~pagedlab.scenes.ExampleState`) is what the picture shows.
     """
 
-    CONTROLS = ALLOCATION_CONTROLS
+    DECLARATION = ALLOCATION_EXPLORER
     ROWS = (("play", "step_button", "block_size", "length"), "layout")
     length: widgets.IntSlider  # a control (set by the base)
 

@@ -1,9 +1,10 @@
 """One base for every explorer: controls -> state -> picture + readout, fast and atomic.
 
-A new explorer is its controls, declared once as class data, plus one render function::
+A new explorer is its declaration plus one render function::
 
     class LengthExplorer(Explorer):  # its controls: length, 1 to 64, starting at 5
-        CONTROLS = (Slider("length", 1, 64, "length", default=5),)
+        DECLARATION = Declaration("LengthExplorer", (Slider("length", 1, 64, "length", 5),),
+                                  frames={"length": [1, 2, 4, 8]}, play="length")
 
         def render(self, length: int) -> View:
             state = build_state(length)  # the real objects, built fresh (pure)
@@ -11,11 +12,14 @@ A new explorer is its controls, declared once as class data, plus one render fun
 
 The API (small on purpose):
 
-- ``CONTROLS``: the controls in order, as :mod:`pagedlab.views.controls` declarations. The
-  base builds one widget per declaration (``Slider``: ``IntSlider``; ``Choice``:
-  ``ToggleButtons``, or ``SelectionSlider`` if ``slider``; ``Toggle``: ``Checkbox``), each
-  with ``WIDGET_ARGS`` (style, layout). Options that depend on the constructor's arguments:
-  assign ``self.CONTROLS`` before calling the base.
+- ``DECLARATION``: a :class:`pagedlab.views.controls.Declaration`, the one place an explorer
+  is declared: its controls in order (``CONTROLS`` is read from it), the frames the static
+  site draws ahead of time and its Play (:mod:`pagedlab.explorers.static` reads those), and,
+  for an explorer the live site runs, the live page's inputs (:data:`pagedlab.live.EXPLORERS`
+  holds the same object). The base builds one widget per control (``Slider``:
+  ``IntSlider``; ``Choice``: ``ToggleButtons``, or ``SelectionSlider`` if ``slider``;
+  ``Toggle``: ``Checkbox``), each with ``WIDGET_ARGS`` (style, layout). Options that depend
+  on the constructor's arguments: assign ``self.CONTROLS`` before calling the base.
 - ``ROWS``: optional, one entry per row: a name, or a tuple of names (an ``HBox``); a name is
   a control or an attribute set before the base's ``__init__`` (a Play). Default: a row each.
 - ``Explorer(**initial)``: each control starts at its declared default, moved by
@@ -43,7 +47,9 @@ Invariants:
 - A learner's move in the browser is fast the same way for every explorer: the state, then
   the picture assigned (it reaches the page at once), then ``finish`` (deferred by
   ``DEFER_S`` on the kernel's event loop and dropped if a newer move came), then the
-  readout. A move the range allows but the model refuses is explained in the readout.
+  readout. A move the range allows but the model refuses (a ``ValueError``, a ``TypeError``
+  or a :class:`pagedlab.checks.Refused`, such as ``OutOfBlocksError``) is explained in the
+  readout.
   Moves made by code (``set``, ``control.value = ...`` in a cell, tests) are synchronous.
 - Callbacks never display: they assign ``Image.value`` / ``HTML.value``, so strict nbval
   sees the same outputs in a saved and a live notebook.
@@ -64,11 +70,10 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from pagedlab.checks import check_int
-from pagedlab.memory.allocator import OutOfBlocksError
+from pagedlab.checks import Refused, check_int
 from pagedlab.pictures.canvas import Canvas, Drawing
 from pagedlab.pictures.png import to_png
-from pagedlab.views.controls import Control, Slider, Toggle
+from pagedlab.views.controls import Control, Declaration, Slider, Toggle
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -85,9 +90,18 @@ class View:
 class Explorer:
     """Controls -> ``render`` -> picture and readout; see the module docstring."""
 
-    CONTROLS: tuple[Control, ...] = ()
+    DECLARATION: Declaration | None = None  # controls, static frames, Play: declared once
+    CONTROLS: tuple[Control, ...] = ()  # read from DECLARATION
     ROWS: tuple[str | tuple[str, ...], ...] = ()
     WIDGET_ARGS: Mapping[str, Any] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = cls.__dict__.get("DECLARATION")
+        if declared is not None:
+            if declared.name != cls.__name__:
+                raise ValueError(f"{cls.__name__} declares explorer {declared.name!r}")
+            cls.CONTROLS = declared.controls
 
     def __init__(self, **initial: object) -> None:
         self.controls: dict[str, widgets.ValueWidget] = {}
@@ -236,7 +250,7 @@ class Explorer:
             self._apply(values)
             self.state = view.state
             self.picture.value = self._encode(view.picture)
-        except (ValueError, TypeError, OutOfBlocksError) as error:
+        except (ValueError, TypeError, Refused) as error:
             self._explain(error)
             return
 
@@ -245,7 +259,7 @@ class Explorer:
                 return
             try:
                 done = self.finish(view)
-            except (ValueError, TypeError, OutOfBlocksError) as error:
+            except (ValueError, TypeError, Refused) as error:
                 self._explain(error)
                 return
             self.state = done.state

@@ -17,7 +17,7 @@ from pagedlab.attention.batch import Batch, batch_slot_mapping, grow_batch
 from pagedlab.attention.ops import paged_attention, reference_attention
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.pictures.blocks import scene
-from pagedlab.views.controls import Slider
+from pagedlab.views.controls import Declaration, Slider
 
 
 def batch_lengths(num_seqs: int, longest: int) -> list[int]:
@@ -51,10 +51,14 @@ def describe_batch(batch: Batch) -> str:
 class BatchExplorer(Explorer):
     """Sliders ``num_seqs``, ``block_size`` and ``longest`` (length); the pool; the tensors."""
 
-    CONTROLS = (
-        Slider("num_seqs", 1, 6, "sequences", 3),
-        Slider("block_size", 1, 16, "block size", 4),
-        Slider("longest", 1, 24, "longest", 9),
+    DECLARATION = Declaration(
+        "BatchExplorer",
+        (
+            Slider("num_seqs", 1, 6, "sequences", 3),
+            Slider("block_size", 1, 16, "block size", 4),
+            Slider("longest", 1, 24, "longest", 9),
+        ),
+        frames={"num_seqs": [1, 2, 3, 4, 5, 6], "longest": [3, 6, 9, 12, 18, 24]},
     )
     WIDGET_ARGS = {"style": {"description_width": "90px"}}
 

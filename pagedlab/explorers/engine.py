@@ -29,7 +29,7 @@ from pagedlab.model import TinyLlama, generate_contiguous
 from pagedlab.model.paged import DecodeAttention
 from pagedlab.pictures.canvas import Drawing
 from pagedlab.pictures.scheduler import scheduler_drawing
-from pagedlab.views.controls import Choice, Slider
+from pagedlab.views.controls import Choice, Declaration, Slider
 
 MAX_STEP = 80
 
@@ -51,7 +51,12 @@ class EngineFrame:
 class EngineExplorer(Explorer):
     """Mode toggle and step slider over a real engine run (see the module docstring)."""
 
-    CONTROLS = (Choice("mode", MODES, "mode", "recompute"), Slider("step", 0, MAX_STEP, "step", 0))
+    DECLARATION = Declaration(
+        "EngineExplorer",
+        (Choice("mode", MODES, "mode", "recompute"), Slider("step", 0, MAX_STEP, "step", 0)),
+        frames={"mode": ["recompute", "swap"], "step": list(range(0, 61, 2))},
+        play="step",
+    )
 
     def __init__(
         self,

@@ -14,7 +14,7 @@ from pagedlab.control_scenes import PARTIAL_SHARED, miss_scene, partial_hit_scen
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.memory.miss_reasons import REASONS
 from pagedlab.pictures.in_2026 import miss_bars, partial_hit
-from pagedlab.views.controls import Choice
+from pagedlab.views.controls import Choice, Declaration
 
 MISS_BLOCK_SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
 UNITS = (1, 2, 4, 8, 16)
@@ -23,7 +23,12 @@ UNITS = (1, 2, 4, 8, 16)
 class HitRateExplorer(Explorer):
     """Control ``block_size``: the same eight prompts, every token's reason redrawn."""
 
-    CONTROLS = (Choice("block_size", MISS_BLOCK_SIZES, "block size", 16, slider=True),)
+    DECLARATION = Declaration(
+        "HitRateExplorer",
+        (Choice("block_size", MISS_BLOCK_SIZES, "block size", 16, slider=True),),
+        frames={"block_size": [4, 8, 16, 32, 64, 128, 256, 512, 1024]},
+        play="block_size",
+    )
     WIDGET_ARGS = {"continuous_update": False}
 
     def render(self, block_size: int) -> View:
@@ -40,7 +45,12 @@ class HitRateExplorer(Explorer):
 class PartialHitExplorer(Explorer):
     """Control ``prefix_match_unit``: where the second prompt's hit ends, and its copy."""
 
-    CONTROLS = (Choice("prefix_match_unit", UNITS, "prefix_match_unit", 16, slider=True),)
+    DECLARATION = Declaration(
+        "PartialHitExplorer",
+        (Choice("prefix_match_unit", UNITS, "prefix_match_unit", 16, slider=True),),
+        frames={"prefix_match_unit": [1, 2, 4, 8, 16]},
+        play="prefix_match_unit",
+    )
     WIDGET_ARGS = {"continuous_update": False}
 
     def render(self, prefix_match_unit: int) -> View:

@@ -30,7 +30,7 @@ from pagedlab.checks import check_int
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.pictures.blocks import scene, sequence_names
 from pagedlab.scenes import kernel_batch
-from pagedlab.views.controls import Choice, Slider
+from pagedlab.views.controls import Choice, Declaration, Slider
 
 TOLERANCE = 2e-3  # about two fp16 steps near 1: the outputs are rounded to fp16 at the end
 HEAD_DIMS = (1, 8, 12, 16, 64)  # the explorer's head_dim choices (12: not a power of two)
@@ -90,10 +90,14 @@ def batch_report(batch: Batch) -> str:
 class KernelExplorer(Explorer):
     """Sliders ``num_seqs``, ``block_size``, ``head_dim``; the pool; the kernels' check."""
 
-    CONTROLS = (
-        Slider("num_seqs", 1, 5, "sequences", 3),
-        Slider("block_size", 1, 16, "block size", 4),
-        Choice("head_dim", HEAD_DIMS, "head_dim", 16, slider=True),
+    DECLARATION = Declaration(
+        "KernelExplorer",
+        (
+            Slider("num_seqs", 1, 5, "sequences", 3),
+            Slider("block_size", 1, 16, "block size", 4),
+            Choice("head_dim", HEAD_DIMS, "head_dim", 16, slider=True),
+        ),
+        frames={"num_seqs": [1, 2, 3, 4, 5], "block_size": [1, 2, 4, 8, 16]},
     )
     WIDGET_ARGS = {"style": {"description_width": "90px"}}
 

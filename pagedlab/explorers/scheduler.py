@@ -28,7 +28,7 @@ from pagedlab.memory.requests import StepResult
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.scenes import SCHEDULER_POOL_BLOCKS, scheduler_scene
-from pagedlab.views.scheduler import MAX_STEP, SCHEDULER_CONTROLS, check_controls
+from pagedlab.views.scheduler import MAX_STEP, SCHEDULER_EXPLORER, check_controls
 
 POOL_BLOCKS = SCHEDULER_POOL_BLOCKS
 
@@ -146,7 +146,7 @@ class SchedulerExplorer(Explorer):
     ``advance()`` (one scheduler step, what Play does each tick) drive it without a browser.
     """
 
-    CONTROLS = SCHEDULER_CONTROLS
+    DECLARATION = SCHEDULER_EXPLORER
     ROWS = (("play", "step_button", "step"), ("mode", "chunked_prefill"),
             ("block_size", "token_budget"))  # fmt: skip
 

@@ -22,14 +22,14 @@ import html
 from pagedlab.control_scenes import EVICTION_PROMPT, EvictionRun, eviction_scene
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.pictures.sharing import sharing_scene
-from pagedlab.views.controls import Choice, Slider
-from pagedlab.views.sharing import PREFIX_CONTROLS, SHARING_CONTROLS, prefix_view, sharing_view
+from pagedlab.views.controls import Choice, Declaration, Slider
+from pagedlab.views.sharing import PREFIX_EXPLORER, SHARING_EXPLORER, prefix_view, sharing_view
 
 
 class SharingExplorer(Explorer):
     """Controls ``mode``, ``width`` (n samples / beam width), ``prompt_len``, ``steps``."""
 
-    CONTROLS = SHARING_CONTROLS
+    DECLARATION = SHARING_EXPLORER
     ROWS = ("mode", ("width", "prompt_len", "steps"))
 
     def render(self, mode: str, width: int, prompt_len: int, steps: int) -> View:
@@ -39,7 +39,7 @@ class SharingExplorer(Explorer):
 class PrefixCacheExplorer(Explorer):
     """Controls ``shared`` (prefix length), ``prompt_len``, ``requests``, ``block_size``."""
 
-    CONTROLS = PREFIX_CONTROLS
+    DECLARATION = PREFIX_EXPLORER
     ROWS = (("shared", "prompt_len", "requests"), "block_size")
 
     def render(self, shared: int, prompt_len: int, requests: int, block_size: int) -> View:
@@ -66,10 +66,15 @@ class EvictionExplorer(Explorer):
     Invariant shown: A's return hits all its cached full blocks until the pool runs out of
     other blocks to hand out; then each handed-out cached block is an eviction and a miss."""
 
-    CONTROLS = (
-        Slider("pool_blocks", 3, 16, "pool blocks", 6),
-        Slider("others", 0, 6, "in between", 1),
-        Choice("free_rule", ("fifo", "vllm-v1"), "free rule", "fifo"),
+    DECLARATION = Declaration(
+        "EvictionExplorer",
+        (
+            Slider("pool_blocks", 3, 16, "pool blocks", 6),
+            Slider("others", 0, 6, "in between", 1),
+            Choice("free_rule", ("fifo", "vllm-v1"), "free rule", "fifo"),
+        ),
+        frames={"pool_blocks": [3, 4, 5, 6, 8, 12, 16], "others": list(range(7))},
+        play="others",
     )
     ROWS = (("pool_blocks", "others"), "free_rule")
 

@@ -16,8 +16,9 @@ Invariants:
 - Frame order is the Cartesian product of the axes in the order given, last axis fastest.
   A setting the explorer refuses (a range another control sets) gets a frame saying so.
 
-:func:`enable` makes the kernel display every explorer listed in :data:`STATIC_AXES` as
-its static view; the site builder (``scripts/build_site.py``) calls it before a notebook runs.
+:func:`enable` makes the kernel display every explorer as its static view over the frames
+its ``DECLARATION`` names (:class:`pagedlab.views.controls.Declaration`); the site builder
+(``scripts/build_site.py``) calls it before a notebook runs.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from pagedlab.checks import ArgumentTypeError
 from pagedlab.explorers.base import Explorer
 from pagedlab.pictures.png import quantised_png
 from pagedlab.views.controls import Choice
@@ -37,76 +39,15 @@ from pagedlab.views.controls import Choice
 FRAME_COLORS = 32  # frames are quantised to this many colours: ~4x smaller, same picture
 
 
-# What each explorer's static view covers: class -> (axes, the axis Play animates).
-STATIC_AXES: dict[tuple[str, str], tuple[dict[str, Sequence[object]], str | None]] = {
-    ("pagedlab.explorers.allocation", "AllocationExplorer"): (
-        {"block_size": [1, 2, 4, 8, 16], "length": list(range(1, 33))},
-        "length",
-    ),
-    ("pagedlab.explorers.waste", "ReservationExplorer"): (
-        {"block_size": [1, 2, 4, 8, 16, 32, 64, 128, 256], "generated": [0, 1, 2]},
-        "generated",
-    ),
-    ("pagedlab.explorers.waste", "BlockSizeExplorer"): (
-        {"block_size": [1, 2, 4, 8, 16, 32, 64, 128, 256]},
-        "block_size",
-    ),
-    ("pagedlab.explorers.kernel", "KernelExplorer"): (
-        {"num_seqs": [1, 2, 3, 4, 5], "block_size": [1, 2, 4, 8, 16]},
-        None,
-    ),
-    ("pagedlab.explorers.sharing", "SharingExplorer"): (
-        {"mode": ["parallel sampling", "beam search"], "steps": list(range(13))},
-        "steps",
-    ),
-    ("pagedlab.explorers.sharing", "PrefixCacheExplorer"): (
-        {"shared": [0, 2, 4, 6, 8], "requests": [1, 2, 3, 4, 5, 6]},
-        "requests",
-    ),
-    ("pagedlab.explorers.sharing", "EvictionExplorer"): (
-        {"pool_blocks": [3, 4, 5, 6, 8, 12, 16], "others": list(range(7))},
-        "others",
-    ),
-    ("pagedlab.explorers.batch", "BatchExplorer"): (
-        {"num_seqs": [1, 2, 3, 4, 5, 6], "longest": [3, 6, 9, 12, 18, 24]},
-        None,
-    ),
-    ("pagedlab.explorers.scheduler", "SchedulerExplorer"): (
-        {"mode": ["swap", "recompute"], "step": list(range(0, 61, 4))},
-        "step",
-    ),
-    ("pagedlab.explorers.engine", "EngineExplorer"): (
-        {"mode": ["recompute", "swap"], "step": list(range(0, 61, 2))},
-        "step",
-    ),
-    ("pagedlab.explorers.hit_rate", "HitRateExplorer"): (
-        {"block_size": [4, 8, 16, 32, 64, 128, 256, 512, 1024]},
-        "block_size",
-    ),
-    ("pagedlab.explorers.hit_rate", "PartialHitExplorer"): (
-        {"prefix_match_unit": [1, 2, 4, 8, 16]},
-        "prefix_match_unit",
-    ),
-}
-
-
-#: Explorers whose live Play replays its axis from the first value up to the one shown: in
-#: the static view too, their Play rests at the starting frame and, pressed, runs from the
-#: first value up to it (the page's own Play loop restarts at ``min`` when pressed at
-#: ``max``). The others' Play steps on from the frame shown.
-REPLAYS: frozenset[tuple[str, str]] = frozenset(
-    {("pagedlab.explorers.allocation", "AllocationExplorer")}
-)
-
-
 def enable() -> None:
-    """From now on this kernel displays every explorer of :data:`STATIC_AXES` statically.
+    """From now on this kernel displays every explorer statically, over its declared frames.
 
-    It registers a display printer per explorer class with IPython (printers registered by
-    type run before an object's own display methods), so the explorers need no flag. Each
-    explorer the live site runs (:data:`pagedlab.live.EXPLORERS`) gets its live panel
-    under the frames, and each exercise check's output its live exercise
-    (:mod:`pagedlab.explorers.live_markup`).
+    One display printer for the :class:`Explorer` base (IPython looks printers up along a
+    class's bases, before an object's own display methods), so the explorers need no flag:
+    each shows :func:`static_view` over its ``DECLARATION``'s frames and Play (an explorer
+    declared without frames shows as usual). Each explorer the live site runs
+    (:data:`pagedlab.live.EXPLORERS`) gets its live panel under the frames, and each exercise
+    check's output its live exercise (:mod:`pagedlab.explorers.live_markup`).
     """
     from IPython import get_ipython
 
@@ -115,27 +56,26 @@ def enable() -> None:
     shell = get_ipython()
     if shell is None:
         raise RuntimeError("static.enable() needs an IPython kernel (it changes how cells display)")
-    printer = shell.display_formatter.ipython_display_formatter
-    for (module, name), (axes, play) in STATIC_AXES.items():
-        printer.for_type_by_name(module, name, _displayer(axes, play, (module, name) in REPLAYS))
+    shell.display_formatter.ipython_display_formatter.for_type(Explorer, _show_static)
     html_formatter = shell.display_formatter.formatters["text/html"]
     html_formatter.for_type_by_name(
         "pagedlab.exercises.core", "CheckResult", live_markup.check_result_printer()
     )
 
 
-def _displayer(axes: dict[str, Sequence[object]], play: str | None, replay: bool):
-    def show(explorer: Explorer) -> None:
-        from IPython.display import HTML, display
+def _show_static(explorer: Explorer) -> None:
+    from IPython.display import HTML, display, publish_display_data
 
-        from pagedlab.explorers import live_markup
+    from pagedlab.explorers import live_markup
 
-        display(static_view(explorer, axes, play, replay=replay))
-        panel = live_markup.explorer_panel(explorer)
-        if panel:
-            display(HTML(panel))
-
-    return show
+    declared = type(explorer).DECLARATION
+    if declared is None or not declared.frames:
+        publish_display_data(explorer._repr_mimebundle_())
+        return
+    display(static_view(explorer, declared.frames, declared.play, replay=declared.replay))
+    panel = live_markup.explorer_panel(explorer)
+    if panel:
+        display(HTML(panel))
 
 
 def _selector(explorer: Explorer, name: str, values: Sequence[object], current: object):
@@ -162,6 +102,7 @@ def render_frames(
     explorer: Explorer, axes: Mapping[str, Sequence[object]]
 ) -> list[tuple[dict[str, object], bytes, str]]:
     """Every setting of ``axes`` (last axis fastest) with the picture and readout it shows."""
+    _check_axes(explorer, axes, None)
     names = list(axes)
     start = {name: _current(explorer, name) for name in names}
     frames = []
@@ -179,6 +120,20 @@ def render_frames(
     finally:
         explorer.set(**start)
     return frames
+
+
+def _check_axes(explorer: Explorer, axes: object, play: object) -> None:
+    """Refuse, naming it, an axis that is not a control or has no list of values to show."""
+    if not isinstance(axes, Mapping) or not axes:
+        raise ValueError(f"static_view needs at least one axis (control -> values), got {axes!r}")
+    for name, values in axes.items():
+        _current(explorer, name)
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+            raise ArgumentTypeError(f"static axis {name!r} needs a list of values, got {values!r}")
+        if not values:
+            raise ValueError(f"static axis {name!r} has no values to show")
+    if play is not None and play not in axes:
+        raise ValueError(f"play axis {play!r} is not one of the axes {list(axes)}")
 
 
 def _current(explorer: Explorer, name: str) -> object:
@@ -199,10 +154,7 @@ def static_view(
     stops there), driving the control one way only, so a control moved by hand leaves it
     ready to replay again; without, it steps on from the frame shown, linked both ways.
     """
-    if not axes:
-        raise ValueError("static_view needs at least one axis")
-    if play is not None and play not in axes:
-        raise ValueError(f"play axis {play!r} is not one of the axes {list(axes)}")
+    _check_axes(explorer, axes, play)
     names = list(axes)
     start = {name: _current(explorer, name) for name in names}
     frames = render_frames(explorer, axes)

@@ -20,7 +20,7 @@ from pagedlab.pictures.png import to_png
 from pagedlab.pictures.reservation import reservation_scene
 from pagedlab.simulate.policies import OneRequest
 from pagedlab.simulate.report import SweepRow
-from pagedlab.views.controls import Choice, Slider
+from pagedlab.views.controls import Choice, Declaration, Slider
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 MAX_RESERVED = 2048
@@ -33,11 +33,16 @@ class ReservationExplorer(Explorer):
     ``reserved`` and ``block_size`` (their ranges narrowed by :meth:`bounds`).
     """
 
-    CONTROLS = (
-        Slider("response", 1, MAX_RESERVED - 1, "response length", 2),
-        Slider("generated", 0, MAX_RESERVED, "generated so far", 0),
-        Slider("reserved", 64, MAX_RESERVED, "contiguous reservation", MAX_RESERVED, step=64),
-        Choice("block_size", BLOCK_SIZES, "block size B", 16, slider=True),
+    DECLARATION = Declaration(
+        "ReservationExplorer",
+        (
+            Slider("response", 1, MAX_RESERVED - 1, "response length", 2),
+            Slider("generated", 0, MAX_RESERVED, "generated so far", 0),
+            Slider("reserved", 64, MAX_RESERVED, "contiguous reservation", MAX_RESERVED, step=64),
+            Choice("block_size", BLOCK_SIZES, "block size B", 16, slider=True),
+        ),
+        frames={"block_size": [1, 2, 4, 8, 16, 32, 64, 128, 256], "generated": [0, 1, 2]},
+        play="generated",
     )
     WIDGET_ARGS = {
         "style": {"description_width": "150px"},
@@ -76,7 +81,12 @@ class ReservationExplorer(Explorer):
 class BlockSizeExplorer(Explorer):
     """Index a precomputed block-size sweep with a slider: picture and one-line readout."""
 
-    CONTROLS = (Choice("block_size", BLOCK_SIZES, "block size B", 16, slider=True),)
+    DECLARATION = Declaration(  # its options: the sweep's block sizes (set per instance)
+        "BlockSizeExplorer",
+        (Choice("block_size", BLOCK_SIZES, "block size B", 16, slider=True),),
+        frames={"block_size": [1, 2, 4, 8, 16, 32, 64, 128, 256]},
+        play="block_size",
+    )
     WIDGET_ARGS = {"continuous_update": False}
 
     def __init__(self, rows: Sequence[SweepRow], value: int = 16) -> None:
@@ -86,7 +96,9 @@ class BlockSizeExplorer(Explorer):
         self._rows = list(rows)
         self._png: dict[int, bytes] = {}
         sizes = tuple(self.rows)  # this sweep's block sizes are the options
-        self.CONTROLS = (replace(self.CONTROLS[0], options=sizes, default=sizes[0]),)
+        declared = self.CONTROLS[0]
+        assert isinstance(declared, Choice)
+        self.CONTROLS = (replace(declared, options=sizes, default=sizes[0]),)
         super().__init__(block_size=value)
 
     def render(self, block_size: int) -> View:

@@ -35,7 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.checks import ArgumentTypeError, Refused, check_int
 from pagedlab.memory.events import Event, EventKind, EventSource
 from pagedlab.memory.owner import (
     Owner,
@@ -52,14 +52,14 @@ FreeRule = Literal["fifo", "vllm-v1"]
 FREE_RULES: tuple[FreeRule, ...] = ("fifo", "vllm-v1")
 
 
-class OutOfBlocksError(RuntimeError):
+class OutOfBlocksError(RuntimeError, Refused):
     """The pool has fewer free blocks than an operation needs; nothing was changed."""
 
 
 class BlockAllocator(EventSource):
     """Physical KV blocks ``0 .. num_blocks - 1``, each holding ``block_size`` positions."""
 
-    __slots__ = ("_num_blocks", "_block_size", "_rule", "_free", "_holders", "_hashed", "_owners")
+    __slots__ = ("_num_blocks", "_block_size", "_rule", "_free", "holders", "_hashed", "_owners")
 
     def __init__(
         self,
@@ -73,7 +73,10 @@ class BlockAllocator(EventSource):
         self._rule = check_free_rule(free_rule)
         order = range(num_blocks) if free_order is None else permutation(free_order, num_blocks)
         self._free: OrderedDict[int, None] = OrderedDict.fromkeys(order)  # the queue, front first
-        self._holders: list[list[Owner | None]] = [[] for _ in range(num_blocks)]
+        # holders[b]: who holds block b, most recent last; its length is b's ref count. Read
+        # it freely (a table asks whether its last block is shared); only _take, share, hold,
+        # _take_back and _release change it.
+        self.holders: list[list[Owner | None]] = [[] for _ in range(num_blocks)]
         self._hashed: set[int] = set()  # blocks that still hold the KV a prefix cache hashed
         self._owners = 0
 
@@ -81,25 +84,23 @@ class BlockAllocator(EventSource):
     def allocate(self, owner: Owner | None = None) -> int:
         """Take the block at the front of the free queue for ``owner``; its ref count is 1."""
         self._check_can_take(1, owner)
-        block = self._free.popitem(last=False)[0]
-        self._hashed.discard(block)  # new contents: the old hash (if any) is evicted
-        self._holders[block].append(owner)
-        self._tell("allocate", block, owner)
-        return block
+        return self._take(owner)
 
     def share(self, block: int, owner: Owner | None = None) -> None:
         """One more holder for an allocated ``block`` (a fork, or a prefix-cache hit)."""
         block = self._check_shareable(block, owner)
-        self._holders[block].append(owner)
-        self._tell("share", block, owner)
+        self.holders[block].append(owner)
+        if "share" in self.listening:
+            self._tell("share", block, owner)
 
     def copy_on_write(self, block: int, owner: Owner) -> int:
         """Give ``owner`` a private copy of the shared ``block``: a new block from the front of
         the free queue replaces ``block`` among the owner's references. Returns the new block;
         the caller's KV storage must copy ``block`` into it. OutOfBlocksError if none is free."""
         block = self._check_copyable(block, owner)
-        copy = self.allocate(owner)
-        self._tell("copy", copy, owner, src=block)
+        copy = self._take(owner)
+        if "copy" in self.listening:
+            self._tell("copy", copy, owner, src=block)
         self._release(block, owner)
         return copy
 
@@ -109,31 +110,42 @@ class BlockAllocator(EventSource):
         block = self._check_held(block, owner)
         self._release(block, owner)
 
+    def _take(self, owner: Owner | None) -> int:
+        """The mechanism of ``allocate``: the caller checked that a block is free."""
+        block = self._free.popitem(last=False)[0]
+        self._hashed.discard(block)  # new contents: the old hash (if any) is evicted
+        self.holders[block].append(owner)
+        if "allocate" in self.listening:
+            self._tell("allocate", block, owner)
+        return block
+
     def _release(self, block: int, owner: Owner | None) -> None:
-        holders = self._holders[block]
+        holders = self.holders[block]
         drop_holder(holders, owner, block)
         if holders:
-            self._tell("release", block, owner)
+            if "release" in self.listening:
+                self._tell("release", block, owner)
             return
         self._free[block] = None  # the back of the queue
         if self._rule == "vllm-v1" and block not in self._hashed:
             self._free.move_to_end(block, last=False)  # no hash: nothing worth keeping
-        self._tell("free", block, owner)
+        if "free" in self.listening:
+            self._tell("free", block, owner)
 
     def _tell(
         self, kind: EventKind, block: int, owner: Owner | None, src: int | None = None
     ) -> None:
-        """Tell the listeners of ``kind``, if any, what just happened to ``block``."""
-        if self.listens(kind):
-            table = None if owner is None else owner.id
-            self._emit(Event(kind, block, len(self._holders[block]), table, src=src))
+        """Tell the listeners of ``kind`` what just happened to ``block`` (each caller first
+        asks whether anybody listens: no event, not even a call, that nobody reads)."""
+        table = None if owner is None else owner.id
+        self._emit(Event(kind, block, len(self.holders[block]), table, src=src))
 
     # --- several blocks at once, and blocks taken back with their contents ------------------
     def allocate_many(self, count: int, owner: Owner | None = None) -> list[int]:
         """``count`` blocks from the front of the free queue, in order; all or nothing."""
         count = check_int(count, "count", minimum=0)
         self._check_can_take(count, owner)
-        return [self.allocate(owner) for _ in range(count)]
+        return [self._take(owner) for _ in range(count)]
 
     def free_many(self, blocks: Sequence[int], owner: Owner | None = None) -> None:
         """Drop one reference to each of ``blocks`` (distinct), in order; all or nothing.
@@ -143,7 +155,7 @@ class BlockAllocator(EventSource):
         """
         blocks = self._check_each(blocks, owner, self._check_holding)
         if self._rule == "vllm-v1":
-            fresh = {b for b in blocks if len(self._holders[b]) == 1 and b not in self._hashed}
+            fresh = {b for b in blocks if len(self.holders[b]) == 1 and b not in self._hashed}
             blocks = [b for b in blocks if b not in fresh] + [b for b in blocks[::-1] if b in fresh]
         for block in blocks:
             self._release(block, owner)
@@ -157,16 +169,18 @@ class BlockAllocator(EventSource):
         """One more reference to each of ``blocks`` (distinct): shared if held, taken back with
         its contents if free. All or nothing (a fork, or a table starting on cached blocks)."""
         for block in self._check_each(blocks, owner, self._check_not_holding):
-            if self._holders[block]:
-                self._holders[block].append(owner)
-                self._tell("share", block, owner)
+            if self.holders[block]:
+                self.holders[block].append(owner)
+                if "share" in self.listening:
+                    self._tell("share", block, owner)
             else:
                 self._take_back(block, owner)
 
     def _take_back(self, block: int, owner: Owner | None) -> None:
         del self._free[block]
-        self._holders[block].append(owner)
-        self._tell("reuse", block, owner)
+        self.holders[block].append(owner)
+        if "reuse" in self.listening:
+            self._tell("reuse", block, owner)
 
     # --- hash marks: which blocks a prefix cache hashed --------------------------------------
     def mark_hashed(self, block: int) -> None:
@@ -205,15 +219,15 @@ class BlockAllocator(EventSource):
 
     def refcounts(self) -> list[int]:
         """Ref count of every block, indexed by physical block id (a copy)."""
-        return [len(holders) for holders in self._holders]
+        return [len(holders) for holders in self.holders]
 
     def refcount(self, block: int) -> int:
-        return len(self._holders[check_block(block, self._num_blocks)])
+        return len(self.holders[check_block(block, self._num_blocks)])
 
     def holds(self, owner: Owner, block: int) -> bool:
         """Whether ``owner`` holds a reference to ``block``."""
         owner = check_named_owner(owner)
-        return owner in self._holders[check_block(block, self._num_blocks)]
+        return owner in self.holders[check_block(block, self._num_blocks)]
 
     def can_allocate(self, count: int = 1) -> bool:
         """Whether ``allocate_many(count)`` would succeed (the pure check beside it)."""
@@ -229,7 +243,7 @@ class BlockAllocator(EventSource):
     ) -> None:
         """One ``write`` event per position ``first .. first + count - 1`` that ``owner`` wrote
         into a table of logical ``blocks``; returns at once while nobody listens to writes."""
-        if not self.listens("write"):
+        if "write" not in self.listening:
             return
         owner, size = check_owner(owner), self._block_size
         first, count = check_int(first, "first", minimum=0), check_int(count, "count", minimum=0)
@@ -238,7 +252,7 @@ class BlockAllocator(EventSource):
         table = None if owner is None else owner.id
         for pos in range(first, first + count):
             block = check_block(blocks[pos // size], self._num_blocks)
-            self._emit(Event("write", block, self.refcount(block), table, pos, pos % size))
+            self._emit(Event("write", block, len(self.holders[block]), table, pos, pos % size))
 
     # --- the guards: each raises (naming the value) before anything changes -----------------
     def _check_can_take(self, count: int, owner: object) -> None:
@@ -249,16 +263,16 @@ class BlockAllocator(EventSource):
 
     def _check_shareable(self, block: object, owner: object) -> int:
         block, owner = check_block(block, self._num_blocks), check_owner(owner)
-        if not self._holders[block]:
+        if not self.holders[block]:
             raise ValueError(f"block {block} is free and cannot be shared; reuse() takes it back")
         self._check_not_holding(block, owner)
         return block
 
     def _check_copyable(self, block: object, owner: object) -> int:
         block, owner = check_block(block, self._num_blocks), check_named_owner(owner)
-        if owner not in self._holders[block]:
+        if owner not in self.holders[block]:
             raise ValueError(f"block {block} is not held by table {owner.id}")
-        if len(self._holders[block]) < 2:
+        if len(self.holders[block]) < 2:
             raise ValueError(f"block {block} is not shared (ref count 1): write it in place")
         if not self._free:
             raise OutOfBlocksError(
@@ -282,20 +296,20 @@ class BlockAllocator(EventSource):
         return checked
 
     def _check_holding(self, block: int, owner: Owner | None) -> None:
-        if not self._holders[block]:
+        if not self.holders[block]:
             raise ValueError(f"block {block} is already free")
-        if owner is not None and owner not in self._holders[block]:
+        if owner is not None and owner not in self.holders[block]:
             raise ValueError(f"block {block} is not held by table {owner.id}")
 
     def _check_free(self, block: object, owner: object) -> int:
         block = check_block(block, self._num_blocks)
         check_owner(owner)
-        if self._holders[block]:
+        if self.holders[block]:
             raise ValueError(f"block {block} is not free (ref count {self.refcount(block)})")
         return block
 
     def _check_not_holding(self, block: int, owner: Owner | None) -> None:
-        if owner is not None and owner in self._holders[block]:
+        if owner is not None and owner in self.holders[block]:
             raise ValueError(f"table {owner.id} already holds block {block}")
 
     def __repr__(self) -> str:

@@ -63,7 +63,17 @@ class BlockTable:
         Returns the copy-on-write the caller's KV storage must perform before writing, or
         None. Raises OutOfBlocksError (too few free blocks) or ValueError with nothing changed.
         """
-        n, copy_last, new_blocks = self._check_append(n)
+        # the guard: what the append needs, refused before anything changes
+        if type(n) is not int or n < 1:  # a plain count >= 1 needs no converting
+            n = check_int(n, "n", minimum=1)
+        if self._freed or self._owner.lost:
+            self.check_usable("append to")
+        room = -self._num_tokens % self._block_size  # empty slots in the last block
+        copy_last = room > 0 and len(self._alloc.holders[self._blocks[-1]]) > 1  # shared
+        new_blocks = ceil_div(n - room, self._block_size) if n > room else 0  # beyond the room
+        if (copy_last or new_blocks) and copy_last + new_blocks > self._alloc.num_free:
+            self._refuse_append(n, copy_last + new_blocks)
+        # the mechanism
         copy = None
         if copy_last:  # the last block is shared and partly filled: write into a private copy
             src = self._blocks[-1]
@@ -71,7 +81,8 @@ class BlockTable:
             copy = CopyOnWrite(src, self._blocks[-1])
         if new_blocks:  # the tokens that do not fit open new blocks; nothing written moves
             self._blocks += self._alloc.allocate_many(new_blocks, self._owner)
-        self._alloc.note_writes(self._owner, self._blocks, self._num_tokens, n)
+        if "write" in self._alloc.listening:  # one event per position, for a listener only
+            self._alloc.note_writes(self._owner, self._blocks, self._num_tokens, n)
         self._num_tokens += n
         return copy
 
@@ -189,22 +200,12 @@ class BlockTable:
                 f"table no longer holds it; make a new table"
             )
 
-    def _check_append(self, n: object) -> tuple[int, bool, int]:
-        """``(n, whether to copy the last block first, how many new blocks)`` if they fit."""
-        n = check_int(n, "n", minimum=1)
-        if self._freed or self._owner.lost:
-            self.check_usable("append to")
-        room = -self._num_tokens % self._block_size  # empty slots in the last block
-        copy_last = room > 0 and self._alloc.refcount(self._blocks[-1]) > 1
-        new_blocks = _new_blocks(room, n, self._block_size)
-        needed = new_blocks + copy_last
-        if needed and needed > self._alloc.num_free:
-            free, total = self._alloc.num_free, self._alloc.num_blocks
-            raise OutOfBlocksError(
-                f"appending {n} token(s) to table {self.id} needs {needed} free block(s), "
-                f"but only {free} of {total} are free"
-            )
-        return n, copy_last, new_blocks
+    def _refuse_append(self, n: int, needed: int) -> None:
+        free, total = self._alloc.num_free, self._alloc.num_blocks
+        raise OutOfBlocksError(
+            f"appending {n} token(s) to table {self.id} needs {needed} free block(s), "
+            f"but only {free} of {total} are free"
+        )
 
     def _check_position(self, pos: object) -> int:
         pos = check_int(pos, "pos")
@@ -239,9 +240,5 @@ def blocks_to_append(
     if not isinstance(last_block_shared, bool):
         raise TypeError(f"last_block_shared must be a bool, got {last_block_shared!r}")
     room = -num_tokens % block_size  # empty slots in the last block
-    return _new_blocks(room, n, block_size) + (1 if n and room and last_block_shared else 0)
-
-
-def _new_blocks(room: int, n: int, size: int) -> int:
-    """Blocks that ``n`` tokens open beyond the ``room`` left in the last block."""
-    return ceil_div(n - room, size) if n > room else 0
+    new_blocks = ceil_div(n - room, block_size) if n > room else 0  # beyond the room
+    return new_blocks + (1 if n and room and last_block_shared else 0)

@@ -60,10 +60,13 @@ Listener = Callable[[Event], None]
 class EventSource:
     """The listeners of each event kind."""
 
-    __slots__ = ("_listeners",)
+    __slots__ = ("_listeners", "listening")
 
     def __init__(self) -> None:
         self._listeners: dict[str, list[Listener]] = {kind: [] for kind in EVENT_KINDS}
+        # the kinds somebody listens to, kept by subscribe / unsubscribe: a source tests
+        # ``kind in source.listening`` before it builds an event (no event nobody reads)
+        self.listening: frozenset[str] = frozenset()
 
     def subscribe(
         self, listener: Listener, kinds: Iterable[EventKind] = EVENT_KINDS
@@ -78,18 +81,23 @@ class EventSource:
                 raise ValueError(f"event kind must be one of {EVENT_KINDS}, got {kind!r}")
         for kind in wanted:
             self._listeners[kind].append(listener)
+        self._update_listening()
 
         def unsubscribe() -> None:
             while wanted:  # emptied on the first call
                 held = self._listeners[wanted.pop()]
                 # by identity: the same callable may be subscribed twice
                 del held[next(i for i, other in enumerate(held) if other is listener)]
+            self._update_listening()
 
         return unsubscribe
 
     def listens(self, kind: EventKind) -> bool:
         """Whether anybody listens to events of ``kind`` (else none is built)."""
-        return bool(self._listeners[kind])
+        return kind in self.listening
+
+    def _update_listening(self) -> None:
+        self.listening = frozenset(kind for kind, held in self._listeners.items() if held)
 
     def _emit(self, event: Event) -> None:
         for listener in list(self._listeners[event.kind]):

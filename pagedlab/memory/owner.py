@@ -77,6 +77,8 @@ def check_named_owner(owner: object) -> Owner:
 
 def check_block(block: object, num_blocks: int, name: str = "block") -> int:
     """``block`` as an int in ``[0, num_blocks)``."""
+    if type(block) is int and 0 <= block < num_blocks:  # the common case, decided at once
+        return block
     number = check_int(block, name)
     if not 0 <= number < num_blocks:
         raise ValueError(f"{name} {number} is out of range [0, {num_blocks})")

@@ -4,8 +4,11 @@ Primitives apart from scenes:
 
 - :mod:`~pagedlab.pictures.theme`   the one palette (Okabe-Ito) and what each colour means
 - :mod:`~pagedlab.pictures.png`     the one PNG encoder (``to_png``: figures and bytes only)
-- :mod:`~pagedlab.pictures.canvas`  ``Drawing`` (rects, labels, arrows), the in-place ``Canvas``,
-  ``drawing_png`` and ``image`` (any picture as a cell's value)
+- :mod:`~pagedlab.pictures.drawing` ``Drawing`` (rects, labels, arrows, in inches): the data half,
+  no numpy or matplotlib
+- :mod:`~pagedlab.pictures.canvas`  the in-place ``Canvas`` that renders a ``Drawing`` (and
+  re-exports its names), ``drawing_png`` and ``image`` (any picture as a cell's value)
+- :mod:`~pagedlab.pictures.svg`     the same ``Drawing`` as SVG, for the live site
 
 Scenes (state -> picture):
 
@@ -19,4 +22,6 @@ Scenes (state -> picture):
 - :mod:`~pagedlab.pictures.step`        a mixed vLLM V1 step; one table for every TP worker (§4.6)
 - :mod:`~pagedlab.pictures.in_2026`     notebook 11: three engines' free rules, a partial hit's
   copy, hybrid tables, the async timeline, tokens by miss reason
+- :mod:`~pagedlab.pictures.scheduler_drawing` device and host pools, queues (the data half)
+- :mod:`~pagedlab.pictures.scheduler`   re-exports it; Fig. 19's plots
 """

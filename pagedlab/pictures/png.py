@@ -2,16 +2,18 @@
 
 It takes figures and bytes only (a ``Drawing`` is rendered by :mod:`pagedlab.pictures.canvas`,
 which imports this module, never the other way). Every picture in pagedlab goes through
-:func:`to_png`: Agg draws the figure at its own dpi, PIL writes the RGB pixels at zlib level 1
-(fast; PNG stays lossless) with no timestamp, so the same figure gives the same bytes on every
-run. :func:`quantised_png` makes them small (a few-colour palette) for static frames, and
-:func:`save_png` writes the README's files with it. A notebook cell shows any picture with
-:func:`pagedlab.pictures.canvas.image`.
+:func:`to_png`: Agg draws the figure at its own dpi and :func:`rgb_png` writes the RGB pixels
+(rows unfiltered, zlib level 1: fast, lossless, no timestamp), so the same figure gives the
+same bytes on every run. :func:`quantised_png` makes them small (a few-colour palette) for
+static frames, and :func:`save_png` writes the README's files with it. A notebook cell shows
+any picture with :func:`pagedlab.pictures.canvas.image`.
 """
 
 from __future__ import annotations
 
 import io
+import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +23,6 @@ from matplotlib.figure import Figure
 
 def to_png(figure: Figure) -> bytes:
     """PNG bytes of a matplotlib figure (a ``Drawing``: ``canvas.drawing_png``)."""
-    from PIL import Image
-
     if not isinstance(figure, Figure):
         raise TypeError(
             f"to_png takes a matplotlib Figure, got a {type(figure).__name__} "
@@ -31,11 +31,30 @@ def to_png(figure: Figure) -> bytes:
     canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else None
     canvas = canvas or FigureCanvasAgg(figure)
     canvas.draw()
-    width, height = canvas.get_width_height()
-    pixels = Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba())
-    buffer = io.BytesIO()
-    pixels.convert("RGB").save(buffer, format="png", compress_level=1)
-    return buffer.getvalue()
+    return rgb_png(np.asarray(canvas.buffer_rgba())[..., :3])
+
+
+def rgb_png(pixels: np.ndarray) -> bytes:
+    """RGB ``pixels`` [height, width, 3] (uint8) as PNG bytes: every row unfiltered, zlib level
+    1. Flat-coloured pictures compress well without the per-row filter search a general
+    encoder makes (which costs more than the compression here); lossless, no timestamp."""
+    height, width, _ = pixels.shape
+    rows = np.empty((height, 1 + 3 * width), np.uint8)
+    rows[:, 0] = 0  # each row's filter byte: none
+    rows[:, 1:] = pixels.reshape(height, 3 * width)
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB, not interlaced
+    return b"".join(
+        (
+            b"\x89PNG\r\n\x1a\n",
+            _chunk(b"IHDR", header),
+            _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)),
+            _chunk(b"IEND", b""),
+        )
+    )
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
 def quantised_png(picture: bytes | np.ndarray, colors: int) -> bytes:

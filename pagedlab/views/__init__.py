@@ -8,5 +8,7 @@ of torch, numpy, matplotlib and ipywidgets.
 - :mod:`~pagedlab.views.allocation` the allocation explorer (notebooks 2-3)
 - :mod:`~pagedlab.views.sharing`    the sharing and prefix-cache explorers (5-6)
 - :mod:`~pagedlab.views.scheduler`  the scheduler explorer, control plane only (9)
-- :mod:`~pagedlab.views.controls`   ``Slider``, ``Choice``, ``Toggle``: a control declared once
+- :mod:`~pagedlab.views.controls`   ``Slider``, ``Choice``, ``Toggle``: a control declared once;
+  ``Declaration``: an explorer declared once
+- :mod:`~pagedlab.views.shown`      ``Shown``: what one setting shows (state, drawing, readout)
 """

@@ -15,7 +15,7 @@ import html
 from pagedlab.control_scenes import KV_BYTES_PER_SLOT, LAYOUTS, ExampleState, example_table
 from pagedlab.pictures.blocks import scene
 from pagedlab.pictures.drawing import Drawing
-from pagedlab.views.controls import Choice, Slider
+from pagedlab.views.controls import Choice, Declaration, Slider
 from pagedlab.views.shown import Shown
 
 MAX_BLOCK_SIZE = 16  # where the notebook's sliders stop; the live page takes any size
@@ -25,6 +25,13 @@ ALLOCATION_CONTROLS = (
     Slider("block_size", 1, MAX_BLOCK_SIZE, "block size", 4, unbounded=True),
     Slider("length", 1, MAX_LENGTH, "length", 5, unbounded=True),
     Choice("layout", LAYOUTS, "layout", LAYOUTS[1]),
+)
+ALLOCATION_EXPLORER = Declaration(
+    "AllocationExplorer",
+    ALLOCATION_CONTROLS,
+    frames={"block_size": [1, 2, 4, 8, 16], "length": list(range(1, 33))},
+    play="length",
+    replay=True,  # Play grows the sequence from 1 token up to the length shown
 )
 
 

@@ -1,4 +1,5 @@
-"""A control declared once: its name, its range or options, its description and its default.
+"""A control declared once (name, range or options, description, default), and an explorer
+declared once (:class:`Declaration`: its controls, its static frames and its Play).
 
 An explorer lists its controls as class data (``CONTROLS``, a tuple of these). The notebook's
 ``Explorer`` base builds its ipywidgets from them, and the live site writes its page inputs
@@ -15,7 +16,8 @@ naming the control and the value.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from pagedlab.checks import ArgumentTypeError, check_int
 
@@ -111,3 +113,39 @@ class Toggle:
 
 
 Control = Slider | Choice | Toggle
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One explorer, declared once; the notebook's widget, the static site's frames and the
+    live page all read it.
+
+    - ``name``: the explorer's class name (the live page's ``data-explorer``);
+    - ``controls``: its controls, in order (the widget builds them; the live page writes them);
+    - ``frames``: control name -> the values the static site draws ahead of time (frame order:
+      their product, the last control fastest); empty: no static view;
+    - ``play``: the control a Play animates (one of ``frames``), or None;
+    - ``replay``: the Play replays from the first value up to the one shown; else it steps on.
+
+    Invariants, checked when made (a ``ValueError`` naming the value): the controls' names
+    are distinct, every ``frames`` key is one of them with a non-empty list of values, and
+    ``play`` is a key of ``frames``.
+    """
+
+    name: str
+    controls: tuple[Control, ...]
+    frames: Mapping[str, Sequence[object]] = field(default_factory=dict)
+    play: str | None = None
+    replay: bool = False
+
+    def __post_init__(self) -> None:
+        names = [control.name for control in self.controls]
+        if not self.name.isidentifier() or len(set(names)) != len(names):
+            raise ValueError(f"explorer {self.name!r}: bad name or repeated controls {names}")
+        for axis, values in self.frames.items():
+            if axis not in names:
+                raise ValueError(f"{self.name}: frame axis {axis!r} is not a control ({names})")
+            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+                raise ValueError(f"{self.name}: frame axis {axis!r} needs values, got {values!r}")
+        if self.play is not None and self.play not in self.frames:
+            raise ValueError(f"{self.name}: play axis {self.play!r} is not a frame axis")

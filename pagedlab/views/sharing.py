@@ -24,7 +24,7 @@ from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import Admission, PrefixCache
 from pagedlab.memory.sharing import beam_step, fork_samples
 from pagedlab.pictures.sharing import MAX_TABLES, sharing_scene
-from pagedlab.views.controls import Choice, Slider
+from pagedlab.views.controls import Choice, Declaration, Slider
 from pagedlab.views.shown import Shown
 
 POOL_BLOCKS, BLOCK_SIZE = 32, 4
@@ -50,6 +50,18 @@ PREFIX_CONTROLS = (
     Slider("prompt_len", 1, MAX_PROMPT, "prompt", 10),
     Slider("requests", 1, MAX_TABLES, "requests", 3),
     Choice("block_size", (2, 4, 8), "block size", 4),
+)
+SHARING_EXPLORER = Declaration(
+    "SharingExplorer",
+    SHARING_CONTROLS,
+    frames={"mode": ["parallel sampling", "beam search"], "steps": list(range(13))},
+    play="steps",
+)
+PREFIX_EXPLORER = Declaration(
+    "PrefixCacheExplorer",
+    PREFIX_CONTROLS,
+    frames={"shared": [0, 2, 4, 6, 8], "requests": [1, 2, 3, 4, 5, 6]},
+    play="requests",
 )
 
 

@@ -163,7 +163,7 @@ def test_cost_model_reproduces_fig_19_shape() -> None:
     assert model.kv_bytes_per_token == 819_200  # OPT-13B: 800 KB per token (§3)
 
 
-# --- issue 25: swaps with an owner, validated before anything is allocated -------------------
+# --- a swap has an owner and is validated before anything is allocated ----------------------
 
 
 def _pools_and_kv(*things: object) -> tuple[object, ...]:

@@ -1,6 +1,6 @@
 """Every explorer on the one Explorer base: the same parts, the display bundle, atomic set().
 
-Misuse (issue 16): an unknown keyword, a wrong kind or a wrong value raises a clear error
+Misuse: an unknown keyword, a wrong kind or a wrong value raises a clear error
 naming it, and on any error no widget value, readout, picture or state has changed.
 """
 

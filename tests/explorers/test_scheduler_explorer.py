@@ -181,7 +181,7 @@ def test_incremental_states_are_the_from_scratch_replay_at_every_step(setting) -
 
 
 def test_a_state_handed_out_is_the_callers_to_poke() -> None:
-    """Issue 25 item 3: stepping or freeing ``explorer.state`` by hand changes no later view."""
+    """A state handed out is the caller's: stepping or freeing it changes no later view."""
     first = SchedulerExplorer(mode="swap", block_size=4, token_budget=16, step=5)
     kept = _seen(explorer_state("swap", 4, 16, True, 5))
     poked = first.state.scheduler

@@ -81,8 +81,32 @@ def test_play_replays_from_the_first_value_or_steps_on(explorer) -> None:
 
 
 def test_allocation_explorer_replays_in_static_mode() -> None:
-    assert ("pagedlab.explorers.allocation", "AllocationExplorer") in static.REPLAYS
-    assert set(static.REPLAYS) <= set(static.STATIC_AXES)
+    declared = AllocationExplorer.DECLARATION
+    assert declared is not None and declared.play == "length" and declared.replay
+    assert AllocationExplorer.CONTROLS is declared.controls  # read from the one declaration
+
+
+def test_the_live_page_reads_the_explorers_own_declarations() -> None:
+    from pagedlab import live
+    from pagedlab.explorers.scheduler import SchedulerExplorer
+    from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
+
+    for cls in (AllocationExplorer, SharingExplorer, PrefixCacheExplorer, SchedulerExplorer):
+        assert cls.DECLARATION is not None and cls.DECLARATION.frames
+        assert live.EXPLORERS[cls.__name__][1] is cls.DECLARATION.controls
+
+
+def test_a_declaration_refuses_axes_that_are_not_its_controls() -> None:
+    from pagedlab.views.controls import Declaration, Slider
+
+    length = (Slider("length", 1, 8, "length", 5),)
+    with pytest.raises(ValueError, match="'colour' is not a control"):
+        Declaration("E", length, frames={"colour": [1]})
+    for values in ([], 3, None):
+        with pytest.raises(ValueError, match="'length' needs values"):
+            Declaration("E", length, frames={"length": values})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="play axis 'length'"):
+        Declaration("E", length, play="length")
 
 
 def test_bad_axes_are_refused_by_name(explorer) -> None:
@@ -94,6 +118,10 @@ def test_bad_axes_are_refused_by_name(explorer) -> None:
         static.static_view(explorer, {"block_size": [4]}, play="length")
     with pytest.raises(ValueError, match="at least one axis"):
         static.static_view(explorer, {})
+    for values in ([], (), 4, None, "4"):  # empty, not a list of values: named, nothing drawn
+        with pytest.raises(ValueError, match="static axis 'length'"):
+            static.static_view(explorer, {"block_size": [4], "length": values})
+    assert explorer.values["length"] == 5
 
 
 def test_frames_are_quantised_pngs_of_the_same_size_and_fewer_bytes(explorer) -> None:

@@ -253,7 +253,7 @@ def test_a_recompute_is_one_prefill_over_prompt_and_generated() -> None:
     assert recomputes > 0
 
 
-# --- issue 25: one capacity rule, atomic steps, clear refusals ------------------------------
+# --- one capacity rule, atomic steps, clear refusals ----------------------------------------
 
 
 class PeakKV:

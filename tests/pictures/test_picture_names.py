@@ -1,5 +1,5 @@
-"""Pictures name sequences by letter or role, key every drawn colour, and route arrows clear
-of blocks (issue 12, "Pictures that must show their claim")."""
+"""Pictures show their claim: they name sequences by letter or role, key every drawn colour,
+and route arrows clear of blocks."""
 
 from __future__ import annotations
 

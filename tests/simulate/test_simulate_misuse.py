@@ -1,4 +1,4 @@
-"""Issue 16 for pagedlab.simulate: every public function refuses bad input with a TypeError
+"""pagedlab.simulate refuses bad input: every public function raises a TypeError
 (wrong kind) or a ValueError (wrong value) that names the argument and the value, and a
 refused call changes nothing."""
 
@@ -178,7 +178,7 @@ def test_numpy_integers_are_accepted() -> None:
     assert len(simulate(tr, vllm(np.int64(16)), pool_slots=np.int64(4096)).mean_slots) == 6
 
 
-# --- issue 25: small integer dtypes, values beyond what the model represents --------------
+# --- small integer dtypes and values beyond what the model represents are refused ----------
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32])
