@@ -21,9 +21,19 @@ from collections.abc import Callable
 from typing import Any
 
 from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.exercises.drivers import (
+    Admit,
+    Event,
+    ForkEvent,
+    adapt_cache,
+    adapt_cow,
+    adapt_table,
+    replay,
+    replay_cache,
+    replay_cow,
+)
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
-from pagedlab.memory.prefix_cache import PrefixCache
 
 NB01, NB02 = "01_why_paging", "02_block_table"
 
@@ -147,35 +157,6 @@ class _ReferenceTable:
         self.num_tokens = 0
 
 
-Event = tuple[str, int, int]  # ("append", table, n) or ("free", table, 0)
-
-
-def replay(make: Callable[[BlockAllocator], Any], num_blocks: int, block_size: int,
-           free_order: list[int], events: list[Event]) -> list[tuple[Any, ...]]:  # fmt: skip
-    """After each event: (every table's blocks, every table's tokens, free list, ref counts),
-    as plain lists (a freed table holds [] and 0)."""
-    pool = BlockAllocator(num_blocks, block_size, free_order=list(free_order))
-    tables: dict[int, Any] = {}
-    log = []
-    for kind, which, n in events:
-        if which not in tables:
-            tables[which] = make(pool)
-        if kind == "append":
-            tables[which].append_tokens(n)
-        else:
-            tables[which].free()
-        names = sorted(tables)
-        log.append(
-            (
-                [list(map(int, tables[t].blocks)) for t in names],
-                [int(tables[t].num_tokens) for t in names],
-                pool.free_list(),
-                pool.refcounts(),
-            )
-        )
-    return log
-
-
 def _events(rng: random.Random, num_blocks: int, block_size: int) -> list[Event]:
     """Seeded appends and frees that never run out of blocks (pagedlab's table is the judge)."""
     pool = BlockAllocator(num_blocks, block_size)
@@ -241,16 +222,6 @@ def _table_label(args: tuple[Any, ...]) -> str:
         f"T{t}.append_tokens({n})" if kind == "append" else f"T{t}.free()" for kind, t, n in events
     )
     return f"a pool of {num_blocks} blocks of {size}, free list {order}; then {said}"
-
-
-def _adapt_table(cls: Any) -> Callable[..., Any]:
-    def run(num_blocks: int, size: int, order: list[int], events: list[Event]) -> Any:
-        if not isinstance(cls, type):
-            raise TypeError(f"pass the class itself (MyBlockTable), got {type(cls).__name__}")
-        return replay(cls, num_blocks, size, order, events)
-
-    run.__name__ = str(getattr(cls, "__name__", type(cls).__name__))
-    return run
 
 
 def _diagnose_table(fn: Callable[..., Any], case: Case) -> str:
@@ -330,7 +301,7 @@ EXERCISES_CAPSTONE_02 = [
         returns="replay log",
         cases=_table_cases,
         solution=_ReferenceTable,
-        adapt=_adapt_table,
+        adapt=adapt_table,
         compare=_compare_logs,
         convert=False,
         diagnose=_diagnose_table,
@@ -352,42 +323,6 @@ def append_cow(allocator: BlockAllocator, blocks: list[int], num_tokens: int) ->
         allocator.free(blocks[-1])  # drop this table's reference to the shared block
         blocks[-1] = copy
     return blocks
-
-
-ForkEvent = tuple[str, int]  # ("append", table) or ("fork", table): fork makes a new table
-
-
-def replay_cow(append: Callable[..., Any] | None, num_blocks: int, block_size: int,
-               prompt: int, events: list[ForkEvent]) -> list[tuple[Any, ...]]:  # fmt: skip
-    """Table 0 holds ``prompt`` tokens; then forks and one-token appends. ``append`` None:
-    pagedlab's BlockTable does them; else ``append(allocator, blocks, num_tokens)`` returns
-    the new block list. After each event: (every table's blocks, free list, ref counts)."""
-    pool = BlockAllocator(num_blocks, block_size)
-    first = BlockTable(pool)
-    first.append_tokens(prompt)
-    real: list[BlockTable] = [first]
-    mine: list[tuple[list[int], int]] = [(list(first.blocks), prompt)]
-    log = []
-    for kind, which in events:
-        if kind == "fork":
-            if append is None:
-                real.append(real[which].fork())
-            else:
-                blocks, tokens = mine[which]
-                for b in blocks:
-                    pool.share(b)
-                mine.append((list(blocks), tokens))
-        elif append is None:
-            real[which].append_tokens(1)
-        else:
-            blocks, tokens = mine[which]
-            new = append(pool, list(blocks), tokens)
-            if new is None:
-                raise TypeError("your function returned None: did you forget `return`?")
-            mine[which] = ([int(b) for b in new], tokens + 1)
-        tables = [list(t.blocks) for t in real] if append is None else [b for b, _ in mine]
-        log.append((tables, pool.free_list(), pool.refcounts()))
-    return log
 
 
 def _cow_specs() -> list[tuple[int, int, int, list[ForkEvent], str]]:
@@ -434,16 +369,6 @@ def _cow_label(args: tuple[Any, ...]) -> str:
     num_blocks, size, prompt, events = args
     said = ", ".join(f"{kind} T{t}" for kind, t in events)
     return f"a pool of {num_blocks} blocks of {size}; T0 holds {prompt} tokens; then {said}"
-
-
-def _adapt_cow(fn: Any) -> Callable[..., Any]:
-    def run(num_blocks: int, size: int, prompt: int, events: list[ForkEvent]) -> Any:
-        if not callable(fn):
-            raise TypeError(f"pass your function, got {type(fn).__name__}")
-        return replay_cow(fn, num_blocks, size, prompt, events)
-
-    run.__name__ = str(getattr(fn, "__name__", type(fn).__name__))
-    return run
 
 
 def _diagnose_cow(fn: Callable[..., Any], case: Case) -> str:
@@ -512,33 +437,6 @@ class _ReferenceCache:
             self.block_of.setdefault(h, block)
 
 
-Admit = tuple[list[int], bool]  # (prompt tokens, whether the request finishes right after)
-
-
-def replay_cache(make: Callable[[int], Any] | None, block_size: int,
-                 admits: list[Admit]) -> list[tuple[list[int], list[int]]]:  # fmt: skip
-    """Admit prompts one after another into a large pool (no eviction); ``make`` None: the
-    real PrefixCache does it. After each: (hit blocks, the new table's blocks)."""
-    pool = BlockAllocator(sum(len(t) for t, _ in admits) + 4, block_size)
-    real = PrefixCache(pool) if make is None else None
-    mine: Any = make(block_size) if make is not None else None
-    log = []
-    for tokens, finishes in admits:
-        if real is not None:
-            admission = real.admit(tokens)
-            hits, table = list(admission.hit_blocks), admission.table
-        else:
-            hits = [int(b) for b in mine.lookup(list(tokens))]
-            table = BlockTable(pool)
-            table.hold_prefix(hits)
-            table.append_tokens(len(tokens) - len(hits) * block_size)
-            mine.register(list(table.blocks), list(tokens))
-        log.append((hits, list(table.blocks)))
-        if finishes:
-            table.free()
-    return log
-
-
 def _cache_specs() -> list[tuple[int, list[Admit], str]]:
     system = [101, 102, 103, 104, 105, 106, 107, 108]
     return [
@@ -585,16 +483,6 @@ def _cache_label(args: tuple[Any, ...]) -> str:
     return f"blocks of {size}; prompts admitted in turn: {said}"
 
 
-def _adapt_cache(cls: Any) -> Callable[..., Any]:
-    def run(size: int, admits: list[Admit]) -> Any:
-        if not isinstance(cls, type):
-            raise TypeError(f"pass the class itself (MyPrefixCache), got {type(cls).__name__}")
-        return replay_cache(cls, size, admits)
-
-    run.__name__ = str(getattr(cls, "__name__", type(cls).__name__))
-    return run
-
-
 def _diagnose_cache(fn: Callable[..., Any], case: Case) -> str:
     got = fn(*case.args)
     for k, (want, have) in enumerate(zip(case.expected, got, strict=False)):
@@ -618,7 +506,7 @@ EXERCISES_CAPSTONE_05 = [
         returns="list[int]",
         cases=_cow_cases,
         solution=append_cow,
-        adapt=_adapt_cow,
+        adapt=adapt_cow,
         compare=_compare_logs,
         convert=False,
         diagnose=_diagnose_cow,
@@ -637,7 +525,7 @@ EXERCISES_CAPSTONE_06 = [
         returns="replay log",
         cases=_cache_cases,
         solution=_ReferenceCache,
-        adapt=_adapt_cache,
+        adapt=adapt_cache,
         compare=lambda e, g: isinstance(g, list) and g == e,
         convert=False,
         diagnose=_diagnose_cache,

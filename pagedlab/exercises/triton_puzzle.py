@@ -27,18 +27,16 @@ Layout the kernel sees (all contiguous): ``q`` and ``out`` ``[num_seqs, NUM_HEAD
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
 
-from pagedlab.attention import backend
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.exercises.attention import tensors_equal
 from pagedlab.exercises.core import Case, Exercise
+from pagedlab.exercises.kernel_drivers import adapt_paged
 
 NB04 = "04_kernel_at_work"
-GUARD = 2  # NaN blocks before and after each cache (and -1 rows around the table)
 
 STUB = """import triton
 import triton.language as tl
@@ -76,43 +74,6 @@ def _solution_kernel() -> Any:
     from pagedlab.attention import kernels  # imports triton, after backend set the mode
 
     return kernels.paged_attention_one_page_kernel
-
-
-def _guarded(t: torch.Tensor, fill: float) -> torch.Tensor:
-    """``t`` copied into the middle of a buffer with GUARD extra leading-dim entries each side."""
-    shape = (t.shape[0] + 2 * GUARD, *t.shape[1:])
-    buffer = torch.full(shape, fill, dtype=t.dtype, device=t.device)
-    buffer[GUARD : GUARD + t.shape[0]] = t
-    return buffer[GUARD : GUARD + t.shape[0]]
-
-
-def launch(kernel: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-           tables: torch.Tensor, seq_lens: torch.Tensor) -> torch.Tensor:  # fmt: skip
-    """Run the learner's kernel on one batch; returns ``out`` (NaN where nothing was stored)."""
-    if not hasattr(kernel, "__getitem__"):
-        raise TypeError(f"pass the @triton.jit kernel itself, got {type(kernel).__name__}")
-    device = backend.device()
-    num_seqs, num_heads = query.shape[:2]
-    q = query.to(device).contiguous()
-    k, v = (_guarded(t.to(device).contiguous(), float("nan")) for t in (key, value))
-    table = _guarded(tables.to(device).contiguous(), -1)
-    lens = seq_lens.to(device).contiguous()
-    out = torch.full_like(q, float("nan"))
-    with warnings.catch_warnings():  # NaN read from a guard block: numpy warns, we report it
-        warnings.simplefilter("ignore", RuntimeWarning)
-        _launch(kernel, (num_seqs, num_heads), out, q, k, v, table, lens, tables.shape[1])
-    return out.cpu()
-
-
-def _launch(kernel: Any, grid: tuple[int, int], out: torch.Tensor, q: torch.Tensor,
-            k: torch.Tensor, v: torch.Tensor, table: torch.Tensor, lens: torch.Tensor,
-            max_blocks: int) -> None:  # fmt: skip
-    num_heads, head_dim = q.shape[1], q.shape[2]
-    block_size, kv_heads = k.shape[1], k.shape[2]
-    kernel[grid](
-        out, q, k, v, table, lens, head_dim**-0.5, max_blocks,
-        NUM_HEADS=num_heads, NUM_KV_HEADS=kv_heads, BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
-    )  # fmt: skip
 
 
 def _batch(lens: list[int], block_size: int, heads: int, kv_heads: int, dim: int,
@@ -278,15 +239,6 @@ def _vec(t: torch.Tensor) -> str:
     )
 
 
-def _adapt(kernel: Any) -> Any:
-    def run(*args: Any) -> torch.Tensor:
-        return launch(kernel, *args)
-
-    inner = getattr(kernel, "fn", kernel)  # a @triton.jit kernel wraps a Python function
-    run.__name__ = str(getattr(inner, "__name__", None) or type(kernel).__name__)
-    return run
-
-
 def make_exercise() -> Exercise:
     return Exercise(
         name="paged_kernel",
@@ -301,7 +253,7 @@ def make_exercise() -> Exercise:
         isolate=False,  # a CUDA context does not survive a fork; Triton loops are bounded
         budget_s=60.0,
         diagnose=_diagnose,
-        adapt=_adapt,
+        adapt=adapt_paged,
         todo="Write the loop body",
         stub_code=STUB,
     )
