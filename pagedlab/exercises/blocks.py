@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.exercises.core import Case, Exercise, Mistake, seeded
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.simulate.reservation import OneRequest
@@ -77,7 +77,7 @@ _COUNT_SPECS = {
 
 def _count_cases(kind: str) -> list[Case]:
     fixed = _COUNT_SPECS[kind]
-    rng = random.Random(101)
+    rng = seeded(101)
     sizes = [1, 2, 3, 4, 5, 7, 8, 12, 16, 32]
     generated: list[tuple[int, int, str, tuple[str, ...]]] = [
         (rng.randint(1, 300), rng.choice(sizes), "", ()) for _ in range(24)
@@ -106,7 +106,7 @@ _RESERVATION_SPECS = [
 
 def _reservation_cases() -> list[Case]:
     fixed = list(_RESERVATION_SPECS)
-    rng = random.Random(102)
+    rng = seeded(102)
     generated: list[tuple[int, int, int, str, tuple[str, ...]]] = []
     for _ in range(20):
         prompt, response = rng.randint(1, 900), rng.randint(1, 900)
@@ -207,7 +207,7 @@ _SLOT_SPECS = [
 
 def _slot_cases() -> list[Case]:
     fixed = list(_SLOT_SPECS)
-    rng = random.Random(201)
+    rng = seeded(201)
     for _ in range(24):
         size = rng.choice([1, 2, 3, 4, 5, 8, 16])
         blocks = _random_blocks(rng, rng.randint(1, 6))
@@ -238,7 +238,7 @@ _MAPPING_SPECS = [
 
 def _mapping_cases() -> list[Case]:
     fixed = list(_MAPPING_SPECS)
-    rng = random.Random(202)
+    rng = seeded(202)
     for _ in range(20):
         size = rng.choice([1, 2, 3, 4, 5, 8, 16])
         blocks = _random_blocks(rng, rng.randint(1, 6))
@@ -271,7 +271,7 @@ _APPEND_SPECS = [
 
 def _append_cases() -> list[Case]:
     fixed = list(_APPEND_SPECS)
-    rng = random.Random(203)
+    rng = seeded(203)
     fixed += [
         (rng.randint(0, 100), rng.randint(1, 40), rng.choice([1, 2, 3, 4, 5, 8, 16]), "", ())
         for _ in range(24)

@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.exercises.core import Case, Exercise, Mistake, seeded
 from pagedlab.exercises.drivers import (
     Admit,
     Event,
@@ -78,7 +78,7 @@ def _place_cases() -> list[Case]:
         pool, _running = _fragmented_without_newcomer(num_requests, blocks_each)
         args = (pool.refcounts(), pool.free_list(), need)
         cases.append(Case(args, _place_expected(pool, need), why=why, catches=catches))
-    rng = random.Random(1001)
+    rng = seeded(1001)
     for _ in range(12):
         pool = BlockAllocator(rng.randint(6, 16), 4)
         tables = []
@@ -206,7 +206,7 @@ def _table_cases() -> list[Case]:
     for num_blocks, size, order, events, why in fixed:
         args = (num_blocks, size, order, events)
         cases.append(Case(args, replay(BlockTable, *args), _table_label(args), "fixed", why))
-    rng = random.Random(1002)
+    rng = seeded(1002)
     for _ in range(12):
         num_blocks, size = rng.randint(4, 12), rng.choice([1, 2, 3, 4, 8])
         order = rng.sample(range(num_blocks), num_blocks)
@@ -347,7 +347,7 @@ def _cow_cases() -> list[Case]:
     for num_blocks, size, prompt, spec_events, why in _cow_specs():
         args = (num_blocks, size, prompt, spec_events)
         cases.append(Case(args, replay_cow(None, *args), _cow_label(args), "fixed", why))
-    rng = random.Random(1005)
+    rng = seeded(1005)
     for _ in range(12):
         size = rng.choice([1, 2, 3, 4])
         prompt = rng.randint(1, 10)
@@ -464,7 +464,7 @@ def _cache_cases() -> list[Case]:
     for size, admits, why in _cache_specs():
         args = (size, admits)
         cases.append(Case(args, replay_cache(None, *args), _cache_label(args), "fixed", why))
-    rng = random.Random(1006)
+    rng = seeded(1006)
     for _ in range(10):
         size = rng.choice([2, 3, 4])
         base = [rng.randint(0, 5) for _ in range(rng.randint(0, 12))]

@@ -28,7 +28,7 @@ from bisect import insort
 from collections.abc import Callable
 from typing import Any
 
-from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.exercises.core import Case, Exercise, Mistake, seeded
 from pagedlab.exercises.drivers import PARTS, Spec, StepState, adapt_step, replay_steps
 from pagedlab.memory.capacity import prefill_need
 from pagedlab.memory.requests import Group
@@ -157,7 +157,7 @@ def _step_cases() -> list[Case]:
         args = (num_blocks, size, specs, mode)
         expected = replay_steps(None, *args)
         cases.append(Case(args, expected, _step_label(args), "fixed", why, catches))
-    rng = random.Random(909)
+    rng = seeded(909)
     for k in range(16):
         args = (*_generated_specs(rng), ("recompute", "swap")[k % 2])
         cases.append(Case(args, replay_steps(None, *args), _step_label(args), "generated"))

@@ -33,7 +33,7 @@ import torch
 
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.exercises.attention import tensors_equal
-from pagedlab.exercises.core import Case, Exercise
+from pagedlab.exercises.core import Case, Exercise, seed_of
 from pagedlab.exercises.kernel_drivers import adapt_paged
 
 NB04 = "04_kernel_at_work"
@@ -80,7 +80,7 @@ def _batch(lens: list[int], block_size: int, heads: int, kv_heads: int, dim: int
            seed: int, spare: int = 2) -> tuple[Any, ...]:  # fmt: skip
     """A batch in scattered blocks (``spare`` blocks nobody owns); a large score late in each
     sequence, so the max grows; every slot no sequence owns holds NaN."""
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed_of(seed))
     pages = [-(-n // block_size) for n in lens]
     order = torch.randperm(sum(pages) + spare, generator=generator).tolist()
     rows, start = [], 0
@@ -103,7 +103,7 @@ def _one_sequence(blocks: list[int], n: int, block_size: int, dim: int, seed: in
                   big: tuple[int, float] | None = None) -> tuple[Any, ...]:  # fmt: skip
     """One sequence of ``n`` tokens in ``blocks`` (one head); ``big = (position, score)`` gives
     one position that score after scaling, the others about 1 or less."""
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed_of(seed))
     shape = (max(blocks) + 2, block_size, 1, dim)
     key = torch.randn(shape, generator=generator) * 0.5
     value = torch.randn(shape, generator=generator)

@@ -1,0 +1,246 @@
+"""The grading child: runs a learner's exercise cells and calls what they define; nothing else.
+
+``python -m pagedlab.grade`` starts ``python -m pagedlab.grade.child REQUESTS REPLIES`` (two
+pipe file descriptors) in a session of its own, so that it can kill it whole. This process
+holds no expected value, no case builder, no reference solution and no grader: it imports
+``pagedlab`` (the library a learner's cells import), the drivers
+(:mod:`pagedlab.exercises.drivers`, :mod:`~pagedlab.exercises.kernel_drivers`) and the
+harness (:mod:`~pagedlab.exercises.sandbox`) without the package ``pagedlab.exercises``
+(whose ``__init__`` imports every grader), and refuses any other import of
+``pagedlab.exercises`` or ``pagedlab.grade`` once the learner's code runs.
+
+Protocol: each message is a 4-byte big-endian length and a pickle. The parent sends
+``("cell", index, source)``, ``("entry", name, kind)`` and ``("case", entry, driver, args,
+budget_s)``; the child answers each with one message made of plain values only (None, bool,
+int, float, str, list, tuple, dict): the parent unpickles it with a restricted unpickler that
+loads no class at all, so no learner ``__reduce__`` runs there. A tensor travels as
+``{"tensor": (dtype, shape, values)}``, any other object as ``{"other": (type, repr)}``.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import io
+import linecache
+import operator
+import os
+import pickle
+import struct
+import sys
+import types
+from typing import Any
+
+CELL_FILE = "<submission cell {}>"  # the file name of each of the learner's cells
+NAMESPACE = "__submission__"  # the module name the learner's cells run as
+PRINT_LIMIT = 64 * 1024  # characters of a case's printed output kept (the rest is cut)
+ALLOWED = ("pagedlab.exercises.drivers", "pagedlab.exercises.kernel_drivers",
+           "pagedlab.exercises.sandbox")  # fmt: skip
+
+
+class _Bounded(io.TextIOBase):
+    """A stdout that keeps the first PRINT_LIMIT characters and counts the rest."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.kept = 0
+        self.cut = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: Any) -> int:
+        text = str.__str__(text) if isinstance(text, str) else ""
+        room = PRINT_LIMIT - self.kept
+        self.parts.append(text[:room])
+        self.kept += min(room, len(text))
+        self.cut += max(0, len(text) - room)
+        return len(text)
+
+    def text(self) -> str:
+        body = "".join(self.parts)
+        return body + (f"\n[... {self.cut} more characters cut]" if self.cut else "")
+
+
+class _Refuse(importlib.abc.MetaPathFinder):
+    """Refuses the graders: a submission imports the library, never the answers."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        graders = name.startswith(("pagedlab.exercises", "pagedlab.grade"))
+        if graders and name not in ALLOWED and name != "pagedlab.exercises":
+            raise ImportError(f"{name} is not importable while a submission is graded")
+        return None
+
+
+def _load_drivers() -> Any:
+    """The drivers and the sandbox, loaded without ``pagedlab/exercises/__init__.py``."""
+    import pagedlab  # the library: sets TRITON_INTERPRET before anything imports triton
+
+    folder = os.path.join(os.path.dirname(pagedlab.__file__), "exercises")
+    package = types.ModuleType("pagedlab.exercises")
+    package.__path__ = [folder]
+    package.__doc__ = "(the graders are not loaded in a grading child)"
+    sys.modules["pagedlab.exercises"] = package
+    import pagedlab.exercises.drivers as drivers
+    import pagedlab.exercises.sandbox  # noqa: F401
+
+    return drivers
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """``value`` as plain values (see the module docstring); never raises."""
+    try:
+        if value is None or type(value) in (bool, int, float, str):
+            return value
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(value, torch.Tensor) and depth < 50:
+            flat = value.detach().cpu().reshape(-1)
+            dtype = str(flat.dtype).removeprefix("torch.")
+            return {"tensor": (dtype, list(map(int, value.shape)), flat.tolist())}
+        if isinstance(value, (list, tuple)) and depth < 50:
+            items = list.__iter__(value) if isinstance(value, list) else tuple.__iter__(value)
+            converted = [_plain(item, depth + 1) for item in items]
+            return converted if isinstance(value, list) else tuple(converted)
+        if str(getattr(value, "dtype", "")) in ("bool", "torch.bool"):
+            return bool(value)
+        if isinstance(value, bool):
+            return bool(value)
+        if isinstance(value, int) or (hasattr(type(value), "__index__") and not _floaty(value)):
+            return int(operator.index(value))
+        if isinstance(value, float):
+            return float(value)
+        return {"other": (type(value).__name__, _bounded_repr(value))}
+    except BaseException as error:
+        return {"other": (type(value).__name__, f"(could not be read: {type(error).__name__})")}
+
+
+def _floaty(value: Any) -> bool:
+    return "float" in str(getattr(value, "dtype", ""))
+
+
+def _bounded_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except BaseException:
+        return f"<{type(value).__name__} whose repr raised>"
+    return text if len(text) <= 300 else text[:295] + " ..."
+
+
+def _run_cell(index: int, source: str, namespace: dict[str, Any]) -> str:
+    """Execute one cell (IPython magics and shell lines left out); "" or the error."""
+    kept = ["" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()]
+    text = "\n".join(kept) + "\n"
+    name = CELL_FILE.format(index)
+    linecache.cache[name] = (len(text), None, text.splitlines(True), name)  # for inspect
+    sink = _Bounded()
+    sys.stdout = sys.stderr = sink
+    try:
+        exec(compile(text, name, "exec"), namespace)
+    except BaseException as error:
+        return f"{type(error).__name__}: {_bounded_repr(str(error))}"
+    finally:
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    return ""
+
+
+def _from_submission(fn: Any) -> bool:
+    code = getattr(fn, "__code__", None)
+    return type(fn) is types.FunctionType and str(code.co_filename).startswith("<submission")
+
+
+def entry_problem(obj: Any, kind: str) -> str:
+    """Why ``obj`` is not the learner's own function, class or kernel ("" if it is)."""
+    import inspect
+
+    if kind == "kernel":
+        inner = inspect.getattr_static(obj, "fn", None)
+        if not type(obj).__module__.startswith("triton.") or not _from_submission(inner):
+            return "it is not a @triton.jit kernel defined in the submission"
+        return ""
+    if kind == "class":
+        if type(obj) is not type:
+            return "it is not a class defined in the submission (a plain class statement)"
+        for klass in obj.__mro__[:-1]:
+            if type.__dict__["__dict__"].__get__(klass).get("__module__") != NAMESPACE:
+                name = klass.__qualname__
+                return f"it is or subclasses {name}, which the submission did not write"
+        return ""
+    if not _from_submission(obj):
+        return "it is not a function defined in the submission (a plain def statement)"
+    return ""
+
+
+def _case(drivers: Any, obj: Any, driver: str, args: Any, budget: float) -> dict[str, Any]:
+    from pagedlab.exercises.sandbox import describe, time_budget
+
+    sink = _Bounded()
+    sys.stdout = sys.stderr = sink
+    reply: dict[str, Any] = {"value": None, "raised": None, "timed_out": False}
+    try:
+        with time_budget(budget):
+            run = obj
+            if driver:
+                if driver not in drivers.ADAPTERS:
+                    import pagedlab.exercises.kernel_drivers  # noqa: F401 (joins ADAPTERS)
+                run = drivers.ADAPTERS[driver](obj)
+            reply["value"] = _plain(run(*args))
+    except BaseException as error:
+        if type(error).__name__ == "_OutOfTime":
+            reply["timed_out"] = True
+        else:
+            raised = describe(error)
+            reply["raised"] = (raised.kind, raised.text, raised.where, raised.stub)
+    finally:
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    reply["printed"] = sink.text()
+    return reply
+
+
+def _send(fd: int, message: Any) -> None:
+    data = pickle.dumps(message, protocol=4)
+    os.write(fd, struct.pack(">I", len(data)))
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _receive(fd: int) -> Any:
+    def exactly(n: int) -> bytes:
+        chunks = b""
+        while len(chunks) < n:
+            chunk = os.read(fd, n - len(chunks))
+            if not chunk:
+                raise EOFError
+            chunks += chunk
+        return chunks
+
+    (size,) = struct.unpack(">I", exactly(4))
+    return pickle.loads(exactly(size))  # from the parent: trusted
+
+
+def main(argv: list[str]) -> int:
+    requests, replies = int(argv[0]), int(argv[1])
+    drivers = _load_drivers()
+    sys.meta_path.insert(0, _Refuse())
+    namespace: dict[str, Any] = {"__name__": NAMESPACE, "__builtins__": __builtins__}
+    _send(replies, ("ready",))
+    while True:
+        try:
+            message = _receive(requests)
+        except EOFError:
+            return 0
+        kind = message[0]
+        if kind == "cell":
+            _send(replies, ("cell", message[1], _run_cell(message[1], message[2], namespace)))
+        elif kind == "entry":
+            name, entry_kind = message[1], message[2]
+            if name not in namespace:
+                _send(replies, ("entry", f"the submission defines no {name}"))
+            else:
+                _send(replies, ("entry", entry_problem(namespace[name], entry_kind)))
+        elif kind == "case":
+            _, name, driver, args, budget = message
+            _send(replies, ("case", _case(drivers, namespace.get(name), driver, args, budget)))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
