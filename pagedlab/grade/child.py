@@ -10,8 +10,10 @@ harness (:mod:`~pagedlab.exercises.sandbox`) without the package ``pagedlab.exer
 ``pagedlab.exercises`` or ``pagedlab.grade`` once the learner's code runs.
 
 Protocol: each message is a 4-byte big-endian length and a pickle. The parent sends
-``("cell", index, source)``, ``("entry", name, kind)`` and ``("case", entry, driver, args,
-budget_s)``; the child answers each with one message made of plain values only (None, bool,
+``(nonce, request)``, a request being ``("cell", index, source)``, ``("entry", name, kind)``
+or ``("case", entry, driver, args, budget_s)``; the child answers each with ``(nonce,
+reply)`` (a reply with another nonce, or anything more on the pipe, is something the
+learner's code wrote there: the parent fails that case), made of plain values only (None, bool,
 int, float, str, list, tuple, dict): the parent unpickles it with a restricted unpickler that
 loads no class at all, so no learner ``__reduce__`` runs there. A tensor travels as
 ``{"tensor": (dtype, shape, values)}``, any other object as ``{"other": (type, repr)}``.
@@ -143,8 +145,9 @@ def _run_cell(index: int, source: str, namespace: dict[str, Any]) -> str:
 
 
 def _from_submission(fn: Any) -> bool:
-    code = getattr(fn, "__code__", None)
-    return type(fn) is types.FunctionType and str(code.co_filename).startswith("<submission")
+    if type(fn) is not types.FunctionType:
+        return False
+    return str(fn.__code__.co_filename).startswith("<submission")
 
 
 def entry_problem(obj: Any, kind: str) -> str:
@@ -225,21 +228,21 @@ def main(argv: list[str]) -> int:
     _send(replies, ("ready",))
     while True:
         try:
-            message = _receive(requests)
+            nonce, message = _receive(requests)
         except EOFError:
             return 0
         kind = message[0]
         if kind == "cell":
-            _send(replies, ("cell", message[1], _run_cell(message[1], message[2], namespace)))
+            _send(replies, (nonce, _run_cell(message[1], message[2], namespace)))
         elif kind == "entry":
             name, entry_kind = message[1], message[2]
             if name not in namespace:
-                _send(replies, ("entry", f"the submission defines no {name}"))
+                _send(replies, (nonce, f"the submission defines no {name}"))
             else:
-                _send(replies, ("entry", entry_problem(namespace[name], entry_kind)))
+                _send(replies, (nonce, entry_problem(namespace[name], entry_kind)))
         elif kind == "case":
             _, name, driver, args, budget = message
-            _send(replies, ("case", _case(drivers, namespace.get(name), driver, args, budget)))
+            _send(replies, (nonce, _case(drivers, namespace.get(name), driver, args, budget)))
 
 
 if __name__ == "__main__":

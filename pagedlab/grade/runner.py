@@ -174,7 +174,7 @@ class ChildGone(Exception):
 class Child:
     """One grading child in its own session; every call has a deadline, then it is killed."""
 
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, ready_s: float = CELL_BUDGET_S) -> None:
         to_child, self._requests = os.pipe()
         self._replies, from_child = os.pipe()
         self._log = open(os.path.join(workdir, "child.log"), "ab")  # noqa: SIM115
@@ -189,19 +189,26 @@ class Child:
         )
         os.close(to_child)
         os.close(from_child)
-        self.ask(None, CELL_BUDGET_S)  # ("ready",)
+        self.ask(None, ready_s)  # ("ready",)
 
     def ask(self, message: Any, seconds: float) -> Any:
         """Send ``message`` (None: send nothing) and return the reply within ``seconds``."""
         deadline = time.monotonic() + seconds
         try:
+            nonce = secrets.token_hex(8)
             if message is not None:
-                data = pickle.dumps(message, protocol=4)
+                data = pickle.dumps((nonce, message), protocol=4)
                 os.write(self._requests, struct.pack(">I", len(data)) + data)
             (size,) = struct.unpack(">I", self._read(4, deadline))
             if size > REPLY_LIMIT:
                 raise ChildGone(f"a reply of {size} bytes (more than {REPLY_LIMIT})")
-            return plain_loads(self._read(size, deadline))
+            reply = plain_loads(self._read(size, deadline))
+            if message is None:
+                return reply
+            more, _, _ = select.select([self._replies], [], [], 0)
+            if more or not isinstance(reply, tuple) or len(reply) != 2 or reply[0] != nonce:
+                raise ChildGone("something else wrote to the grader's pipe")
+            return reply[1]
         except ChildGone:
             self.kill()
             raise
@@ -220,7 +227,7 @@ class Child:
                 continue
             chunk = os.read(self._replies, min(n - len(data), 1 << 20))
             if not chunk:
-                raise ChildGone("ended")
+                raise ChildGone("the process ended (os._exit, a crash or a signal)")
             data += chunk
         return data
 
@@ -288,8 +295,11 @@ class _Answer:
 class Grader:
     """Grades exercises one after another with one child (a fresh one after a failure)."""
 
-    def __init__(self, cells: list[Cell], salt: str, workdir: str) -> None:
+    def __init__(
+        self, cells: list[Cell], salt: str, workdir: str, cell_budget_s: float = CELL_BUDGET_S
+    ) -> None:
         self.cells = cells
+        self.cell_budget_s = cell_budget_s
         self.salt = salt
         self.workdir = workdir
         self.left_out: dict[int, str] = {}  # cell index -> why its code was left out
@@ -303,15 +313,15 @@ class Grader:
     def _ready(self) -> Child:
         """A child with every cell loaded (in order) but those that hang or end it."""
         while self.child is None:
-            child = Child(self.workdir)
+            child = Child(self.workdir, max(self.cell_budget_s, 60.0))
             try:
                 for cell in self.cells:
                     if cell.index in self.left_out:
                         continue
                     try:
-                        _, _, error = child.ask(("cell", cell.index, cell.source), CELL_BUDGET_S)
+                        error = child.ask(("cell", cell.index, cell.source), self.cell_budget_s)
                     except ChildGone as gone:
-                        why = "ran too long" if str(gone) == "timeout" else "ended the process"
+                        why = "ran too long" if str(gone) == "timeout" else f"failed: {gone}"
                         self.left_out[cell.index] = f"{cell.where}: its top-level code {why}"
                         raise
                     if error:
@@ -338,7 +348,7 @@ class Grader:
         if problem:
             return self._zero(exercise, problem)
         try:
-            problem = self._ask(("entry", entry, kind), CELL_BUDGET_S)[1]
+            problem = self._ask(("entry", entry, kind), self.cell_budget_s)
         except ChildGone:
             problem = "looking it up ended the process"
         left = [self.left_out[c.index] for c in holders if c.index in self.left_out]
@@ -370,7 +380,7 @@ class Grader:
 
     def _one(self, entry: str, driver: str, case: Case, budget: float) -> _Answer:
         try:
-            _, reply = self._ask(("case", entry, driver, case.args, budget), budget + GRACE_S)
+            reply = self._ask(("case", entry, driver, case.args, budget), budget + GRACE_S)
         except ChildGone as gone:
             if str(gone) == "timeout":
                 return _Answer(timed_out=True)
@@ -389,7 +399,7 @@ class Grader:
                cases: list[Case], answers: list[_Answer]) -> str:  # fmt: skip
         """ "" if the answer is right, else the got (and hint) lines."""
         if answer.died:
-            return f"  got:      the process ended during this case ({answer.died})"
+            return f"  got:      no answer: {answer.died}"
         if answer.timed_out:
             return f"  got:      no answer within {exercise.budget_s:g} s (stopped)"
         if answer.raised is not None:
@@ -482,20 +492,21 @@ def grade(
     names: Iterable[str] = (),
     salt: str | None = None,
     say: Callable[[str], Any] = print,
+    cell_budget_s: float = CELL_BUDGET_S,
 ) -> dict[str, Any]:
     """Grade the submission; returns Gradescope's ``{"score", "tests"}`` (and prints a table).
 
     ``salt`` None draws a fresh secret one (the held-back cases differ on every run);
     a fixed salt makes a run repeatable (keep it secret: cases follow from it).
     """
-    paths = [Path(p) for p in paths]
+    files = [Path(p) for p in paths]
     entries = {entry_of(e) for e in EXERCISES.values()}
-    cells = read_cells(paths, entries)
+    cells = read_cells(files, entries)
     exercises = select_exercises(cells, notebooks, names)
     salt = salt or secrets.token_hex(16)
     verdicts = []
     with tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir:
-        grader = Grader(cells, salt, workdir)
+        grader = Grader(cells, salt, workdir, cell_budget_s)
         try:
             for exercise in exercises:
                 try:
@@ -504,7 +515,7 @@ def grade(
                     verdicts.append(grader._zero(exercise, f"the grader failed: {short(error)}"))
         finally:
             grader.close()
-    say(table(verdicts, paths))
+    say(table(verdicts, files))
     for text in grader.left_out.values():
         say(f"note: {text} (left out)")
     return {
