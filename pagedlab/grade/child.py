@@ -47,9 +47,6 @@ class _Bounded(io.TextIOBase):
         self.kept = 0
         self.cut = 0
 
-    def writable(self) -> bool:
-        return True
-
     def write(self, text: Any) -> int:
         text = str.__str__(text) if isinstance(text, str) else ""
         room = PRINT_LIMIT - self.kept
@@ -79,7 +76,7 @@ def _load_drivers() -> Any:
 
     folder = os.path.join(os.path.dirname(pagedlab.__file__), "exercises")
     package = types.ModuleType("pagedlab.exercises")
-    package.__path__ = [folder]
+    package.__dict__["__path__"] = [folder]  # a package: its submodules load from folder
     package.__doc__ = "(the graders are not loaded in a grading child)"
     sys.modules["pagedlab.exercises"] = package
     import pagedlab.exercises.drivers as drivers

@@ -251,6 +251,8 @@ def test_replies_load_no_class() -> None:
     assert PlainUnpickler(io.BytesIO(pickle.dumps(([1, 2.5], (True, None), "x")))).load()
     with pytest.raises(pickle.UnpicklingError):
         PlainUnpickler(io.BytesIO(pickle.dumps(Path("/")))).load()
+    with pytest.raises(pickle.UnpicklingError, match="os.system"):
+        PlainUnpickler(io.BytesIO(b"")).find_class("os", "system")
 
 
 def test_cli_refuses_a_missing_notebook(tmp_path: Path) -> None:
