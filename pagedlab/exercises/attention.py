@@ -172,7 +172,6 @@ EXERCISES_03 = [
         cases=_gather_cases,
         solution=gather_kv,
         compare=tensors_equal,
-        isolate=False,  # torch in a forked child is not worth the risk; the alarm suffices
         mistakes=[
             Mistake(
                 "blocks read in sorted order: logical order is the table's order.",

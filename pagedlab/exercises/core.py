@@ -32,9 +32,11 @@ import copy
 import dis
 import hashlib
 import html
+import inspect
 import math
 import random
 import sys
+import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,6 +45,7 @@ from typing import Any
 from pagedlab.exercises.sandbox import (
     Outcome,
     Raised,
+    Worker,
     WrongKind,
     run_isolated,
     run_limited,
@@ -198,7 +201,7 @@ _EMPTY_OPS = {"RESUME", "NOP", "CACHE", "LOAD_CONST", "RETURN_CONST", "RETURN_VA
 
 def body_is_empty(fn: Any) -> bool:
     """True for a function whose body does nothing (``...``, ``pass``, a docstring): a stub."""
-    code = getattr(fn, "__code__", None)
+    code = fn.__code__ if isinstance(fn, types.FunctionType) else None
     if code is None:
         return False
     try:
@@ -250,33 +253,51 @@ class Exercise:
         mark = {PASSED: "✓", FAILED: "✗", TODO: "…"}[status]
         return CheckResult(self.name, status, f"{mark} {self.name}: {text}", passed)
 
-    def _run(self, run: Callable[..., Any], case: Case) -> Outcome:
-        like = case.expected if self.convert else None
-        runner = run_isolated if self.isolate else run_limited
-        return runner(run, copy.deepcopy(case.args), self.budget_s, like)
+    def _convert(self, case: Case, outcome: Outcome) -> Outcome:
+        """The answer as a plain value of the case's expected kind (when ``convert``)."""
+        value = outcome.value
+        if self.convert and value is not None and not isinstance(value, WrongKind):
+            value = to_plain(value, case.expected)
+        return Outcome(value, outcome.raised, outcome.timed_out, outcome.printed)
 
     def _check(self, fn: Any) -> CheckResult:
-        fn_name = getattr(fn, "__name__", None) or type(fn).__name__
+        fn_name = _name_of(fn)
         if self.adapt is None and not callable(fn):
             return self._result(
                 FAILED, f"expected a function, got {short(fn)} ({type(fn).__name__})", 0
             )
         if self.adapt is not None and body_is_empty(fn):
             return self._todo(fn_name, returned_none=True)
-        run = fn if self.adapt is None else self.adapt(fn)
-        cases = self.cases()
-        for number, case in enumerate(cases, start=1):
-            outcome = self._run(run, case)
-            if outcome.printed:
-                print(outcome.printed, end="" if outcome.printed.endswith("\n") else "\n")
-            if outcome.raised is not None and outcome.raised.stub:
-                return self._todo(fn_name)
-            returned_none = outcome.raised is None and not outcome.timed_out
-            returned_none = returned_none and outcome.value is None and case.expected is not None
-            if returned_none and body_is_empty(fn):
-                return self._todo(fn_name, returned_none=True)
-            verdict = self._verdict(run, case, outcome, returned_none, cases)
-            if verdict is not None:
+        adapt = self.adapt
+
+        def make() -> Callable[..., Any]:  # runs where the calls run (the child)
+            return fn if adapt is None else adapt(fn)
+
+        # Forked before any case exists: the child never holds an expected value.
+        with Worker(make, self.isolate) as worker:
+            cases = self.cases()
+            answers: dict[int, Outcome] = {}
+            for number, case in enumerate(cases, start=1):
+                outcome = self._convert(case, worker.call(case.args, self.budget_s))
+                answers[id(case)] = outcome
+                if outcome.printed:
+                    print(outcome.printed, end="" if outcome.printed.endswith("\n") else "\n")
+                if outcome.raised is not None and outcome.raised.stub:
+                    return self._todo(fn_name)
+                returned_none = outcome.raised is None and not outcome.timed_out
+                returned_none = returned_none and outcome.value is None
+                returned_none = returned_none and case.expected is not None
+                if returned_none and body_is_empty(fn):
+                    return self._todo(fn_name, returned_none=True)
+                if self._verdict(case, outcome, returned_none) is None:
+                    continue
+                for later in cases[number:]:  # the hint reads the fixed cases' answers too
+                    if later.kind == "fixed" and worker.gone is None:
+                        answers[id(later)] = self._convert(
+                            later, worker.call(later.args, self.budget_s)
+                        )
+                worker.close()
+                verdict = self._verdict(case, outcome, returned_none, make, cases, answers)
                 where = case.label or _call_label(fn_name, self.params, case.args)
                 why = case.why or (GENERATED_WHY if case.kind == "generated" else "")
                 text = (
@@ -296,13 +317,15 @@ class Exercise:
 
     def _verdict(
         self,
-        fn: Callable[..., Any],
         case: Case,
         outcome: Outcome,
         returned_none: bool,
+        make: Callable[[], Callable[..., Any]] | None = None,
         cases: Sequence[Case] = (),
+        answers: dict[int, Outcome] | None = None,
     ) -> str | None:
-        """None if the answer is right, else the 'got' and 'hint' lines."""
+        """None if the answer is right, else the 'got' and 'hint' lines (``make`` given:
+        with the hint and the diagnosis, run in a child of its own)."""
         if outcome.timed_out:
             return (
                 f"  got:      no answer within {self.budget_s:g} s (stopped)\n"
@@ -319,9 +342,19 @@ class Exercise:
             right = False
         if right:
             return None
-        text = f"  got:      {short(got)}\n  hint:     {self._hint(case, got, fn, cases)}"
+        if make is None:
+            return ""
+        text = (
+            f"  got:      {short(got)}\n  hint:     {self._hint(case, got, cases, answers or {})}"
+        )
         if self.diagnose is not None:
-            found = run_limited(self.diagnose, (fn, case), 3 * self.budget_s)
+            diagnose = self.diagnose
+
+            def where() -> str:
+                return diagnose(make(), case)
+
+            found = run_isolated(where, (), 3 * self.budget_s) if self.isolate else (
+                run_limited(where, (), 3 * self.budget_s))  # fmt: skip
             extra = found.value if isinstance(found.value, str) else "(could not narrow it down)"
             if extra:
                 text += "\n  where:    " + extra
@@ -335,9 +368,8 @@ class Exercise:
             "  hint:     read the error and the line it names; these inputs are valid ones."
         )
 
-    def _hint(
-        self, case: Case, got: Any, fn: Callable[..., Any], cases: Sequence[Case] = ()
-    ) -> str:
+    def _hint(self, case: Case, got: Any, cases: Sequence[Case],
+              answers: dict[int, Outcome]) -> str:  # fmt: skip
         if isinstance(got, WrongKind):
             wanted, kind = with_article(self.returns), with_article(got.type_name)
             return f"the answer should be {wanted}, got {kind}."
@@ -347,7 +379,7 @@ class Exercise:
             if not self._answers_like(mistake, case, got):
                 continue
             fixed = [c for c in cases if c.kind == "fixed" and c is not case]
-            if all(self._same_on(mistake, fn, c) for c in fixed):
+            if all(self._same_on(mistake, c, answers.get(id(c))) for c in fixed):
                 return mistake.hint  # it answers as that mistake does on every fixed case
         if case.kind == "generated":
             return "work this case out by hand and compare each step with your code."
@@ -369,12 +401,22 @@ class Exercise:
         except BaseException:
             return False
 
-    def _same_on(self, mistake: Mistake, fn: Callable[..., Any], case: Case) -> bool:
-        """Whether the learner's function answers ``case`` as ``mistake`` does."""
-        outcome = self._run(fn, case)
-        if outcome.raised is not None or outcome.timed_out:
+    def _same_on(self, mistake: Mistake, case: Case, outcome: Outcome | None) -> bool:
+        """Whether the learner's answer to ``case`` is the one ``mistake`` gives."""
+        if outcome is None or outcome.raised is not None or outcome.timed_out:
             return False
         return self._answers_like(mistake, case, outcome.value)
+
+
+def _name_of(fn: Any) -> str:
+    """The name of a learner's object, read without running any of its code (a function's
+    or a plain class's own name, a @triton.jit kernel's function's, else its type's)."""
+    if isinstance(fn, types.FunctionType) or type(fn) is type:
+        return str(fn.__name__)
+    inner = inspect.getattr_static(fn, "fn", None)  # a @triton.jit kernel wraps a function
+    if isinstance(inner, types.FunctionType):
+        return str(inner.__name__)
+    return type(fn).__name__
 
 
 def with_article(noun: str) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from pagedlab.attention import backend
 from pagedlab.exercises.attention import tensors_equal
 from pagedlab.exercises.core import Case, Exercise, seed_of
 from pagedlab.exercises.kernel_drivers import SENTINEL, adapt_copy, adapt_gather, adapt_softmax
@@ -296,7 +297,8 @@ def _masked_equal(expected: Any, got: Any) -> bool:
 
 def make_exercises() -> list[Exercise]:
     copy, gather, softmax = _solutions()
-    common: dict[str, Any] = {"notebook": NB04, "compare": _masked_equal, "isolate": False,
+    on_cpu = backend.device().type == "cpu"  # in a child on a CPU; CUDA does not survive a fork
+    common: dict[str, Any] = {"notebook": NB04, "compare": _masked_equal, "isolate": on_cpu,
                               "convert": False, "budget_s": 30.0}  # fmt: skip
     return [
         Exercise(

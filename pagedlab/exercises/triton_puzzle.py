@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from pagedlab.attention import backend
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.exercises.attention import tensors_equal
 from pagedlab.exercises.core import Case, Exercise, seed_of
@@ -250,7 +251,7 @@ def make_exercise() -> Exercise:
         cases=_cases,
         solution=_solution_kernel(),
         compare=tensors_equal,
-        isolate=False,  # a CUDA context does not survive a fork; Triton loops are bounded
+        isolate=backend.device().type == "cpu",  # in a child on a CPU; CUDA does not fork
         budget_s=60.0,
         diagnose=_diagnose,
         adapt=adapt_paged,

@@ -22,42 +22,16 @@ loads no class at all, so no learner ``__reduce__`` runs there. A tensor travels
 from __future__ import annotations
 
 import importlib.abc
-import io
 import linecache
-import operator
 import os
-import pickle
-import struct
 import sys
 import types
 from typing import Any
 
 CELL_FILE = "<submission cell {}>"  # the file name of each of the learner's cells
 NAMESPACE = "__submission__"  # the module name the learner's cells run as
-PRINT_LIMIT = 64 * 1024  # characters of a case's printed output kept (the rest is cut)
 ALLOWED = ("pagedlab.exercises.drivers", "pagedlab.exercises.kernel_drivers",
            "pagedlab.exercises.sandbox")  # fmt: skip
-
-
-class _Bounded(io.TextIOBase):
-    """A stdout that keeps the first PRINT_LIMIT characters and counts the rest."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.kept = 0
-        self.cut = 0
-
-    def write(self, text: Any) -> int:
-        text = str.__str__(text) if isinstance(text, str) else ""
-        room = PRINT_LIMIT - self.kept
-        self.parts.append(text[:room])
-        self.kept += min(room, len(text))
-        self.cut += max(0, len(text) - room)
-        return len(text)
-
-    def text(self) -> str:
-        body = "".join(self.parts)
-        return body + (f"\n[... {self.cut} more characters cut]" if self.cut else "")
 
 
 class _Refuse(importlib.abc.MetaPathFinder):
@@ -85,57 +59,20 @@ def _load_drivers() -> Any:
     return drivers
 
 
-def _plain(value: Any, depth: int = 0) -> Any:
-    """``value`` as plain values (see the module docstring); never raises."""
-    try:
-        if value is None or type(value) in (bool, int, float, str):
-            return value
-        torch = sys.modules.get("torch")
-        if torch is not None and isinstance(value, torch.Tensor) and depth < 50:
-            flat = value.detach().cpu().reshape(-1)
-            dtype = str(flat.dtype).removeprefix("torch.")
-            return {"tensor": (dtype, list(map(int, value.shape)), flat.tolist())}
-        if isinstance(value, (list, tuple)) and depth < 50:
-            items = list.__iter__(value) if isinstance(value, list) else tuple.__iter__(value)
-            converted = [_plain(item, depth + 1) for item in items]
-            return converted if isinstance(value, list) else tuple(converted)
-        if str(getattr(value, "dtype", "")) in ("bool", "torch.bool"):
-            return bool(value)
-        if isinstance(value, bool):
-            return bool(value)
-        if isinstance(value, int) or (hasattr(type(value), "__index__") and not _floaty(value)):
-            return int(operator.index(value))
-        if isinstance(value, float):
-            return float(value)
-        return {"other": (type(value).__name__, _bounded_repr(value))}
-    except BaseException as error:
-        return {"other": (type(value).__name__, f"(could not be read: {type(error).__name__})")}
-
-
-def _floaty(value: Any) -> bool:
-    return "float" in str(getattr(value, "dtype", ""))
-
-
-def _bounded_repr(value: Any) -> str:
-    try:
-        text = repr(value)
-    except BaseException:
-        return f"<{type(value).__name__} whose repr raised>"
-    return text if len(text) <= 300 else text[:295] + " ..."
-
-
 def _run_cell(index: int, source: str, namespace: dict[str, Any]) -> str:
+    from pagedlab.exercises.sandbox import Bounded
+
     """Execute one cell (IPython magics and shell lines left out); "" or the error."""
     kept = ["" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()]
     text = "\n".join(kept) + "\n"
     name = CELL_FILE.format(index)
     linecache.cache[name] = (len(text), None, text.splitlines(True), name)  # for inspect
-    sink = _Bounded()
+    sink = Bounded()
     sys.stdout = sys.stderr = sink
     try:
         exec(compile(text, name, "exec"), namespace)
     except BaseException as error:
-        return f"{type(error).__name__}: {_bounded_repr(str(error))}"
+        return f"{type(error).__name__}: {str(error)[:300]}"
     finally:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     return ""
@@ -170,9 +107,9 @@ def entry_problem(obj: Any, kind: str) -> str:
 
 
 def _case(drivers: Any, obj: Any, driver: str, args: Any, budget: float) -> dict[str, Any]:
-    from pagedlab.exercises.sandbox import describe, time_budget
+    from pagedlab.exercises.sandbox import Bounded, describe, plain, time_budget
 
-    sink = _Bounded()
+    sink = Bounded()
     sys.stdout = sys.stderr = sink
     reply: dict[str, Any] = {"value": None, "raised": None, "timed_out": False}
     try:
@@ -182,7 +119,7 @@ def _case(drivers: Any, obj: Any, driver: str, args: Any, budget: float) -> dict
                 if driver not in drivers.ADAPTERS:
                     import pagedlab.exercises.kernel_drivers  # noqa: F401 (joins ADAPTERS)
                 run = drivers.ADAPTERS[driver](obj)
-            reply["value"] = _plain(run(*args))
+            reply["value"] = plain(run(*args))
     except BaseException as error:
         if type(error).__name__ == "_OutOfTime":
             reply["timed_out"] = True
@@ -195,51 +132,31 @@ def _case(drivers: Any, obj: Any, driver: str, args: Any, budget: float) -> dict
     return reply
 
 
-def _send(fd: int, message: Any) -> None:
-    data = pickle.dumps(message, protocol=4)
-    os.write(fd, struct.pack(">I", len(data)))
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _receive(fd: int) -> Any:
-    def exactly(n: int) -> bytes:
-        chunks = b""
-        while len(chunks) < n:
-            chunk = os.read(fd, n - len(chunks))
-            if not chunk:
-                raise EOFError
-            chunks += chunk
-        return chunks
-
-    (size,) = struct.unpack(">I", exactly(4))
-    return pickle.loads(exactly(size))  # from the parent: trusted
-
-
 def main(argv: list[str]) -> int:
     requests, replies = int(argv[0]), int(argv[1])
     drivers = _load_drivers()
+    from pagedlab.exercises.sandbox import Gone, receive, send
+
     sys.meta_path.insert(0, _Refuse())
     namespace: dict[str, Any] = {"__name__": NAMESPACE, "__builtins__": __builtins__}
-    _send(replies, ("ready",))
+    send(replies, ("ready",))
     while True:
         try:
-            nonce, message = _receive(requests)
-        except EOFError:
+            nonce, message = receive(requests, trusted=True)
+        except Gone:
             return 0
         kind = message[0]
         if kind == "cell":
-            _send(replies, (nonce, _run_cell(message[1], message[2], namespace)))
+            send(replies, (nonce, _run_cell(message[1], message[2], namespace)))
         elif kind == "entry":
             name, entry_kind = message[1], message[2]
             if name not in namespace:
-                _send(replies, (nonce, f"the submission defines no {name}"))
+                send(replies, (nonce, f"the submission defines no {name}"))
             else:
-                _send(replies, (nonce, entry_problem(namespace[name], entry_kind)))
+                send(replies, (nonce, entry_problem(namespace[name], entry_kind)))
         elif kind == "case":
             _, name, driver, args, budget = message
-            _send(replies, (nonce, _case(drivers, namespace.get(name), driver, args, budget)))
+            send(replies, (nonce, _case(drivers, namespace.get(name), driver, args, budget)))
 
 
 if __name__ == "__main__":

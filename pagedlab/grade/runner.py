@@ -27,45 +27,38 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import io
 import json
 import os
-import pickle
 import re
 import secrets
 import select
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pagedlab.exercises import EXERCISES, Exercise
 from pagedlab.exercises.core import Case, held_back, short
 from pagedlab.exercises.drivers import driver_name
-from pagedlab.exercises.sandbox import WrongKind, to_plain
+from pagedlab.exercises.sandbox import (
+    Gone,
+    WrongKind,
+    receive,
+    send,
+    to_plain,
+    unplain,
+)
 
 GRACE_S = 5.0  # past a case's budget before the child is killed (it also starts torch)
 CELL_BUDGET_S = 120.0  # one cell's top-level code (imports of torch and triton included)
 REPLY_LIMIT = 64 * 1024 * 1024  # bytes of one reply; a larger one fails the case
 KERNEL_DRIVERS = ("copy", "gather", "softmax", "paged")
 DEFINES = re.compile(r"^(?:def|class)\s+(\w+)", re.MULTILINE)
-
-
-class PlainUnpickler(pickle.Unpickler):
-    """Loads plain values only: None, bool, int, float, str, bytes, list, tuple, dict."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"refused: a reply may not name {module}.{name}")
-
-
-def plain_loads(data: bytes) -> Any:
-    return PlainUnpickler(io.BytesIO(data)).load()
 
 
 # --- the submission's cells ------------------------------------------------------------------
@@ -197,12 +190,8 @@ class Child:
         try:
             nonce = secrets.token_hex(8)
             if message is not None:
-                data = pickle.dumps((nonce, message), protocol=4)
-                os.write(self._requests, struct.pack(">I", len(data)) + data)
-            (size,) = struct.unpack(">I", self._read(4, deadline))
-            if size > REPLY_LIMIT:
-                raise ChildGone(f"a reply of {size} bytes (more than {REPLY_LIMIT})")
-            reply = plain_loads(self._read(size, deadline))
+                send(self._requests, (nonce, message))
+            reply = receive(self._replies, deadline, limit=REPLY_LIMIT)
             if message is None:
                 return reply
             more, _, _ = select.select([self._replies], [], [], 0)
@@ -212,24 +201,9 @@ class Child:
         except ChildGone:
             self.kill()
             raise
-        except (OSError, pickle.UnpicklingError, ValueError, EOFError, struct.error) as error:
+        except (Gone, OSError) as error:
             self.kill()
-            raise ChildGone(f"an unreadable reply ({type(error).__name__})") from error
-
-    def _read(self, n: int, deadline: float) -> bytes:
-        data = b""
-        while len(data) < n:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ChildGone("timeout")
-            ready, _, _ = select.select([self._replies], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(self._replies, min(n - len(data), 1 << 20))
-            if not chunk:
-                raise ChildGone("the process ended (os._exit, a crash or a signal)")
-            data += chunk
-        return data
+            raise ChildGone(str(error)) from error
 
     def kill(self) -> None:
         """Kill the child's whole process group (grandchildren too) and reap it."""
@@ -255,32 +229,9 @@ class Verdict:
     passed: int
     total: int
     output: str
-    lines: list[str] = field(default_factory=list)
 
     def test(self) -> dict[str, Any]:
         return {"name": self.name, "score": self.score, "max_score": 1.0, "output": self.output}
-
-
-def _decode(value: Any) -> Any:
-    """A child's plain answer with its tensors rebuilt (``{"other": ...}`` a WrongKind)."""
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_decode(v) for v in value)
-    if isinstance(value, dict):
-        if set(value) == {"tensor"}:
-            import torch
-
-            dtype, shape, values = value["tensor"]
-            kind = getattr(torch, str(dtype), None)
-            if not isinstance(kind, torch.dtype):
-                return WrongKind("tensor", f"a tensor of dtype {dtype}")
-            return torch.tensor(values, dtype=kind).reshape(shape)
-        if set(value) == {"other"}:
-            type_name, text = value["other"]
-            return WrongKind(str(type_name), str(text))
-        return WrongKind("dict", short(value))
-    return value
 
 
 @dataclass
@@ -389,7 +340,7 @@ class Grader:
             return _Answer(died="an unreadable reply")
         raised = reply.get("raised")
         return _Answer(
-            got=_decode(reply.get("value")),
+            got=unplain(reply.get("value")),
             raised=tuple(raised) if isinstance(raised, (list, tuple)) else None,
             timed_out=reply.get("timed_out") is True,
             printed=str(reply.get("printed", ""))[: 64 * 1024],

@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from pagedlab.exercises import EXERCISES, solution
-from pagedlab.grade.runner import PlainUnpickler, grade, source_problem
+from pagedlab.exercises.sandbox import PlainUnpickler
+from pagedlab.grade.runner import grade, source_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 
