@@ -61,6 +61,7 @@ _COUNT_SPECS = {
         (7, 1, "blocks of 1: one block per token", ()),
         (2038, 16, "a long request (notebook 1's 2038 tokens) in the paper's blocks of 16", ()),
         (12, 6, "blocks of 6 filled exactly", ("one_too_many",)),
+        (0, 4, "an empty sequence holds no token, so no block", ()),
     ],
     "empty": [
         (5, 4, "5 tokens in 2 blocks of 4: the last block has 3 empty slots",
@@ -71,6 +72,7 @@ _COUNT_SPECS = {
         (7, 1, "blocks of 1 are never partly filled", ("full_is_b",)),
         (2038, 16, "a long request (notebook 1's 2038 tokens) in the paper's blocks of 16", ()),
         (13, 6, "blocks of 6 (not a power of two), the last one partly filled", ()),
+        (0, 4, "an empty sequence holds no block, so no empty slot", ()),
     ],
 }  # fmt: skip
 

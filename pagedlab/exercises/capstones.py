@@ -78,6 +78,17 @@ def _place_cases() -> list[Case]:
         pool, _running = _fragmented_without_newcomer(num_requests, blocks_each)
         args = (pool.refcounts(), pool.free_list(), need)
         cases.append(Case(args, _place_expected(pool, need), why=why, catches=catches))
+    # holes of 3 blocks (0-2) and of 2 (4-5): first fit takes the first hole that is long
+    # enough, not the one that fits best
+    pool = BlockAllocator(8, 4)
+    held = [BlockTable(pool) for _ in range(4)]
+    for table, blocks in zip(held, (3, 1, 2, 2), strict=True):
+        table.append_tokens(blocks * 4)
+    held[0].free()
+    held[2].free()
+    args = (pool.refcounts(), pool.free_list(), 2)
+    why = "holes of 3 and then of 2 blocks, a newcomer of 2: first fit takes the first hole"
+    cases.append(Case(args, _place_expected(pool, 2), why=why))
     rng = seeded(1001)
     for _ in range(12):
         pool = BlockAllocator(rng.randint(6, 16), 4)
@@ -201,6 +212,10 @@ def _table_cases() -> list[Case]:
          "blocks of 3 (not a power of two), two tables taking turns"),
         (5, 1, [3, 1, 4, 0, 2], [("append", 0, 2), ("append", 1, 1), ("append", 0, 2)],
          "blocks of 1: one block per token"),
+        (48, 64, list(range(48)), [("append", 0, 3000)],
+         "3,000 tokens in one call take 47 blocks: no limit on the blocks, no step per token"),
+        (8, 4, list(range(8)), [("append", 0, 1)] * 20,
+         "20 appends of one token: every fourth takes a new block, up to the twentieth"),
     ]  # fmt: skip
     cases = []
     for num_blocks, size, order, events, why in fixed:
@@ -456,6 +471,16 @@ def _cache_specs() -> list[tuple[int, list[Admit], str]]:
         (4, [(system, False), (system, False), (system + [5], False)],
          "B recomputes A's last block into a new one, a duplicate: the cache keeps A's, so C "
          "hits A's blocks"),
+        (4, [([1] * 4 + [3] * 4 + [5] * 4 + [9], False), ([2] * 4 + [3] * 4 + [9], False),
+             ([2] * 4 + [3] * 4 + [5] * 4 + [9], False)],
+         "C's third block holds A's tokens, at A's index, after B's block: it is not A's "
+         "block (a block's hash covers every block before it, not its index or its neighbour)"),
+        (4, [(system + [1], False), ([7] * 8 + [1], False), ([8] * 8 + [1], False),
+             ([8] * 8 + [2], False)],
+         "four requests: the fourth hits the blocks the third registered"),
+        (4, [(system + [7, 7], False), (system + [7, 7, 9], False)],
+         "A's last block holds 2 of 4 tokens: it is not cached, so B hits A's 2 full blocks "
+         "only"),
     ]  # fmt: skip
 
 

@@ -74,12 +74,12 @@ def adapt_gather(kernel: Any) -> Callable[..., Any]:
 
 
 def adapt_softmax(kernel: Any) -> Callable[..., Any]:
-    def run(q: torch.Tensor, k: torch.Tensor, n: int) -> torch.Tensor:
+    def run(q: torch.Tensor, k: torch.Tensor, n: int, scale: float) -> torch.Tensor:
         kern = _kernel_of(kernel)
         block, dim = k.shape
         out = torch.full((block,), SENTINEL, device=_device())
         keys, query = k.to(_device()).contiguous(), q.to(_device()).contiguous()
-        _quiet(lambda: kern[(1,)](query, keys, out, n, dim**-0.5, BLOCK_SIZE=block, HEAD_DIM=dim))
+        _quiet(lambda: kern[(1,)](query, keys, out, n, scale, BLOCK_SIZE=block, HEAD_DIM=dim))
         return out.cpu()
 
     return _named(kernel, run)

@@ -147,9 +147,9 @@ def _gather_cases() -> list[Case]:
 
 
 # --- rung 3 ------------------------------------------------------------------------------------
-def _softmax_expected(q: torch.Tensor, k: torch.Tensor, n: int) -> torch.Tensor:
+def _softmax_expected(q: torch.Tensor, k: torch.Tensor, n: int, scale: float) -> torch.Tensor:
     weights = torch.zeros(k.shape[0])
-    weights[:n] = torch.softmax((k[:n] @ q) * k.shape[1] ** -0.5, dim=0)
+    weights[:n] = torch.softmax((k[:n] @ q) * scale, dim=0)
     return weights
 
 
@@ -162,17 +162,22 @@ def _softmax_cases() -> list[Case]:
         (4, 4, 4, 100.0, "one score of 100 after scaling: exp(100) overflows float32 unless "
          "the max is subtracted first"),
         (1, 4, 1, None, "a block of 1: its weight is 1"),
+        (4, 4, 4, -2.0, "scale=2.0, not 1/sqrt(HEAD_DIM): the kernel multiplies by its scale "
+         "argument"),
     ]  # fmt: skip
     cases = []
     for block, dim, n, big, why in specs:
+        scale = -big if big is not None and big < 0 else dim**-0.5
+        big = big if big is not None and big > 0 else None
         q = torch.randn(dim, generator=generator)
         k = torch.randn(block, dim, generator=generator)
         if big is not None:
             q = torch.ones(dim)
             k[0] = big / (dim * dim**-0.5)
         k[n:] = float("nan")
-        label = f"q of {dim}, k [{block}, {dim}] (slots {n}.. hold NaN), n={n}"
-        cases.append(Case((q, k, n), _softmax_expected(q, k, n), label, why=why))
+        label = f"q of {dim}, k [{block}, {dim}] (slots {n}.. hold NaN), n={n}, scale={scale:g}"
+        expected = _softmax_expected(q, k, n, scale)
+        cases.append(Case((q, k, n, scale), expected, label, why=why))
     return cases
 
 
@@ -265,7 +270,7 @@ def draw_gather(got: Any, x: Any, index: list[int]) -> str:
 
 def _softmax_where(fn: Callable[..., Any], case: Case) -> str:
     """Which slots' weights are wrong, and whether any is NaN."""
-    _q, _k, n = case.args
+    n = case.args[2]
     got = fn(*case.args)
     bad = [t for t in range(len(got)) if not _same(float(got[t]), float(case.expected[t]))]
     if not bad:
@@ -336,7 +341,7 @@ def make_exercises() -> list[Exercise]:
             name="block_softmax",
             task="Ladder, rung 3: one block's scores and softmax. Complete my_block_softmax: "
             "the softmax of the scores of the first n slots (scaled), 0 for the others.",
-            params=("q", "k", "n"),
+            params=("q", "k", "n", "scale"),
             returns="kernel output",
             cases=_softmax_cases,
             solution=softmax,
