@@ -277,11 +277,10 @@ def unplain(value: Any) -> Any:
         return tuple(unplain(v) for v in value)
     if isinstance(value, dict):
         if set(value) == {"tensor"}:
-            import torch  # only a process with torch sends a tensor
-
+            torch = sys.modules.get("torch")  # a tensor case was built here: torch is in
             dtype, shape, values = value["tensor"]
             kind = getattr(torch, str(dtype), None)
-            if not isinstance(kind, torch.dtype):
+            if torch is None or not isinstance(kind, torch.dtype):
                 return WrongKind("tensor", f"a tensor of dtype {dtype}")
             return torch.tensor(values, dtype=kind).reshape(shape)
         if set(value) == {"dict"}:
