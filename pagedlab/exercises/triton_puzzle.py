@@ -34,7 +34,7 @@ import torch
 from pagedlab.attention import backend
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.exercises.attention import tensors_equal
-from pagedlab.exercises.core import Case, Exercise, seed_of
+from pagedlab.exercises.core import Case, Exercise, Mistake, seed_of
 from pagedlab.exercises.kernel_drivers import adapt_paged
 
 NB04 = "04_kernel_at_work"
@@ -164,8 +164,9 @@ def _cases() -> list[Case]:
         _batch([3, 9, 16], 8, 2, 2, 2, seed=49),
     ]
     cases = []
-    for why, args in specs:
-        cases.append(Case(args, reference_attention(*args), _label(args), "fixed", why))
+    for k, (why, args) in enumerate(specs):
+        expected = reference_attention(*args)
+        cases.append(Case(args, expected, _label(args), "fixed", why, CATCHES.get(k, ())))
     for args in generated:
         cases.append(Case(args, reference_attention(*args), _label(args), "generated"))
     return cases
@@ -240,6 +241,58 @@ def _vec(t: torch.Tensor) -> str:
     )
 
 
+def _folded(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, tables: torch.Tensor,
+            seq_lens: torch.Tensor, inverted: bool = False, rescale: bool = True,
+            keep_m: bool = True, block_max: bool = False, lookup: bool = True,
+            groups: bool = True) -> torch.Tensor:  # fmt: skip
+    """The kernel's fold, block by block, in torch: right with the defaults, else the mistake
+    a switch names (what a learner's kernel with that mistake returns)."""
+    heads, dim = query.shape[1], query.shape[2]
+    size, kv_heads = key.shape[1], key.shape[2]
+    out = torch.empty(query.shape, dtype=torch.float32)
+    for s, n in enumerate(int(x) for x in seq_lens):
+        for h in range(heads):
+            kv = h // (heads // kv_heads) if groups else h % kv_heads
+            q = query[s, h].float() * dim**-0.5
+            m, l_sum, acc = torch.tensor(float("-inf")), torch.tensor(0.0), torch.zeros(dim)
+            for b in range(-(-n // size)):
+                block = int(tables[s, b]) if lookup else b
+                filled = min(size, n - b * size)
+                k, v = key[block, :filled, kv].float(), value[block, :filled, kv].float()
+                scores = k @ q
+                m_new = scores.max() if block_max else torch.maximum(m, scores.max())
+                alpha = torch.exp(m_new - m) if inverted else torch.exp(m - m_new)
+                alpha = alpha if rescale else torch.tensor(1.0)
+                p = torch.exp(scores - m_new)
+                l_sum, acc = l_sum * alpha + p.sum(), acc * alpha + p @ v
+                m = m_new if keep_m else m
+            out[s, h] = acc / l_sum
+    return out
+
+
+def _mistake(hint: str, key: str, **switches: bool) -> Mistake:
+    return Mistake(hint, lambda *args: _folded(*args, **switches), key)
+
+
+MISTAKES = [
+    _mistake("the factor applied to the old l and acc is inverted: when the max grows the old "
+             "terms must get smaller (a factor of at most 1), and on the first block, where m "
+             "is -inf, the factor is 0, never infinite.", "inverted", inverted=True),
+    _mistake("l and acc keep their old scale when a later block raises the max: the old terms "
+             "stay too large next to the new ones.", "no_rescale", rescale=False),
+    _mistake("m is not carried from one block to the next: each block compares with the "
+             "initial max again.", "keep_m", keep_m=False),
+    _mistake("m_new is the block's own max: it is the running max over every block so far.",
+             "block_max", block_max=True),
+    _mistake("logical block b is read from physical block b: read its physical block from the "
+             "block table.", "no_lookup", lookup=False),
+    _mistake("query heads share a kv head in consecutive groups (heads 0-1 on kv head 0 here), "
+             "not interleaved.", "groups", groups=False),
+]  # fmt: skip
+CATCHES = {0: ("inverted", "no_lookup"), 2: ("no_rescale", "keep_m", "inverted"),
+           3: ("block_max", "inverted"), 5: ("groups",)}  # fmt: skip
+
+
 def make_exercise() -> Exercise:
     return Exercise(
         name="paged_kernel",
@@ -255,6 +308,7 @@ def make_exercise() -> Exercise:
         budget_s=60.0,
         diagnose=_diagnose,
         adapt=adapt_paged,
+        mistakes=MISTAKES,
         todo="Write the loop body",
         stub_code=STUB,
     )

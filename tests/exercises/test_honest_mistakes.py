@@ -187,3 +187,43 @@ def test_block_softmax_that_ignores_its_scale() -> None:
         tl.store(out_ptr + offs_t, p / tl.sum(p, axis=0))
 
     _fails_on("block_softmax", my_block_softmax, "scale=2.0")
+
+
+@pytest.mark.skipif("paged_kernel" not in EXERCISES, reason="needs triton")
+def test_puzzle_feedback_names_an_inverted_alpha() -> None:
+    """It was told the first case's purpose ("the table lookup, the K/V offsets ...")."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def my_paged_kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale,  # type: ignore[no-untyped-def]
+                        max_blocks, NUM_HEADS: tl.constexpr, NUM_KV_HEADS: tl.constexpr,
+                        BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):  # fmt: skip
+        seq = tl.program_id(0)
+        head = tl.program_id(1)
+        kv_head = head // (NUM_HEADS // NUM_KV_HEADS)
+        seq_len = tl.load(seq_lens_ptr + seq)
+        offs_t = tl.arange(0, BLOCK_SIZE)
+        offs_d = tl.arange(0, HEAD_DIM)
+        q = tl.load(q_ptr + (seq * NUM_HEADS + head) * HEAD_DIM + offs_d) * scale
+        m = tl.max(tl.full([BLOCK_SIZE], float("-inf"), tl.float32), axis=0)
+        l = tl.sum(tl.zeros([BLOCK_SIZE], tl.float32), axis=0)  # noqa: E741
+        acc = tl.zeros([HEAD_DIM], tl.float32)
+        for b in range(0, tl.cdiv(seq_len, BLOCK_SIZE)):
+            physical = tl.load(table_ptr + seq * max_blocks + b)
+            valid = b * BLOCK_SIZE + offs_t < seq_len
+            offs = ((physical * BLOCK_SIZE + offs_t[:, None]) * NUM_KV_HEADS + kv_head) * HEAD_DIM
+            k = tl.load(k_ptr + offs + offs_d[None, :], mask=valid[:, None], other=0.0)
+            v = tl.load(v_ptr + offs + offs_d[None, :], mask=valid[:, None], other=0.0)
+            scores = tl.where(valid, tl.sum(k * q[None, :], axis=1), float("-inf"))
+            m_new = tl.maximum(m, tl.max(scores, axis=0))
+            alpha = tl.exp(m_new - m)  # inverted
+            p = tl.exp(scores - m_new)
+            l = l * alpha + tl.sum(p, axis=0)  # noqa: E741
+            acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
+            m = m_new
+        tl.store(out_ptr + (seq * NUM_HEADS + head) * HEAD_DIM + offs_d, acc / l)
+
+    _fails_on(
+        "paged_kernel", my_paged_kernel, "the factor applied to the old l and acc is inverted"
+    )
