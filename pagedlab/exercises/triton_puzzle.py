@@ -271,7 +271,11 @@ def _folded(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, tables:
 
 
 def _mistake(hint: str, key: str, **switches: bool) -> Mistake:
-    return Mistake(hint, lambda *args: _folded(*args, **switches), key)
+    def answer(*args: torch.Tensor) -> torch.Tensor:
+        query, key_cache, value_cache, tables, seq_lens = args
+        return _folded(query, key_cache, value_cache, tables, seq_lens, **switches)
+
+    return Mistake(hint, answer, key)
 
 
 MISTAKES = [
