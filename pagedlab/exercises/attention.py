@@ -202,7 +202,8 @@ EXERCISES_03 = [
         setup="import math",
         mistakes=[
             Mistake(
-                "the old sum and acc must shrink by alpha = exp(m - m_new) when the max grows.",
+                "the old sum and acc were summed against the old max: when a block raises the max, "
+                "they must shrink to match the new one.",
                 _no_rescale,
                 "no_rescale",
             ),
@@ -339,7 +340,8 @@ EXERCISES_04 = [
                 "interleaved",
             ),
             Mistake(
-                "divide by the group size num_heads // num_kv_heads, not by num_kv_heads.",
+                "that divides by the number of kv heads: heads are grouped by how many query heads "
+                "share one kv head.",
                 lambda h, n, k: h // k,
                 "by_kv_heads",
             ),

@@ -34,6 +34,24 @@ def _quiet(launch: Callable[[], None]) -> None:
         launch()
 
 
+def _fenced(shape: tuple[int, ...], fill: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(buffer, out): ``out`` of ``shape`` filled with ``fill``, the middle of a buffer with
+    GUARD more leading entries of ``fill`` on each side: the fence a stray store hits."""
+    buffer = torch.full((shape[0] + 2 * GUARD, *shape[1:]), fill, device=_device())
+    return buffer, buffer[GUARD : GUARD + shape[0]]
+
+
+def _fence_intact(buffer: torch.Tensor, fill: float) -> None:
+    """Raise if anything was stored in the fence around ``out`` (past its ends)."""
+    fence = torch.cat([buffer[:GUARD], buffer[-GUARD:]]).cpu()
+    kept = torch.isnan(fence) if fill != fill else fence == fill
+    if not bool(kept.all()):
+        raise RuntimeError(
+            "the kernel stored outside out (before its start or past its end): each program "
+            "stores only into its own part of out"
+        )
+
+
 def _kernel_of(kernel: Any) -> Any:
     if not hasattr(kernel, "__getitem__"):
         raise TypeError(f"pass the @triton.jit kernel itself, got {type(kernel).__name__}")
@@ -52,10 +70,11 @@ def adapt_copy(kernel: Any) -> Callable[..., Any]:
         padded = torch.full((len(x) + block,), float("nan"))  # NaN past n, a block of it
         padded[: len(x)] = x
         source = padded.to(_device())
-        out = torch.full((len(x) + block,), SENTINEL, device=_device())
+        buffer, out = _fenced((len(x) + block,), SENTINEL)
         grid = (-(-n // block),)
         _quiet(lambda: k[grid](source, out, n, BLOCK=block))
-        return out.cpu()[: len(x) + block]
+        _fence_intact(buffer, SENTINEL)
+        return out.cpu()
 
     return _named(kernel, run)
 
@@ -64,10 +83,11 @@ def adapt_gather(kernel: Any) -> Callable[..., Any]:
     def run(x: torch.Tensor, index: list[int]) -> torch.Tensor:
         k = _kernel_of(kernel)
         d = x.shape[1]
-        out = torch.full((len(index), d), SENTINEL, device=_device())
+        buffer, out = _fenced((len(index), d), SENTINEL)
         table = torch.tensor(index, dtype=torch.int32, device=_device())
         source = x.to(_device()).contiguous()
         _quiet(lambda: k[(len(index),)](source, table, out, D=d))
+        _fence_intact(buffer, SENTINEL)
         return out.cpu()
 
     return _named(kernel, run)
@@ -77,9 +97,10 @@ def adapt_softmax(kernel: Any) -> Callable[..., Any]:
     def run(q: torch.Tensor, k: torch.Tensor, n: int, scale: float) -> torch.Tensor:
         kern = _kernel_of(kernel)
         block, dim = k.shape
-        out = torch.full((block,), SENTINEL, device=_device())
+        buffer, out = _fenced((block,), SENTINEL)
         keys, query = k.to(_device()).contiguous(), q.to(_device()).contiguous()
         _quiet(lambda: kern[(1,)](query, keys, out, n, scale, BLOCK_SIZE=block, HEAD_DIM=dim))
+        _fence_intact(buffer, SENTINEL)
         return out.cpu()
 
     return _named(kernel, run)
@@ -104,10 +125,11 @@ def launch(kernel: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     k, v = (_guarded(t.to(device).contiguous(), float("nan")) for t in (key, value))
     table = _guarded(tables.to(device).contiguous(), -1)
     lens = seq_lens.to(device).contiguous()
-    out = torch.full_like(q, float("nan"))
+    buffer, out = _fenced(tuple(q.shape), float("nan"))
     with warnings.catch_warnings():  # NaN read from a guard block: numpy warns, we report it
         warnings.simplefilter("ignore", RuntimeWarning)
         _launch(kernel, (num_seqs, num_heads), out, q, k, v, table, lens, tables.shape[1])
+    _fence_intact(buffer, float("nan"))
     return out.cpu()
 
 

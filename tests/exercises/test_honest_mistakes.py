@@ -227,3 +227,19 @@ def test_puzzle_feedback_names_an_inverted_alpha() -> None:
     _fails_on(
         "paged_kernel", my_paged_kernel, "the factor applied to the old l and acc is inverted"
     )
+
+
+@pytest.mark.skipif("gather_rows" not in EXERCISES, reason="needs triton")
+def test_gather_rows_that_also_writes_the_next_programs_row() -> None:
+    """The owner overwrote the stray row (programs run in order); the last one's fell past out."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def my_gather_rows(x_ptr, index_ptr, out_ptr, D: tl.constexpr):  # type: ignore[no-untyped-def]
+        i = tl.program_id(0)
+        offs = tl.arange(0, 2 * D)  # two rows: its own and the next program's
+        row = tl.load(index_ptr + i)
+        tl.store(out_ptr + i * D + offs, tl.load(x_ptr + row * D + offs, mask=offs < D, other=0.0))
+
+    _fails_on("gather_rows", my_gather_rows, "stored outside out")
