@@ -10,8 +10,10 @@ function on every case in order and stops at the first one it gets wrong.
 Invariants
     * ``check`` never raises, whatever ``fn`` is or does: not callable, raising any exception
       (``KeyboardInterrupt`` and ``SystemExit`` included), returning a value of the wrong kind
-      or one whose ``==`` lies, or running past the time budget (where ``os.fork`` exists the
-      call runs in a child process that is killed at the budget: see ``sandbox``).
+      or one whose ``==`` lies, or running past the time budget. Where ``os.fork`` exists
+      every case of one check runs, in order, in ONE child forked before the cases are built
+      (it never holds an expected value) and killed whole at the budget; the diagnosis runs in
+      a child too (:class:`~pagedlab.exercises.sandbox.Worker`).
     * An answer is converted to a plain value of the expected kind before it is compared
       (:func:`~pagedlab.exercises.sandbox.to_plain`): no method of the learner's object decides.
     * Every fixed case carries ``why``, one line saying what it exists to catch, shown when it
@@ -20,8 +22,10 @@ Invariants
       elsewhere the message points at the case and what it tests. Hints never give the formula.
     * Cases are the same on every run (fixed cases, then cases generated from a seeded
       ``random.Random``), so a saved notebook output is deterministic.
-    * The learner's function gets a deep copy of each case's arguments: it cannot change a
-      case, the expected answer or a later case.
+    * The learner's function gets a copy of each case's arguments: it cannot change a case,
+      the expected answer or a later case. State it keeps carries from case to case.
+    * Under :func:`held_back` (``python -m pagedlab.grade``) the generated cases and the
+      seeded data come from a secret salt: no answer a notebook printed helps there.
     * A function whose body is still empty (``...``) or that raises ``NotImplementedError`` is
       "not done yet"; a written body that returns ``None`` is asked whether it forgot ``return``.
 """

@@ -3,18 +3,23 @@ answer turned into a plain value, and where an error was raised.
 
 Two ways to run it:
 
-* :func:`run_isolated` (CPython with ``os.fork``: Linux, macOS) runs the call in a forked child
-  process and waits at most the budget plus a grace second, then kills the child. Nothing the
-  learner's code does (``except BaseException: pass`` in an endless loop, ``os._exit``, a
-  crash in C code) can keep ``check`` waiting, and the child's side effects stay in the child.
-  The answer comes back converted by :func:`to_plain` (plain ints, bools, floats, strs, lists,
-  tuples; a tensor as a tensor), so the parent never calls a method of a learner's object.
+* :class:`Worker` (CPython with ``os.fork``: Linux, macOS) forks ONE child for all the calls
+  of one check, before any expected value exists, and sends it only each call's arguments;
+  the calls run in order there (state carries, as in real use). The child runs in a session
+  of its own and is killed whole (grandchildren too) once a call takes longer than its budget
+  plus GRACE_S. Nothing the learner's code does (``except BaseException: pass`` in an endless
+  loop, ``os._exit``, a crash in C code or in Triton's interpreter, changed settings, patched
+  modules) reaches the notebook's process. Answers come back as plain values (:func:`plain`:
+  ints, bools, floats, strs, lists, tuples, tensors as lists) read with a class-free
+  unpickler (:class:`PlainUnpickler`), so no method of a learner's object, no ``__reduce__``,
+  runs here; printed output comes back cut at :data:`PRINT_LIMIT`. :func:`run_isolated` is one
+  call in a Worker of its own (a check's diagnosis).
 * :func:`run_limited` runs in this process (Pyodide has no fork; a CUDA context does not
-  survive one, so the Triton puzzle runs here). In the main thread with ``SIGALRM`` a real-time
-  alarm interrupts the code and fires again every 0.1 s after the budget, so one swallowed
-  alarm is not enough to escape it; elsewhere a ``sys.settrace`` hook raises on every line past
-  the deadline. A function that swallows *every* interruption forever cannot be stopped in one
-  thread: in-process, that is the one way to keep ``check`` waiting.
+  survive one, so the Triton exercises run here on a GPU). In the main thread with ``SIGALRM``
+  a real-time alarm interrupts the code and fires again every 0.1 s after the budget, so one
+  swallowed alarm is not enough to escape it; elsewhere a ``sys.settrace`` hook raises on
+  every line past the deadline. A function that swallows *every* interruption forever cannot
+  be stopped in one thread: in-process, that is the one way to keep ``check`` waiting.
 
 The alarm and the previous signal handler (or trace function) are restored on the way out,
 whatever happens. Invariant of both: they never raise, and what they return is an
