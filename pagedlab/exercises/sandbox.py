@@ -420,10 +420,9 @@ class Worker:
             timed_out = isinstance(error, Gone) and str(error) == "timeout"
             why = ENDED if not isinstance(error, Gone) or "ended" in str(error) else Raised(
                 "SystemExit", str(error), "", False)  # fmt: skip
-            self.gone = Outcome(timed_out=True) if timed_out else Outcome(raised=why)
+            stopped = timed_out or isinstance(error, KeyboardInterrupt)  # the learner's Stop
+            self.gone = Outcome(timed_out=True) if stopped else Outcome(raised=why)
             self.close()
-            if isinstance(error, KeyboardInterrupt):
-                raise
             return self.gone
 
     def close(self) -> None:
