@@ -361,7 +361,7 @@ class Grader:
             return f"  got:      it raised {kind}: {text}{at}"
         got = self._converted(exercise, case, answer.got)
         if answer.got is None and case.expected is not None:
-            return "  got:      None (did you forget `return`?)"
+            return "  got:      None (not written yet, or a missing `return`?)"
         try:
             right = bool(exercise.compare(case.expected, got))
         except BaseException:
