@@ -44,6 +44,17 @@ class _Refuse(importlib.abc.MetaPathFinder):
         return None
 
 
+class _Absent(dict[str, Any]):
+    """``EXERCISES`` in a grading child: any name gives an exercise whose check does nothing."""
+
+    def __missing__(self, name: str) -> Any:
+        return types.SimpleNamespace(check=_nothing, name=name)
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
 def _load_drivers() -> Any:
     """The drivers and the sandbox, loaded without ``pagedlab/exercises/__init__.py``."""
     import pagedlab  # the library: sets TRITON_INTERPRET before anything imports triton
@@ -52,6 +63,10 @@ def _load_drivers() -> Any:
     package = types.ModuleType("pagedlab.exercises")
     package.__dict__["__path__"] = [folder]  # a package: its submodules load from folder
     package.__doc__ = "(the graders are not loaded in a grading child)"
+    # a cell may also check its function in the notebook: here those calls do nothing
+    package.__dict__.update(
+        EXERCISES=_Absent(), solution=_nothing, stub=_nothing, progress=_nothing
+    )
     sys.modules["pagedlab.exercises"] = package
     import pagedlab.exercises.drivers as drivers
     import pagedlab.exercises.sandbox  # noqa: F401

@@ -137,9 +137,16 @@ def source_problem(cells: Sequence[Cell], entry: str, kind: str) -> str:
                 return f"{entry} is imported: the graded {kind} must be written in the submission"
             elif isinstance(node, (ast.Global, ast.Nonlocal)) and entry in node.names:
                 return f"{entry} is declared global or nonlocal: keep the one {kind}"
-    if len(defs) != 1 or not defs[0][1]:
-        return f"{entry} must be defined exactly once, at the top level of its cell"
-    node = defs[0][0]
+    if not defs or not all(top for _, top in defs):
+        return f"{entry} must be defined by a def or class statement at the top level of a cell"
+    for node, _ in defs:  # a notebook may define it again (a first try, then a fix)
+        problem = _definition_problem(node, entry, kind, classes)
+        if problem:
+            return problem
+    return ""
+
+
+def _definition_problem(node: ast.AST, entry: str, kind: str, classes: set[str]) -> str:
     if isinstance(node, ast.ClassDef):
         if kind != "class":
             return f"{entry} must be a function, not a class"
@@ -149,7 +156,7 @@ def source_problem(cells: Sequence[Cell], entry: str, kind: str) -> str:
             if not (isinstance(base, ast.Name) and (base.id in classes or base.id == "object")):
                 return f"{entry} subclasses {ast.unparse(base)}: write the class yourself"
         return ""
-    if kind == "class":
+    if kind == "class" or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return f"{entry} must be a class"
     decorators = [ast.unparse(d) for d in node.decorator_list]
     allowed = [["triton.jit"], ["jit"]] if kind == "kernel" else [[]]

@@ -224,6 +224,14 @@ def test_held_back_answers_are_never_printed(tmp_path: Path) -> None:
     assert "expected" not in output and "inputs:" not in output
 
 
+def test_a_course_notebook_grades_as_run_top_to_bottom(tmp_path: Path) -> None:
+    """Notebook 00 defines my_blocks_needed twice (a first try, then the fix) in cells that
+    also import and call the checks: the checks do nothing in the child, the last def counts."""
+    path = ROOT / "notebooks" / "00_start_here.ipynb"
+    results = grade([path], names=["blocks_needed"], say=lambda text: None)
+    assert results["score"] == 1.0, results
+
+
 def test_source_rules() -> None:
     """The entry must be the submission's own: a def, a class of its own, one binding."""
     from pagedlab.grade.runner import Cell
