@@ -120,21 +120,86 @@ def _failed(message: str) -> dict[str, Any]:
     return {"status": "failed", "message": message}
 
 
+TOP_LEVEL_S = 5.0  # the budget of a cell's top-level statements (the function's own: its check's)
+
+
 def grade(name: str, code: str) -> dict[str, Any]:
-    """``{"status", "message"}``: the exercise's own check of the function ``code`` defines."""
+    """``{"status", "message"}``: the exercise's own check of the function ``code`` defines.
+
+    The code runs in a fresh namespace, its top-level statements within TOP_LEVEL_S; whatever
+    it changed in pagedlab's modules or classes (say, the grader's verdict) is put back, and
+    the grade is then a ✗ that says so.
+    """
     from pagedlab.exercises import EXERCISES
+    from pagedlab.exercises.sandbox import run_limited
 
     if name not in EXERCISES:
         return _failed(f"✗ {name}: not gradable in this page (it needs torch)")
     namespace: dict[str, Any] = {"__name__": "__learner__"}
     try:
-        exec(compile(code, f"<{name}>", "exec"), namespace)  # the learner's own cell, here
-    except BaseException as error:  # a syntax error or a top-level raise: the learner's to fix
+        compiled = compile(code, f"<{name}>", "exec")  # the learner's own cell, here
+    except BaseException as error:  # a syntax error: the learner's to fix
         lines = traceback.format_exception_only(type(error), error)
         return _failed(f"✗ {name}: the code did not run\n" + "".join(lines).rstrip())
+    before = _pagedlab_state()
+    ran = run_limited(exec, (compiled, namespace), TOP_LEVEL_S)
+    changed = _put_back(before)
+    if ran.timed_out:
+        return _failed(
+            f"✗ {name}: the code's top-level statements ran past {TOP_LEVEL_S:g} s (a loop "
+            "outside the function?)"
+        )
+    if ran.raised is not None:
+        return _failed(f"✗ {name}: the code did not run\n{ran.raised.kind}: {ran.raised.text}")
+    if changed:
+        return _failed(f"✗ {name}: the code changed pagedlab itself ({', '.join(changed)})")
     defined = [key for key in namespace if key not in ("__name__", "__builtins__")]
     fn = learner_function(name, namespace, defined)
     if fn is None:
         return _failed(f"✗ {name}: the code defines no function (write def my_{name}(...))")
     result = EXERCISES[name].check(fn)
+    changed = _put_back(before)
+    if changed:
+        return _failed(f"✗ {name}: the function changed pagedlab itself ({', '.join(changed)})")
     return {"status": result.status, "message": result.message}
+
+
+State = dict[str, tuple[Any, dict[str, Any]]]
+
+
+def _pagedlab_state() -> State:
+    """Every pagedlab module's and class's attributes (shallow), to put back after a grade."""
+    import sys
+
+    state: State = {}
+    for module_name, module in list(sys.modules.items()):
+        if not module_name.startswith("pagedlab") or module is None:
+            continue
+        attributes = dict(vars(module))
+        state[module_name] = (module, attributes)
+        for value in attributes.values():
+            if isinstance(value, type) and str(value.__module__).startswith("pagedlab"):
+                where = f"{value.__module__}.{value.__qualname__}"
+                state.setdefault(where, (value, dict(vars(value))))
+    return state
+
+
+def _put_back(state: State) -> list[str]:
+    """Restore what changed since ``state``; the names of what had changed."""
+    changed = []
+    for where, (owner, attributes) in state.items():
+        now = dict(vars(owner))
+        for key in set(now) | set(attributes):
+            if key in attributes and now.get(key, _MISSING) is attributes[key]:
+                continue
+            if key in ("__dict__", "__weakref__"):
+                continue
+            changed.append(f"{where}.{key}")
+            if key in attributes:
+                setattr(owner, key, attributes[key])
+            else:
+                delattr(owner, key)
+    return sorted(changed)
+
+
+_MISSING = object()

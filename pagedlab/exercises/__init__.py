@@ -17,6 +17,7 @@ no torch (``blocks``, ``capstones``, ``sharing``, ``serving``, ``preemption``,
 from __future__ import annotations
 
 import inspect
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +80,7 @@ def solution(name: str) -> Source:
     exercise = _exercise(name)
     target = exercise.solution
     target = getattr(target, "fn", target)  # a @triton.jit kernel wraps its Python function
-    return Source(inspect.getsource(target))
+    return Source(textwrap.dedent(inspect.getsource(target)))  # pastes as a top-level cell
 
 
 def stub(name: str) -> str:

@@ -8,7 +8,6 @@ a time) and from :func:`pagedlab.reference_attention`. Every tensor lives on the
 from __future__ import annotations
 
 import math
-import random
 from typing import Any
 
 import torch
@@ -16,7 +15,7 @@ import torch
 from pagedlab.attention.kernel_steps import paged_attention_steps
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
-from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.exercises.core import Case, Exercise, Mistake, seed_of, seeded
 
 NB03, NB04 = "03_same_data_any_layout", "04_kernel_at_work"
 
@@ -28,7 +27,7 @@ def filled_cache(
     other slot holds its own random values too, so reading a wrong slot shows."""
     pool = max(blocks) + 2
     cache = PagedKVCache(pool, block_size, kv_heads, head_dim, device="cpu")
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed_of(seed))
     cache.key.copy_(torch.randn(cache.key.shape, generator=generator).round(decimals=2))
     cache.value.copy_(torch.randn(cache.value.shape, generator=generator).round(decimals=2))
     return cache
@@ -76,7 +75,7 @@ def _gather_cases() -> list[Case]:
          ("sorted", "identity")),
         ([5, 2], 4, 3, 1, 2, "blocks of 3 (not a power of two)", ("identity",)),
     ]  # fmt: skip
-    rng = random.Random(301)
+    rng = seeded(301)
     for _ in range(12):
         size = rng.choice([1, 2, 3, 4, 8])
         blocks = rng.sample(range(8), rng.randint(1, 5))
@@ -100,7 +99,7 @@ def _gather_cases() -> list[Case]:
 
 def _step_cases() -> list[Case]:
     specs = [(5, 4, 1, 1, 1), (9, 4, 1, 2, 2), (12, 4, 1, 3, 3), (7, 3, 1, 2, 4)]
-    rng = random.Random(302)
+    rng = seeded(302)
     specs += [
         (rng.randint(2, 20), rng.choice([2, 3, 4]), 1, rng.randint(1, 4), 10 + k) for k in range(6)
     ]
@@ -108,7 +107,7 @@ def _step_cases() -> list[Case]:
     for i, (n, size, heads, dim, seed) in enumerate(specs):
         blocks = list(range(-(-n // size)))[::-1]
         cache = filled_cache(blocks, n, size, heads, dim, seed)
-        query = torch.randn(1, dim, generator=torch.Generator().manual_seed(seed)) * 3
+        query = torch.randn(1, dim, generator=torch.Generator().manual_seed(seed_of(seed))) * 3
         steps = paged_attention_steps(query, cache.key, cache.value, blocks, n)
         for j, step in enumerate(steps):
             before = (
@@ -173,7 +172,6 @@ EXERCISES_03 = [
         cases=_gather_cases,
         solution=gather_kv,
         compare=tensors_equal,
-        isolate=False,  # torch in a forked child is not worth the risk; the alarm suffices
         mistakes=[
             Mistake(
                 "blocks read in sorted order: logical order is the table's order.",
@@ -204,7 +202,8 @@ EXERCISES_03 = [
         setup="import math",
         mistakes=[
             Mistake(
-                "the old sum and acc must shrink by alpha = exp(m - m_new) when the max grows.",
+                "the old sum and acc were summed against the old max: when a block raises the max, "
+                "they must shrink to match the new one.",
                 _no_rescale,
                 "no_rescale",
             ),
@@ -242,7 +241,7 @@ _VALID_SPECS = [
 
 def _valid_cases() -> list[Case]:
     specs = list(_VALID_SPECS)
-    rng = random.Random(401)
+    rng = seeded(401)
     for _ in range(20):
         size = rng.choice([1, 2, 3, 4, 5, 8, 16])
         seq_len = rng.randint(1, 60)
@@ -262,7 +261,7 @@ def _valid_cases() -> list[Case]:
 
 
 def _kv_head_cases() -> list[Case]:
-    specs = [
+    specs: list[tuple[int, int, str, tuple[str, ...]]] = [
         (8, 2, "8 query heads on 2 kv heads: heads 0-3 read kv head 0, 4-7 kv head 1",
          ("interleaved", "by_kv_heads")),
         (4, 4, "as many kv heads as query heads: each reads its own", ()),
@@ -271,24 +270,29 @@ def _kv_head_cases() -> list[Case]:
         (32, 8, "Llama-style: 32 query heads on 8 kv heads", ("interleaved", "by_kv_heads")),
         (12, 4, "12 on 4: groups of 3 (not a power of two)", ()),
     ]  # fmt: skip
+    rng = seeded(402)
+    for _ in range(6):  # seeded groupings; one head of each
+        kv_heads = rng.choice([1, 2, 3, 4, 8])
+        specs.append((kv_heads * rng.randint(1, 6), kv_heads, "", ()))
     cases = []
     for num_heads, kv_heads, why, catches in specs:
         # kv head h holds value h everywhere: the output of query head i names the kv head it read
         value = torch.arange(kv_heads, dtype=torch.float32)[None, None, :, None].expand(
             1, 1, kv_heads, 1
         )
-        key = torch.zeros(1, 1, kv_heads, 1)
         out = reference_attention(
             torch.ones(1, num_heads, 1),
-            key,
+            torch.zeros(1, 1, kv_heads, 1),
             value.contiguous(),
             block_tables_tensor([[0]]),
             torch.tensor([1], dtype=torch.int32),
         )
-        for head in range(num_heads):
+        heads = range(num_heads) if why else [rng.randrange(num_heads)]
+        for head in heads:
             cases.append(
-                Case((head, num_heads, kv_heads), int(out[0, head, 0]), why=why, catches=catches)
-            )
+                Case((head, num_heads, kv_heads), int(out[0, head, 0]),
+                     kind="fixed" if why else "generated", why=why, catches=catches)
+            )  # fmt: skip
     return cases
 
 
@@ -336,7 +340,8 @@ EXERCISES_04 = [
                 "interleaved",
             ),
             Mistake(
-                "divide by the group size num_heads // num_kv_heads, not by num_kv_heads.",
+                "that divides by the number of kv heads: heads are grouped by how many query heads "
+                "share one kv head.",
                 lambda h, n, k: h // k,
                 "by_kv_heads",
             ),

@@ -7,14 +7,12 @@ site leaves them to JupyterLab).
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import torch
 
 from pagedlab.attention.batch import batch_slot_mapping
 from pagedlab.attention.ops import block_tables_tensor
-from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.exercises.core import Case, Exercise, Mistake, seeded
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 
@@ -73,7 +71,7 @@ _BATCH_WHY = {
 
 def _batch_specs(seed: int, which: str) -> list[tuple[list[int], int, str, tuple[str, ...]]]:
     specs = list(_BATCH_WHY[which])
-    rng = random.Random(seed)
+    rng = seeded(seed)
     return specs + [
         ([rng.randint(1, 40) for _ in range(rng.randint(1, 5))], rng.choice([2, 3, 4, 8]), "", ())
         for _ in range(16)

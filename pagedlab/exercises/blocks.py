@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.exercises.core import Case, Exercise, Mistake, seeded
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.simulate.reservation import OneRequest
@@ -61,6 +61,7 @@ _COUNT_SPECS = {
         (7, 1, "blocks of 1: one block per token", ()),
         (2038, 16, "a long request (notebook 1's 2038 tokens) in the paper's blocks of 16", ()),
         (12, 6, "blocks of 6 filled exactly", ("one_too_many",)),
+        (0, 4, "an empty sequence holds no token, so no block", ()),
     ],
     "empty": [
         (5, 4, "5 tokens in 2 blocks of 4: the last block has 3 empty slots",
@@ -71,13 +72,14 @@ _COUNT_SPECS = {
         (7, 1, "blocks of 1 are never partly filled", ("full_is_b",)),
         (2038, 16, "a long request (notebook 1's 2038 tokens) in the paper's blocks of 16", ()),
         (13, 6, "blocks of 6 (not a power of two), the last one partly filled", ()),
+        (0, 4, "an empty sequence holds no block, so no empty slot", ()),
     ],
 }  # fmt: skip
 
 
 def _count_cases(kind: str) -> list[Case]:
     fixed = _COUNT_SPECS[kind]
-    rng = random.Random(101)
+    rng = seeded(101)
     sizes = [1, 2, 3, 4, 5, 7, 8, 12, 16, 32]
     generated: list[tuple[int, int, str, tuple[str, ...]]] = [
         (rng.randint(1, 300), rng.choice(sizes), "", ()) for _ in range(24)
@@ -106,7 +108,7 @@ _RESERVATION_SPECS = [
 
 def _reservation_cases() -> list[Case]:
     fixed = list(_RESERVATION_SPECS)
-    rng = random.Random(102)
+    rng = seeded(102)
     generated: list[tuple[int, int, int, str, tuple[str, ...]]] = []
     for _ in range(20):
         prompt, response = rng.randint(1, 900), rng.randint(1, 900)
@@ -207,7 +209,7 @@ _SLOT_SPECS = [
 
 def _slot_cases() -> list[Case]:
     fixed = list(_SLOT_SPECS)
-    rng = random.Random(201)
+    rng = seeded(201)
     for _ in range(24):
         size = rng.choice([1, 2, 3, 4, 5, 8, 16])
         blocks = _random_blocks(rng, rng.randint(1, 6))
@@ -238,7 +240,7 @@ _MAPPING_SPECS = [
 
 def _mapping_cases() -> list[Case]:
     fixed = list(_MAPPING_SPECS)
-    rng = random.Random(202)
+    rng = seeded(202)
     for _ in range(20):
         size = rng.choice([1, 2, 3, 4, 5, 8, 16])
         blocks = _random_blocks(rng, rng.randint(1, 6))
@@ -271,7 +273,7 @@ _APPEND_SPECS = [
 
 def _append_cases() -> list[Case]:
     fixed = list(_APPEND_SPECS)
-    rng = random.Random(203)
+    rng = seeded(203)
     fixed += [
         (rng.randint(0, 100), rng.randint(1, 40), rng.choice([1, 2, 3, 4, 5, 8, 16]), "", ())
         for _ in range(24)

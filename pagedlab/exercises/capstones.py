@@ -20,10 +20,20 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.exercises.core import Case, Exercise, Mistake, seeded
+from pagedlab.exercises.drivers import (
+    Admit,
+    Event,
+    ForkEvent,
+    adapt_cache,
+    adapt_cow,
+    adapt_table,
+    replay,
+    replay_cache,
+    replay_cow,
+)
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
-from pagedlab.memory.prefix_cache import PrefixCache
 
 NB01, NB02 = "01_why_paging", "02_block_table"
 
@@ -68,7 +78,18 @@ def _place_cases() -> list[Case]:
         pool, _running = _fragmented_without_newcomer(num_requests, blocks_each)
         args = (pool.refcounts(), pool.free_list(), need)
         cases.append(Case(args, _place_expected(pool, need), why=why, catches=catches))
-    rng = random.Random(1001)
+    # holes of 3 blocks (0-2) and of 2 (4-5): first fit takes the first hole that is long
+    # enough, not the one that fits best
+    pool = BlockAllocator(8, 4)
+    held = [BlockTable(pool) for _ in range(4)]
+    for table, blocks in zip(held, (3, 1, 2, 2), strict=True):
+        table.append_tokens(blocks * 4)
+    held[0].free()
+    held[2].free()
+    args = (pool.refcounts(), pool.free_list(), 2)
+    why = "holes of 3 and then of 2 blocks, a newcomer of 2: first fit takes the first hole"
+    cases.append(Case(args, _place_expected(pool, 2), why=why))
+    rng = seeded(1001)
     for _ in range(12):
         pool = BlockAllocator(rng.randint(6, 16), 4)
         tables = []
@@ -147,35 +168,6 @@ class _ReferenceTable:
         self.num_tokens = 0
 
 
-Event = tuple[str, int, int]  # ("append", table, n) or ("free", table, 0)
-
-
-def replay(make: Callable[[BlockAllocator], Any], num_blocks: int, block_size: int,
-           free_order: list[int], events: list[Event]) -> list[tuple[Any, ...]]:  # fmt: skip
-    """After each event: (every table's blocks, every table's tokens, free list, ref counts),
-    as plain lists (a freed table holds [] and 0)."""
-    pool = BlockAllocator(num_blocks, block_size, free_order=list(free_order))
-    tables: dict[int, Any] = {}
-    log = []
-    for kind, which, n in events:
-        if which not in tables:
-            tables[which] = make(pool)
-        if kind == "append":
-            tables[which].append_tokens(n)
-        else:
-            tables[which].free()
-        names = sorted(tables)
-        log.append(
-            (
-                [list(map(int, tables[t].blocks)) for t in names],
-                [int(tables[t].num_tokens) for t in names],
-                pool.free_list(),
-                pool.refcounts(),
-            )
-        )
-    return log
-
-
 def _events(rng: random.Random, num_blocks: int, block_size: int) -> list[Event]:
     """Seeded appends and frees that never run out of blocks (pagedlab's table is the judge)."""
     pool = BlockAllocator(num_blocks, block_size)
@@ -220,12 +212,16 @@ def _table_cases() -> list[Case]:
          "blocks of 3 (not a power of two), two tables taking turns"),
         (5, 1, [3, 1, 4, 0, 2], [("append", 0, 2), ("append", 1, 1), ("append", 0, 2)],
          "blocks of 1: one block per token"),
+        (48, 64, list(range(48)), [("append", 0, 3000)],
+         "3,000 tokens in one call take 47 blocks: no limit on the blocks, no step per token"),
+        (8, 4, list(range(8)), [("append", 0, 1)] * 20,
+         "20 appends of one token: every fourth takes a new block, up to the twentieth"),
     ]  # fmt: skip
     cases = []
     for num_blocks, size, order, events, why in fixed:
         args = (num_blocks, size, order, events)
         cases.append(Case(args, replay(BlockTable, *args), _table_label(args), "fixed", why))
-    rng = random.Random(1002)
+    rng = seeded(1002)
     for _ in range(12):
         num_blocks, size = rng.randint(4, 12), rng.choice([1, 2, 3, 4, 8])
         order = rng.sample(range(num_blocks), num_blocks)
@@ -241,16 +237,6 @@ def _table_label(args: tuple[Any, ...]) -> str:
         f"T{t}.append_tokens({n})" if kind == "append" else f"T{t}.free()" for kind, t, n in events
     )
     return f"a pool of {num_blocks} blocks of {size}, free list {order}; then {said}"
-
-
-def _adapt_table(cls: Any) -> Callable[..., Any]:
-    def run(num_blocks: int, size: int, order: list[int], events: list[Event]) -> Any:
-        if not isinstance(cls, type):
-            raise TypeError(f"pass the class itself (MyBlockTable), got {type(cls).__name__}")
-        return replay(cls, num_blocks, size, order, events)
-
-    run.__name__ = str(getattr(cls, "__name__", type(cls).__name__))
-    return run
 
 
 def _diagnose_table(fn: Callable[..., Any], case: Case) -> str:
@@ -330,7 +316,7 @@ EXERCISES_CAPSTONE_02 = [
         returns="replay log",
         cases=_table_cases,
         solution=_ReferenceTable,
-        adapt=_adapt_table,
+        adapt=adapt_table,
         compare=_compare_logs,
         convert=False,
         diagnose=_diagnose_table,
@@ -352,42 +338,6 @@ def append_cow(allocator: BlockAllocator, blocks: list[int], num_tokens: int) ->
         allocator.free(blocks[-1])  # drop this table's reference to the shared block
         blocks[-1] = copy
     return blocks
-
-
-ForkEvent = tuple[str, int]  # ("append", table) or ("fork", table): fork makes a new table
-
-
-def replay_cow(append: Callable[..., Any] | None, num_blocks: int, block_size: int,
-               prompt: int, events: list[ForkEvent]) -> list[tuple[Any, ...]]:  # fmt: skip
-    """Table 0 holds ``prompt`` tokens; then forks and one-token appends. ``append`` None:
-    pagedlab's BlockTable does them; else ``append(allocator, blocks, num_tokens)`` returns
-    the new block list. After each event: (every table's blocks, free list, ref counts)."""
-    pool = BlockAllocator(num_blocks, block_size)
-    first = BlockTable(pool)
-    first.append_tokens(prompt)
-    real: list[BlockTable] = [first]
-    mine: list[tuple[list[int], int]] = [(list(first.blocks), prompt)]
-    log = []
-    for kind, which in events:
-        if kind == "fork":
-            if append is None:
-                real.append(real[which].fork())
-            else:
-                blocks, tokens = mine[which]
-                for b in blocks:
-                    pool.share(b)
-                mine.append((list(blocks), tokens))
-        elif append is None:
-            real[which].append_tokens(1)
-        else:
-            blocks, tokens = mine[which]
-            new = append(pool, list(blocks), tokens)
-            if new is None:
-                raise TypeError("your function returned None: did you forget `return`?")
-            mine[which] = ([int(b) for b in new], tokens + 1)
-        tables = [list(t.blocks) for t in real] if append is None else [b for b, _ in mine]
-        log.append((tables, pool.free_list(), pool.refcounts()))
-    return log
 
 
 def _cow_specs() -> list[tuple[int, int, int, list[ForkEvent], str]]:
@@ -412,7 +362,7 @@ def _cow_cases() -> list[Case]:
     for num_blocks, size, prompt, spec_events, why in _cow_specs():
         args = (num_blocks, size, prompt, spec_events)
         cases.append(Case(args, replay_cow(None, *args), _cow_label(args), "fixed", why))
-    rng = random.Random(1005)
+    rng = seeded(1005)
     for _ in range(12):
         size = rng.choice([1, 2, 3, 4])
         prompt = rng.randint(1, 10)
@@ -434,16 +384,6 @@ def _cow_label(args: tuple[Any, ...]) -> str:
     num_blocks, size, prompt, events = args
     said = ", ".join(f"{kind} T{t}" for kind, t in events)
     return f"a pool of {num_blocks} blocks of {size}; T0 holds {prompt} tokens; then {said}"
-
-
-def _adapt_cow(fn: Any) -> Callable[..., Any]:
-    def run(num_blocks: int, size: int, prompt: int, events: list[ForkEvent]) -> Any:
-        if not callable(fn):
-            raise TypeError(f"pass your function, got {type(fn).__name__}")
-        return replay_cow(fn, num_blocks, size, prompt, events)
-
-    run.__name__ = str(getattr(fn, "__name__", type(fn).__name__))
-    return run
 
 
 def _diagnose_cow(fn: Callable[..., Any], case: Case) -> str:
@@ -512,33 +452,6 @@ class _ReferenceCache:
             self.block_of.setdefault(h, block)
 
 
-Admit = tuple[list[int], bool]  # (prompt tokens, whether the request finishes right after)
-
-
-def replay_cache(make: Callable[[int], Any] | None, block_size: int,
-                 admits: list[Admit]) -> list[tuple[list[int], list[int]]]:  # fmt: skip
-    """Admit prompts one after another into a large pool (no eviction); ``make`` None: the
-    real PrefixCache does it. After each: (hit blocks, the new table's blocks)."""
-    pool = BlockAllocator(sum(len(t) for t, _ in admits) + 4, block_size)
-    real = PrefixCache(pool) if make is None else None
-    mine: Any = make(block_size) if make is not None else None
-    log = []
-    for tokens, finishes in admits:
-        if real is not None:
-            admission = real.admit(tokens)
-            hits, table = list(admission.hit_blocks), admission.table
-        else:
-            hits = [int(b) for b in mine.lookup(list(tokens))]
-            table = BlockTable(pool)
-            table.hold_prefix(hits)
-            table.append_tokens(len(tokens) - len(hits) * block_size)
-            mine.register(list(table.blocks), list(tokens))
-        log.append((hits, list(table.blocks)))
-        if finishes:
-            table.free()
-    return log
-
-
 def _cache_specs() -> list[tuple[int, list[Admit], str]]:
     system = [101, 102, 103, 104, 105, 106, 107, 108]
     return [
@@ -558,6 +471,16 @@ def _cache_specs() -> list[tuple[int, list[Admit], str]]:
         (4, [(system, False), (system, False), (system + [5], False)],
          "B recomputes A's last block into a new one, a duplicate: the cache keeps A's, so C "
          "hits A's blocks"),
+        (4, [([1] * 4 + [3] * 4 + [5] * 4 + [9], False), ([2] * 4 + [3] * 4 + [9], False),
+             ([2] * 4 + [3] * 4 + [5] * 4 + [9], False)],
+         "C's third block holds A's tokens, at A's index, after B's block: it is not A's "
+         "block (a block's hash covers every block before it, not its index or its neighbour)"),
+        (4, [(system + [1], False), ([7] * 8 + [1], False), ([8] * 8 + [1], False),
+             ([8] * 8 + [2], False)],
+         "four requests: the fourth hits the blocks the third registered"),
+        (4, [(system + [7, 7], False), (system + [7, 7, 9], False)],
+         "A's last block holds 2 of 4 tokens: it is not cached, so B hits A's 2 full blocks "
+         "only"),
     ]  # fmt: skip
 
 
@@ -566,7 +489,7 @@ def _cache_cases() -> list[Case]:
     for size, admits, why in _cache_specs():
         args = (size, admits)
         cases.append(Case(args, replay_cache(None, *args), _cache_label(args), "fixed", why))
-    rng = random.Random(1006)
+    rng = seeded(1006)
     for _ in range(10):
         size = rng.choice([2, 3, 4])
         base = [rng.randint(0, 5) for _ in range(rng.randint(0, 12))]
@@ -583,16 +506,6 @@ def _cache_label(args: tuple[Any, ...]) -> str:
     size, admits = args
     said = "; ".join(f"{t}{' (then finishes)' if done else ''}" for t, done in admits)
     return f"blocks of {size}; prompts admitted in turn: {said}"
-
-
-def _adapt_cache(cls: Any) -> Callable[..., Any]:
-    def run(size: int, admits: list[Admit]) -> Any:
-        if not isinstance(cls, type):
-            raise TypeError(f"pass the class itself (MyPrefixCache), got {type(cls).__name__}")
-        return replay_cache(cls, size, admits)
-
-    run.__name__ = str(getattr(cls, "__name__", type(cls).__name__))
-    return run
 
 
 def _diagnose_cache(fn: Callable[..., Any], case: Case) -> str:
@@ -618,7 +531,7 @@ EXERCISES_CAPSTONE_05 = [
         returns="list[int]",
         cases=_cow_cases,
         solution=append_cow,
-        adapt=_adapt_cow,
+        adapt=adapt_cow,
         compare=_compare_logs,
         convert=False,
         diagnose=_diagnose_cow,
@@ -637,7 +550,7 @@ EXERCISES_CAPSTONE_06 = [
         returns="replay log",
         cases=_cache_cases,
         solution=_ReferenceCache,
-        adapt=_adapt_cache,
+        adapt=adapt_cache,
         compare=lambda e, g: isinstance(g, list) and g == e,
         convert=False,
         diagnose=_diagnose_cache,

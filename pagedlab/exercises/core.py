@@ -10,8 +10,10 @@ function on every case in order and stops at the first one it gets wrong.
 Invariants
     * ``check`` never raises, whatever ``fn`` is or does: not callable, raising any exception
       (``KeyboardInterrupt`` and ``SystemExit`` included), returning a value of the wrong kind
-      or one whose ``==`` lies, or running past the time budget (where ``os.fork`` exists the
-      call runs in a child process that is killed at the budget: see ``sandbox``).
+      or one whose ``==`` lies, or running past the time budget. Where ``os.fork`` exists
+      every case of one check runs, in order, in ONE child forked before the cases are built
+      (it never holds an expected value) and killed whole at the budget; the diagnosis runs in
+      a child too (:class:`~pagedlab.exercises.sandbox.Worker`).
     * An answer is converted to a plain value of the expected kind before it is compared
       (:func:`~pagedlab.exercises.sandbox.to_plain`): no method of the learner's object decides.
     * Every fixed case carries ``why``, one line saying what it exists to catch, shown when it
@@ -20,8 +22,10 @@ Invariants
       elsewhere the message points at the case and what it tests. Hints never give the formula.
     * Cases are the same on every run (fixed cases, then cases generated from a seeded
       ``random.Random``), so a saved notebook output is deterministic.
-    * The learner's function gets a deep copy of each case's arguments: it cannot change a
-      case, the expected answer or a later case.
+    * The learner's function gets a copy of each case's arguments: it cannot change a case,
+      the expected answer or a later case. State it keeps carries from case to case.
+    * Under :func:`held_back` (``python -m pagedlab.grade``) the generated cases and the
+      seeded data come from a secret salt: no answer a notebook printed helps there.
     * A function whose body is still empty (``...``) or that raises ``NotImplementedError`` is
       "not done yet"; a written body that returns ``None`` is asked whether it forgot ``return``.
 """
@@ -30,16 +34,22 @@ from __future__ import annotations
 
 import copy
 import dis
+import hashlib
 import html
+import inspect
 import math
+import random
 import sys
-from collections.abc import Callable, Sequence
+import types
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from pagedlab.exercises.sandbox import (
     Outcome,
     Raised,
+    Worker,
     WrongKind,
     run_isolated,
     run_limited,
@@ -48,6 +58,42 @@ from pagedlab.exercises.sandbox import (
 
 PASSED, FAILED, TODO = "passed", "failed", "not done"
 GENERATED_WHY = "a seeded random case: the fixed cases passed, so try these inputs by hand"
+
+
+_SALT: list[str] = []  # while grading held back (python -m pagedlab.grade): the secret salt
+
+
+def seed_of(seed: int) -> int:
+    """The seed an exercise's generated cases (and seeded tensors) use: ``seed`` itself in a
+    notebook, so a saved output is the same on every run; under :func:`held_back`, a number
+    derived from ``seed`` and the grader's salt, so no answer a notebook ever printed helps."""
+    if not _SALT:
+        return seed
+    digest = hashlib.sha256(f"{seed}:{_SALT[-1]}".encode()).digest()
+    return int.from_bytes(digest[:6], "big")
+
+
+def current_salt() -> str:
+    """The salt of the innermost :func:`held_back` ("" outside): a key for cached cases."""
+    return _SALT[-1] if _SALT else ""
+
+
+def seeded(seed: int) -> random.Random:
+    """A ``random.Random`` seeded with :func:`seed_of` ``(seed)``."""
+    return random.Random(seed_of(seed))
+
+
+@contextmanager
+def held_back(salt: str) -> Iterator[None]:
+    """Inside: every case builder draws its generated cases from ``salt`` as well (the
+    instructor's grader builds its held-back cases so); outside, as before."""
+    if not isinstance(salt, str) or not salt:
+        raise ValueError(f"held_back needs a non-empty str salt, got {salt!r}")
+    _SALT.append(salt)
+    try:
+        yield
+    finally:
+        _SALT.pop()
 
 
 @dataclass(frozen=True)
@@ -159,7 +205,7 @@ _EMPTY_OPS = {"RESUME", "NOP", "CACHE", "LOAD_CONST", "RETURN_CONST", "RETURN_VA
 
 def body_is_empty(fn: Any) -> bool:
     """True for a function whose body does nothing (``...``, ``pass``, a docstring): a stub."""
-    code = getattr(fn, "__code__", None)
+    code = fn.__code__ if isinstance(fn, types.FunctionType) else None
     if code is None:
         return False
     try:
@@ -211,33 +257,51 @@ class Exercise:
         mark = {PASSED: "✓", FAILED: "✗", TODO: "…"}[status]
         return CheckResult(self.name, status, f"{mark} {self.name}: {text}", passed)
 
-    def _run(self, run: Callable[..., Any], case: Case) -> Outcome:
-        like = case.expected if self.convert else None
-        runner = run_isolated if self.isolate else run_limited
-        return runner(run, copy.deepcopy(case.args), self.budget_s, like)
+    def _convert(self, case: Case, outcome: Outcome) -> Outcome:
+        """The answer as a plain value of the case's expected kind (when ``convert``)."""
+        value = outcome.value
+        if self.convert and value is not None and not isinstance(value, WrongKind):
+            value = to_plain(value, case.expected)
+        return Outcome(value, outcome.raised, outcome.timed_out, outcome.printed)
 
     def _check(self, fn: Any) -> CheckResult:
-        fn_name = getattr(fn, "__name__", None) or type(fn).__name__
+        fn_name = _name_of(fn)
         if self.adapt is None and not callable(fn):
             return self._result(
                 FAILED, f"expected a function, got {short(fn)} ({type(fn).__name__})", 0
             )
         if self.adapt is not None and body_is_empty(fn):
             return self._todo(fn_name, returned_none=True)
-        run = fn if self.adapt is None else self.adapt(fn)
-        cases = self.cases()
-        for number, case in enumerate(cases, start=1):
-            outcome = self._run(run, case)
-            if outcome.printed:
-                print(outcome.printed, end="" if outcome.printed.endswith("\n") else "\n")
-            if outcome.raised is not None and outcome.raised.stub:
-                return self._todo(fn_name)
-            returned_none = outcome.raised is None and not outcome.timed_out
-            returned_none = returned_none and outcome.value is None and case.expected is not None
-            if returned_none and body_is_empty(fn):
-                return self._todo(fn_name, returned_none=True)
-            verdict = self._verdict(run, case, outcome, returned_none, cases)
-            if verdict is not None:
+        adapt = self.adapt
+
+        def make() -> Callable[..., Any]:  # runs where the calls run (the child)
+            return fn if adapt is None else adapt(fn)
+
+        # Forked before any case exists: the child never holds an expected value.
+        with Worker(make, self.isolate) as worker:
+            cases = self.cases()
+            answers: dict[int, Outcome] = {}
+            for number, case in enumerate(cases, start=1):
+                outcome = self._convert(case, worker.call(case.args, self.budget_s))
+                answers[id(case)] = outcome
+                if outcome.printed:
+                    print(outcome.printed, end="" if outcome.printed.endswith("\n") else "\n")
+                if outcome.raised is not None and outcome.raised.stub:
+                    return self._todo(fn_name)
+                returned_none = outcome.raised is None and not outcome.timed_out
+                returned_none = returned_none and outcome.value is None
+                returned_none = returned_none and case.expected is not None
+                if returned_none and body_is_empty(fn):
+                    return self._todo(fn_name, returned_none=True)
+                if self._verdict(case, outcome, returned_none) is None:
+                    continue
+                for later in cases[number:]:  # the hint reads the fixed cases' answers too
+                    if later.kind == "fixed" and worker.gone is None:
+                        answers[id(later)] = self._convert(
+                            later, worker.call(later.args, self.budget_s)
+                        )
+                worker.close()
+                verdict = self._verdict(case, outcome, returned_none, make, cases, answers)
                 where = case.label or _call_label(fn_name, self.params, case.args)
                 why = case.why or (GENERATED_WHY if case.kind == "generated" else "")
                 text = (
@@ -257,13 +321,15 @@ class Exercise:
 
     def _verdict(
         self,
-        fn: Callable[..., Any],
         case: Case,
         outcome: Outcome,
         returned_none: bool,
+        make: Callable[[], Callable[..., Any]] | None = None,
         cases: Sequence[Case] = (),
+        answers: dict[int, Outcome] | None = None,
     ) -> str | None:
-        """None if the answer is right, else the 'got' and 'hint' lines."""
+        """None if the answer is right, else the 'got' and 'hint' lines (``make`` given:
+        with the hint and the diagnosis, run in a child of its own)."""
         if outcome.timed_out:
             return (
                 f"  got:      no answer within {self.budget_s:g} s (stopped)\n"
@@ -280,9 +346,19 @@ class Exercise:
             right = False
         if right:
             return None
-        text = f"  got:      {short(got)}\n  hint:     {self._hint(case, got, fn, cases)}"
+        if make is None:
+            return ""
+        text = (
+            f"  got:      {short(got)}\n  hint:     {self._hint(case, got, cases, answers or {})}"
+        )
         if self.diagnose is not None:
-            found = run_limited(self.diagnose, (fn, case), 3 * self.budget_s)
+            diagnose = self.diagnose
+
+            def where() -> str:
+                return diagnose(make(), case)
+
+            found = run_isolated(where, (), 3 * self.budget_s) if self.isolate else (
+                run_limited(where, (), 3 * self.budget_s))  # fmt: skip
             extra = found.value if isinstance(found.value, str) else "(could not narrow it down)"
             if extra:
                 text += "\n  where:    " + extra
@@ -296,9 +372,8 @@ class Exercise:
             "  hint:     read the error and the line it names; these inputs are valid ones."
         )
 
-    def _hint(
-        self, case: Case, got: Any, fn: Callable[..., Any], cases: Sequence[Case] = ()
-    ) -> str:
+    def _hint(self, case: Case, got: Any, cases: Sequence[Case],
+              answers: dict[int, Outcome]) -> str:  # fmt: skip
         if isinstance(got, WrongKind):
             wanted, kind = with_article(self.returns), with_article(got.type_name)
             return f"the answer should be {wanted}, got {kind}."
@@ -308,7 +383,7 @@ class Exercise:
             if not self._answers_like(mistake, case, got):
                 continue
             fixed = [c for c in cases if c.kind == "fixed" and c is not case]
-            if all(self._same_on(mistake, fn, c) for c in fixed):
+            if all(self._same_on(mistake, c, answers.get(id(c))) for c in fixed):
                 return mistake.hint  # it answers as that mistake does on every fixed case
         if case.kind == "generated":
             return "work this case out by hand and compare each step with your code."
@@ -326,16 +401,36 @@ class Exercise:
         if isinstance(value, WrongKind):
             return False
         try:
-            return bool(self.compare(value, got))
+            return bool(self.compare(value, got)) or _same_nans(value, got)
         except BaseException:
             return False
 
-    def _same_on(self, mistake: Mistake, fn: Callable[..., Any], case: Case) -> bool:
-        """Whether the learner's function answers ``case`` as ``mistake`` does."""
-        outcome = self._run(fn, case)
-        if outcome.raised is not None or outcome.timed_out:
+    def _same_on(self, mistake: Mistake, case: Case, outcome: Outcome | None) -> bool:
+        """Whether the learner's answer to ``case`` is the one ``mistake`` gives."""
+        if outcome is None or outcome.raised is not None or outcome.timed_out:
             return False
         return self._answers_like(mistake, case, outcome.value)
+
+
+def _same_nans(a: Any, b: Any) -> bool:
+    """Two tensors equal with NaN where NaN is (a mistake's NaN answer is recognised)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return False
+    if a.shape != b.shape or not bool(torch.isnan(a).any()):
+        return False
+    return bool(torch.allclose(a.float(), b.float(), rtol=1e-4, atol=1e-4, equal_nan=True))
+
+
+def _name_of(fn: Any) -> str:
+    """The name of a learner's object, read without running any of its code (a function's
+    or a plain class's own name, a @triton.jit kernel's function's, else its type's)."""
+    if isinstance(fn, types.FunctionType) or type(fn) is type:
+        return str(fn.__name__)
+    inner = inspect.getattr_static(fn, "fn", None)  # a @triton.jit kernel wraps a function
+    if isinstance(inner, types.FunctionType):
+        return str(inner.__name__)
+    return type(fn).__name__
 
 
 def with_article(noun: str) -> str:

@@ -14,14 +14,13 @@ tables after its first steps, never a formula. Needs torch (registered under ``H
 
 from __future__ import annotations
 
-import random
 from functools import cache
 
 import torch
 
 from pagedlab.attention import reference_attention
 from pagedlab.engine import Engine
-from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.exercises.core import Case, Exercise, Mistake, current_salt, seeded
 from pagedlab.model import TINY, TinyLlama
 
 NB10 = "10_real_model"
@@ -78,13 +77,17 @@ ORCA_SPECS = [
 ]  # fmt: skip
 
 
-@cache
 def _orca_cases() -> tuple[Case, ...]:
+    return _orca_cases_salted(current_salt())
+
+
+@cache
+def _orca_cases_salted(salt: str) -> tuple[Case, ...]:
     cases = []
     for lens, new, size, why, catches in ORCA_SPECS:
         expected = _after_prefill(tuple(lens), new, size)
         cases.append(Case((list(lens), new, size), expected, why=why, catches=catches))
-    rng = random.Random(1010)
+    rng = seeded(1010)
     for _ in range(6):
         lens = [rng.randint(1, 30) for _ in range(rng.randint(1, 4))]
         # at least 2: with one new token a request ends in its prefill step (blocks freed)
@@ -129,12 +132,16 @@ SHARE_SPECS = [
 ]  # fmt: skip
 
 
-@cache
 def _share_cases() -> tuple[Case, ...]:
+    return _share_cases_salted(current_salt())
+
+
+@cache
+def _share_cases_salted(salt: str) -> tuple[Case, ...]:
     cases = []
     for p, n, size, why, catches in SHARE_SPECS:
         cases.append(Case((p, n, size), _forked(p, n, size), why=why, catches=catches))
-    rng = random.Random(1011)
+    rng = seeded(1011)
     for _ in range(6):
         p, n, size = rng.randint(1, 40), rng.randint(1, 5), rng.choice([1, 2, 3, 4, 5, 8, 16])
         cases.append(Case((p, n, size), _forked(p, n, size), kind="generated"))

@@ -30,6 +30,40 @@ _INT = re.compile(r"[+-]?[0-9]+")
 _INT_LIST = re.compile(r"\[?\s*[+-]?[0-9]+(?:\s*[,\s]\s*[+-]?[0-9]+)*\s*\]?")
 
 
+def _validate(question: Any, answer: Any, explain: Any, choices: Any) -> None:
+    """Refuse what no guess could match or no learner could read (TypeError/ValueError)."""
+    if not isinstance(question, str) or not question.strip():
+        raise TypeError(f"question must be a non-empty str, got {question!r}")
+    if not isinstance(explain, str):
+        raise TypeError(f"explain must be a str, got {explain!r}")
+    if choices is not None:
+        if isinstance(choices, str) or not isinstance(choices, Sequence):
+            raise TypeError(f"choices must be a list of str, got {choices!r}")
+        if answer not in choices:
+            raise ValueError(f"answer {answer!r} is not one of the choices {list(choices)!r}")
+        if len(choices) < 2 or not all(isinstance(c, str) and c.strip() for c in choices):
+            raise ValueError(f"choices must be two or more non-empty str, got {list(choices)!r}")
+        if len(set(choices)) != len(choices):
+            raise ValueError(f"choices must differ from one another, got {list(choices)!r}")
+        return
+    if isinstance(answer, bool):
+        raise TypeError(f"answer must be an int, a list of int or a choice, got {answer!r}")
+    if isinstance(answer, int):
+        return
+    if (
+        isinstance(answer, list)
+        and answer
+        and all(isinstance(n, int) and not isinstance(n, bool) for n in answer)
+    ):
+        return
+    if isinstance(answer, str):
+        raise ValueError(f"a str answer {answer!r} needs choices (a guess typed freely never "
+                         "matches a sentence exactly)")  # fmt: skip
+    raise TypeError(
+        f"answer must be an int, a non-empty list of int or one of choices, got {answer!r}"
+    )
+
+
 class Predict(widgets.VBox):
     """A question, an entry for the guess, and a reveal that says ✓ or ✗."""
 
@@ -40,8 +74,7 @@ class Predict(widgets.VBox):
         explain: str = "",
         choices: Sequence[str] | None = None,
     ) -> None:
-        if choices is not None and answer not in choices:
-            raise ValueError(f"answer {answer!r} is not one of the choices {list(choices)!r}")
+        _validate(question, answer, explain, choices)
         self.answer = answer
         self.explain = explain
         self.entry: widgets.ValueWidget

@@ -10,10 +10,9 @@ decision, priced by :class:`pagedlab.attention.swap_cost.CostModel` (torch), is 
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 
-from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.exercises.core import Case, Exercise, Mistake, seeded
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.requests import Group, Request, StepResult
 from pagedlab.memory.scheduler import Scheduler
@@ -51,7 +50,7 @@ def _victim_cases() -> list[Case]:
         (["Z", "M", "A"], [1, 2, 0], "names do not follow arrival: Z arrived first, A last",
          ("last_listed", "first")),
     ]  # fmt: skip
-    rng = random.Random(901)
+    rng = seeded(901)
     for _ in range(12):
         count = rng.randint(2, 7)
         names = rng.sample("ABCDEFGHIJKLMNOPQRSTUVWXYZ", count)
@@ -93,7 +92,7 @@ def _recompute_cases() -> list[Case]:
         (6, 3, 4, "three samples share one prompt: it is computed once", ("prompt_each",)),
         (1, 4, 7, "a one-token prompt, four samples", ("one_sample", "prompt_each")),
     ]  # fmt: skip
-    rng = random.Random(902)
+    rng = seeded(902)
     specs += [
         (rng.randint(1, 40), rng.randint(1, 4), rng.randint(0, 20), "", ()) for _ in range(12)
     ]
@@ -154,13 +153,13 @@ def _swap_cases() -> list[Case]:
          "blocks of 3 (not a power of two): three samples, two of them sharing their last block",
          ("per_sample",)),
     ]  # fmt: skip
-    rng = random.Random(903)
+    rng = seeded(903)
     for _ in range(16):
         size = rng.choice([1, 2, 3, 4])
         shared = rng.randint(0, 3)
         samples, next_block = [], shared
         for _s in range(rng.randint(1, 3)):
-            own = rng.randint(0, 2)
+            own = rng.randint(1 if shared else 0, 2)  # a shared last block is never written
             blocks = list(range(shared)) + list(range(next_block, next_block + own))
             next_block += own
             if not blocks:

@@ -3,18 +3,23 @@ answer turned into a plain value, and where an error was raised.
 
 Two ways to run it:
 
-* :func:`run_isolated` (CPython with ``os.fork``: Linux, macOS) runs the call in a forked child
-  process and waits at most the budget plus a grace second, then kills the child. Nothing the
-  learner's code does (``except BaseException: pass`` in an endless loop, ``os._exit``, a
-  crash in C code) can keep ``check`` waiting, and the child's side effects stay in the child.
-  The answer comes back converted by :func:`to_plain` (plain ints, bools, floats, strs, lists,
-  tuples; a tensor as a tensor), so the parent never calls a method of a learner's object.
+* :class:`Worker` (CPython with ``os.fork``: Linux, macOS) forks ONE child for all the calls
+  of one check, before any expected value exists, and sends it only each call's arguments;
+  the calls run in order there (state carries, as in real use). The child runs in a session
+  of its own and is killed whole (grandchildren too) once a call takes longer than its budget
+  plus GRACE_S. Nothing the learner's code does (``except BaseException: pass`` in an endless
+  loop, ``os._exit``, a crash in C code or in Triton's interpreter, changed settings, patched
+  modules) reaches the notebook's process. Answers come back as plain values (:func:`plain`:
+  ints, bools, floats, strs, lists, tuples, tensors as lists) read with a class-free
+  unpickler (:class:`PlainUnpickler`), so no method of a learner's object, no ``__reduce__``,
+  runs here; printed output comes back cut at :data:`PRINT_LIMIT`. :func:`run_isolated` is one
+  call in a Worker of its own (a check's diagnosis).
 * :func:`run_limited` runs in this process (Pyodide has no fork; a CUDA context does not
-  survive one, so the Triton puzzle runs here). In the main thread with ``SIGALRM`` a real-time
-  alarm interrupts the code and fires again every 0.1 s after the budget, so one swallowed
-  alarm is not enough to escape it; elsewhere a ``sys.settrace`` hook raises on every line past
-  the deadline. A function that swallows *every* interruption forever cannot be stopped in one
-  thread: in-process, that is the one way to keep ``check`` waiting.
+  survive one, so the Triton exercises run here on a GPU). In the main thread with ``SIGALRM``
+  a real-time alarm interrupts the code and fires again every 0.1 s after the budget, so one
+  swallowed alarm is not enough to escape it; elsewhere a ``sys.settrace`` hook raises on
+  every line past the deadline. A function that swallows *every* interruption forever cannot
+  be stopped in one thread: in-process, that is the one way to keep ``check`` waiting.
 
 The alarm and the previous signal handler (or trace function) are restored on the way out,
 whatever happens. Invariant of both: they never raise, and what they return is an
@@ -23,11 +28,14 @@ whatever happens. Invariant of both: they never raise, and what they return is a
 
 from __future__ import annotations
 
+import copy
+import faulthandler
 import io
 import operator
 import os
 import pickle
 import signal
+import struct
 import sys
 import threading
 import time
@@ -208,88 +216,305 @@ def run_limited(
         return Outcome(raised=describe(error))
 
 
+# --- plain values on the wire ----------------------------------------------------------------
+PRINT_LIMIT = 64 * 1024  # characters of a call's printed output kept (the rest is cut, said so)
+
+
+class Bounded(io.TextIOBase):
+    """A stdout that keeps the first PRINT_LIMIT characters and counts the rest."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.kept = 0
+        self.cut = 0
+
+    def write(self, text: Any) -> int:
+        text = str.__str__(text) if isinstance(text, str) else ""
+        room = PRINT_LIMIT - self.kept
+        self.parts.append(text[:room])
+        self.kept += min(room, len(text))
+        self.cut += max(0, len(text) - room)
+        return len(text)
+
+    def text(self) -> str:
+        body = "".join(self.parts)
+        return body + (f"\n[... {self.cut} more characters printed, cut]" if self.cut else "")
+
+
+def plain(value: Any, depth: int = 0) -> Any:
+    """``value`` as plain values only (None, bool, int, float, str, list, tuple, dict), made
+    where the learner's code runs: a tensor as ``{"tensor": (dtype, shape, values)}``, a dict
+    as ``{"dict": [(key, value), ...]}``, anything else as ``{"other": (type, repr)}``; an int
+    where the value has ``__index__``, a float where it is a float. Never raises."""
+    try:
+        if value is None or type(value) in (bool, int, float, str):
+            return value
+        if _is_tensor(value) and depth < 50:
+            flat = value.detach().cpu().reshape(-1)
+            dtype = str(flat.dtype).removeprefix("torch.")
+            return {"tensor": (dtype, list(map(int, value.shape)), flat.tolist())}
+        if isinstance(value, (list, tuple)) and depth < 50:
+            items = list.__iter__(value) if isinstance(value, list) else tuple.__iter__(value)
+            converted = [plain(item, depth + 1) for item in items]
+            return converted if isinstance(value, list) else tuple(converted)
+        if isinstance(value, dict) and depth < 50:
+            return {"dict": [(plain(k, depth + 1), plain(v, depth + 1)) for k, v in
+                             dict.items(value)]}  # fmt: skip
+        if isinstance(value, str):
+            return str.__str__(value)
+        if _is_bool(value):
+            return bool(value)
+        if isinstance(value, float) or "float" in str(getattr(value, "dtype", "")):
+            return float(value)
+        if hasattr(type(value), "__index__"):
+            return int(operator.index(value))
+        return {"other": (type(value).__name__, _wrong(value).text)}
+    except BaseException as error:
+        return {"other": (type(value).__name__, f"(could not be read: {type(error).__name__})")}
+
+
+def unplain(value: Any) -> Any:
+    """A :func:`plain` value made usable here: tensors rebuilt (from plain lists), dicts
+    rebuilt, ``{"other": ...}`` as a :class:`WrongKind`."""
+    if isinstance(value, list):
+        return [unplain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(unplain(v) for v in value)
+    if isinstance(value, dict):
+        if set(value) == {"tensor"}:
+            torch = sys.modules.get("torch")  # a tensor case was built here: torch is in
+            dtype, shape, values = value["tensor"]
+            kind = getattr(torch, str(dtype), None)
+            if torch is None or not isinstance(kind, torch.dtype):
+                return WrongKind("tensor", f"a tensor of dtype {dtype}")
+            return torch.tensor(values, dtype=kind).reshape(shape)
+        if set(value) == {"dict"}:
+            try:
+                return {unplain(k): unplain(v) for k, v in value["dict"]}
+            except TypeError:  # an unhashable key
+                return WrongKind("dict", "a dict")
+        if set(value) == {"other"}:
+            type_name, text = value["other"]
+            return WrongKind(str(type_name), str(text))
+    return value if value is None or type(value) in (bool, int, float, str) else None
+
+
+class PlainUnpickler(pickle.Unpickler):
+    """Loads plain values only (None, bool, int, float, str, bytes, list, tuple, dict): it
+    names no class, so no ``__reduce__`` of a learner's object runs in the reading process."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"refused: a reply may not name {module}.{name}")
+
+
+def plain_loads(data: bytes) -> Any:
+    return PlainUnpickler(io.BytesIO(data)).load()
+
+
+def send(fd: int, message: Any) -> None:
+    """One message: a 4-byte big-endian length, then the pickle."""
+    data = pickle.dumps(message, protocol=4)
+    data = struct.pack(">I", len(data)) + data
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class Gone(Exception):
+    """The other end ended, ran past its deadline ("timeout") or sent something unreadable."""
+
+
+def receive(fd: int, deadline: float | None = None, trusted: bool = False,
+            limit: int = 256 * 1024 * 1024) -> Any:  # fmt: skip
+    """The next message on ``fd`` (by ``deadline``, a ``time.monotonic()``; None: no limit),
+    unpickled with :class:`PlainUnpickler` unless it comes from the parent (``trusted``)."""
+    (size,) = struct.unpack(">I", _read(fd, 4, deadline))
+    if size > limit:
+        raise Gone(f"a reply of {size} bytes (more than {limit})")
+    data = _read(fd, size, deadline)
+    try:
+        return pickle.loads(data) if trusted else plain_loads(data)
+    except Exception as error:
+        raise Gone(f"an unreadable reply ({type(error).__name__})") from error
+
+
+def _read(fd: int, n: int, deadline: float | None) -> bytes:
+    import select  # here, not at the top: Pyodide (no fork) may have no select module
+
+    data = b""
+    while len(data) < n:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise Gone("timeout")
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(fd, min(n - len(data), 1 << 20))
+        if not chunk:
+            raise Gone("the process ended (os._exit, a crash or a signal)")
+        data += chunk
+    return data
+
+
 # --- the time budget, in a child process --------------------------------------------------------
 def can_isolate() -> bool:
-    """True where :func:`run_isolated` forks (CPython on Linux or macOS), False elsewhere."""
+    """True where :class:`Worker` forks (CPython on Linux or macOS), False elsewhere."""
     return hasattr(os, "fork") and sys.platform != "emscripten"
 
 
-def run_isolated(
-    fn: Callable[..., Any], args: Sequence[Any], seconds: float, like: Any = None
-) -> Outcome:
-    """``fn(*args)`` in a forked child, killed if it takes longer than ``seconds`` + GRACE_S;
-    in this process (:func:`run_limited`) where there is no fork."""
-    if not can_isolate():
-        return run_limited(fn, args, seconds, like)
-    read_end, write_end = os.pipe()
-    with warnings.catch_warnings():  # 3.12+ warns about forking a threaded process (a kernel)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # the child: run, send the outcome, leave without cleanup
-        os.close(read_end)
-        _child(fn, args, seconds, like, write_end)
-    os.close(write_end)
-    return _collect(pid, read_end, seconds + GRACE_S)
+ENDED = Raised("SystemExit", "the function ended the process", "", False)
 
 
-def _child(fn: Callable[..., Any], args: Sequence[Any], seconds: float, like: Any, fd: int) -> None:
-    status = 1
-    try:
-        captured = io.StringIO()
-        sys.stdout = sys.stderr = captured  # a kernel's output streams do not work in a child
-        outcome = run_limited(fn, args, seconds, like)
-        outcome = Outcome(outcome.value, outcome.raised, outcome.timed_out, captured.getvalue())
+class Worker:
+    """Calls of one learner function, in order, in ONE forked child (state carries from call to
+    call, as in real use); in this process (:func:`run_limited`) where there is no fork.
+
+    ``make()`` builds the function in the child (a learner object's ``__getattr__`` runs
+    there, not here). The child is forked before the caller computes any expected value, gets
+    only each call's arguments, runs in a session of its own (killed whole, grandchildren
+    too, at ``budget + GRACE_S``) and answers with :func:`plain` values read here with
+    :class:`PlainUnpickler`. Once the child has died or been killed, every later call returns
+    the same outcome. Printed output comes back bounded (:data:`PRINT_LIMIT`).
+    """
+
+    def __init__(self, make: Callable[[], Callable[..., Any]], isolate: bool = True) -> None:
+        self.make = make
+        self.fn: Callable[..., Any] | None = None
+        self.pid = 0
+        self.gone: Outcome | None = None
+        if not (isolate and can_isolate()):
+            return
+        requests_r, self.requests = os.pipe()
+        self.replies, replies_w = os.pipe()
+        with warnings.catch_warnings():  # 3.12+ warns about forking a threaded process (a kernel)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the child: serve calls until the parent closes the pipe, then leave
+            os.close(self.requests)
+            os.close(self.replies)
+            _serve(make, requests_r, replies_w)
+        os.close(requests_r)
+        os.close(replies_w)
+        self.pid = pid
+
+    def call(self, args: Sequence[Any], seconds: float) -> Outcome:
+        """``fn(*args)`` within ``seconds``: a plain value (a tensor rebuilt), or what went
+        wrong. In this process: the value itself, unconverted."""
+        if not self.pid:
+            if self.fn is None:
+                made = run_limited(self.make, (), seconds)
+                if made.raised is not None or made.timed_out:
+                    return made
+                self.fn = made.value
+            return run_limited(self.fn, copy.deepcopy(list(args)), seconds)
+        if self.gone is not None:
+            return self.gone
+        nonce = os.urandom(8).hex()
         try:
-            data = pickle.dumps(outcome)
-        except BaseException:  # an answer that does not pickle (a plain value always does)
-            data = pickle.dumps(Outcome(value=_wrong(outcome.value)))
-        with os.fdopen(fd, "wb") as pipe:
-            pipe.write(data)
-        status = 0
-    finally:
-        os._exit(status)
+            send(self.requests, (nonce, tuple(args), seconds))
+            reply = receive(self.replies, time.monotonic() + seconds + GRACE_S)
+            if not (isinstance(reply, tuple) and len(reply) == 2 and reply[0] == nonce):
+                raise Gone("something else wrote to the grader's pipe")
+            return _outcome(reply[1])
+        except BaseException as error:  # the child died, hung, lied, or we were interrupted
+            timed_out = isinstance(error, Gone) and str(error) == "timeout"
+            why = ENDED if not isinstance(error, Gone) or "ended" in str(error) else Raised(
+                "SystemExit", str(error), "", False)  # fmt: skip
+            stopped = timed_out or isinstance(error, KeyboardInterrupt)  # the learner's Stop
+            self.gone = Outcome(timed_out=True) if stopped else Outcome(raised=why)
+            self.close()
+            return self.gone
 
-
-def _collect(pid: int, fd: int, limit: float) -> Outcome:
-    import select  # here, not at the top: Pyodide (no fork) may have no select module
-
-    deadline = time.monotonic() + limit
-    chunks: list[bytes] = []
-    finished = False
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                finished = True
-                break
-            chunks.append(chunk)
-    except BaseException:  # an interrupt while waiting: stop the child, report a timeout
-        finished = False
-    finally:
-        os.close(fd)
-        if not finished:
-            _kill(pid)
-        else:
+    def close(self) -> None:
+        """Kill the child's whole session and reap it (nothing is left running)."""
+        if not self.pid:
+            return
+        pid, self.pid = self.pid, 0
+        self.gone = self.gone or Outcome(raised=ENDED)
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        with suppress(ChildProcessError):
             os.waitpid(pid, 0)
-    if not finished:
-        return Outcome(timed_out=True)
+        for fd in (self.requests, self.replies):
+            with suppress(OSError):
+                os.close(fd)
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def _outcome(reply: Any) -> Outcome:
+    if not isinstance(reply, dict):
+        return Outcome(raised=Raised("SystemExit", "an unreadable reply", "", False))
+    raised = reply.get("raised")
+    if isinstance(raised, tuple) and len(raised) == 4:
+        kind, text, where, stub = raised
+        raised = Raised(str(kind), str(text), str(where), stub is True)
+    else:
+        raised = None
+    printed = reply.get("printed")
+    return Outcome(
+        value=unplain(reply.get("value")),
+        raised=raised,
+        timed_out=reply.get("timed_out") is True,
+        printed=printed if isinstance(printed, str) else "",
+    )
+
+
+def _serve(make: Callable[[], Callable[..., Any]], requests: int, replies: int) -> None:
+    """The child's loop (never returns): build the function, then one reply per request."""
     try:
-        outcome = pickle.loads(b"".join(chunks))
-    except BaseException:  # the child died before it sent a whole outcome
-        return Outcome(raised=Raised("SystemExit", "the function ended the process", "", False))
-    return outcome if isinstance(outcome, Outcome) else Outcome(timed_out=True)
+        os.setsid()  # a session of its own: the parent kills it whole
+        faulthandler.disable()  # a crash is a failed case, said in the check's message
+        torch = sys.modules.get("torch")
+        if torch is not None:  # the parent's intra-op thread pool did not survive the fork
+            torch.set_num_threads(1)
+        fn: Callable[..., Any] | None = None
+        while True:
+            try:
+                nonce, args, seconds = receive(requests, trusted=True)
+            except Gone:
+                break
+            sink = Bounded()
+            sys.stdout = sys.stderr = sink  # a kernel's output streams do not work in a child
+            if fn is None:
+                made = run_limited(make, (), seconds)
+                fn = made.value if made.raised is None and not made.timed_out else None
+                outcome = made if fn is None else run_limited(_plainly(fn), args, seconds)
+            else:
+                outcome = run_limited(_plainly(fn), args, seconds)
+            raised = outcome.raised
+            reply = {
+                "value": outcome.value,
+                "raised": None if raised is None else
+                (raised.kind, raised.text, raised.where, raised.stub),
+                "timed_out": outcome.timed_out,
+                "printed": sink.text(),
+            }  # fmt: skip
+            send(replies, (nonce, reply))
+    finally:
+        os._exit(0)
 
 
-def _kill(pid: int) -> None:
-    with suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
+def _plainly(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` whose answer is made plain inside the time budget (a repr may never return)."""
+
+    def call(*args: Any) -> Any:
+        return plain(fn(*args))
+
+    return call
+
+
+def run_isolated(fn: Callable[..., Any], args: Sequence[Any], seconds: float) -> Outcome:
+    """One call of ``fn(*args)`` in a :class:`Worker` of its own (in this process where there
+    is no fork)."""
+    with Worker(lambda: fn) as worker:
+        return worker.call(args, seconds)
 
 
 # --- describing an error --------------------------------------------------------------------------

@@ -28,138 +28,12 @@ from bisect import insort
 from collections.abc import Callable
 from typing import Any
 
-from pagedlab.exercises.core import Case, Exercise, Mistake
-from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.block_table import BlockTable
-from pagedlab.memory.capacity import prefill_need, samples_need
-from pagedlab.memory.requests import Group, Request
-from pagedlab.memory.scheduler import Scheduler
-from pagedlab.memory.swap_space import swap_in, swap_in_need, swap_out
+from pagedlab.exercises.core import Case, Exercise, Mistake, seeded
+from pagedlab.exercises.drivers import PARTS, Spec, StepState, adapt_step, replay_steps
+from pagedlab.memory.capacity import prefill_need
+from pagedlab.memory.requests import Group
 
 NB09 = "09_when_memory_runs_out"
-Spec = tuple[str, int, int, int]  # (name, prompt_len, output_len, num_samples)
-
-
-class StepState:
-    """The scheduler's state, for one step written by hand (whole prefills).
-
-    Queues (plain lists of :class:`~pagedlab.memory.requests.Group`, yours to change):
-    ``waiting`` (FCFS, front first), ``running`` and ``swapped`` (arrival order, oldest
-    first), ``finished``.
-    A group has ``name``, ``generated`` (tokens each sample generated) and ``request``
-    (``prompt_len``, ``output_len``, ``num_samples``). The mechanics, on real block tables:
-
-    - ``prefill_fits(group)`` / ``prefill(group)``: whether its whole (re)prefill (prompt,
-      plus every sample's generated tokens after a preemption) fits the free blocks now;
-      do it (the group gets its tables; put it in ``running`` yourself).
-    - ``decode_fits(group)`` / ``decode(group)``: whether one more token for every sample
-      fits now (copy-on-write included); append it (``generated`` grows by one).
-    - ``drop(group)``: preempt by recompute: free all its blocks (queue it yourself).
-    - ``swap_out_fits(group)`` / ``swap_out(group)``: preempt by swapping its blocks to the
-      host pool (:func:`~pagedlab.memory.swap_space.swap_out`); ``swap_in_fits(group)`` /
-      ``swap_in(group)``: bring them back, with room for the next token.
-    - ``release(group)``: free a finished group's blocks (move it to ``finished`` yourself).
-
-    Each mechanic is recorded (admitted, decoded, preempted, finished), which the grader
-    compares with pagedlab's Scheduler.
-    """
-
-    def __init__(
-        self, num_blocks: int, block_size: int, specs: list[Spec], mode: str = "recompute"
-    ) -> None:
-        self.mode = mode  # "recompute" or "swap"
-        self.pool = BlockAllocator(num_blocks, block_size)
-        self.host = BlockAllocator(num_blocks, block_size)  # the swap space (Scheduler's default)
-        self.waiting: list[Group] = [
-            Group(Request(*spec), order=i, work=spec[1]) for i, spec in enumerate(specs)
-        ]
-        self.running: list[Group] = []
-        self.swapped: list[Group] = []
-        self.finished: list[Group] = []
-        self.did: dict[str, list[str]] = _nothing_done()
-
-    @property
-    def num_free(self) -> int:
-        return self.pool.num_free
-
-    def prefill_fits(self, group: Group) -> bool:
-        r = group.request
-        return prefill_need(r.prompt_len, group.generated, r.num_samples, self.pool.block_size) <= (
-            self.pool.num_free
-        )
-
-    def prefill(self, group: Group) -> None:
-        """The prompt into one table, a fork per other sample, then each sample's tokens."""
-        if group.tables:
-            raise ValueError(f"{group.name} already holds blocks: drop or release it first")
-        if not self.prefill_fits(group):
-            raise ValueError(f"{group.name}'s prefill does not fit {self.pool.num_free} blocks")
-        first = BlockTable(self.pool)
-        first.append_tokens(group.request.prompt_len)
-        group.tables = [first] + [first.fork() for _ in range(group.request.num_samples - 1)]
-        if group.generated:
-            for table in group.tables:
-                table.append_tokens(group.generated)
-        group.status, group.prefilled = "running", group.work
-        self.did["admitted"].append(group.name)
-
-    def decode_fits(self, group: Group) -> bool:
-        lasts = [(t.num_tokens, t.blocks[-1]) for t in group.tables]
-        if not lasts:
-            raise ValueError(f"{group.name} holds no blocks: it is not running")
-        need = samples_need(lasts, 1, self.pool.block_size, self.pool.refcount)
-        return need <= self.pool.num_free
-
-    def decode(self, group: Group) -> None:
-        if not group.tables:
-            raise ValueError(f"{group.name} holds no blocks: it is not running")
-        if group.generated == group.request.output_len:
-            raise ValueError(f"{group.name} already generated all {group.generated} tokens")
-        for table in group.tables:
-            table.append_tokens(1)
-        group.generated += 1
-        self.did["decoded"].append(group.name)
-
-    def drop(self, group: Group) -> None:
-        for table in group.tables:
-            table.free()
-        r = group.request
-        group.tables, group.status, group.prefilled = [], "waiting", 0
-        group.work = r.prompt_len + r.num_samples * group.generated
-        self.did["preempted"].append(group.name)
-
-    def swap_out_fits(self, group: Group) -> bool:
-        return len(group.device_blocks()) <= self.host.num_free
-
-    def swap_out(self, group: Group) -> None:
-        """Preempt by swapping: copy its blocks to the host pool, free them on the device."""
-        if not group.tables or not self.swap_out_fits(group):
-            raise ValueError(f"{group.name} holds no blocks or does not fit the host pool")
-        swap_out(group, self.host)
-        group.status = "swapped"
-        self.did["preempted"].append(group.name)
-        self.did["swapped_out"].append(group.name)
-
-    def swap_in_fits(self, group: Group) -> bool:
-        return bool(group.host) and swap_in_need(group, self.host) <= self.pool.num_free
-
-    def swap_in(self, group: Group) -> None:
-        if not self.swap_in_fits(group):
-            raise ValueError(f"{group.name} is not swapped out or does not fit the free blocks")
-        swap_in(group, self.pool, self.host)
-        group.status = "running"
-        self.did["swapped_in"].append(group.name)
-
-    def release(self, group: Group) -> None:
-        for table in group.tables:
-            table.free()
-        group.tables, group.status = [], "finished"
-        self.did["finished"].append(group.name)
-
-
-def _nothing_done() -> dict[str, list[str]]:
-    return {name: [] for name in ("admitted", "decoded", "preempted", "swapped_out",
-                                  "swapped_in", "finished")}  # fmt: skip
 
 
 def by_arrival(group: Group) -> int:
@@ -227,59 +101,6 @@ STEP_STUB = '''def my_scheduler_step(state):
     raise NotImplementedError("write my_scheduler_step")
 '''
 
-Log = list[tuple[Any, ...]]
-
-
-def _snapshot(did: dict[str, list[str]], queues: tuple[list[Group], ...],
-              pool: BlockAllocator, host: BlockAllocator) -> tuple[Any, ...]:  # fmt: skip
-    waiting, running, swapped, finished = queues
-    return (
-        *(list(did[name]) for name in PARTS[:6]),
-        *([g.name for g in queue] for queue in queues),
-        [[list(t.blocks) for t in g.tables] for g in running],
-        pool.free_list(),
-        host.free_list(),
-    )
-
-
-PARTS = ("admitted", "decoded", "preempted", "swapped_out", "swapped_in", "finished",
-         "waiting", "running", "swapped", "finished queue", "running groups' blocks",
-         "free list", "host free list")  # fmt: skip
-
-
-def replay_steps(step: Callable[[StepState], Any] | None, num_blocks: int, block_size: int,
-                 specs: list[Spec], mode: str = "recompute") -> Log:  # fmt: skip
-    """Step ``specs`` to the end; ``step`` None: pagedlab's Scheduler does the steps, else
-    ``step(state)`` does as many. After each step: :data:`PARTS`, as plain lists."""
-    if step is None:
-        scheduler = Scheduler(BlockAllocator(num_blocks, block_size), mode=mode)
-        for spec in specs:
-            scheduler.add(Request(*spec))
-        log: Log = []
-        while not scheduler.done and len(log) < 1000:
-            out = scheduler.step()
-            did = {
-                "admitted": out.admitted,
-                "decoded": out.decoded,
-                "preempted": out.preempted,
-                "swapped_out": list(out.swapped_out),
-                "swapped_in": list(out.swapped_in),
-                "finished": out.finished,
-            }
-            s = scheduler
-            queues = (s.waiting, s.running, s.swapped, s.finished)
-            log.append(_snapshot(did, queues, s.device, s.host))
-        return log
-    state = StepState(num_blocks, block_size, specs, mode)
-    log = []
-    for _ in range(len(replay_steps(None, num_blocks, block_size, specs, mode))):
-        state.did = _nothing_done()
-        step(state)
-        queues = (state.waiting, state.running, state.swapped, state.finished)
-        log.append(_snapshot(state.did, queues, state.pool, state.host))
-    return log
-
-
 FIXED: list[tuple[int, int, list[Spec], str, tuple[str, ...]]] = [  # recompute mode
     (4, 4, [("A", 6, 2, 1), ("B", 6, 2, 1), ("C", 6, 2, 1)],
      "A and B finish at step 3 and their blocks are freed; C is admitted into them at step "
@@ -336,7 +157,7 @@ def _step_cases() -> list[Case]:
         args = (num_blocks, size, specs, mode)
         expected = replay_steps(None, *args)
         cases.append(Case(args, expected, _step_label(args), "fixed", why, catches))
-    rng = random.Random(909)
+    rng = seeded(909)
     for k in range(16):
         args = (*_generated_specs(rng), ("recompute", "swap")[k % 2])
         cases.append(Case(args, replay_steps(None, *args), _step_label(args), "generated"))
@@ -352,16 +173,6 @@ def _step_label(args: tuple[Any, ...]) -> str:
         f"mode={mode!r}, a pool of {num_blocks} blocks of {size} (and a host pool as large); "
         f"requests in arrival order: {said}"
     )
-
-
-def _adapt_step(fn: Any) -> Callable[..., Any]:
-    def run(num_blocks: int, size: int, specs: list[Spec], mode: str) -> Any:
-        if not callable(fn):
-            raise TypeError(f"pass your step function, got {type(fn).__name__}")
-        return replay_steps(fn, num_blocks, size, specs, mode)
-
-    run.__name__ = str(getattr(fn, "__name__", type(fn).__name__))
-    return run
 
 
 def _diagnose_step(fn: Callable[..., Any], case: Case) -> str:
@@ -464,7 +275,7 @@ EXERCISES_CAPSTONE_09 = [
                 "admit_while_swapped",
             ),
         ],
-        adapt=_adapt_step,
+        adapt=adapt_step,
         compare=lambda e, g: isinstance(g, list) and g == e,
         convert=False,
         diagnose=_diagnose_step,

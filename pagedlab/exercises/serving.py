@@ -7,11 +7,9 @@ graders run in the live site's browser too.
 
 from __future__ import annotations
 
-import random
-
 from pagedlab.checks import ceil_div
 from pagedlab.exercises.blocks import fresh_table
-from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.exercises.core import Case, Exercise, Mistake, seeded
 from pagedlab.simulate import reservation
 
 NB07 = "07_memory_at_scale"
@@ -56,7 +54,7 @@ _RESERVE_SPECS = [
 
 def _reserve_cases() -> list[Case]:
     specs = list(_RESERVE_SPECS)
-    rng = random.Random(701)
+    rng = seeded(701)
     for _ in range(24):
         max_len = rng.choice([512, 1000, 2048, 4096])
         prompt = rng.randint(1, max_len // 2)
@@ -82,7 +80,7 @@ def _mix_cases() -> list[Case]:
         ([2, 3, 4], 8, 1, "blocks of 1: paging holds exactly the tokens", ("max_each",)),
         ([10, 7], 100, 3, "blocks of 3 and a max_len of 100", ("whole_blocks",)),
     ]  # fmt: skip
-    rng = random.Random(702)
+    rng = seeded(702)
     for _ in range(16):
         max_len = rng.choice([512, 1000, 2048])
         lengths = [rng.randint(2, max_len) for _ in range(rng.randint(1, 8))]

@@ -7,9 +7,7 @@ Expected answers come from real tables forked with :func:`pagedlab.fork_samples`
 
 from __future__ import annotations
 
-import random
-
-from pagedlab.exercises.core import Case, Exercise, Mistake
+from pagedlab.exercises.core import Case, Exercise, Mistake, seeded
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import ROOT_HASH, PrefixCache, block_hashes, chain_hash
@@ -55,7 +53,7 @@ _COPY_SPECS = [
 
 def _copy_cases() -> list[Case]:
     specs = list(_COPY_SPECS)
-    rng = random.Random(501)
+    rng = seeded(501)
     specs += [
         (rng.randint(1, 40), rng.choice([1, 2, 3, 4, 8]), rng.randint(1, 4), "", ())
         for _ in range(24)
@@ -94,7 +92,7 @@ _REFCOUNT_SPECS = [
 
 def _refcount_cases() -> list[Case]:
     specs = list(_REFCOUNT_SPECS)
-    rng = random.Random(502)
+    rng = seeded(502)
     specs += [
         (rng.randint(1, 40), rng.choice([2, 3, 4, 8]), rng.randint(1, 5), "", ()) for _ in range(20)
     ]
@@ -126,7 +124,7 @@ _HELD_SPECS = [
 
 def _held_cases() -> list[Case]:
     specs = list(_HELD_SPECS)
-    rng = random.Random(503)
+    rng = seeded(503)
     specs += [
         (rng.randint(1, 60), rng.randint(1, 60), rng.randint(1, 6), rng.choice([2, 3, 4, 8, 16]),
          "", ())
@@ -252,7 +250,7 @@ def _hash_cases() -> list[Case]:
          ("not_chained",)),
         ([5, 6, 7], 1, "blocks of 1", ("not_chained",)),
     ]  # fmt: skip
-    rng = random.Random(601)
+    rng = seeded(601)
     specs += [
         ([rng.randint(0, 50) for _ in range(rng.randint(0, 30))], rng.choice([2, 3, 4, 8]), "", ())
         for _ in range(16)
@@ -299,15 +297,18 @@ def _hits_specs() -> list[tuple[list[list[int]], int, list[int], int, str, tuple
 
 def _hits_cases() -> list[Case]:
     specs = _hits_specs()
-    rng = random.Random(602)
+    rng = seeded(602)
     for _ in range(16):
         base = [rng.randint(0, 9) for _ in range(rng.randint(0, 16))]
         earlier = [
             base + [rng.randint(0, 9) for _ in range(rng.randint(0, 8))]
             for _ in range(rng.randint(0, 3))
         ]
+        earlier = [tokens for tokens in earlier if tokens]  # a request holds a token at least
         prompt = base + [rng.randint(0, 9) for _ in range(rng.randint(1, 8))]
-        specs.append((earlier, rng.randint(10, 40), prompt, rng.choice([2, 3, 4]), "", ()))
+        pool, size = rng.randint(10, 40), rng.choice([2, 3, 4])
+        longest = max([len(tokens) for tokens in earlier], default=0)
+        specs.append((earlier, max(pool, -(-longest // size)), prompt, size, "", ()))
     cases = []
     for earlier, pool, prompt, size, why, catches in specs:
         cached = cache_after(earlier, pool, size)

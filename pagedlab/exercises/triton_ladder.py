@@ -19,7 +19,6 @@ Needs triton.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -27,10 +26,10 @@ import torch
 
 from pagedlab.attention import backend
 from pagedlab.exercises.attention import tensors_equal
-from pagedlab.exercises.core import Case, Exercise
+from pagedlab.exercises.core import Case, Exercise, seed_of
+from pagedlab.exercises.kernel_drivers import SENTINEL, adapt_copy, adapt_gather, adapt_softmax
 
 NB04 = "04_kernel_at_work"
-SENTINEL = -7.0  # what ``out`` holds where the kernel must not store
 HEADER = "import triton\nimport triton.language as tl\n\n\n"
 
 COPY_STUB = (
@@ -108,43 +107,7 @@ def _solutions() -> tuple[Any, Any, Any]:
     return masked_copy, gather_rows, block_softmax
 
 
-def _device() -> Any:
-    return backend.device()
-
-
-def _quiet(launch: Callable[[], None]) -> None:
-    with warnings.catch_warnings():  # NaN read where it must not be: numpy warns, we report it
-        warnings.simplefilter("ignore", RuntimeWarning)
-        launch()
-
-
-def _kernel_of(kernel: Any) -> Any:
-    if not hasattr(kernel, "__getitem__"):
-        raise TypeError(f"pass the @triton.jit kernel itself, got {type(kernel).__name__}")
-    return kernel
-
-
-def _named(kernel: Any, run: Callable[..., Any]) -> Callable[..., Any]:
-    inner = getattr(kernel, "fn", kernel)
-    run.__name__ = str(getattr(inner, "__name__", None) or type(kernel).__name__)
-    return run
-
-
 # --- rung 1 ------------------------------------------------------------------------------------
-def _copy_adapt(kernel: Any) -> Callable[..., Any]:
-    def run(x: torch.Tensor, n: int, block: int) -> torch.Tensor:
-        k = _kernel_of(kernel)
-        padded = torch.full((len(x) + block,), float("nan"))  # NaN past n, a block of it
-        padded[: len(x)] = x
-        source = padded.to(_device())
-        out = torch.full((len(x) + block,), SENTINEL, device=_device())
-        grid = (-(-n // block),)
-        _quiet(lambda: k[grid](source, out, n, BLOCK=block))
-        return out.cpu()[: len(x) + block]
-
-    return _named(kernel, run)
-
-
 def _copy_cases() -> list[Case]:
     specs = [
         (5, 4, "5 elements in programs of 4: the second program's last 3 lanes are past n"),
@@ -163,19 +126,6 @@ def _copy_cases() -> list[Case]:
 
 
 # --- rung 2 ------------------------------------------------------------------------------------
-def _gather_adapt(kernel: Any) -> Callable[..., Any]:
-    def run(x: torch.Tensor, index: list[int]) -> torch.Tensor:
-        k = _kernel_of(kernel)
-        d = x.shape[1]
-        out = torch.full((len(index), d), SENTINEL, device=_device())
-        table = torch.tensor(index, dtype=torch.int32, device=_device())
-        source = x.to(_device()).contiguous()
-        _quiet(lambda: k[(len(index),)](source, table, out, D=d))
-        return out.cpu()
-
-    return _named(kernel, run)
-
-
 def _gather_cases() -> list[Case]:
     specs = [
         (6, 4, [4, 1], "rows [4, 1] (the example's blocks): row 0 of out is row 4 of x"),
@@ -197,26 +147,14 @@ def _gather_cases() -> list[Case]:
 
 
 # --- rung 3 ------------------------------------------------------------------------------------
-def _softmax_adapt(kernel: Any) -> Callable[..., Any]:
-    def run(q: torch.Tensor, k: torch.Tensor, n: int) -> torch.Tensor:
-        kern = _kernel_of(kernel)
-        block, dim = k.shape
-        out = torch.full((block,), SENTINEL, device=_device())
-        keys, query = k.to(_device()).contiguous(), q.to(_device()).contiguous()
-        _quiet(lambda: kern[(1,)](query, keys, out, n, dim**-0.5, BLOCK_SIZE=block, HEAD_DIM=dim))
-        return out.cpu()
-
-    return _named(kernel, run)
-
-
-def _softmax_expected(q: torch.Tensor, k: torch.Tensor, n: int) -> torch.Tensor:
+def _softmax_expected(q: torch.Tensor, k: torch.Tensor, n: int, scale: float) -> torch.Tensor:
     weights = torch.zeros(k.shape[0])
-    weights[:n] = torch.softmax((k[:n] @ q) * k.shape[1] ** -0.5, dim=0)
+    weights[:n] = torch.softmax((k[:n] @ q) * scale, dim=0)
     return weights
 
 
 def _softmax_cases() -> list[Case]:
-    generator = torch.Generator().manual_seed(404)
+    generator = torch.Generator().manual_seed(seed_of(404))
     specs = [
         (4, 4, 4, None, "a full block of 4, small scores"),
         (4, 4, 3, None, "3 of 4 slots hold keys; the fourth holds NaN: mask it (score -inf)"),
@@ -224,17 +162,22 @@ def _softmax_cases() -> list[Case]:
         (4, 4, 4, 100.0, "one score of 100 after scaling: exp(100) overflows float32 unless "
          "the max is subtracted first"),
         (1, 4, 1, None, "a block of 1: its weight is 1"),
+        (4, 4, 4, -2.0, "scale=2.0, not 1/sqrt(HEAD_DIM): the kernel multiplies by its scale "
+         "argument"),
     ]  # fmt: skip
     cases = []
     for block, dim, n, big, why in specs:
+        scale = -big if big is not None and big < 0 else dim**-0.5
+        big = big if big is not None and big > 0 else None
         q = torch.randn(dim, generator=generator)
         k = torch.randn(block, dim, generator=generator)
         if big is not None:
             q = torch.ones(dim)
             k[0] = big / (dim * dim**-0.5)
         k[n:] = float("nan")
-        label = f"q of {dim}, k [{block}, {dim}] (slots {n}.. hold NaN), n={n}"
-        cases.append(Case((q, k, n), _softmax_expected(q, k, n), label, why=why))
+        label = f"q of {dim}, k [{block}, {dim}] (slots {n}.. hold NaN), n={n}, scale={scale:g}"
+        expected = _softmax_expected(q, k, n, scale)
+        cases.append(Case((q, k, n, scale), expected, label, why=why))
     return cases
 
 
@@ -327,7 +270,7 @@ def draw_gather(got: Any, x: Any, index: list[int]) -> str:
 
 def _softmax_where(fn: Callable[..., Any], case: Case) -> str:
     """Which slots' weights are wrong, and whether any is NaN."""
-    _q, _k, n = case.args
+    n = case.args[2]
     got = fn(*case.args)
     bad = [t for t in range(len(got)) if not _same(float(got[t]), float(case.expected[t]))]
     if not bad:
@@ -359,7 +302,8 @@ def _masked_equal(expected: Any, got: Any) -> bool:
 
 def make_exercises() -> list[Exercise]:
     copy, gather, softmax = _solutions()
-    common: dict[str, Any] = {"notebook": NB04, "compare": _masked_equal, "isolate": False,
+    on_cpu = backend.device().type == "cpu"  # in a child on a CPU; CUDA does not survive a fork
+    common: dict[str, Any] = {"notebook": NB04, "compare": _masked_equal, "isolate": on_cpu,
                               "convert": False, "budget_s": 30.0}  # fmt: skip
     return [
         Exercise(
@@ -371,7 +315,7 @@ def make_exercises() -> list[Exercise]:
             returns="kernel output",
             cases=_copy_cases,
             solution=copy,
-            adapt=_copy_adapt,
+            adapt=adapt_copy,
             diagnose=_copy_where,
             stub_code=COPY_STUB,
             entry="my_masked_copy",
@@ -386,7 +330,7 @@ def make_exercises() -> list[Exercise]:
             returns="kernel output",
             cases=_gather_cases,
             solution=gather,
-            adapt=_gather_adapt,
+            adapt=adapt_gather,
             diagnose=_gather_where,
             stub_code=GATHER_STUB,
             entry="my_gather_rows",
@@ -397,11 +341,11 @@ def make_exercises() -> list[Exercise]:
             name="block_softmax",
             task="Ladder, rung 3: one block's scores and softmax. Complete my_block_softmax: "
             "the softmax of the scores of the first n slots (scaled), 0 for the others.",
-            params=("q", "k", "n"),
+            params=("q", "k", "n", "scale"),
             returns="kernel output",
             cases=_softmax_cases,
             solution=softmax,
-            adapt=_softmax_adapt,
+            adapt=adapt_softmax,
             diagnose=_softmax_where,
             stub_code=SOFTMAX_STUB,
             entry="my_block_softmax",

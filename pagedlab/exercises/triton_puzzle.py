@@ -27,7 +27,6 @@ Layout the kernel sees (all contiguous): ``q`` and ``out`` ``[num_seqs, NUM_HEAD
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
@@ -35,10 +34,10 @@ import torch
 from pagedlab.attention import backend
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.exercises.attention import tensors_equal
-from pagedlab.exercises.core import Case, Exercise
+from pagedlab.exercises.core import Case, Exercise, Mistake, seed_of
+from pagedlab.exercises.kernel_drivers import adapt_paged
 
 NB04 = "04_kernel_at_work"
-GUARD = 2  # NaN blocks before and after each cache (and -1 rows around the table)
 
 STUB = """import triton
 import triton.language as tl
@@ -78,48 +77,11 @@ def _solution_kernel() -> Any:
     return kernels.paged_attention_one_page_kernel
 
 
-def _guarded(t: torch.Tensor, fill: float) -> torch.Tensor:
-    """``t`` copied into the middle of a buffer with GUARD extra leading-dim entries each side."""
-    shape = (t.shape[0] + 2 * GUARD, *t.shape[1:])
-    buffer = torch.full(shape, fill, dtype=t.dtype, device=t.device)
-    buffer[GUARD : GUARD + t.shape[0]] = t
-    return buffer[GUARD : GUARD + t.shape[0]]
-
-
-def launch(kernel: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-           tables: torch.Tensor, seq_lens: torch.Tensor) -> torch.Tensor:  # fmt: skip
-    """Run the learner's kernel on one batch; returns ``out`` (NaN where nothing was stored)."""
-    if not hasattr(kernel, "__getitem__"):
-        raise TypeError(f"pass the @triton.jit kernel itself, got {type(kernel).__name__}")
-    device = backend.device()
-    num_seqs, num_heads = query.shape[:2]
-    q = query.to(device).contiguous()
-    k, v = (_guarded(t.to(device).contiguous(), float("nan")) for t in (key, value))
-    table = _guarded(tables.to(device).contiguous(), -1)
-    lens = seq_lens.to(device).contiguous()
-    out = torch.full_like(q, float("nan"))
-    with warnings.catch_warnings():  # NaN read from a guard block: numpy warns, we report it
-        warnings.simplefilter("ignore", RuntimeWarning)
-        _launch(kernel, (num_seqs, num_heads), out, q, k, v, table, lens, tables.shape[1])
-    return out.cpu()
-
-
-def _launch(kernel: Any, grid: tuple[int, int], out: torch.Tensor, q: torch.Tensor,
-            k: torch.Tensor, v: torch.Tensor, table: torch.Tensor, lens: torch.Tensor,
-            max_blocks: int) -> None:  # fmt: skip
-    num_heads, head_dim = q.shape[1], q.shape[2]
-    block_size, kv_heads = k.shape[1], k.shape[2]
-    kernel[grid](
-        out, q, k, v, table, lens, head_dim**-0.5, max_blocks,
-        NUM_HEADS=num_heads, NUM_KV_HEADS=kv_heads, BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
-    )  # fmt: skip
-
-
 def _batch(lens: list[int], block_size: int, heads: int, kv_heads: int, dim: int,
            seed: int, spare: int = 2) -> tuple[Any, ...]:  # fmt: skip
     """A batch in scattered blocks (``spare`` blocks nobody owns); a large score late in each
     sequence, so the max grows; every slot no sequence owns holds NaN."""
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed_of(seed))
     pages = [-(-n // block_size) for n in lens]
     order = torch.randperm(sum(pages) + spare, generator=generator).tolist()
     rows, start = [], 0
@@ -142,7 +104,7 @@ def _one_sequence(blocks: list[int], n: int, block_size: int, dim: int, seed: in
                   big: tuple[int, float] | None = None) -> tuple[Any, ...]:  # fmt: skip
     """One sequence of ``n`` tokens in ``blocks`` (one head); ``big = (position, score)`` gives
     one position that score after scaling, the others about 1 or less."""
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed_of(seed))
     shape = (max(blocks) + 2, block_size, 1, dim)
     key = torch.randn(shape, generator=generator) * 0.5
     value = torch.randn(shape, generator=generator)
@@ -202,8 +164,9 @@ def _cases() -> list[Case]:
         _batch([3, 9, 16], 8, 2, 2, 2, seed=49),
     ]
     cases = []
-    for why, args in specs:
-        cases.append(Case(args, reference_attention(*args), _label(args), "fixed", why))
+    for k, (why, args) in enumerate(specs):
+        expected = reference_attention(*args)
+        cases.append(Case(args, expected, _label(args), "fixed", why, CATCHES.get(k, ())))
     for args in generated:
         cases.append(Case(args, reference_attention(*args), _label(args), "generated"))
     return cases
@@ -278,13 +241,60 @@ def _vec(t: torch.Tensor) -> str:
     )
 
 
-def _adapt(kernel: Any) -> Any:
-    def run(*args: Any) -> torch.Tensor:
-        return launch(kernel, *args)
+def _folded(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, tables: torch.Tensor,
+            seq_lens: torch.Tensor, inverted: bool = False, rescale: bool = True,
+            keep_m: bool = True, block_max: bool = False, lookup: bool = True,
+            groups: bool = True) -> torch.Tensor:  # fmt: skip
+    """The kernel's fold, block by block, in torch: right with the defaults, else the mistake
+    a switch names (what a learner's kernel with that mistake returns)."""
+    heads, dim = query.shape[1], query.shape[2]
+    size, kv_heads = key.shape[1], key.shape[2]
+    out = torch.empty(query.shape, dtype=torch.float32)
+    for s, n in enumerate(int(x) for x in seq_lens):
+        for h in range(heads):
+            kv = h // (heads // kv_heads) if groups else h % kv_heads
+            q = query[s, h].float() * dim**-0.5
+            m, l_sum, acc = torch.tensor(float("-inf")), torch.tensor(0.0), torch.zeros(dim)
+            for b in range(-(-n // size)):
+                block = int(tables[s, b]) if lookup else b
+                filled = min(size, n - b * size)
+                k, v = key[block, :filled, kv].float(), value[block, :filled, kv].float()
+                scores = k @ q
+                m_new = scores.max() if block_max else torch.maximum(m, scores.max())
+                alpha = torch.exp(m_new - m) if inverted else torch.exp(m - m_new)
+                alpha = alpha if rescale else torch.tensor(1.0)
+                p = torch.exp(scores - m_new)
+                l_sum, acc = l_sum * alpha + p.sum(), acc * alpha + p @ v
+                m = m_new if keep_m else m
+            out[s, h] = acc / l_sum
+    return out
 
-    inner = getattr(kernel, "fn", kernel)  # a @triton.jit kernel wraps a Python function
-    run.__name__ = str(getattr(inner, "__name__", None) or type(kernel).__name__)
-    return run
+
+def _mistake(hint: str, key: str, **switches: bool) -> Mistake:
+    def answer(*args: torch.Tensor) -> torch.Tensor:
+        query, key_cache, value_cache, tables, seq_lens = args
+        return _folded(query, key_cache, value_cache, tables, seq_lens, **switches)
+
+    return Mistake(hint, answer, key)
+
+
+MISTAKES = [
+    _mistake("the factor applied to the old l and acc is inverted: when the max grows the old "
+             "terms must get smaller (a factor of at most 1), and on the first block, where m "
+             "is -inf, the factor is 0, never infinite.", "inverted", inverted=True),
+    _mistake("l and acc keep their old scale when a later block raises the max: the old terms "
+             "stay too large next to the new ones.", "no_rescale", rescale=False),
+    _mistake("m is not carried from one block to the next: each block compares with the "
+             "initial max again.", "keep_m", keep_m=False),
+    _mistake("m_new is the block's own max: it is the running max over every block so far.",
+             "block_max", block_max=True),
+    _mistake("logical block b is read from physical block b: read its physical block from the "
+             "block table.", "no_lookup", lookup=False),
+    _mistake("query heads share a kv head in consecutive groups (heads 0-1 on kv head 0 here), "
+             "not interleaved.", "groups", groups=False),
+]  # fmt: skip
+CATCHES = {0: ("inverted", "no_lookup"), 2: ("no_rescale", "keep_m", "inverted"),
+           3: ("block_max", "inverted"), 5: ("groups",)}  # fmt: skip
 
 
 def make_exercise() -> Exercise:
@@ -298,10 +308,11 @@ def make_exercise() -> Exercise:
         cases=_cases,
         solution=_solution_kernel(),
         compare=tensors_equal,
-        isolate=False,  # a CUDA context does not survive a fork; Triton loops are bounded
+        isolate=backend.device().type == "cpu",  # in a child on a CPU; CUDA does not fork
         budget_s=60.0,
         diagnose=_diagnose,
-        adapt=_adapt,
+        adapt=adapt_paged,
+        mistakes=MISTAKES,
         todo="Write the loop body",
         stub_code=STUB,
     )

@@ -128,7 +128,7 @@ WRONG = {
         (lambda k, bl, n: k[bl[: _ceil(n, k.shape[1])]].flatten(0, 1)[:n].tolist(), "should be a torch.Tensor"),
     ],
     "online_step": [
-        (lambda m, l, acc, s, v: _step(m, l, acc, s, v, rescale=False), "shrink by alpha"),
+        (lambda m, l, acc, s, v: _step(m, l, acc, s, v, rescale=False), "shrink to match the new one"),
         (lambda m, l, acc, s, v: _step(m, l, acc, s, v, invert=True), "alpha is at most 1"),
         (lambda m, l, acc, s, v: _step(m, l, acc, s, v)[:2], "expected:"),
         (lambda m, l, acc, s, v: list(_step(m, l, acc, s, v)), "got a list"),
@@ -141,7 +141,7 @@ WRONG = {
     ],
     "kv_head": [
         (lambda h, n, k: h % k, "not interleaved"),
-        (lambda h, n, k: h // k, "group size"),
+        (lambda h, n, k: h // k, "how many query heads share one kv head"),
         (lambda h, n, k: round(h * k / n), GENERIC, "interleaved"),  # the rounding error
         (lambda h, n, k: h >> 2, "inputs:"),  # groups of 4 only
     ],

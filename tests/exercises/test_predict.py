@@ -81,3 +81,35 @@ def test_every_prediction_computes_its_answer_from_the_scene() -> None:
     assert predict("05_sharing").answer == [2, 1, 1]
     with pytest.raises(ValueError, match="no Predict cell for notebook '03'"):
         predict("03")
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "explain", "choices", "error"),
+    [
+        (None, 1, "", None, TypeError),
+        ("  ", 1, "", None, TypeError),
+        ("q?", 1, 3, None, TypeError),
+        ("q?", True, "", None, TypeError),
+        ("q?", 2.5, "", None, TypeError),
+        ("q?", [], "", None, TypeError),
+        ("q?", [1, "2"], "", None, TypeError),
+        ("q?", "a sentence", "", None, ValueError),
+        ("q?", "a", "", "ab", TypeError),
+        ("q?", "a", "", ["a"], ValueError),
+        ("q?", "a", "", ["a", "a"], ValueError),
+        ("q?", "c", "", ["a", "b"], ValueError),
+    ],
+)
+def test_refuses_bad_questions_answers_and_choices(
+    question: object, answer: object, explain: object, choices: object, error: type
+) -> None:
+    with pytest.raises(error):
+        Predict(question, answer, explain, choices)  # type: ignore[arg-type]
+
+
+def test_every_solution_pastes_as_a_cell() -> None:
+    """``solution(name)`` compiles as a top-level cell (the ladder's were indented)."""
+    from pagedlab.exercises import EXERCISES, solution
+
+    for name in EXERCISES:
+        compile(str(solution(name)), f"<solution {name}>", "exec")

@@ -1,0 +1,8 @@
+"""Instructor mode: ``python -m pagedlab.grade SUBMISSION.ipynb [...] --json results.json``.
+
+The learner's exercise cells (those defining ``my_<name>`` or an exercise's class) run in a
+fresh interpreter (:mod:`pagedlab.grade.child`) that holds no expected value and no grader;
+this process builds every case (the notebook's fixed cases and held-back ones drawn from a
+secret salt), sends only the arguments, and compares the plain values that come back
+(:mod:`pagedlab.grade.runner`). This ``__init__`` imports nothing: the child imports it too.
+"""

@@ -1,0 +1,178 @@
+"""The grading child: runs a learner's exercise cells and calls what they define; nothing else.
+
+``python -m pagedlab.grade`` starts ``python -m pagedlab.grade.child REQUESTS REPLIES`` (two
+pipe file descriptors) in a session of its own, so that it can kill it whole. This process
+holds no expected value, no case builder, no reference solution and no grader: it imports
+``pagedlab`` (the library a learner's cells import), the drivers
+(:mod:`pagedlab.exercises.drivers`, :mod:`~pagedlab.exercises.kernel_drivers`) and the
+harness (:mod:`~pagedlab.exercises.sandbox`) without the package ``pagedlab.exercises``
+(whose ``__init__`` imports every grader), and refuses any other import of
+``pagedlab.exercises`` or ``pagedlab.grade`` once the learner's code runs.
+
+Protocol: each message is a 4-byte big-endian length and a pickle. The parent sends
+``(nonce, request)``, a request being ``("cell", index, source)``, ``("entry", name, kind)``
+or ``("case", entry, driver, args, budget_s)``; the child answers each with ``(nonce,
+reply)`` (a reply with another nonce, or anything more on the pipe, is something the
+learner's code wrote there: the parent fails that case), made of plain values only (None, bool,
+int, float, str, list, tuple, dict): the parent unpickles it with a restricted unpickler that
+loads no class at all, so no learner ``__reduce__`` runs there. A tensor travels as
+``{"tensor": (dtype, shape, values)}``, any other object as ``{"other": (type, repr)}``.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import linecache
+import os
+import sys
+import types
+from typing import Any
+
+CELL_FILE = "<submission cell {}>"  # the file name of each of the learner's cells
+NAMESPACE = "__submission__"  # the module name the learner's cells run as
+ALLOWED = ("pagedlab.exercises.drivers", "pagedlab.exercises.kernel_drivers",
+           "pagedlab.exercises.sandbox")  # fmt: skip
+
+
+class _Refuse(importlib.abc.MetaPathFinder):
+    """Refuses the graders: a submission imports the library, never the answers."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        graders = name.startswith(("pagedlab.exercises", "pagedlab.grade"))
+        if graders and name not in ALLOWED and name != "pagedlab.exercises":
+            raise ImportError(f"{name} is not importable while a submission is graded")
+        return None
+
+
+class _Absent(dict[str, Any]):
+    """``EXERCISES`` in a grading child: any name gives an exercise whose check does nothing."""
+
+    def __missing__(self, name: str) -> Any:
+        return types.SimpleNamespace(check=_nothing, name=name)
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _load_drivers() -> Any:
+    """The drivers and the sandbox, loaded without ``pagedlab/exercises/__init__.py``."""
+    import pagedlab  # the library: sets TRITON_INTERPRET before anything imports triton
+
+    folder = os.path.join(os.path.dirname(pagedlab.__file__), "exercises")
+    package = types.ModuleType("pagedlab.exercises")
+    package.__dict__["__path__"] = [folder]  # a package: its submodules load from folder
+    package.__doc__ = "(the graders are not loaded in a grading child)"
+    # a cell may also check its function in the notebook: here those calls do nothing
+    package.__dict__.update(
+        EXERCISES=_Absent(), solution=_nothing, stub=_nothing, progress=_nothing
+    )
+    sys.modules["pagedlab.exercises"] = package
+    import pagedlab.exercises.drivers as drivers
+    import pagedlab.exercises.sandbox  # noqa: F401
+
+    return drivers
+
+
+def _run_cell(index: int, source: str, namespace: dict[str, Any]) -> str:
+    from pagedlab.exercises.sandbox import Bounded
+
+    """Execute one cell (IPython magics and shell lines left out); "" or the error."""
+    kept = ["" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()]
+    text = "\n".join(kept) + "\n"
+    name = CELL_FILE.format(index)
+    linecache.cache[name] = (len(text), None, text.splitlines(True), name)  # for inspect
+    sink = Bounded()
+    sys.stdout = sys.stderr = sink
+    try:
+        exec(compile(text, name, "exec"), namespace)
+    except BaseException as error:
+        return f"{type(error).__name__}: {str(error)[:300]}"
+    finally:
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    return ""
+
+
+def _from_submission(fn: Any) -> bool:
+    if type(fn) is not types.FunctionType:
+        return False
+    return str(fn.__code__.co_filename).startswith("<submission")
+
+
+def entry_problem(obj: Any, kind: str) -> str:
+    """Why ``obj`` is not the learner's own function, class or kernel ("" if it is)."""
+    import inspect
+
+    if kind == "kernel":
+        inner = inspect.getattr_static(obj, "fn", None)
+        if not type(obj).__module__.startswith("triton.") or not _from_submission(inner):
+            return "it is not a @triton.jit kernel defined in the submission"
+        return ""
+    if kind == "class":
+        if type(obj) is not type:
+            return "it is not a class defined in the submission (a plain class statement)"
+        for klass in obj.__mro__[:-1]:
+            if type.__dict__["__dict__"].__get__(klass).get("__module__") != NAMESPACE:
+                name = klass.__qualname__
+                return f"it is or subclasses {name}, which the submission did not write"
+        return ""
+    if not _from_submission(obj):
+        return "it is not a function defined in the submission (a plain def statement)"
+    return ""
+
+
+def _case(drivers: Any, obj: Any, driver: str, args: Any, budget: float) -> dict[str, Any]:
+    from pagedlab.exercises.sandbox import Bounded, describe, plain, time_budget
+
+    sink = Bounded()
+    sys.stdout = sys.stderr = sink
+    reply: dict[str, Any] = {"value": None, "raised": None, "timed_out": False}
+    try:
+        with time_budget(budget):
+            run = obj
+            if driver:
+                if driver not in drivers.ADAPTERS:
+                    import pagedlab.exercises.kernel_drivers  # noqa: F401 (joins ADAPTERS)
+                run = drivers.ADAPTERS[driver](obj)
+            reply["value"] = plain(run(*args))
+    except BaseException as error:
+        if type(error).__name__ == "_OutOfTime":
+            reply["timed_out"] = True
+        else:
+            raised = describe(error)
+            reply["raised"] = (raised.kind, raised.text, raised.where, raised.stub)
+    finally:
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    reply["printed"] = sink.text()
+    return reply
+
+
+def main(argv: list[str]) -> int:
+    requests, replies = int(argv[0]), int(argv[1])
+    drivers = _load_drivers()
+    from pagedlab.exercises.sandbox import Gone, receive, send
+
+    sys.meta_path.insert(0, _Refuse())
+    namespace: dict[str, Any] = {"__name__": NAMESPACE, "__builtins__": __builtins__}
+    send(replies, ("ready",))
+    while True:
+        try:
+            nonce, message = receive(requests, trusted=True)
+        except Gone:
+            return 0
+        kind = message[0]
+        if kind == "cell":
+            send(replies, (nonce, _run_cell(message[1], message[2], namespace)))
+        elif kind == "entry":
+            name, entry_kind = message[1], message[2]
+            if name not in namespace:
+                send(replies, (nonce, f"the submission defines no {name}"))
+            else:
+                send(replies, (nonce, entry_problem(namespace[name], entry_kind)))
+        elif kind == "case":
+            _, name, driver, args, budget = message
+            send(replies, (nonce, _case(drivers, namespace.get(name), driver, args, budget)))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,272 @@
+"""Instructor mode, ``python -m pagedlab.grade``: right answers grade full, attacks score 0.
+
+The notebook of right answers is built from every exercise's reference solution (renamed to
+its entry, with the helpers it calls pasted in), so each solution also proves it pastes and
+runs on its own. The attacks are those an answer-reading cheater tries in a notebook: the
+caller's frame, a ``gc`` scan, fake replies on the grader's pipe, a table of answers read off
+failure messages, ``os._exit``, an endless loop, pagedlab's own classes as the answer, a
+learner ``__reduce__`` aimed at the parent, a hung cell.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pagedlab.exercises import EXERCISES, solution
+from pagedlab.exercises.sandbox import PlainUnpickler
+from pagedlab.grade.runner import grade, source_problem
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _helpers(fn: Any, seen: set[str]) -> list[str]:
+    """Source of the module-level helpers ``fn`` calls, and imports of the names it reads."""
+    fn = getattr(fn, "fn", fn)
+    module = sys.modules[fn.__module__]
+    codes = (
+        [fn.__code__]
+        if hasattr(fn, "__code__")
+        else [m.__code__ for m in vars(fn).values() if isinstance(m, types.FunctionType)]
+    )
+    out: list[str] = []
+    for code in codes:
+        names = set(code.co_names)
+        names |= {n for c in code.co_consts if isinstance(c, types.CodeType) for n in c.co_names}
+        for name in sorted(names - seen):
+            if name not in module.__dict__:
+                continue
+            seen.add(name)
+            obj = module.__dict__[name]
+            if isinstance(obj, types.FunctionType) and obj.__module__ == module.__name__:
+                out += [*_helpers(obj, seen), textwrap.dedent(inspect.getsource(obj))]
+            elif isinstance(obj, (types.FunctionType, type)):
+                out.append(f"from {obj.__module__} import {name}")
+            elif isinstance(obj, (str, int, float)):
+                out.append(f"{name} = {obj!r}")
+    return out
+
+
+def right_answer(name: str) -> str:
+    """A cell holding exercise ``name``'s reference solution under its entry's name."""
+    exercise = EXERCISES[name]
+    source = textwrap.dedent(str(solution(name)))
+    entry = exercise.entry or f"my_{name}"
+    source = re.sub(r"^(def|class)\s+\w+", rf"\1 {entry}", source, count=1, flags=re.MULTILINE)
+    head = "import math\nfrom bisect import insort\nfrom collections import Counter\n"
+    head += "from typing import Any\n" + (exercise.setup + "\n" if exercise.setup else "")
+    if "triton" in source:
+        head += "import triton\nimport triton.language as tl\n"
+    helpers = _helpers(exercise.solution, {getattr(exercise.solution, "__name__", "")})
+    return head + "\n" + "\n\n".join(helpers) + "\n\n\n" + source
+
+
+def notebook(path: Path, cells: list[str]) -> Path:
+    code = [
+        {"cell_type": "code", "source": s, "metadata": {}, "outputs": [], "execution_count": None}
+        for s in cells
+    ]
+    path.write_text(json.dumps({"cells": code, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    return path
+
+
+def test_right_answers_grade_full(tmp_path: Path) -> None:
+    """Every exercise's reference solution, pasted into a notebook, scores 1 (held back too)."""
+    path = notebook(tmp_path / "right.ipynb", [right_answer(n) for n in EXERCISES])
+    out = tmp_path / "results.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "pagedlab.grade", str(path), "--json", str(out)],
+        capture_output=True, text=True, timeout=900, cwd=ROOT,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    results = json.loads(out.read_text())
+    assert [t["name"] for t in results["tests"]] == list(EXERCISES)
+    assert {t["score"] for t in results["tests"]} == {1.0}, run.stdout
+    assert results["score"] == float(len(EXERCISES))
+    assert all(set(t) == {"name", "score", "max_score", "output"} for t in results["tests"])
+    assert "held back" in results["tests"][0]["output"]
+    assert f"total{' ' * 5}" in run.stdout or f"{len(EXERCISES)}/{len(EXERCISES)}" in run.stdout
+
+
+ATTACKS = {
+    # the caller's frames: the in-notebook check once held the expected answer there
+    "blocks_needed": """import sys
+
+def my_blocks_needed(num_tokens, block_size):
+    frame = sys._getframe(1)
+    while frame is not None:
+        for key in ("like", "expected", "case", "want"):
+            if key in frame.f_locals:
+                found = frame.f_locals[key]
+                return getattr(found, "expected", found)
+        frame = frame.f_back
+    return 0
+""",
+    # every object of the process: a Case, or any int list the grader built
+    "empty_slots": """import gc
+
+def my_empty_slots(num_tokens, block_size):
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "Case" and obj.args == (num_tokens, block_size):
+            return obj.expected
+    return -1
+""",
+    # fake replies on every pipe of the process, then an answer
+    "slot": """import os, pickle, struct
+
+def my_slot(pos, blocks, block_size):
+    fake = pickle.dumps(("case", {"value": (0, 0), "raised": None, "timed_out": False,
+                                  "printed": ""}))
+    for fd in range(3, 64):
+        try:
+            os.write(fd, struct.pack(">I", len(fake)) + fake)
+        except OSError:
+            pass
+    return (0, 0)
+""",
+    # a table of answers read off the notebook's failure messages (the unsalted cases)
+    "slot_mapping": "TABLE",
+    "new_blocks": """import os
+
+def my_new_blocks(num_tokens, n, block_size):
+    os._exit(0)
+""",
+    "reservation_waste": """def my_reservation_waste(prompt, response, reserved_slots):
+    while True:
+        try:
+            pass
+        except BaseException:
+            pass
+""",
+    "block_table": """from pagedlab import BlockTable
+
+
+class MyBlockTable(BlockTable):
+    pass
+""",
+    # a learner __reduce__ aimed at the parent, with the child's own converter patched out
+    "place_newcomer": """import os, sys
+
+MARK = os.environ.get("PAGEDLAB_ATTACK_MARK", "/nonexistent")
+
+
+class Boom:
+    def __reduce__(self):
+        return (os.system, (f"touch {MARK}",))
+
+
+for module in list(sys.modules.values()):
+    if getattr(module, "_plain", None) is not None:
+        module._plain = lambda value, depth=0: value
+
+
+def my_place_newcomer(refcounts, free_list, need):
+    return Boom()
+""",
+    # a cell whose top-level code never ends: left out, the others still graded
+    "must_copy": """def my_must_copy(num_tokens, block_size, refcount):
+    return True
+
+
+while True:
+    pass
+""",
+}
+
+
+def _table_attack() -> str:
+    cases = EXERCISES["slot_mapping"].cases()
+    table = {repr(c.args): c.expected for c in cases}
+    return (
+        f"TABLE = {table!r}\n\n\ndef my_slot_mapping(blocks, num_tokens, block_size):\n"
+        "    return TABLE.get(repr((blocks, num_tokens, block_size)), [])\n"
+    )
+
+
+def test_attacks_score_zero(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mark = tmp_path / "reduce-ran"
+    monkeypatch.setenv("PAGEDLAB_ATTACK_MARK", str(mark))
+    cells = [_table_attack() if src == "TABLE" else src for src in ATTACKS.values()]
+    cells.append(right_answer("pick_victim"))  # graded after every attack: still full marks
+    path = notebook(tmp_path / "attacks.ipynb", cells)
+    printed: list[str] = []
+    names = [*ATTACKS, "pick_victim"]
+    results = grade([path], names=names, say=printed.append, cell_budget_s=20.0)
+    scores = {t["name"]: t["score"] for t in results["tests"]}
+    assert scores == {**dict.fromkeys(ATTACKS, 0.0), "pick_victim": 1.0}, printed
+    assert not mark.exists(), "a learner __reduce__ ran in the grading process"
+    outputs = {t["name"]: t["output"] for t in results["tests"]}
+    assert "subclasses BlockTable" in outputs["block_table"]
+    assert "no answer within" in outputs["reservation_waste"]
+    assert "process ended" in outputs["new_blocks"]
+    assert "wrote to the grader's pipe" in outputs["slot"]
+    assert "held back" in outputs["slot_mapping"]  # the table knew every case but those
+    assert "top-level code ran too long" in printed[-1]
+
+
+def test_held_back_answers_are_never_printed(tmp_path: Path) -> None:
+    """A wrong answer failing only on held-back cases: no expected value in the output."""
+    table = _table_attack()
+    path = notebook(tmp_path / "table.ipynb", [table])
+    printed: list[str] = []
+    results = grade([path], names=["slot_mapping"], say=printed.append, salt="s3cret")
+    output = results["tests"][0]["output"]
+    assert "held back: its inputs and answer are not shown" in output
+    assert "expected" not in output and "inputs:" not in output
+
+
+def test_a_course_notebook_grades_as_run_top_to_bottom(tmp_path: Path) -> None:
+    """Notebook 00 defines my_blocks_needed twice (a first try, then the fix) in cells that
+    also import and call the checks: the checks do nothing in the child, the last def counts."""
+    path = ROOT / "notebooks" / "00_start_here.ipynb"
+    results = grade([path], names=["blocks_needed"], say=lambda text: None)
+    assert results["score"] == 1.0, results
+
+
+def test_source_rules() -> None:
+    """The entry must be the submission's own: a def, a class of its own, one binding."""
+    from pagedlab.grade.runner import Cell
+
+    def cells(src: str) -> list[Cell]:
+        return [Cell(0, "cell 0", src, {"my_f", "MyT"})]
+
+    assert source_problem(cells("def my_f(x):\n    return x\n"), "my_f", "function") == ""
+    assert "assigned" in source_problem(cells("def my_f(x): ...\nmy_f = len\n"), "my_f", "function")
+    assert "imported" in source_problem(
+        cells("from math import floor as my_f\ndef my_f(x): ...\n"), "my_f", "function"
+    )
+    assert "subclasses" in source_problem(cells("class MyT(dict):\n    pass\n"), "MyT", "class")
+    assert (
+        source_problem(cells("class B:\n    pass\nclass MyT(B):\n    pass\n"), "MyT", "class") == ""
+    )
+    assert "decorator" in source_problem(
+        cells("import functools\n@functools.cache\ndef my_f(x): ...\n"), "my_f", "function"
+    )
+
+
+def test_replies_load_no_class() -> None:
+    import io
+    import pickle
+
+    assert PlainUnpickler(io.BytesIO(pickle.dumps(([1, 2.5], (True, None), "x")))).load()
+    with pytest.raises(pickle.UnpicklingError):
+        PlainUnpickler(io.BytesIO(pickle.dumps(Path("/")))).load()
+    with pytest.raises(pickle.UnpicklingError, match="os.system"):
+        PlainUnpickler(io.BytesIO(b"")).find_class("os", "system")
+
+
+def test_cli_refuses_a_missing_notebook(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "pagedlab.grade", str(tmp_path / "none.ipynb")],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert run.returncode == 2 and "no such notebook" in run.stderr

@@ -1,0 +1,193 @@
+"""In-notebook checks never kill, hang or change the notebook's process.
+
+Each test is a learner's mistake or trick that broke the notebook before: state that only the
+first call gets right, a grandchild left running, settings changed for the session, a
+process ended, an answer whose ``repr``/``==`` never returns, a ``__reduce__`` aimed at the
+notebook, 1 MB printed, a ``__getattr__`` that never returns, a capstone that patches pagedlab
+from its diagnosis, a Triton kernel that reads far out of bounds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pagedlab.exercises import EXERCISES
+from pagedlab.exercises.core import FAILED, PASSED
+from pagedlab.exercises.sandbox import PRINT_LIMIT, can_isolate
+
+pytestmark = pytest.mark.skipif(not can_isolate(), reason="no fork: checks run in-process")
+
+
+def test_state_carries_from_case_to_case() -> None:
+    """A function right on its first call only fails (each case once ran in a fresh fork)."""
+    calls = [0]
+
+    def my_blocks_needed(num_tokens: int, block_size: int) -> int:
+        calls[0] += 1
+        return -(-num_tokens // block_size) if calls[0] == 1 else 0
+
+    result = EXERCISES["blocks_needed"].check(my_blocks_needed)
+    assert result.status == FAILED and "case 2 of" in result.message
+    assert calls == [0]  # the calls ran in the child, not here
+
+
+def test_a_grandchild_is_killed_with_the_child(tmp_path: Path) -> None:
+    marker = tmp_path / "pid"
+
+    def my_blocks_needed(num_tokens: int, block_size: int) -> int:
+        import subprocess
+
+        process = subprocess.Popen(["sleep", "60"], start_new_session=False)
+        marker.write_text(str(process.pid))
+        while True:
+            pass
+
+    result = EXERCISES["blocks_needed"].check(my_blocks_needed)
+    assert "no answer within" in result.message
+    pid = int(marker.read_text())
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        for _ in range(20):  # killed; it may take a moment to be reaped by init
+            os.kill(pid, 0)
+            if Path(f"/proc/{pid}/status").read_text().find("zombie") >= 0:
+                raise ProcessLookupError
+            time.sleep(0.1)
+
+
+def test_settings_changed_by_the_function_stay_in_the_child() -> None:
+    import torch
+
+    def my_gather_kv(key_cache: Any, blocks: list[int], num_tokens: int) -> Any:
+        torch.set_default_dtype(torch.float64)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        return None
+
+    before = signal.getsignal(signal.SIGINT)
+    EXERCISES["gather_kv"].check(my_gather_kv)
+    assert torch.get_default_dtype() == torch.float32
+    assert signal.getsignal(signal.SIGINT) == before
+
+
+def test_os_exit_and_a_swallowed_alarm_fail_the_case() -> None:
+    def exits(key_cache: Any, blocks: list[int], num_tokens: int) -> Any:
+        os._exit(3)
+
+    def swallows(key_cache: Any, blocks: list[int], num_tokens: int) -> Any:
+        while True:
+            try:
+                time.sleep(1)
+            except BaseException:  # noqa: SIM105 (the learner's own swallowing loop)
+                continue
+
+    ended = EXERCISES["gather_kv"].check(exits)
+    assert ended.status == FAILED and "ended the process" in ended.message
+    stopped = EXERCISES["gather_kv"].check(swallows)
+    assert stopped.status == FAILED and "no answer within" in stopped.message
+
+
+class _Stubborn:
+    def __repr__(self) -> str:
+        while True:
+            pass
+
+    def __eq__(self, other: object) -> bool:
+        while True:
+            pass
+
+    __hash__ = object.__hash__
+
+
+def test_an_answer_whose_repr_and_eq_never_return() -> None:
+    started = time.monotonic()
+    result = EXERCISES["blocks_needed"].check(lambda n, b: _Stubborn())
+    assert result.status == FAILED
+    assert time.monotonic() - started < 30
+
+
+def test_a_learner_reduce_never_runs_in_the_notebook(tmp_path: Path) -> None:
+    mark = tmp_path / "ran"
+
+    class Boom:
+        def __reduce__(self) -> Any:
+            return (os.system, (f"touch {mark}",))
+
+    def my_blocks_needed(num_tokens: int, block_size: int) -> Any:
+        from pagedlab.exercises import sandbox
+
+        sandbox.plain = lambda value, depth=0: value  # the child's converter, patched out
+        return Boom()
+
+    result = EXERCISES["blocks_needed"].check(my_blocks_needed)
+    assert result.status == FAILED
+    assert not mark.exists()
+
+
+def test_printed_output_is_bounded(capsys: pytest.CaptureFixture[str]) -> None:
+    def my_blocks_needed(num_tokens: int, block_size: int) -> int:
+        print("x" * 1_000_000)
+        return -(-num_tokens // block_size)
+
+    result = EXERCISES["blocks_needed"].check(my_blocks_needed)
+    assert result.status == PASSED
+    printed = capsys.readouterr().out
+    assert "more characters printed, cut" in printed
+    assert len(printed) < 40 * (PRINT_LIMIT + 200)  # at most a bounded block per case
+
+
+def test_a_getattr_that_never_returns() -> None:
+    class Sly:
+        def __getattr__(self, name: str) -> Any:
+            while True:
+                pass
+
+        def __call__(self, num_tokens: int, block_size: int) -> int:
+            return -(-num_tokens // block_size)
+
+    started = time.monotonic()
+    result = EXERCISES["blocks_needed"].check(Sly())
+    assert result.status == PASSED
+    assert time.monotonic() - started < 30
+
+
+def test_a_diagnosis_that_patches_pagedlab_stays_in_its_child() -> None:
+    from pagedlab.memory.allocator import BlockAllocator
+
+    original = BlockAllocator.free_list
+
+    class MyBlockTable:
+        def __init__(self, allocator: Any) -> None:
+            self.allocator, self.blocks, self.num_tokens = allocator, [], 0
+
+        def append_tokens(self, n: int) -> None:
+            BlockAllocator.free_list = lambda self: []  # type: ignore[method-assign]
+            self.num_tokens += n
+
+        def free(self) -> None:
+            self.num_tokens = 0
+
+    result = EXERCISES["block_table"].check(MyBlockTable)
+    assert result.status == FAILED and "where:" in result.message
+    assert BlockAllocator.free_list is original
+
+
+@pytest.mark.skipif("masked_copy" not in EXERCISES, reason="needs triton")
+def test_a_kernel_that_reads_far_out_of_bounds_fails_its_case() -> None:
+    """Rung 2's likely slip (the index table read at ``i * D``): never a dead notebook."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def my_gather_rows(x_ptr, index_ptr, out_ptr, D: tl.constexpr):  # type: ignore[no-untyped-def]
+        i = tl.program_id(0)
+        offs_d = tl.arange(0, D)
+        row = tl.load(index_ptr + i * D * 100000)
+        tl.store(out_ptr + i * D + offs_d, tl.load(x_ptr + row * D + offs_d))
+
+    result = EXERCISES["gather_rows"].check(my_gather_rows)
+    assert result.status == FAILED
