@@ -112,10 +112,10 @@ class Engine:
         preemption: str = "recompute",
         token_budget: int | None = None,
         prefix_caching: bool = True,
+        batch_invariant: bool = False,
         chunked_prefill: bool | None = None,
         decode_attention: DecodeAttention | None = None,
         host_blocks: int | None = None,
-        batch_invariant: bool = False,
     ) -> None:
         """``decode_attention``: the decode read, default the Triton kernel on a GPU and
         batched torch on a CPU (:func:`pagedlab.model.paged.default_decode_attention`; pass
