@@ -12,6 +12,20 @@ never ipywidgets (``pagedlab.exercises.predict`` holds the predict-then-reveal w
 Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose graders need
 no torch (``blocks``, ``capstones``, ``sharing``, ``serving``, ``preemption``,
 ``scheduler_step``); the others need torch to import at all.
+
+- :mod:`~pagedlab.exercises.core`           ``Exercise``, ``Case``, the verdict and its message
+- :mod:`~pagedlab.exercises.sandbox`        the child process every check runs its cases in
+- :mod:`~pagedlab.exercises.drivers`        replays and step states (no case, no answer)
+- :mod:`~pagedlab.exercises.kernel_drivers` kernel launchers in fenced buffers (no answer)
+- :mod:`~pagedlab.exercises.blocks`         notebooks 01-02; :mod:`~pagedlab.exercises.sharing`
+  05-06; :mod:`~pagedlab.exercises.capstones` their capstones
+- :mod:`~pagedlab.exercises.attention`      notebook 03; :mod:`~pagedlab.exercises.triton_ladder`
+  and :mod:`~pagedlab.exercises.triton_puzzle` notebook 04 (Triton)
+- :mod:`~pagedlab.exercises.serving`        07; :mod:`~pagedlab.exercises.batching` 08;
+  :mod:`~pagedlab.exercises.preemption`, :mod:`~pagedlab.exercises.swap_choice` and
+  :mod:`~pagedlab.exercises.scheduler_step` 09; :mod:`~pagedlab.exercises.engine` 10
+- :mod:`~pagedlab.exercises.predict`, :mod:`~pagedlab.exercises.predictions` predict, then
+  reveal: the widget and each notebook's question
 """
 
 from __future__ import annotations
