@@ -40,7 +40,7 @@ def _block_table() -> Predict:
 def _sharing() -> Predict:
     """05: Fig. 8's prompt, forked into two samples; A1 appends one token."""
     prompt = scenes.figure8_prompt()
-    blocks = list(prompt.blocks)
+    blocks, length = list(prompt.blocks), prompt.num_tokens  # before A1 (the prompt itself) grows
     a1, _a2 = fork_samples(prompt, 2)
     cow = a1.append_tokens(1)
     pool = prompt.allocator
@@ -48,7 +48,7 @@ def _sharing() -> Predict:
     answer = [pool.refcount(blocks[0]), pool.refcount(blocks[1]), pool.refcount(copy)]
     copied = f"copies it into a free block ({copy}) first" if cow is not None else "writes it"
     return Predict(
-        f"A prompt of {prompt.num_tokens} tokens sits in blocks {blocks[0]} and {blocks[1]} "
+        f"A prompt of {length} tokens sits in blocks {blocks[0]} and {blocks[1]} "
         f"(blocks of {pool.block_size}). fork_samples makes two samples, A1 and A2, that share "
         f"both blocks. Then A1 appends one token. What are the ref counts of block {blocks[0]}, "
         f"of block {blocks[1]} and of the block A1's new token lands in?",

@@ -1,8 +1,9 @@
 """Notebook 09's capstone: the scheduler's ``step()``, the policy of one iteration (§4.5).
 
 The learner writes ``my_scheduler_step(state)``: one step of an FCFS scheduler with whole
-prefills and no token budget (vLLM V0's default scheduler; pagedlab's ``Scheduler(pool,
-mode=...)``), preempting by recompute or (``state.mode == "swap"``) by swapping to a host
+prefills and no token budget (the paper's §4.5 policy, which pagedlab's ``Scheduler(pool,
+mode=...)`` runs: the latest arrival is preempted first; vLLM V0 and V1 take the last of
+``running`` instead), preempting by recompute or (``state.mode == "swap"``) by swapping to a host
 pool as large as the device's, recompute when the host pool is full. :class:`StepState`
 gives the mechanics (prefill, decode, drop, swap out and in, free: real
 :class:`~pagedlab.BlockTable` and :mod:`~pagedlab.memory.swap_space` calls on real
@@ -76,7 +77,7 @@ def scheduler_step(state: StepState) -> None:
 
 
 STEP_STUB = '''def my_scheduler_step(state):
-    """One step of an FCFS scheduler with whole prefills (vLLM V0's default scheduler).
+    """One step of an FCFS scheduler with whole prefills (the paper's policy, §4.5).
 
     Queues, lists of groups that are yours to change: state.waiting, state.running,
     state.swapped, state.finished, each kept in arrival order (group.order), except that a
