@@ -224,12 +224,30 @@ def test_held_back_answers_are_never_printed(tmp_path: Path) -> None:
     assert "expected" not in output and "inputs:" not in output
 
 
-def test_a_course_notebook_grades_as_run_top_to_bottom(tmp_path: Path) -> None:
-    """Notebook 00 defines my_blocks_needed twice (a first try, then the fix) in cells that
-    also import and call the checks: the checks do nothing in the child, the last def counts."""
-    path = ROOT / "notebooks" / "00_start_here.ipynb"
+def test_a_notebook_grades_as_run_top_to_bottom(tmp_path: Path) -> None:
+    """A first try and then a fix, in cells that also import and call the checks (as a
+    course notebook does): the checks do nothing in the child, the last definition counts."""
+    first_try = (
+        "from pagedlab.exercises import EXERCISES\n\n"
+        "def my_blocks_needed(num_tokens, block_size):\n"
+        "    return num_tokens // block_size      # a first try\n\n"
+        'EXERCISES["blocks_needed"].check(my_blocks_needed)\n'
+    )
+    fix = right_answer("blocks_needed") + '\n\nEXERCISES["blocks_needed"].check(my_blocks_needed)\n'
+    path = notebook(tmp_path / "two_tries.ipynb", [first_try, fix])
     results = grade([path], names=["blocks_needed"], say=lambda text: None)
     assert results["score"] == 1.0, results
+    only_first = notebook(tmp_path / "first_try.ipynb", [first_try])
+    results = grade([only_first], names=["blocks_needed"], say=lambda text: None)
+    assert results["score"] == 0.0 and "case 1 of" in results["tests"][0]["output"], results
+
+
+def test_notebook_00_runs_its_first_try_only(tmp_path: Path) -> None:
+    """Notebook 00 shows a wrong first try and leaves the fix to notebook 01: graded as it is
+    committed, blocks_needed scores 0 (the check in its cell does nothing in the child)."""
+    path = ROOT / "notebooks" / "00_start_here.ipynb"
+    results = grade([path], names=["blocks_needed"], say=lambda text: None)
+    assert results["score"] == 0.0, results
 
 
 def test_source_rules() -> None:
