@@ -133,12 +133,14 @@ def attend_pages(
     built the tables: the engine). Shapes as in the module docstring.
 
     Gathers each row's pages, ``key_cache[block_tables]`` -> ``[seqs, pages * block_size,
-    kv_heads, d]`` (padding entries read block 0 and are masked), then masked softmax
-    attention in fp32, grouped-query by a view (no copy of K/V per query head).
+    kv_heads, d]`` (padding entries, whatever their value, read block 0 and are masked), then
+    masked softmax attention in fp32, grouped-query by a view (no copy of K/V per query head).
     """
     seqs, heads, d = query.shape
-    kv_heads = key_cache.shape[2]
-    tables = block_tables.long().clamp(min=0)
+    kv_heads, block_size = key_cache.shape[2], key_cache.shape[1]
+    pages = (seq_lens.long() + block_size - 1) // block_size  # entries each row uses
+    used = torch.arange(block_tables.shape[1], device=query.device)[None, :] < pages[:, None]
+    tables = torch.where(used, block_tables.long(), 0)
     keys = key_cache[tables].flatten(1, 2).float()  # [seqs, positions, kv_heads, d]
     values = value_cache[tables].flatten(1, 2).float()
     q = query.float().view(seqs, kv_heads, heads // kv_heads, d)
