@@ -33,7 +33,7 @@ import pagedlab  # noqa: F401  (first: sets TRITON_INTERPRET before anything imp
 from pagedlab.engine import Engine
 from pagedlab.model import pretrained
 from pagedlab.model.agreement import first_divergence
-from pagedlab.model.smollm2 import chat_prompt, transformers_model
+from pagedlab.model.smollm2 import chat_prompt, transformers_greedy, transformers_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -71,19 +71,7 @@ def main() -> None:
     pad = tokenizer.pad_token_id
 
     def hf_generate() -> list[list[int]]:
-        out = []
-        with torch.no_grad():
-            for p in prompts:
-                x = torch.tensor([p])
-                gen = hf.generate(
-                    x,
-                    attention_mask=torch.ones_like(x),
-                    max_new_tokens=NEW,
-                    do_sample=False,
-                    pad_token_id=pad,
-                )
-                out.append(gen[0, len(p) :].tolist())
-        return out
+        return [transformers_greedy(hf, p, NEW, pad) for p in prompts]
 
     def hf_generate_batch() -> list[list[int]]:
         from transformers import GenerationConfig

@@ -226,3 +226,18 @@ def transformers_model() -> Any:
         hf_logging.set_verbosity(previous)
     model.generation_config.eos_token_id = None
     return model.eval()
+
+
+@torch.no_grad()
+def transformers_greedy(hf: Any, prompt: list[int], max_new_tokens: int, pad: int) -> list[int]:
+    """``hf.generate`` greedily on one prompt: its ``max_new_tokens`` new tokens. The attention
+    mask is explicit: the chat template holds ``<|im_end|>``, which is also the pad token."""
+    ids = torch.tensor([prompt])
+    out = hf.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        pad_token_id=pad,
+    )
+    return [int(t) for t in out[0, len(prompt) :]]

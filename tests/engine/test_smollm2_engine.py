@@ -21,7 +21,7 @@ from pagedlab.engine import Engine
 from pagedlab.engine.near_tie import forge_near_tie
 from pagedlab.model import TinyLlama, generate_contiguous, pretrained
 from pagedlab.model.agreement import first_divergence
-from pagedlab.model.smollm2 import chat_prompt, transformers_model
+from pagedlab.model.smollm2 import chat_prompt, transformers_greedy, transformers_model
 
 NEW = 8
 QUESTIONS = ["What is the capital of France?", "Name the three primary colours."]
@@ -38,18 +38,8 @@ def oracles(smollm2: tuple[TinyLlama, Any, list[list[int]]]) -> tuple[list, list
     """(transformers' tokens, generate_contiguous's tokens) per prompt."""
     model, tokenizer, prompts = smollm2
     hf = transformers_model()
-    hf_tokens = []
-    with torch.no_grad():
-        for p in prompts:
-            x = torch.tensor([p])
-            out = hf.generate(
-                x,
-                attention_mask=torch.ones_like(x),
-                max_new_tokens=NEW,
-                do_sample=False,
-                pad_token_id=tokenizer.pad_token_id,
-            )
-            hf_tokens.append(out[0, len(p) :].tolist())
+    pad = tokenizer.pad_token_id
+    hf_tokens = [transformers_greedy(hf, p, NEW, pad) for p in prompts]
     return hf_tokens, [generate_contiguous(model, p, NEW) for p in prompts]
 
 

@@ -68,16 +68,8 @@ def greedy(ours: tuple[TinyLlama, Any], oracle: Any) -> list[tuple[list[int], li
     pairs = []
     for text in PROMPTS:
         ids = chat_ids(tokenizer, text)
-        x = torch.tensor([ids])
-        with torch.no_grad():
-            out = oracle.generate(
-                x,
-                attention_mask=torch.ones_like(x),  # <|im_end|> is also the pad token
-                max_new_tokens=NEW_TOKENS,
-                do_sample=False,
-                pad_token_id=tokenizer.pad_token_id,
-            )
-        pairs.append((generate_contiguous(model, ids, NEW_TOKENS), out[0, len(ids) :].tolist()))
+        theirs = smollm2.transformers_greedy(oracle, ids, NEW_TOKENS, tokenizer.pad_token_id)
+        pairs.append((generate_contiguous(model, ids, NEW_TOKENS), theirs))
     return pairs
 
 
