@@ -127,16 +127,18 @@ def attend_pages(
     value_cache: torch.Tensor,
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
-    scale: float,
+    scale: float | None = None,
 ) -> torch.Tensor:
     """Decode attention through the block tables, batched; **no validation** (the caller
-    built the tables: the engine). Shapes as in the module docstring.
+    built the tables: the engine). Shapes as in the module docstring; ``scale`` defaults to
+    ``head_dim ** -0.5``.
 
     Gathers each row's pages, ``key_cache[block_tables]`` -> ``[seqs, pages * block_size,
     kv_heads, d]`` (padding entries, whatever their value, read block 0 and are masked), then
     masked softmax attention in fp32, grouped-query by a view (no copy of K/V per query head).
     """
     seqs, heads, d = query.shape
+    scale = d**-0.5 if scale is None else scale
     kv_heads, block_size = key_cache.shape[2], key_cache.shape[1]
     pages = (seq_lens.long() + block_size - 1) // block_size  # entries each row uses
     used = torch.arange(block_tables.shape[1], device=query.device)[None, :] < pages[:, None]

@@ -43,23 +43,10 @@ from pagedlab.model.kv import causal_attention, invariant_attention
 DecodeAttention = Callable[..., torch.Tensor]
 
 
-def torch_decode(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-) -> torch.Tensor:
-    """The engine's CPU decode read: batched torch through the tables (its own, so unchecked)."""
-    return attend_pages(
-        query, key_cache, value_cache, block_tables, seq_lens, query.shape[-1] ** -0.5
-    )
-
-
 def default_decode_attention() -> DecodeAttention:
     """The decode read where no other is given: the Triton kernel where it compiles (a GPU),
     batched torch elsewhere (decided once, in :mod:`pagedlab.attention.backend`)."""
-    return paged_attention if backend.BACKEND == "compiled" else torch_decode
+    return paged_attention if backend.BACKEND == "compiled" else attend_pages
 
 
 @dataclass(frozen=True)
