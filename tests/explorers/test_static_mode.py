@@ -7,8 +7,8 @@ import pytest
 from ipywidgets.widgets.widget import _instances
 from ipywidgets.widgets.widget_link import DirectionalLink, Link
 
-from pagedlab.explorers import static
 from pagedlab.explorers.allocation import AllocationExplorer
+from pagedlab.site import static
 
 
 @pytest.fixture(scope="module")
@@ -87,13 +87,13 @@ def test_allocation_explorer_replays_in_static_mode() -> None:
 
 
 def test_the_live_page_reads_the_explorers_own_declarations() -> None:
-    from pagedlab import live
     from pagedlab.explorers.scheduler import SchedulerExplorer
     from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
+    from pagedlab.site import live
 
     for cls in (AllocationExplorer, SharingExplorer, PrefixCacheExplorer, SchedulerExplorer):
         assert cls.DECLARATION is not None and cls.DECLARATION.frames
-        assert live.EXPLORERS[cls.__name__][1] is cls.DECLARATION.controls
+        assert live.EXPLORERS[cls.__name__].declaration is cls.DECLARATION
 
 
 def test_a_declaration_refuses_axes_that_are_not_its_controls() -> None:

@@ -22,43 +22,17 @@ from __future__ import annotations
 
 import html
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from pagedlab.control_scenes import LAYOUTS
+from pagedlab.checks import Refused
 from pagedlab.pictures.svg import to_svg
-from pagedlab.views.allocation import ALLOCATION_EXPLORER, allocation_view
-from pagedlab.views.controls import Control, Declaration
-from pagedlab.views.scheduler import SCHEDULER_EXPLORER, scheduler_view
-from pagedlab.views.sharing import PREFIX_EXPLORER, SHARING_EXPLORER, prefix_view, sharing_view
+from pagedlab.site.registry import REGISTRY, Live
 from pagedlab.views.shown import Shown
 
-
-def _allocation(block_size: object, length: object, layout: object = LAYOUTS[1]) -> Shown:
-    shown = allocation_view(block_size, length, layout)  # type: ignore[arg-type]
-    t = shown.state.table
-    # The outside checks' form, "blocks N, physical [...]"; the kernel's line needs torch.
-    readout = shown.readout.replace(
-        f"blocks {len(t.blocks)} · physical", f"blocks {len(t.blocks)}, physical", 1
-    )
-    readout += (
-        "<br><i>live in this page: the real allocator and block table; the Triton kernel's "
-        "output needs torch (run the notebook in JupyterLab)</i>"
-    )
-    return shown._replace(readout=readout)
-
-
-_LIVE: tuple[tuple[Declaration, Callable[..., Shown]], ...] = (
-    (ALLOCATION_EXPLORER, _allocation),
-    (SHARING_EXPLORER, sharing_view),
-    (PREFIX_EXPLORER, prefix_view),
-    (SCHEDULER_EXPLORER, scheduler_view),
-)
-#: Live explorers: class name -> (its render, its controls), read from the declaration the
-#: notebook's explorer class holds (``Explorer.DECLARATION``): one declaration, both sides.
-EXPLORERS: dict[str, tuple[Callable[..., Shown], tuple[Control, ...]]] = {
-    declared.name: (render, declared.controls) for declared, render in _LIVE
-}
+#: The live explorers: class name -> its live half (the class's own declaration and the
+#: torch-free render), read from :data:`pagedlab.site.registry.REGISTRY`.
+EXPLORERS: dict[str, Live] = {entry.name: entry.live for entry in REGISTRY if entry.live}
 
 
 def _value(text: object) -> object:
@@ -71,29 +45,38 @@ def _value(text: object) -> object:
     return text
 
 
-def render_view(explorer: str, settings: Mapping[str, object]) -> Shown:
-    """What ``explorer`` shows at ``settings``; raises ValueError/TypeError naming a bad one."""
-    if explorer not in EXPLORERS:
+def _live(explorer: object) -> Live:
+    if not isinstance(explorer, str) or explorer not in EXPLORERS:
         raise ValueError(f"no live explorer {explorer!r} (live: {', '.join(EXPLORERS)})")
-    view, controls = EXPLORERS[explorer]
-    names = [control.name for control in controls]
+    return EXPLORERS[explorer]
+
+
+def render_view(explorer: str, settings: Mapping[str, object]) -> Shown:
+    """What ``explorer`` shows at ``settings``; raises ValueError/TypeError naming a bad one
+    (or a :class:`~pagedlab.checks.Refused` the model raised)."""
+    declared, view = _live(explorer)
+    names = [control.name for control in declared.controls]
     unknown = sorted(set(settings) - set(names))
     if unknown:
         raise ValueError(f"unknown controls {unknown}; controls: {names}")
     return view(**{name: _value(value) for name, value in settings.items()})
 
 
+def _refused(error: Exception) -> dict[str, Any]:
+    return {"ok": False, "readout": f"<b>✗ not possible:</b> {html.escape(str(error))}", "svg": ""}
+
+
 def render(explorer: str, settings: Mapping[str, object]) -> dict[str, Any]:
     """``{"ok", "readout", "svg"}`` of ``explorer`` at ``settings`` (control name -> value).
 
-    A setting refused gives ``ok`` False, a readout naming the value and no svg (the page
-    keeps the picture it has).
+    A setting refused (a value the page's free input allows but the declaration does not, or
+    a :class:`~pagedlab.checks.Refused` of the model) gives ``ok`` False, a readout naming
+    the value and no svg (the page keeps the picture it has).
     """
     try:
         shown = render_view(explorer, settings)
-    except (TypeError, ValueError) as refused:
-        why = html.escape(str(refused))
-        return {"ok": False, "readout": f"<b>✗ not possible:</b> {why}", "svg": ""}
+    except (TypeError, ValueError, Refused) as refused:
+        return _refused(refused)
     return {"ok": True, "readout": shown.readout, "svg": to_svg(shown.drawing, title=explorer)}
 
 

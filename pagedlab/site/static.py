@@ -46,12 +46,12 @@ def enable() -> None:
     class's bases, before an object's own display methods), so the explorers need no flag:
     each shows :func:`static_view` over its ``DECLARATION``'s frames and Play (an explorer
     declared without frames shows as usual). Each explorer the live site runs
-    (:data:`pagedlab.live.EXPLORERS`) gets its live panel under the frames, and each exercise
-    check's output its live exercise (:mod:`pagedlab.explorers.live_markup`).
+    (:data:`pagedlab.site.live.EXPLORERS`) gets its live panel under the frames, and each exercise
+    check's output its live exercise (:mod:`pagedlab.site.markup`).
     """
     from IPython import get_ipython
 
-    from pagedlab.explorers import live_markup
+    from pagedlab.site import markup
 
     shell = get_ipython()
     if shell is None:
@@ -59,21 +59,21 @@ def enable() -> None:
     shell.display_formatter.ipython_display_formatter.for_type(Explorer, _show_static)
     html_formatter = shell.display_formatter.formatters["text/html"]
     html_formatter.for_type_by_name(
-        "pagedlab.exercises.core", "CheckResult", live_markup.check_result_printer()
+        "pagedlab.exercises.core", "CheckResult", markup.check_result_printer()
     )
 
 
 def _show_static(explorer: Explorer) -> None:
     from IPython.display import HTML, display, publish_display_data
 
-    from pagedlab.explorers import live_markup
+    from pagedlab.site import markup
 
     declared = type(explorer).DECLARATION
     if declared is None or not declared.frames:
         publish_display_data(explorer._repr_mimebundle_())
         return
     display(static_view(explorer, declared.frames, declared.play, replay=declared.replay))
-    panel = live_markup.explorer_panel(explorer)
+    panel = markup.explorer_panel(explorer)
     if panel:
         display(HTML(panel))
 
