@@ -277,3 +277,24 @@ def test_simulate_names_load_on_first_use_and_are_the_modules_own() -> None:
     assert simulate.reserved_slots is reservation.reserved_slots
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         _ = simulate.nothing  # type: ignore[attr-defined]
+
+
+def test_the_pages_play_is_the_declared_play_over_the_controls_values() -> None:
+    """live.play runs the same declared Play (axis, mode) as the widget and the frames."""
+    grow = live.play("AllocationExplorer", {"block_size": "4", "length": "5"})
+    assert grow == {"ok": True, "axis": "length", "values": [1, 2, 3, 4, 5], "interval_ms": 700}
+    far = live.play("AllocationExplorer", {"length": "70"})  # the page's length has no max
+    assert far["ok"] and far["values"] == list(range(1, 71))
+    steps = live.play("SchedulerExplorer", {"step": "57"})  # step mode: on to the last
+    assert steps["values"] == [57, 58, 59, 60]
+    for name, entry in live.EXPLORERS.items():
+        declared = entry.declaration.play
+        assert declared is not None, name  # every live explorer declares one
+        panel = markup.explorer_panel(
+            {"AllocationExplorer": AllocationExplorer, "SchedulerExplorer": SchedulerExplorer,
+             "SharingExplorer": SharingExplorer, "PrefixCacheExplorer": PrefixCacheExplorer}[name]()
+        )  # fmt: skip
+        assert f'data-play="{declared.axis}" data-play-mode="{declared.mode}"' in panel
+    bad = live.play("AllocationExplorer", {"length": "0"})
+    assert not bad["ok"] and "length" in bad["readout"] and "0" in bad["readout"]
+    assert not live.play("KernelExplorer", {})["ok"]

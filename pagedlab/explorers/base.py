@@ -4,7 +4,7 @@ A new explorer is its declaration plus one render function::
 
     class LengthExplorer(Explorer):  # its controls: length, 1 to 64, starting at 5
         DECLARATION = Declaration("LengthExplorer", (Slider("length", 1, 64, "length", 5),),
-                                  frames={"length": [1, 2, 4, 8]}, play="length")
+                                  frames={"length": [1, 2, 4, 8]}, play=Play("length"))
 
         def render(self, length: int) -> View:
             state = build_state(length)  # the real objects, built fresh (pure)
@@ -21,7 +21,11 @@ The API (small on purpose):
   ``Toggle``: ``Checkbox``), each with ``WIDGET_ARGS`` (style, layout). Options that depend
   on the constructor's arguments: assign ``self.CONTROLS`` before calling the base.
 - ``ROWS``: optional, one entry per row: a name, or a tuple of names (an ``HBox``); a name is
-  a control or an attribute set before the base's ``__init__`` (a Play). Default: a row each.
+  a control, ``"play"`` or an attribute set before the base's ``__init__`` (a button).
+  Default: a row each. The Play, where declared, goes first unless a row names it.
+- Play: declared in the ``DECLARATION`` (:class:`pagedlab.views.controls.Play`: its axis and
+  mode), built by the base as ``.play`` (:mod:`pagedlab.explorers.play`); the static frames
+  and the live page run the same declaration.
 - ``Explorer(**initial)``: each control starts at its declared default, moved by
   ``initial``, validated like ``set``.
 - ``render(**values) -> View``: **required**. The state, the picture (a ``Drawing``, drawn
@@ -71,6 +75,7 @@ import ipywidgets as widgets
 from matplotlib.figure import Figure
 
 from pagedlab.checks import Refused, check_int
+from pagedlab.explorers.play import Player
 from pagedlab.pictures.canvas import Canvas, Drawing
 from pagedlab.pictures.png import to_png
 from pagedlab.views.controls import Control, Declaration, Slider, Toggle
@@ -111,6 +116,12 @@ class Explorer:
                 raise ValueError(f"control name {name!r} is taken (the Explorer base or twice)")
             self.controls[name] = _widget(declared, self.WIDGET_ARGS)
             setattr(self, name, self.controls[name])
+        self.play: widgets.Play | None = None  # the declared Play's widget, if any
+        declaration = type(self).DECLARATION
+        if declaration is not None and declaration.play is not None:
+            axis = declaration.play.axis
+            spec = next(c for c in self.CONTROLS if c.name == axis)
+            self.play = Player(declaration.play, spec, self.controls[axis], from_browser).widget
         self.picture = widgets.Image(format="png")
         self.picture.add_class("pagedlab-picture")
         self.readout = widgets.HTML()
@@ -124,6 +135,8 @@ class Explorer:
             else getattr(self, row)
             for row in self.ROWS
         ] or list(self.controls.values())  # fmt: skip
+        if self.play is not None and not any("play" in _names(row) for row in self.ROWS):
+            rows.insert(0, self.play)
         self.widget = widgets.VBox([*rows, self.picture, self.readout])
         values = self._validated({**self.values, **initial}, list(initial))
         view = self.finish(self.render(**values))
@@ -329,7 +342,11 @@ def _after_this_message(callback: Callable[[], None]) -> bool:
     return True
 
 
-_RESERVED = {"picture", "readout", "widget", "state", "controls", "canvas", "values"}
+_RESERVED = {"picture", "readout", "widget", "state", "controls", "canvas", "values", "play"}
+
+
+def _names(row: str | tuple[str, ...]) -> tuple[str, ...]:
+    return row if isinstance(row, tuple) else (row,)
 
 
 def _slider(control: Control) -> TypeGuard[Slider]:

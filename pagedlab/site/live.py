@@ -7,6 +7,8 @@ takes and returns plain JSON-able values, so the worker only moves strings acros
   (:func:`render_view`: the drawing itself), from the same render the notebook's explorer
   runs (:mod:`pagedlab.views`) and the same ``Drawing`` its PNG comes from
   (:mod:`pagedlab.pictures.svg`).
+- :func:`play` ``(explorer, settings)`` -> the values the explorer's declared Play shows
+  from that setting (:class:`pagedlab.views.controls.Play`, as in the notebook and the frames).
 - :func:`grade` ``(exercise, code)`` -> the notebook's own ``EXERCISES[name].check`` on the
   function the code defines, with its message (``✓`` / ``✗`` / ``…`` first).
 - :func:`exercise_names`: every exercise whose grader imports here (all of them where torch
@@ -25,9 +27,10 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
-from pagedlab.checks import Refused
+from pagedlab.checks import Refused, check_int
 from pagedlab.pictures.svg import to_svg
 from pagedlab.site.registry import REGISTRY, Live
+from pagedlab.views.controls import Play, Slider, axis_values
 from pagedlab.views.shown import Shown
 
 #: The live explorers: class name -> its live half (the class's own declaration and the
@@ -78,6 +81,35 @@ def render(explorer: str, settings: Mapping[str, object]) -> dict[str, Any]:
     except (TypeError, ValueError, Refused) as refused:
         return _refused(refused)
     return {"ok": True, "readout": shown.readout, "svg": to_svg(shown.drawing, title=explorer)}
+
+
+def play_values(explorer: str, settings: Mapping[str, object]) -> tuple[Play, list[object]]:
+    """``explorer``'s declared Play and the values one press of it shows from ``settings``
+    (its axis's control's values, :meth:`Play.run`); ValueError/TypeError naming a bad one."""
+    declared, _view = _live(explorer)
+    if declared.play is None:
+        raise ValueError(f"{explorer} declares no Play")
+    control = declared.control(declared.play.axis)
+    shown = _value(settings.get(control.name, control.default))
+    if isinstance(control, Slider) and control.unbounded:  # the page's input has no max
+        shown = check_int(shown, control.name, minimum=control.min)
+    else:
+        shown = control.accept(shown)
+    return declared.play, declared.play.run(axis_values(control, shown), shown)
+
+
+def play(explorer: str, settings: Mapping[str, object]) -> dict[str, Any]:
+    """``{"ok", "axis", "values", "interval_ms"}``: what the live page's Play button shows,
+    the same declared Play the notebook's widget and the static frames run, over every value
+    the control takes (``"replay"``: from the first up to the one shown; ``"step"``: from the
+    one shown on). A setting refused: ``ok`` False and a readout saying why.
+    """
+    try:
+        declared, values = play_values(explorer, settings)
+    except (TypeError, ValueError, Refused) as refused:
+        return _refused(refused)
+    return {"ok": True, "axis": declared.axis, "values": values,
+            "interval_ms": declared.interval_ms}  # fmt: skip
 
 
 def exercise_names() -> list[str]:

@@ -9,7 +9,8 @@ The markup is a contract that checks outside the project rely on (DESIGN.md §2)
 
 - a live explorer: an element ``[data-explorer=ClassName]`` holding one
   ``input[data-control=name]`` per control (the explorer's control names) and its readout in
-  ``[data-readout]`` (the picture, an SVG, in ``[data-picture]``);
+  ``[data-readout]`` (the picture, an SVG, in ``[data-picture]``; the declared Play, if any,
+  a ``button[data-play=axis]``);
 - an exercise: ``textarea[data-exercise=name]``, ``button[data-check=name]`` and
   ``[data-result=name]``, whose text holds ✓ or ✗ and the grader's message
   (``button[data-stop=name]`` stops a check that runs too long), once per page: under the
@@ -62,6 +63,12 @@ def explorer_panel(explorer: Any) -> str:
     first = live.render(name, settings)
     page_id = f"{name}-{id(explorer):x}"  # unique in the page
     inputs = "".join(_input(c, settings[c.name], page_id) for c in controls)
+    declared = live.EXPLORERS[name].declaration.play
+    if declared is not None:  # the declared Play: the page asks live.play for its values
+        inputs = (
+            f'<button type="button" data-play="{html.escape(declared.axis)}" '
+            f'data-play-mode="{declared.mode}" disabled>play</button> ' + inputs
+        )
     return (
         f'<div class="pagedlab-live" data-explorer="{name}">'
         '<p class="pagedlab-live-status" data-live-status>Live version: waiting for Python '
