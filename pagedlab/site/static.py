@@ -31,7 +31,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from pagedlab.checks import ArgumentTypeError
+from pagedlab.checks import ArgumentTypeError, Refused
 from pagedlab.explorers.base import Explorer
 from pagedlab.pictures.png import quantised_png
 from pagedlab.views.controls import Choice, Play
@@ -119,7 +119,7 @@ def render_frames(
             setting = dict(zip(names, combo, strict=True))
             try:
                 explorer.set(**setting)
-            except (TypeError, ValueError) as refused:  # e.g. a range set by another control
+            except (TypeError, ValueError, Refused) as refused:  # e.g. a range another sets
                 why = html.escape(str(refused))
                 note = f"<i>not reachable with the other settings here: {why}</i>"
                 frames.append((setting, bytes(explorer.picture.value), note))

@@ -8,13 +8,17 @@ declaration (the very object), and writes one input per declared control.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import pkgutil
+import random
 import re
 
+import ipywidgets as widgets
 import pytest
 
 import pagedlab.explorers
+from pagedlab.checks import Refused
 from pagedlab.explorers.base import Explorer
 from pagedlab.site import live, markup, static
 from pagedlab.site.registry import REGISTRY, Entry
@@ -77,3 +81,29 @@ def test_each_live_panel_writes_the_declared_controls(name: str) -> None:
     for control in live.EXPLORERS[name].declaration.controls:
         assert len(re.findall(f'<input[^>]*data-control="{control.name}"', panel)) == 1
     assert live.render(name, explorer.values)["ok"]  # the widget's values render live
+
+
+SWEEP = 12  # settings per explorer: its controls' first values, last values, then seeded draws
+
+
+@pytest.mark.parametrize("entry", REGISTRY, ids=[e.name for e in REGISTRY])
+def test_a_learners_move_raises_nothing_but_a_refusal(entry: Entry) -> None:
+    """The base catches only :class:`Refused` on a learner's move (anything else is a bug it
+    must not hide): no reachable setting (clamped as a browser move is) raises anything else."""
+    from tests.explorers.test_explorers import FACTORIES
+
+    explorer = FACTORIES.get(entry.name, CLASSES[entry.name])()
+    rng = random.Random(entry.name)
+    for i in range(SWEEP):
+        values = {}
+        for name, widget in explorer.controls.items():
+            if isinstance(widget, widgets.IntSlider):
+                choices: list[object] = list(range(widget.min, widget.max + 1, widget.step))
+            elif isinstance(widget, widgets.Checkbox):
+                choices = [False, True]
+            else:
+                choices = list(widget.options)
+            values[name] = choices[0] if i == 0 else choices[-1] if i == 1 else rng.choice(choices)
+        values = explorer._clamped(values)
+        with contextlib.suppress(Refused):  # a refusal: explained in the readout
+            explorer.finish(explorer.render(**values))
