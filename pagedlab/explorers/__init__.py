@@ -8,6 +8,7 @@ shows ``explorer`` itself. The static and live site that shows them without a ke
 :mod:`pagedlab.site` (above this package: the explorers know nothing of it).
 
 - :mod:`~pagedlab.explorers.base`       ``Explorer``, ``View``
+- :mod:`~pagedlab.explorers.play`       ``Player``: the declared Play as an ``ipywidgets.Play``
 - :mod:`~pagedlab.explorers.allocation` ``AllocationExplorer`` (notebooks 2-3)
 - :mod:`~pagedlab.explorers.kernel`     ``KernelExplorer`` (notebook 4)
 - :mod:`~pagedlab.explorers.sharing`    ``SharingExplorer``, ``PrefixCacheExplorer``,
