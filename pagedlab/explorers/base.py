@@ -15,8 +15,9 @@ The API (small on purpose):
 - ``DECLARATION``: a :class:`pagedlab.views.controls.Declaration`, the one place an explorer
   is declared: its controls in order (``CONTROLS`` is read from it), the frames the static
   site draws ahead of time and its Play (:mod:`pagedlab.site.static` reads those), and,
-  for an explorer the live site runs, the live page's inputs (:data:`pagedlab.site.live.EXPLORERS`
-  holds the same object). The base builds one widget per control (``Slider``:
+  for an explorer the live site runs, the live page's inputs (its entry in
+  :data:`pagedlab.site.registry.REGISTRY` holds the same object). Every explorer class has
+  one registry entry. The base builds one widget per control (``Slider``:
   ``IntSlider``; ``Choice``: ``ToggleButtons``, or ``SelectionSlider`` if ``slider``;
   ``Toggle``: ``Checkbox``), each with ``WIDGET_ARGS`` (style, layout). Options that depend
   on the constructor's arguments: assign ``self.CONTROLS`` before calling the base.

@@ -3,8 +3,8 @@ declared once (:class:`Declaration`: its controls, its static frames and its :cl
 
 An explorer lists its controls as class data (``CONTROLS``, a tuple of these). The notebook's
 ``Explorer`` base builds its ipywidgets from them, and the live site writes its page inputs
-from the very same declarations (``pagedlab.site.live.EXPLORERS``), so a range, an option or a
-description is typed once. No widgets here: the live core imports this module in a browser.
+from the very same declarations (``pagedlab.site.registry.REGISTRY``), so a range, an option
+or a description is typed once. No widgets here: the live core imports this module in a browser.
 
 Invariants, checked when a declaration is made (a ``ValueError`` or ``TypeError`` naming it):
 the name is an identifier, the description is not empty, and the default is a value the
