@@ -17,8 +17,8 @@ import sys
 import time
 
 from pagedlab.explorers import scheduler as module
-from pagedlab.explorers import static
 from pagedlab.explorers.scheduler import MAX_STEP, SchedulerExplorer, explorer_state
+from pagedlab.site import static
 
 CLOCK = time.perf_counter if "--wall" in sys.argv else time.thread_time
 

@@ -6,7 +6,8 @@ One folder per layer (ARCHITECTURE.md is the map):
   K/V live and how the kernel reads them); ``simulate``: memory at scale
 - ``model`` and ``engine``: a real Llama decoder on the pages, and the serving loop
 - ``pictures`` (state -> picture), ``views`` (one setting, no widgets), ``explorers``
-  (sliders -> state -> picture), ``live`` (the live site's entry points), ``exercises``
+  (sliders -> state -> picture), ``exercises``;
+  ``site`` (the static site and its live pages: frames, markup, the browser's entry points)
 - ``scenes`` (every staged example; ``control_scenes``: those that need no torch),
   ``figures`` (the README's pictures), ``paper`` (the paper's numbers), ``vllm_refs`` (the
   vLLM code the notebooks cite), ``checks`` (argument checks)

@@ -2,7 +2,7 @@
 
 Usage: python scripts/build_site.py [--out site] [notebooks/NN_name.ipynb ...]
 
-For each notebook: execute it in a fresh kernel in which ``pagedlab.explorers.static`` is
+For each notebook: execute it in a fresh kernel in which ``pagedlab.site.static`` is
 enabled, so every explorer is displayed as its static view (frames drawn now, chosen in the
 page by linked widgets); export it with nbconvert's HTML exporter and the saved widget
 state; point the page at a local require.js and widget manager instead of a CDN. Then write
@@ -43,8 +43,16 @@ PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_s
 TEMPLATE = ROOT / "scripts" / "site_template"
 #: pagedlab's sources the browser never imports: they need torch, numpy, matplotlib or
 #: ipywidgets (the live core's import-linter contract in pyproject.toml keeps the rest pure).
-NOT_SHIPPED = ("attention", "explorers", "model", "engine", "figures.py")
-ENABLE_STATIC = "import pagedlab.explorers.static\npagedlab.explorers.static.enable()"
+NOT_SHIPPED = (
+    "attention",
+    "explorers",
+    "model",
+    "engine",
+    "figures.py",
+    "site/static.py",
+    "site/markup.py",
+)
+ENABLE_STATIC = "import pagedlab.site.static\npagedlab.site.static.enable()"
 
 
 def install_assets() -> None:
@@ -88,7 +96,7 @@ def write_sources(path: Path) -> None:
     sources = {}
     for file in sorted(package.rglob("*.py")):
         relative = file.relative_to(package)
-        if relative.parts[0] in NOT_SHIPPED:
+        if relative.parts[0] in NOT_SHIPPED or relative.as_posix() in NOT_SHIPPED:
             continue
         sources[f"pagedlab/{relative.as_posix()}"] = file.read_text()
     path.write_text(json.dumps(sources))

@@ -4,7 +4,7 @@
 _ = object()
 
 _._ipython_display_  # IPython calls it to display an explorer
-_._link  # keeps a widget jslink alive (pagedlab/explorers/allocation.py)
+_._link  # keeps a widget jslink alive (pagedlab/explorers/play.py)
 max_blocks_per_seq  # a field of the checked launch shape, for readers (attention/ops.py)
 sim_time_s  # a field of SimResult, for readers (simulate/engine.py)
 _._repr_pretty_  # IPython's pretty-printer protocol (exercise results)

@@ -17,16 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab import live
 from pagedlab.control_scenes import example_table
 from pagedlab.exercises import EXERCISES, solution
-from pagedlab.explorers import live_markup
 from pagedlab.explorers.allocation import AllocationExplorer
 from pagedlab.explorers.scheduler import SchedulerExplorer, explorer_state
 from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
 from pagedlab.pictures.drawing import Arrow, Box, Drawing, Label, Rect
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.pictures.svg import PT, to_svg
+from pagedlab.site import live, markup
 from pagedlab.views.controls import Choice, Slider
 from pagedlab.views.scheduler import scheduler_view
 
@@ -65,7 +64,7 @@ def pure() -> dict:
     """What the live core does in a Python without torch, numpy, matplotlib or ipywidgets."""
     return _without_heavy_packages(
         """
-        import pagedlab.live as live
+        import pagedlab.site.live as live
         from pagedlab.exercises import EXERCISES, solution, stub
         names = live.exercise_names()
         graded = {}
@@ -214,17 +213,17 @@ def test_svg_has_every_shape_of_the_drawing_flipped_and_escaped() -> None:
 
 def test_live_markup_keeps_the_outside_contract() -> None:
     widget = AllocationExplorer(block_size=4, length=5)
-    panel = live_markup.explorer_panel(widget)
+    panel = markup.explorer_panel(widget)
     assert 'data-explorer="AllocationExplorer"' in panel and "data-readout" in panel
     for name in ("block_size", "length", "layout"):
         assert len(re.findall(f'<input[^>]*data-control="{name}"', panel)) == 1
     assert "blocks 2, physical [4, 1]" in panel  # the first readout, written at build time
     assert not re.search(r'data-control="length"[^>]*max=', panel)  # any length
-    block = live_markup.exercise_block("slot")
+    block = markup.exercise_block("slot")
     for attribute in ('textarea data-exercise="slot"', 'data-check="slot"', 'data-result="slot"'):
         assert attribute in block
     assert "def my_slot(" in block  # the notebook's starter cell, escaped into the textarea
-    assert live_markup.explorer_panel(object()) == ""
+    assert markup.explorer_panel(object()) == ""
 
 
 LIVE = {
@@ -238,11 +237,11 @@ LIVE = {
 @pytest.mark.parametrize("name", list(LIVE))
 def test_live_inputs_are_the_explorers_declared_controls(name: str) -> None:
     """live.EXPLORERS takes the explorer's own declarations; the page writes them as inputs."""
-    _view, controls = live.EXPLORERS[name]
+    controls = live.EXPLORERS[name].declaration.controls
     explorer = LIVE[name]()
     assert controls is LIVE[name].CONTROLS
     assert [c.name for c in controls] == list(explorer.controls)
-    panel = live_markup.explorer_panel(explorer)
+    panel = markup.explorer_panel(explorer)
     for c in controls:
         found = rf'<label>([^<]*) (<input[^>]*data-control="{c.name}"[^>]*>)'
         ((description, field),) = re.findall(found, panel)
@@ -259,12 +258,12 @@ def test_live_inputs_are_the_explorers_declared_controls(name: str) -> None:
 
 
 def test_each_exercise_is_live_once_per_page_under_its_first_check() -> None:
-    printer = live_markup.check_result_printer()
+    printer = markup.check_result_printer()
     first = EXERCISES["slot"].check(lambda pos, blocks, block_size: None)
     again = EXERCISES["slot"].check(lambda pos, blocks, block_size: (0, 0))
     assert 'data-exercise="slot"' in printer(first)
     assert printer(again) == again._repr_html_()  # the result alone the second time
-    assert 'data-exercise="slot"' in live_markup.check_result_printer()(again)  # a new page
+    assert 'data-exercise="slot"' in markup.check_result_printer()(again)  # a new page
 
 
 def test_simulate_names_load_on_first_use_and_are_the_modules_own() -> None:
@@ -278,3 +277,24 @@ def test_simulate_names_load_on_first_use_and_are_the_modules_own() -> None:
     assert simulate.reserved_slots is reservation.reserved_slots
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         _ = simulate.nothing  # type: ignore[attr-defined]
+
+
+def test_the_pages_play_is_the_declared_play_over_the_controls_values() -> None:
+    """live.play runs the same declared Play (axis, mode) as the widget and the frames."""
+    grow = live.play("AllocationExplorer", {"block_size": "4", "length": "5"})
+    assert grow == {"ok": True, "axis": "length", "values": [1, 2, 3, 4, 5], "interval_ms": 700}
+    far = live.play("AllocationExplorer", {"length": "70"})  # the page's length has no max
+    assert far["ok"] and far["values"] == list(range(1, 71))
+    steps = live.play("SchedulerExplorer", {"step": "57"})  # step mode: on to the last
+    assert steps["values"] == [57, 58, 59, 60]
+    for name, entry in live.EXPLORERS.items():
+        declared = entry.declaration.play
+        assert declared is not None, name  # every live explorer declares one
+        panel = markup.explorer_panel(
+            {"AllocationExplorer": AllocationExplorer, "SchedulerExplorer": SchedulerExplorer,
+             "SharingExplorer": SharingExplorer, "PrefixCacheExplorer": PrefixCacheExplorer}[name]()
+        )  # fmt: skip
+        assert f'data-play="{declared.axis}" data-play-mode="{declared.mode}"' in panel
+    bad = live.play("AllocationExplorer", {"length": "0"})
+    assert not bad["ok"] and "length" in bad["readout"] and "0" in bad["readout"]
+    assert not live.play("KernelExplorer", {})["ok"]

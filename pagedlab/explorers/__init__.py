@@ -4,9 +4,11 @@ Every explorer derives from :class:`~pagedlab.explorers.base.Explorer` (its modu
 is the API: a ``DECLARATION`` (controls, static frames, Play) plus one ``render`` function,
 an optional slow ``finish``, an atomic ``set``, ``.widget`` / ``.picture`` / ``.readout`` /
 ``.state``, one display hook whose bundle also carries the first frame as a PNG). A notebook
-shows ``explorer`` itself.
+shows ``explorer`` itself. The static and live site that shows them without a kernel is
+:mod:`pagedlab.site` (above this package: the explorers know nothing of it).
 
 - :mod:`~pagedlab.explorers.base`       ``Explorer``, ``View``
+- :mod:`~pagedlab.explorers.play`       ``Player``: the declared Play as an ``ipywidgets.Play``
 - :mod:`~pagedlab.explorers.allocation` ``AllocationExplorer`` (notebooks 2-3)
 - :mod:`~pagedlab.explorers.kernel`     ``KernelExplorer`` (notebook 4)
 - :mod:`~pagedlab.explorers.sharing`    ``SharingExplorer``, ``PrefixCacheExplorer``,
@@ -16,9 +18,6 @@ shows ``explorer`` itself.
 - :mod:`~pagedlab.explorers.scheduler`  ``SchedulerExplorer`` (notebook 9)
 - :mod:`~pagedlab.explorers.engine`     ``EngineExplorer`` (notebook 10: a real model's run)
 - :mod:`~pagedlab.explorers.hit_rate`   ``HitRateExplorer``, ``PartialHitExplorer`` (notebook 11)
-- :mod:`~pagedlab.explorers.static`     the static site: each explorer's declared frames,
-  rendered ahead of time and picked in the page
-- :mod:`~pagedlab.explorers.live_markup` the live panels and exercises written under them
 
 Their models (what each setting builds) come from :mod:`pagedlab.scenes` where a notebook,
 a test or a figure stages the same example.

@@ -4,7 +4,7 @@ A new explorer is its declaration plus one render function::
 
     class LengthExplorer(Explorer):  # its controls: length, 1 to 64, starting at 5
         DECLARATION = Declaration("LengthExplorer", (Slider("length", 1, 64, "length", 5),),
-                                  frames={"length": [1, 2, 4, 8]}, play="length")
+                                  frames={"length": [1, 2, 4, 8]}, play=Play("length"))
 
         def render(self, length: int) -> View:
             state = build_state(length)  # the real objects, built fresh (pure)
@@ -14,14 +14,19 @@ The API (small on purpose):
 
 - ``DECLARATION``: a :class:`pagedlab.views.controls.Declaration`, the one place an explorer
   is declared: its controls in order (``CONTROLS`` is read from it), the frames the static
-  site draws ahead of time and its Play (:mod:`pagedlab.explorers.static` reads those), and,
-  for an explorer the live site runs, the live page's inputs (:data:`pagedlab.live.EXPLORERS`
-  holds the same object). The base builds one widget per control (``Slider``:
+  site draws ahead of time and its Play (:mod:`pagedlab.site.static` reads those), and,
+  for an explorer the live site runs, the live page's inputs (its entry in
+  :data:`pagedlab.site.registry.REGISTRY` holds the same object). Every explorer class has
+  one registry entry. The base builds one widget per control (``Slider``:
   ``IntSlider``; ``Choice``: ``ToggleButtons``, or ``SelectionSlider`` if ``slider``;
   ``Toggle``: ``Checkbox``), each with ``WIDGET_ARGS`` (style, layout). Options that depend
   on the constructor's arguments: assign ``self.CONTROLS`` before calling the base.
 - ``ROWS``: optional, one entry per row: a name, or a tuple of names (an ``HBox``); a name is
-  a control or an attribute set before the base's ``__init__`` (a Play). Default: a row each.
+  a control, ``"play"`` or an attribute set before the base's ``__init__`` (a button).
+  Default: a row each. The Play, where declared, goes first unless a row names it.
+- Play: declared in the ``DECLARATION`` (:class:`pagedlab.views.controls.Play`: its axis and
+  mode), built by the base as ``.play`` (:mod:`pagedlab.explorers.play`); the static frames
+  and the live page run the same declaration.
 - ``Explorer(**initial)``: each control starts at its declared default, moved by
   ``initial``, validated like ``set``.
 - ``render(**values) -> View``: **required**. The state, the picture (a ``Drawing``, drawn
@@ -47,9 +52,11 @@ Invariants:
 - A learner's move in the browser is fast the same way for every explorer: the state, then
   the picture assigned (it reaches the page at once), then ``finish`` (deferred by
   ``DEFER_S`` on the kernel's event loop and dropped if a newer move came), then the
-  readout. A move the range allows but the model refuses (a ``ValueError``, a ``TypeError``
-  or a :class:`pagedlab.checks.Refused`, such as ``OutOfBlocksError``) is explained in the
-  readout.
+  readout. A move the ranges allow but the model refuses raises a
+  :class:`pagedlab.checks.Refused` (``OutOfBlocksError`` is one), the one error the base
+  catches: its message is the readout, the picture and state stay as they were. Anything
+  else a move raises is a bug and is not hidden (``tests/site/test_registry.py`` sweeps
+  every explorer's reachable settings for one).
   Moves made by code (``set``, ``control.value = ...`` in a cell, tests) are synchronous.
 - Callbacks never display: they assign ``Image.value`` / ``HTML.value``, so strict nbval
   sees the same outputs in a saved and a live notebook.
@@ -71,6 +78,7 @@ import ipywidgets as widgets
 from matplotlib.figure import Figure
 
 from pagedlab.checks import Refused, check_int
+from pagedlab.explorers.play import Player
 from pagedlab.pictures.canvas import Canvas, Drawing
 from pagedlab.pictures.png import to_png
 from pagedlab.views.controls import Control, Declaration, Slider, Toggle
@@ -111,6 +119,12 @@ class Explorer:
                 raise ValueError(f"control name {name!r} is taken (the Explorer base or twice)")
             self.controls[name] = _widget(declared, self.WIDGET_ARGS)
             setattr(self, name, self.controls[name])
+        self.play: widgets.Play | None = None  # the declared Play's widget, if any
+        declaration = type(self).DECLARATION
+        if declaration is not None and declaration.play is not None:
+            axis = declaration.play.axis
+            spec = next(c for c in self.CONTROLS if c.name == axis)
+            self.play = Player(declaration.play, spec, self.controls[axis], from_browser).widget
         self.picture = widgets.Image(format="png")
         self.picture.add_class("pagedlab-picture")
         self.readout = widgets.HTML()
@@ -124,6 +138,8 @@ class Explorer:
             else getattr(self, row)
             for row in self.ROWS
         ] or list(self.controls.values())  # fmt: skip
+        if self.play is not None and not any("play" in _names(row) for row in self.ROWS):
+            rows.insert(0, self.play)
         self.widget = widgets.VBox([*rows, self.picture, self.readout])
         values = self._validated({**self.values, **initial}, list(initial))
         view = self.finish(self.render(**values))
@@ -250,7 +266,7 @@ class Explorer:
             self._apply(values)
             self.state = view.state
             self.picture.value = self._encode(view.picture)
-        except (ValueError, TypeError, Refused) as error:
+        except Refused as error:
             self._explain(error)
             return
 
@@ -259,7 +275,7 @@ class Explorer:
                 return
             try:
                 done = self.finish(view)
-            except (ValueError, TypeError, Refused) as error:
+            except Refused as error:
                 self._explain(error)
                 return
             self.state = done.state
@@ -329,7 +345,11 @@ def _after_this_message(callback: Callable[[], None]) -> bool:
     return True
 
 
-_RESERVED = {"picture", "readout", "widget", "state", "controls", "canvas", "values"}
+_RESERVED = {"picture", "readout", "widget", "state", "controls", "canvas", "values", "play"}
+
+
+def _names(row: str | tuple[str, ...]) -> tuple[str, ...]:
+    return row if isinstance(row, tuple) else (row,)
 
 
 def _slider(control: Control) -> TypeGuard[Slider]:

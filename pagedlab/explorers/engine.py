@@ -29,7 +29,7 @@ from pagedlab.model import TinyLlama, generate_contiguous
 from pagedlab.model.paged import DecodeAttention
 from pagedlab.pictures.canvas import Drawing
 from pagedlab.pictures.scheduler import scheduler_drawing
-from pagedlab.views.controls import Choice, Declaration, Slider
+from pagedlab.views.controls import Choice, Declaration, Play, Slider
 
 MAX_STEP = 80
 
@@ -55,7 +55,7 @@ class EngineExplorer(Explorer):
         "EngineExplorer",
         (Choice("mode", MODES, "mode", "recompute"), Slider("step", 0, MAX_STEP, "step", 0)),
         frames={"mode": ["recompute", "swap"], "step": list(range(0, 61, 2))},
-        play="step",
+        play=Play("step"),
     )
 
     def __init__(

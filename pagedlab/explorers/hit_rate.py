@@ -14,7 +14,7 @@ from pagedlab.control_scenes import PARTIAL_SHARED, miss_scene, partial_hit_scen
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.memory.miss_reasons import REASONS
 from pagedlab.pictures.in_2026 import miss_bars, partial_hit
-from pagedlab.views.controls import Choice, Declaration
+from pagedlab.views.controls import Choice, Declaration, Play
 
 MISS_BLOCK_SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
 UNITS = (1, 2, 4, 8, 16)
@@ -27,7 +27,7 @@ class HitRateExplorer(Explorer):
         "HitRateExplorer",
         (Choice("block_size", MISS_BLOCK_SIZES, "block size", 16, slider=True),),
         frames={"block_size": [4, 8, 16, 32, 64, 128, 256, 512, 1024]},
-        play="block_size",
+        play=Play("block_size"),
     )
     WIDGET_ARGS = {"continuous_update": False}
 
@@ -49,7 +49,7 @@ class PartialHitExplorer(Explorer):
         "PartialHitExplorer",
         (Choice("prefix_match_unit", UNITS, "prefix_match_unit", 16, slider=True),),
         frames={"prefix_match_unit": [1, 2, 4, 8, 16]},
-        play="prefix_match_unit",
+        play=Play("prefix_match_unit"),
     )
     WIDGET_ARGS = {"continuous_update": False}
 

@@ -23,7 +23,7 @@ from functools import lru_cache
 import ipywidgets as widgets
 
 from pagedlab.attention.swap import SwappingKV
-from pagedlab.explorers.base import Explorer, View, from_browser
+from pagedlab.explorers.base import Explorer, View
 from pagedlab.memory.requests import StepResult
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.pictures.scheduler import scheduler_drawing
@@ -151,23 +151,10 @@ class SchedulerExplorer(Explorer):
             ("block_size", "token_budget"))  # fmt: skip
 
     def __init__(self, **initial: object) -> None:
-        self.play = widgets.Play(min=0, max=MAX_STEP, interval=700, description="play")
         self.step_button = widgets.Button(description="step", tooltip="one scheduler step")
         super().__init__(**initial)
         self.step_slider = self.controls["step"]
-        self.play.value = self.step_slider.value
-        self._link = widgets.jslink((self.play, "value"), (self.step_slider, "value"))
-        self.play.observe(self._on_play, names="value")
-        self.step_slider.observe(self._on_step, names="value")
         self.step_button.on_click(lambda _button: self.advance())
-
-    def _on_play(self, change: dict) -> None:
-        if not from_browser():  # in the browser, jslink moved the step slider already
-            self.step_slider.value = change["new"]
-
-    def _on_step(self, change: dict) -> None:
-        if not from_browser():
-            self.play.value = change["new"]
 
     def render(
         self, mode: str, block_size: int, token_budget: int, chunked_prefill: bool, step: int

@@ -22,7 +22,7 @@ import html
 from pagedlab.control_scenes import EVICTION_PROMPT, EvictionRun, eviction_scene
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.pictures.sharing import sharing_scene
-from pagedlab.views.controls import Choice, Declaration, Slider
+from pagedlab.views.controls import Choice, Declaration, Play, Slider
 from pagedlab.views.sharing import PREFIX_EXPLORER, SHARING_EXPLORER, prefix_view, sharing_view
 
 
@@ -74,7 +74,7 @@ class EvictionExplorer(Explorer):
             Choice("free_rule", ("fifo", "vllm-v1"), "free rule", "fifo"),
         ),
         frames={"pool_blocks": [3, 4, 5, 6, 8, 12, 16], "others": list(range(7))},
-        play="others",
+        play=Play("others"),
     )
     ROWS = (("pool_blocks", "others"), "free_rule")
 

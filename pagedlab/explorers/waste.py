@@ -20,7 +20,7 @@ from pagedlab.pictures.png import to_png
 from pagedlab.pictures.reservation import reservation_scene
 from pagedlab.simulate.policies import OneRequest
 from pagedlab.simulate.report import SweepRow
-from pagedlab.views.controls import Choice, Declaration, Slider
+from pagedlab.views.controls import Choice, Declaration, Play, Slider
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 MAX_RESERVED = 2048
@@ -42,7 +42,7 @@ class ReservationExplorer(Explorer):
             Choice("block_size", BLOCK_SIZES, "block size B", 16, slider=True),
         ),
         frames={"block_size": [1, 2, 4, 8, 16, 32, 64, 128, 256], "generated": [0, 1, 2]},
-        play="generated",
+        play=Play("generated"),
     )
     WIDGET_ARGS = {
         "style": {"description_width": "150px"},
@@ -85,7 +85,7 @@ class BlockSizeExplorer(Explorer):
         "BlockSizeExplorer",
         (Choice("block_size", BLOCK_SIZES, "block size B", 16, slider=True),),
         frames={"block_size": [1, 2, 4, 8, 16, 32, 64, 128, 256]},
-        play="block_size",
+        play=Play("block_size"),
     )
     WIDGET_ARGS = {"continuous_update": False}
 

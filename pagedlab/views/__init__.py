@@ -9,6 +9,6 @@ of torch, numpy, matplotlib and ipywidgets.
 - :mod:`~pagedlab.views.sharing`    the sharing and prefix-cache explorers (5-6)
 - :mod:`~pagedlab.views.scheduler`  the scheduler explorer, control plane only (9)
 - :mod:`~pagedlab.views.controls`   ``Slider``, ``Choice``, ``Toggle``: a control declared once;
-  ``Declaration``: an explorer declared once
+  ``Play``: an explorer's Play (axis, mode); ``Declaration``: an explorer declared once
 - :mod:`~pagedlab.views.shown`      ``Shown``: what one setting shows (state, drawing, readout)
 """

@@ -15,7 +15,7 @@ import html
 from pagedlab.control_scenes import KV_BYTES_PER_SLOT, LAYOUTS, ExampleState, example_table
 from pagedlab.pictures.blocks import scene
 from pagedlab.pictures.drawing import Drawing
-from pagedlab.views.controls import Choice, Declaration, Slider
+from pagedlab.views.controls import Choice, Declaration, Play, Slider
 from pagedlab.views.shown import Shown
 
 MAX_BLOCK_SIZE = 16  # where the notebook's sliders stop; the live page takes any size
@@ -30,8 +30,7 @@ ALLOCATION_EXPLORER = Declaration(
     "AllocationExplorer",
     ALLOCATION_CONTROLS,
     frames={"block_size": [1, 2, 4, 8, 16], "length": list(range(1, 33))},
-    play="length",
-    replay=True,  # Play grows the sequence from 1 token up to the length shown
+    play=Play("length", "replay"),  # Play grows the sequence from 1 token up to the length shown
 )
 
 

@@ -1,10 +1,10 @@
-"""A control declared once (name, range or options, description, default), and an explorer
-declared once (:class:`Declaration`: its controls, its static frames and its Play).
+"""A control declared once (name, range or options, description, default), an explorer
+declared once (:class:`Declaration`: its controls, its static frames and its :class:`Play`).
 
 An explorer lists its controls as class data (``CONTROLS``, a tuple of these). The notebook's
 ``Explorer`` base builds its ipywidgets from them, and the live site writes its page inputs
-from the very same declarations (``pagedlab.live.EXPLORERS``), so a range, an option or a
-description is typed once. No widgets here: the live core imports this module in a browser.
+from the very same declarations (``pagedlab.site.registry.REGISTRY``), so a range, an option
+or a description is typed once. No widgets here: the live core imports this module in a browser.
 
 Invariants, checked when a declaration is made (a ``ValueError`` or ``TypeError`` naming it):
 the name is an identifier, the description is not empty, and the default is a value the
@@ -115,6 +115,61 @@ class Toggle:
 Control = Slider | Choice | Toggle
 
 
+def axis_values(control: Control, shown: object = None) -> list[object]:
+    """Every value ``control`` takes, in order: a slider's range (reaching ``shown`` where an
+    unbounded slider shows more than its max), a choice's options, a toggle's off and on."""
+    if isinstance(control, Slider):
+        top = (
+            max(control.max, shown) if isinstance(shown, int) and control.unbounded else control.max
+        )
+        return list(range(control.min, top + 1, control.step))
+    if isinstance(control, Choice):
+        return list(control.options)
+    return [False, True]
+
+
+PLAY_MODES = ("step", "replay")
+
+
+@dataclass(frozen=True)
+class Play:
+    """What an explorer's Play does, declared once: the widget, the static frames and the live
+    page each run it over the axis's values (the control's, or the frames' in a static page).
+
+    - ``axis``: the control it moves (a frame axis of the declaration);
+    - ``mode``: ``"step"``: pressed, it steps on from the value shown to the last one (and a
+      press at the end starts again from the first); ``"replay"``: it replays the axis from
+      its first value up to the one shown and stops there (the growth watched again);
+    - ``interval_ms``: the time between two values.
+
+    Invariants, checked when made (a ``ValueError`` naming the value): ``axis`` is an
+    identifier, ``mode`` one of :data:`PLAY_MODES`, ``interval_ms`` an int >= 50.
+    """
+
+    axis: str
+    mode: str = "step"
+    interval_ms: int = 700
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.axis, str) or not self.axis.isidentifier():
+            raise ValueError(f"a Play's axis must be a control's name, got {self.axis!r}")
+        if self.mode not in PLAY_MODES:
+            raise ValueError(f"Play mode must be one of {PLAY_MODES}, got {self.mode!r}")
+        check_int(self.interval_ms, "interval_ms", minimum=50)
+
+    def span(self, count: int, shown: int) -> tuple[int, int]:
+        """The first and last position (of ``count`` values) one press runs through, from
+        position ``shown``: ``(0, shown)`` to replay, ``(shown, count - 1)`` to step on."""
+        return (0, shown) if self.mode == "replay" else (shown, count - 1)
+
+    def run(self, values: Sequence[object], shown: object) -> list[object]:
+        """The values one press shows, in order (``shown`` must be one of ``values``)."""
+        if shown not in values:
+            raise ValueError(f"Play on {self.axis!r}: {shown!r} is not one of {list(values)}")
+        first, last = self.span(len(values), list(values).index(shown))
+        return list(values[first : last + 1])
+
+
 @dataclass(frozen=True)
 class Declaration:
     """One explorer, declared once; the notebook's widget, the static site's frames and the
@@ -124,19 +179,17 @@ class Declaration:
     - ``controls``: its controls, in order (the widget builds them; the live page writes them);
     - ``frames``: control name -> the values the static site draws ahead of time (frame order:
       their product, the last control fastest); empty: no static view;
-    - ``play``: the control a Play animates (one of ``frames``), or None;
-    - ``replay``: the Play replays from the first value up to the one shown; else it steps on.
+    - ``play``: its :class:`Play` (the axis, one of ``frames``, and the mode), or None.
 
     Invariants, checked when made (a ``ValueError`` naming the value): the controls' names
     are distinct, every ``frames`` key is one of them with a non-empty list of values, and
-    ``play`` is a key of ``frames``.
+    ``play`` is a :class:`Play` on a key of ``frames``.
     """
 
     name: str
     controls: tuple[Control, ...]
     frames: Mapping[str, Sequence[object]] = field(default_factory=dict)
-    play: str | None = None
-    replay: bool = False
+    play: Play | None = None
 
     def __post_init__(self) -> None:
         names = [control.name for control in self.controls]
@@ -147,5 +200,14 @@ class Declaration:
                 raise ValueError(f"{self.name}: frame axis {axis!r} is not a control ({names})")
             if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
                 raise ValueError(f"{self.name}: frame axis {axis!r} needs values, got {values!r}")
-        if self.play is not None and self.play not in self.frames:
-            raise ValueError(f"{self.name}: play axis {self.play!r} is not a frame axis")
+        if self.play is not None and not isinstance(self.play, Play):
+            raise ValueError(f"{self.name}: play must be a Play(axis, mode), got {self.play!r}")
+        if self.play is not None and self.play.axis not in self.frames:
+            raise ValueError(f"{self.name}: play axis {self.play.axis!r} is not a frame axis")
+
+    def control(self, name: str) -> Control:
+        """The declared control called ``name`` (a ``ValueError`` naming it if none is)."""
+        for control in self.controls:
+            if control.name == name:
+                return control
+        raise ValueError(f"{self.name} has no control {name!r} ({[c.name for c in self.controls]})")

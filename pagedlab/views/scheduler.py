@@ -16,7 +16,7 @@ from typing import cast
 from pagedlab.control_scenes import scheduler_control_scene
 from pagedlab.memory.scheduler import MODES
 from pagedlab.pictures.scheduler_drawing import scheduler_drawing
-from pagedlab.views.controls import Choice, Control, Declaration, Slider, Toggle
+from pagedlab.views.controls import Choice, Control, Declaration, Play, Slider, Toggle
 from pagedlab.views.shown import Shown
 
 MAX_STEP = 60
@@ -32,7 +32,7 @@ SCHEDULER_EXPLORER = Declaration(
     "SchedulerExplorer",
     SCHEDULER_CONTROLS,
     frames={"mode": ["swap", "recompute"], "step": list(range(0, 61, 4))},
-    play="step",
+    play=Play("step"),
 )
 
 

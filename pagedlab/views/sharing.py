@@ -24,7 +24,7 @@ from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import Admission, PrefixCache
 from pagedlab.memory.sharing import beam_step, fork_samples
 from pagedlab.pictures.sharing import MAX_TABLES, sharing_scene
-from pagedlab.views.controls import Choice, Declaration, Slider
+from pagedlab.views.controls import Choice, Declaration, Play, Slider
 from pagedlab.views.shown import Shown
 
 POOL_BLOCKS, BLOCK_SIZE = 32, 4
@@ -55,13 +55,13 @@ SHARING_EXPLORER = Declaration(
     "SharingExplorer",
     SHARING_CONTROLS,
     frames={"mode": ["parallel sampling", "beam search"], "steps": list(range(13))},
-    play="steps",
+    play=Play("steps"),
 )
 PREFIX_EXPLORER = Declaration(
     "PrefixCacheExplorer",
     PREFIX_CONTROLS,
     frames={"shared": [0, 2, 4, 6, 8], "requests": [1, 2, 3, 4, 5, 6]},
-    play="requests",
+    play=Play("requests"),
 )
 
 

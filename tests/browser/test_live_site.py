@@ -2,8 +2,9 @@
 
 One build of notebook 2's page (``scripts/build_site.py``, as ``make site`` runs it), served
 on 127.0.0.1 with every other host blocked. Served, the page goes live: a setting no frame
-holds shows the real allocator's blocks, an exercise is graded by the notebook's own check,
-Stop ends an endless loop; opened from disk, it keeps its frames and says why it is not live.
+holds shows the real allocator's blocks, the declared Play replays the growth, an exercise is
+graded by the notebook's own check, Stop ends an endless loop; opened from disk, it keeps its
+frames and says why it is not live.
 """
 
 from __future__ import annotations
@@ -142,6 +143,15 @@ def test_a_setting_no_frame_holds_comes_from_the_real_allocator(
         assert "tokens 11" in readout and "slots 12" in readout
         picture = panel.locator("[data-picture]").inner_html()
         assert picture != before and "<svg" in picture and "11 tokens, blocks of 3" in picture
+        panel.locator("input[data-control=length]").fill("3")
+        panel.locator("button[data-play=length]").click()  # the declared Play: replay 1 -> 3
+        page.wait_for_function(
+            "() => document.querySelector('[data-explorer=AllocationExplorer]')"
+            ".dataset.played === '1,2,3'",
+            timeout=30_000,
+        )
+        assert panel.locator("input[data-control=length]").input_value() == "3"
+        assert "tokens 3" in panel.locator("[data-readout]").inner_text()
         panel.locator("input[data-control=block_size]").fill("0")  # refused: says why
         page.wait_for_function(
             "() => /not possible/.test(document.querySelector("

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import ipywidgets as widgets
 import pytest
 
+from pagedlab.checks import Refused
 from pagedlab.explorers.allocation import AllocationExplorer
 from pagedlab.explorers.base import WIDGET_VIEW, Explorer, View
 from pagedlab.explorers.batch import BatchExplorer
@@ -165,7 +166,7 @@ def test_a_new_explorer_is_controls_plus_render() -> None:
 
         def render(self, n: int) -> View:
             if n == 7:
-                raise ValueError("7 is not drawn")
+                raise Refused("7 is not drawn")
             return View(n * n, b"\x89PNG" + bytes([n]), f"{n}² = {n * n}")
 
     assert Squares().state == 4  # the declared default
@@ -174,7 +175,8 @@ def test_a_new_explorer_is_controls_plus_render() -> None:
     assert e.set(n=4) == 16 and e.n.value == 4
     e.n.value = 7  # a move the range allows but the model refuses: explained, not raised
     assert "not possible" in e.readout.value and "7 is not drawn" in e.readout.value
-    with pytest.raises(ValueError, match="7 is not drawn"):
+    assert e.state == 16  # the state shown is still the last one drawn
+    with pytest.raises(Refused, match="7 is not drawn"):
         e.set(n=7)
     with pytest.raises(TypeError, match="unknown control 'm'; valid: n"):
         Squares(m=3)

@@ -7,8 +7,10 @@ import pytest
 from ipywidgets.widgets.widget import _instances
 from ipywidgets.widgets.widget_link import DirectionalLink, Link
 
-from pagedlab.explorers import static
 from pagedlab.explorers.allocation import AllocationExplorer
+from pagedlab.site import static
+from pagedlab.views.controls import Play
+from tests.refuses import refuses
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +53,7 @@ def _stacks(widget: widgets.Widget) -> list[widgets.Stack]:
 
 def test_view_links_each_control_to_its_stack_level(explorer) -> None:
     axes = {"block_size": [2, 4, 8], "length": [3, 5]}
-    view = static.static_view(explorer, axes, play="length")
+    view = static.static_view(explorer, axes, Play("length"))
     stacks = _stacks(view)
     outer = stacks[0]
     assert len(outer.children) == 3 and all(len(s.children) == 2 for s in outer.children)
@@ -69,12 +71,12 @@ def _links(play: widgets.Play) -> list[Link]:
 
 def test_play_replays_from_the_first_value_or_steps_on(explorer) -> None:
     axes = {"block_size": [4], "length": [1, 2, 3, 4, 5, 6, 7]}
-    replay = next(w for w in _walk(static.static_view(explorer, axes, "length", replay=True))
+    replay = next(w for w in _walk(static.static_view(explorer, axes, Play("length", "replay")))
                   if isinstance(w, widgets.Play))  # fmt: skip
     assert (replay.min, replay.value, replay.max) == (0, 4, 4)  # rests at length 5, its end
     links = _links(replay)
     assert links and all(type(w) is DirectionalLink for w in links)  # one way only
-    steps = next(w for w in _walk(static.static_view(explorer, axes, "length"))
+    steps = next(w for w in _walk(static.static_view(explorer, axes, Play("length")))
                  if isinstance(w, widgets.Play))  # fmt: skip
     assert (steps.min, steps.value, steps.max) == (0, 4, 6)  # steps on to length 7
     assert any(type(w) is Link for w in _links(steps))  # both ways
@@ -82,18 +84,18 @@ def test_play_replays_from_the_first_value_or_steps_on(explorer) -> None:
 
 def test_allocation_explorer_replays_in_static_mode() -> None:
     declared = AllocationExplorer.DECLARATION
-    assert declared is not None and declared.play == "length" and declared.replay
+    assert declared is not None and declared.play == Play("length", "replay")
     assert AllocationExplorer.CONTROLS is declared.controls  # read from the one declaration
 
 
 def test_the_live_page_reads_the_explorers_own_declarations() -> None:
-    from pagedlab import live
     from pagedlab.explorers.scheduler import SchedulerExplorer
     from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
+    from pagedlab.site import live
 
     for cls in (AllocationExplorer, SharingExplorer, PrefixCacheExplorer, SchedulerExplorer):
         assert cls.DECLARATION is not None and cls.DECLARATION.frames
-        assert live.EXPLORERS[cls.__name__][1] is cls.DECLARATION.controls
+        assert live.EXPLORERS[cls.__name__].declaration is cls.DECLARATION
 
 
 def test_a_declaration_refuses_axes_that_are_not_its_controls() -> None:
@@ -106,7 +108,9 @@ def test_a_declaration_refuses_axes_that_are_not_its_controls() -> None:
         with pytest.raises(ValueError, match="'length' needs values"):
             Declaration("E", length, frames={"length": values})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="play axis 'length'"):
-        Declaration("E", length, play="length")
+        Declaration("E", length, play=Play("length"))
+    with pytest.raises(ValueError, match="play must be a Play"):
+        Declaration("E", length, frames={"length": [1]}, play="length")  # type: ignore[arg-type]
 
 
 def test_bad_axes_are_refused_by_name(explorer) -> None:
@@ -115,7 +119,7 @@ def test_bad_axes_are_refused_by_name(explorer) -> None:
     with pytest.raises(ValueError, match="'picture' is not a control"):  # a widget, no control
         static.static_view(explorer, {"picture": [1]})
     with pytest.raises(ValueError, match="play axis 'length'"):
-        static.static_view(explorer, {"block_size": [4]}, play="length")
+        static.static_view(explorer, {"block_size": [4]}, Play("length"))
     with pytest.raises(ValueError, match="at least one axis"):
         static.static_view(explorer, {})
     for values in ([], (), 4, None, "4"):  # empty, not a list of values: named, nothing drawn
@@ -139,3 +143,35 @@ def test_frames_are_quantised_pngs_of_the_same_size_and_fewer_bytes(explorer) ->
     assert len(small) < len(png) / 2
     frame = static._frame(png, "readout")
     assert frame.children[0].value == small
+
+
+@pytest.mark.parametrize(
+    ("axes", "play", "error", "naming"),
+    [
+        ({"": [1]}, None, ValueError, "''"),  # an empty name: no control
+        ({3: [1]}, None, TypeError, "3"),  # an int for a name
+        ({None: [1]}, None, TypeError, "None"),
+        ({"length": None}, None, TypeError, "None"),  # an axis with no values
+        ({"length": 5}, None, TypeError, "5"),
+        ({"length": []}, None, ValueError, "[]"),
+        ({"length": [None]}, None, TypeError, "None"),  # a value the control refuses
+        ({"length": ["5"]}, None, TypeError, "'5'"),
+        ({"length": [0, 5]}, None, ValueError, "0"),  # outside the slider's range
+        ({"layout": ["sideways"]}, None, ValueError, "'sideways'"),
+        ({"length": [5, 5]}, None, ValueError, "[5, 5]"),  # a frame twice
+        ({"length": [5]}, "length", TypeError, "'length'"),  # a name, not a Play
+        ({"length": [5]}, 3, TypeError, "3"),
+    ],
+)
+def test_static_view_names_a_bad_axis_and_draws_nothing(
+    explorer, axes, play, error, naming
+) -> None:
+    explorer.set(block_size=4, length=5)
+
+    def state() -> tuple:
+        return explorer.values, bytes(explorer.picture.value), explorer.readout.value
+
+    refused = refuses(lambda: static.static_view(explorer, axes, play), error, state=state)
+    message = str(refused)
+    assert naming in message, message
+    assert "static axis" in message or "play" in message, message

@@ -102,7 +102,7 @@
   }
 
   function disable() {
-    for (const el of document.querySelectorAll("[data-explorer] input[data-control], textarea[data-exercise], button[data-check], button[data-stop]")) {
+    for (const el of document.querySelectorAll("[data-explorer] input[data-control], [data-explorer] button[data-play], textarea[data-exercise], button[data-check], button[data-stop]")) {
       el.disabled = true;
     }
   }
@@ -130,6 +130,45 @@
     panel.dataset.roundTripMs = (performance.now() - begin).toFixed(1); // input -> page updated
   }
 
+  // Play: the explorer's declared Play (pagedlab.views.controls.Play). Python says which
+  // values one press shows (live.play: the mode and the values, as in the notebook's widget);
+  // the page sets the axis's input to each in turn and redraws. Pressed again, or an input
+  // moved by hand, it stops where it is.
+  const playing = new Map(); // panel -> {stopped}
+  async function play(panel, button) {
+    if (playing.has(panel)) {
+      playing.get(panel).stopped = true;
+      return;
+    }
+    const run = { stopped: false };
+    const result = await request({ op: "play", explorer: panel.dataset.explorer, settings: settingsOf(panel) });
+    if (result.error || !result.ok) {
+      panel.querySelector("[data-readout]").innerHTML = result.readout || `✗ ${result.error}`;
+      return;
+    }
+    playing.set(panel, run);
+    button.textContent = "stop";
+    const input = panel.querySelector(`input[data-control="${CSS.escape(result.axis)}"]`);
+    const stopOnHand = () => { run.stopped = true; };
+    for (const other of panel.querySelectorAll("input[data-control]")) other.addEventListener("input", stopOnHand);
+    try {
+      for (const value of result.values) {
+        if (run.stopped || !ready) break;
+        const begin = performance.now();
+        if (input.type === "checkbox") input.checked = Boolean(value);
+        else input.value = String(value);
+        await redraw(panel);
+        const wait = result.interval_ms - (performance.now() - begin);
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    } finally {
+      for (const other of panel.querySelectorAll("input[data-control]")) other.removeEventListener("input", stopOnHand);
+      playing.delete(panel);
+      button.textContent = "play";
+      panel.dataset.played = result.values.map(String).join(",");
+    }
+  }
+
   async function check(name) {
     const block = document.querySelector(`[data-exercise-block="${CSS.escape(name)}"]`);
     const out = block.querySelector(`[data-result="${CSS.escape(name)}"]`);
@@ -154,6 +193,14 @@
           input.dataset.bound = "1";
           input.addEventListener("input", () => redraw(panel));
           input.addEventListener("change", () => redraw(panel));
+        }
+      }
+      const playButton = panel.querySelector("button[data-play]");
+      if (playButton) {
+        playButton.disabled = false;
+        if (!playButton.dataset.bound) {
+          playButton.dataset.bound = "1";
+          playButton.addEventListener("click", () => play(panel, playButton));
         }
       }
       if (!restarted) redraw(panel);

@@ -2,7 +2,7 @@
 // package pinned in package.json) and pagedlab's pure sources (sources.json, written by
 // scripts/build_site.py). Nothing is fetched from anywhere but this page's own origin.
 //
-// Messages in:  {id, op: "render", explorer, settings} | {id, op: "grade", exercise, code}
+// Messages in:  {id, op: "render" | "play", explorer, settings} | {id, op: "grade", exercise, code}
 // Messages out: {op: "ready", exercises, explorers, ms} once, then {id, ...result, ms}
 //               per request; {op: "failed", error} if Python could not start.
 import { loadPyodide } from "../pyodide/pyodide.mjs";
@@ -21,11 +21,11 @@ async function start() {
     pyodide.FS.writeFile(`${SRC}/${path}`, text);
   }
   pyodide.runPython(`import sys; sys.path.insert(0, ${JSON.stringify(SRC)})`);
-  const live = pyodide.pyimport("pagedlab.live");
+  const live = pyodide.pyimport("pagedlab.site.live");
   const json = pyodide.pyimport("json");
   const call = (fn, ...args) => JSON.parse(json.dumps(fn(...args)));
   const exercises = call(live.exercise_names);
-  const explorers = call(pyodide.runPython("lambda: list(__import__('pagedlab.live').live.EXPLORERS)"));
+  const explorers = call(pyodide.runPython("lambda: list(__import__('pagedlab.site.live', fromlist=['EXPLORERS']).EXPLORERS)"));
   return { pyodide, live, json, call, exercises, explorers, ms: performance.now() - begin };
 }
 
@@ -45,6 +45,10 @@ onmessage = (event) => {
     if (op === "render") {
       const settings = ready.pyodide.toPy(event.data.settings);
       result = ready.call(ready.live.render, event.data.explorer, settings);
+      settings.destroy();
+    } else if (op === "play") {
+      const settings = ready.pyodide.toPy(event.data.settings);
+      result = ready.call(ready.live.play, event.data.explorer, settings);
       settings.destroy();
     } else if (op === "grade") {
       result = ready.call(ready.live.grade, event.data.exercise, event.data.code);

@@ -1,7 +1,7 @@
 """The live site's markup, written into a page while its notebook runs for the static build.
 
-Static mode (:mod:`pagedlab.explorers.static`) shows every explorer as pre-rendered frames;
-under each explorer that :data:`pagedlab.live.EXPLORERS` can run in the browser it adds a live
+Static mode (:mod:`pagedlab.site.static`) shows every explorer as pre-rendered frames;
+under each explorer that :data:`pagedlab.site.live.EXPLORERS` can run in the browser it adds a live
 panel, and under each exercise check's output a live exercise. The page's script
 (``site/_static/live/live.js``) switches them on once Python runs in its Web Worker.
 
@@ -9,7 +9,8 @@ The markup is a contract that checks outside the project rely on (DESIGN.md §2)
 
 - a live explorer: an element ``[data-explorer=ClassName]`` holding one
   ``input[data-control=name]`` per control (the explorer's control names) and its readout in
-  ``[data-readout]`` (the picture, an SVG, in ``[data-picture]``);
+  ``[data-readout]`` (the picture, an SVG, in ``[data-picture]``; the declared Play, if any,
+  a ``button[data-play=axis]``);
 - an exercise: ``textarea[data-exercise=name]``, ``button[data-check=name]`` and
   ``[data-result=name]``, whose text holds ✓ or ✗ and the grader's message
   (``button[data-stop=name]`` stops a check that runs too long), once per page: under the
@@ -19,7 +20,7 @@ Invariants: each input is written from the control's declaration (the one the ex
 widget is built from: description, min / max or options; a ``Slider`` declared ``unbounded``
 has no max in the page), starts disabled (the page has no Python yet) and holds the
 explorer's current value; the panel's first readout and picture are what
-:func:`pagedlab.live.render` gives for them, so a page that never goes live (opened from
+:func:`pagedlab.site.live.render` gives for them, so a page that never goes live (opened from
 disk) still shows the truth.
 """
 
@@ -29,7 +30,7 @@ import html
 from collections.abc import Callable
 from typing import Any
 
-from pagedlab import live
+from pagedlab.site import live
 from pagedlab.views.controls import Choice, Control, Slider
 
 
@@ -53,15 +54,21 @@ def _input(control: Control, value: object, page_id: str) -> str:
 
 
 def explorer_panel(explorer: Any) -> str:
-    """The live panel of ``explorer`` (one of :data:`pagedlab.live.EXPLORERS`), or ""."""
+    """The live panel of ``explorer`` (one of :data:`pagedlab.site.live.EXPLORERS`), or ""."""
     name = type(explorer).__name__
     if name not in live.EXPLORERS:
         return ""
-    _view, controls = live.EXPLORERS[name]
+    controls = live.EXPLORERS[name].declaration.controls
     settings = {c.name: explorer.values[c.name] for c in controls}
     first = live.render(name, settings)
     page_id = f"{name}-{id(explorer):x}"  # unique in the page
     inputs = "".join(_input(c, settings[c.name], page_id) for c in controls)
+    declared = live.EXPLORERS[name].declaration.play
+    if declared is not None:  # the declared Play: the page asks live.play for its values
+        inputs = (
+            f'<button type="button" data-play="{html.escape(declared.axis)}" '
+            f'data-play-mode="{declared.mode}" disabled>play</button> ' + inputs
+        )
     return (
         f'<div class="pagedlab-live" data-explorer="{name}">'
         '<p class="pagedlab-live-status" data-live-status>Live version: waiting for Python '

@@ -7,6 +7,8 @@ takes and returns plain JSON-able values, so the worker only moves strings acros
   (:func:`render_view`: the drawing itself), from the same render the notebook's explorer
   runs (:mod:`pagedlab.views`) and the same ``Drawing`` its PNG comes from
   (:mod:`pagedlab.pictures.svg`).
+- :func:`play` ``(explorer, settings)`` -> the values the explorer's declared Play shows
+  from that setting (:class:`pagedlab.views.controls.Play`, as in the notebook and the frames).
 - :func:`grade` ``(exercise, code)`` -> the notebook's own ``EXERCISES[name].check`` on the
   function the code defines, with its message (``✓`` / ``✗`` / ``…`` first).
 - :func:`exercise_names`: every exercise whose grader imports here (all of them where torch
@@ -22,43 +24,18 @@ from __future__ import annotations
 
 import html
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from pagedlab.control_scenes import LAYOUTS
+from pagedlab.checks import Refused, check_int
 from pagedlab.pictures.svg import to_svg
-from pagedlab.views.allocation import ALLOCATION_EXPLORER, allocation_view
-from pagedlab.views.controls import Control, Declaration
-from pagedlab.views.scheduler import SCHEDULER_EXPLORER, scheduler_view
-from pagedlab.views.sharing import PREFIX_EXPLORER, SHARING_EXPLORER, prefix_view, sharing_view
+from pagedlab.site.registry import REGISTRY, Live
+from pagedlab.views.controls import Play, Slider, axis_values
 from pagedlab.views.shown import Shown
 
-
-def _allocation(block_size: object, length: object, layout: object = LAYOUTS[1]) -> Shown:
-    shown = allocation_view(block_size, length, layout)  # type: ignore[arg-type]
-    t = shown.state.table
-    # The outside checks' form, "blocks N, physical [...]"; the kernel's line needs torch.
-    readout = shown.readout.replace(
-        f"blocks {len(t.blocks)} · physical", f"blocks {len(t.blocks)}, physical", 1
-    )
-    readout += (
-        "<br><i>live in this page: the real allocator and block table; the Triton kernel's "
-        "output needs torch (run the notebook in JupyterLab)</i>"
-    )
-    return shown._replace(readout=readout)
-
-
-_LIVE: tuple[tuple[Declaration, Callable[..., Shown]], ...] = (
-    (ALLOCATION_EXPLORER, _allocation),
-    (SHARING_EXPLORER, sharing_view),
-    (PREFIX_EXPLORER, prefix_view),
-    (SCHEDULER_EXPLORER, scheduler_view),
-)
-#: Live explorers: class name -> (its render, its controls), read from the declaration the
-#: notebook's explorer class holds (``Explorer.DECLARATION``): one declaration, both sides.
-EXPLORERS: dict[str, tuple[Callable[..., Shown], tuple[Control, ...]]] = {
-    declared.name: (render, declared.controls) for declared, render in _LIVE
-}
+#: The live explorers: class name -> its live half (the class's own declaration and the
+#: torch-free render), read from :data:`pagedlab.site.registry.REGISTRY`.
+EXPLORERS: dict[str, Live] = {entry.name: entry.live for entry in REGISTRY if entry.live}
 
 
 def _value(text: object) -> object:
@@ -71,30 +48,68 @@ def _value(text: object) -> object:
     return text
 
 
-def render_view(explorer: str, settings: Mapping[str, object]) -> Shown:
-    """What ``explorer`` shows at ``settings``; raises ValueError/TypeError naming a bad one."""
-    if explorer not in EXPLORERS:
+def _live(explorer: object) -> Live:
+    if not isinstance(explorer, str) or explorer not in EXPLORERS:
         raise ValueError(f"no live explorer {explorer!r} (live: {', '.join(EXPLORERS)})")
-    view, controls = EXPLORERS[explorer]
-    names = [control.name for control in controls]
+    return EXPLORERS[explorer]
+
+
+def render_view(explorer: str, settings: Mapping[str, object]) -> Shown:
+    """What ``explorer`` shows at ``settings``; raises ValueError/TypeError naming a bad one
+    (or a :class:`~pagedlab.checks.Refused` the model raised)."""
+    declared, view = _live(explorer)
+    names = [control.name for control in declared.controls]
     unknown = sorted(set(settings) - set(names))
     if unknown:
         raise ValueError(f"unknown controls {unknown}; controls: {names}")
     return view(**{name: _value(value) for name, value in settings.items()})
 
 
+def _refused(error: Exception) -> dict[str, Any]:
+    return {"ok": False, "readout": f"<b>✗ not possible:</b> {html.escape(str(error))}", "svg": ""}
+
+
 def render(explorer: str, settings: Mapping[str, object]) -> dict[str, Any]:
     """``{"ok", "readout", "svg"}`` of ``explorer`` at ``settings`` (control name -> value).
 
-    A setting refused gives ``ok`` False, a readout naming the value and no svg (the page
-    keeps the picture it has).
+    A setting refused (a value the page's free input allows but the declaration does not, or
+    a :class:`~pagedlab.checks.Refused` of the model) gives ``ok`` False, a readout naming
+    the value and no svg (the page keeps the picture it has).
     """
     try:
         shown = render_view(explorer, settings)
-    except (TypeError, ValueError) as refused:
-        why = html.escape(str(refused))
-        return {"ok": False, "readout": f"<b>✗ not possible:</b> {why}", "svg": ""}
+    except (TypeError, ValueError, Refused) as refused:
+        return _refused(refused)
     return {"ok": True, "readout": shown.readout, "svg": to_svg(shown.drawing, title=explorer)}
+
+
+def play_values(explorer: str, settings: Mapping[str, object]) -> tuple[Play, list[object]]:
+    """``explorer``'s declared Play and the values one press of it shows from ``settings``
+    (its axis's control's values, :meth:`Play.run`); ValueError/TypeError naming a bad one."""
+    declared, _view = _live(explorer)
+    if declared.play is None:
+        raise ValueError(f"{explorer} declares no Play")
+    control = declared.control(declared.play.axis)
+    shown = _value(settings.get(control.name, control.default))
+    if isinstance(control, Slider) and control.unbounded:  # the page's input has no max
+        shown = check_int(shown, control.name, minimum=control.min)
+    else:
+        shown = control.accept(shown)
+    return declared.play, declared.play.run(axis_values(control, shown), shown)
+
+
+def play(explorer: str, settings: Mapping[str, object]) -> dict[str, Any]:
+    """``{"ok", "axis", "values", "interval_ms"}``: what the live page's Play button shows,
+    the same declared Play the notebook's widget and the static frames run, over every value
+    the control takes (``"replay"``: from the first up to the one shown; ``"step"``: from the
+    one shown on). A setting refused: ``ok`` False and a readout saying why.
+    """
+    try:
+        declared, values = play_values(explorer, settings)
+    except (TypeError, ValueError, Refused) as refused:
+        return _refused(refused)
+    return {"ok": True, "axis": declared.axis, "values": values,
+            "interval_ms": declared.interval_ms}  # fmt: skip
 
 
 def exercise_names() -> list[str]:

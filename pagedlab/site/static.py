@@ -31,10 +31,10 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from pagedlab.checks import ArgumentTypeError
+from pagedlab.checks import ArgumentTypeError, Refused
 from pagedlab.explorers.base import Explorer
 from pagedlab.pictures.png import quantised_png
-from pagedlab.views.controls import Choice
+from pagedlab.views.controls import Choice, Play
 
 FRAME_COLORS = 32  # frames are quantised to this many colours: ~4x smaller, same picture
 
@@ -46,12 +46,12 @@ def enable() -> None:
     class's bases, before an object's own display methods), so the explorers need no flag:
     each shows :func:`static_view` over its ``DECLARATION``'s frames and Play (an explorer
     declared without frames shows as usual). Each explorer the live site runs
-    (:data:`pagedlab.live.EXPLORERS`) gets its live panel under the frames, and each exercise
-    check's output its live exercise (:mod:`pagedlab.explorers.live_markup`).
+    (:data:`pagedlab.site.live.EXPLORERS`) gets its live panel under the frames, and each exercise
+    check's output its live exercise (:mod:`pagedlab.site.markup`).
     """
     from IPython import get_ipython
 
-    from pagedlab.explorers import live_markup
+    from pagedlab.site import markup
 
     shell = get_ipython()
     if shell is None:
@@ -59,23 +59,31 @@ def enable() -> None:
     shell.display_formatter.ipython_display_formatter.for_type(Explorer, _show_static)
     html_formatter = shell.display_formatter.formatters["text/html"]
     html_formatter.for_type_by_name(
-        "pagedlab.exercises.core", "CheckResult", live_markup.check_result_printer()
+        "pagedlab.exercises.core", "CheckResult", markup.check_result_printer()
     )
 
 
 def _show_static(explorer: Explorer) -> None:
     from IPython.display import HTML, display, publish_display_data
 
-    from pagedlab.explorers import live_markup
+    from pagedlab.site import markup
 
-    declared = type(explorer).DECLARATION
-    if declared is None or not declared.frames:
+    declared = declared_axes(type(explorer))
+    if declared is None:
         publish_display_data(explorer._repr_mimebundle_())
         return
-    display(static_view(explorer, declared.frames, declared.play, replay=declared.replay))
-    panel = live_markup.explorer_panel(explorer)
+    display(static_view(explorer, *declared))
+    panel = markup.explorer_panel(explorer)
     if panel:
         display(HTML(panel))
+
+
+def declared_axes(cls: type[Explorer]) -> tuple[Mapping[str, Sequence[object]], Play | None] | None:
+    """The axes and Play the static site shows ``cls`` over: its declaration's (None: no frames)."""
+    declared = cls.DECLARATION
+    if declared is None or not declared.frames:
+        return None
+    return declared.frames, declared.play
 
 
 def _selector(explorer: Explorer, name: str, values: Sequence[object], current: object):
@@ -111,7 +119,7 @@ def render_frames(
             setting = dict(zip(names, combo, strict=True))
             try:
                 explorer.set(**setting)
-            except (TypeError, ValueError) as refused:  # e.g. a range set by another control
+            except (TypeError, ValueError, Refused) as refused:  # e.g. a range another sets
                 why = html.escape(str(refused))
                 note = f"<i>not reachable with the other settings here: {why}</i>"
                 frames.append((setting, bytes(explorer.picture.value), note))
@@ -123,17 +131,31 @@ def render_frames(
 
 
 def _check_axes(explorer: Explorer, axes: object, play: object) -> None:
-    """Refuse, naming it, an axis that is not a control or has no list of values to show."""
+    """Refuse, naming it, an axis that is not a control, has no list of values to show, holds
+    a value its control refuses or one twice, and a ``play`` that is not a Play on an axis."""
     if not isinstance(axes, Mapping) or not axes:
         raise ValueError(f"static_view needs at least one axis (control -> values), got {axes!r}")
     for name, values in axes.items():
+        if not isinstance(name, str):
+            raise ArgumentTypeError(f"static axis {name!r} must be a control's name (a str)")
         _current(explorer, name)
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
             raise ArgumentTypeError(f"static axis {name!r} needs a list of values, got {values!r}")
         if not values:
-            raise ValueError(f"static axis {name!r} has no values to show")
-    if play is not None and play not in axes:
-        raise ValueError(f"play axis {play!r} is not one of the axes {list(axes)}")
+            raise ValueError(f"static axis {name!r} has no values to show, got {values!r}")
+        control = next(c for c in explorer.CONTROLS if c.name == name)
+        for value in values:
+            try:
+                control.accept(value)
+            except (TypeError, ValueError) as error:
+                kind = ArgumentTypeError if isinstance(error, TypeError) else ValueError
+                raise kind(f"static axis {name!r}: value {value!r} refused ({error})") from None
+        if len(set(values)) < len(values):
+            raise ValueError(f"static axis {name!r} repeats a value: {list(values)!r}")
+    if play is not None and not isinstance(play, Play):
+        raise ArgumentTypeError(f"play must be a Play(axis, mode) or None, got {play!r}")
+    if play is not None and play.axis not in axes:
+        raise ValueError(f"play axis {play.axis!r} is not one of the axes {list(axes)}")
 
 
 def _current(explorer: Explorer, name: str) -> object:
@@ -143,16 +165,16 @@ def _current(explorer: Explorer, name: str) -> object:
 
 
 def static_view(
-    explorer: Explorer,
-    axes: Mapping[str, Sequence[object]],
-    play: str | None = None,
-    replay: bool = False,
+    explorer: Explorer, axes: Mapping[str, Sequence[object]], play: Play | None = None
 ) -> widgets.VBox:
-    """A kernel-free copy of ``explorer`` over ``axes``; ``play`` names the axis Play animates.
+    """A kernel-free copy of ``explorer`` over ``axes``; ``play`` (its declared
+    :class:`~pagedlab.views.controls.Play`) runs over that axis's frames.
 
-    With ``replay`` the Play runs that axis from its first value up to the starting one (and
-    stops there), driving the control one way only, so a control moved by hand leaves it
-    ready to replay again; without, it steps on from the frame shown, linked both ways.
+    The Play's position is the frame's index on its axis, its range the declared
+    :meth:`Play.span` from the starting frame. A ``"replay"`` Play runs from the first frame
+    up to the starting one and stops there, driving the control one way only, so a control
+    moved by hand leaves it ready to replay again; a ``"step"`` Play steps on from the frame
+    shown, linked both ways.
     """
     _check_axes(explorer, axes, play)
     names = list(axes)
@@ -173,12 +195,15 @@ def static_view(
     view = stack(0, 0)
     controls: list[widgets.Widget] = []
     if play is not None:
-        first = selectors[play].index
-        top = first if replay else len(axes[play]) - 1
-        player = widgets.Play(value=first, min=0, max=top, interval=700, show_repeat=not replay)
+        shown = selectors[play.axis].index
+        _first, top = play.span(len(axes[play.axis]), shown)
+        replay = play.mode == "replay"
+        player = widgets.Play(
+            value=shown, min=0, max=top, interval=play.interval_ms, show_repeat=not replay
+        )
         player.add_class("pagedlab-static-play")
         link = widgets.jsdlink if replay else widgets.jslink
-        link((player, "value"), (selectors[play], "index"))
+        link((player, "value"), (selectors[play.axis], "index"))
         controls.append(player)
     controls += [selectors[n] for n in names]
     note = widgets.HTML(

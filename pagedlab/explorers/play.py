@@ -1,0 +1,121 @@
+"""The notebook widget's Play: the explorer's declared :class:`~pagedlab.views.controls.Play`,
+run by an ``ipywidgets.Play`` on the axis's control.
+
+The Play's value is the control's position: a slider's value, or a choice's index. Its
+declared mode decides how it moves the control:
+
+- ``"step"``: linked both ways in the browser (``jslink``), from the position shown on to the
+  control's maximum (a press at the end starts from the minimum); a move made by code in the
+  kernel (``set``, a cell) is mirrored on the other side, a browser move is not (the link did
+  it already, and syncing again would echo an older value back).
+- ``"replay"``: pressed, it replays the control from its minimum up to the position shown,
+  one a tick, and stops there. At rest it sits at its end (``value == max`` == the position
+  shown), so the browser's Play restarts from the minimum when pressed; each tick the kernel
+  moves the control to the Play's position. Play and control are not linked in the browser,
+  and the kernel writes to the Play only while it is not playing, so nothing the kernel sends
+  can race the browser's Play loop.
+
+The ranges follow the control's (a range another control narrows). The static site's Play
+(:mod:`pagedlab.site.static`) and the live page's (:func:`pagedlab.site.live.play`) run the
+same declared Play over their own values, with the same :meth:`Play.span`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+
+from pagedlab.views.controls import Control, Play, Slider
+
+
+class Player:
+    """One explorer's Play: ``.widget`` (an ``ipywidgets.Play``) driving the control's widget.
+
+    ``from_browser()`` tells whether the code running now handles a browser's message (the
+    base's :func:`~pagedlab.explorers.base.from_browser`).
+    """
+
+    def __init__(
+        self,
+        declared: Play,
+        control: Control,
+        widget: widgets.ValueWidget,
+        from_browser: Callable[[], bool],
+    ) -> None:
+        self.declared, self.control, self._from_browser = declared, widget, from_browser
+        self.position = "value" if isinstance(control, Slider) else "index"
+        replay = declared.mode == "replay"
+        self.widget = widgets.Play(
+            interval=declared.interval_ms, description="play", show_repeat=not replay,
+            tooltip="replay from the first value up to the one shown" if replay
+            else "step on from the value shown",
+        )  # fmt: skip
+        self.widget.add_class("pagedlab-play")
+        self._link: Any = None
+        if isinstance(control, Slider):
+            self.widget.step = control.step
+        self.follow_range()
+        if replay:
+            self.rest()
+            self.widget.observe(self._replay_tick, names="value")
+            self.widget.observe(self._replay_stopped, names="playing")
+            widget.observe(self._replay_moved, names=self.position)
+        else:
+            self.widget.value = self._shown()
+            self._link = widgets.jslink((self.widget, "value"), (widget, self.position))
+            self.widget.observe(self._step_tick, names="value")
+            widget.observe(self._step_moved, names=self.position)
+        for trait in ("min", "max", "options"):
+            if trait in widget.trait_names():
+                widget.observe(lambda _change: self.follow_range(), names=trait)
+
+    def _shown(self) -> int:
+        return int(getattr(self.control, self.position))
+
+    def _bounds(self) -> tuple[int, int]:
+        if self.position == "value":
+            return int(self.control.min), int(self.control.max)
+        return 0, len(self.control.options) - 1
+
+    def follow_range(self) -> None:
+        """The Play's range: the control's (replay: up to the position shown)."""
+        if self.widget.playing:
+            return
+        low, high = self._bounds()
+        first, last = self.declared.span(high - low + 1, self._shown() - low)
+        top = low + last
+        self.widget.min, self.widget.max = min(self.widget.min, low), max(self.widget.max, top)
+        self.widget.value = min(max(self.widget.value, low), top)
+        self.widget.min, self.widget.max = low, top
+        if self.declared.mode == "replay":
+            self.widget.value = top
+
+    # --- replay: driven by the kernel, tick by tick --------------------------------------
+    def rest(self) -> None:
+        """Park the Play at its end: pressing it replays from the first value to the shown."""
+        self.follow_range()
+
+    def _replay_tick(self, change: dict) -> None:
+        if self.widget.playing:
+            setattr(self.control, self.position, change["new"])
+        elif change["new"] != self._shown():  # Stop, or a value set from code
+            self.rest()
+
+    def _replay_stopped(self, change: dict) -> None:
+        if not change["new"]:  # paused or finished: the replay ends at the value shown
+            self.rest()
+
+    def _replay_moved(self, _change: dict) -> None:
+        if not self.widget.playing:
+            self.rest()
+
+    # --- step: linked in the browser; code's moves mirrored here ----------------------------
+    def _step_tick(self, change: dict) -> None:
+        if not self._from_browser():
+            setattr(self.control, self.position, change["new"])
+
+    def _step_moved(self, change: dict) -> None:
+        if not self._from_browser():
+            self.widget.value = change["new"]

@@ -1,0 +1,79 @@
+"""Every explorer of the package, one entry each: what the site shows of it.
+
+An explorer is declared once, on its class (``DECLARATION``: controls, static frames, Play;
+:class:`pagedlab.views.controls.Declaration`), and registered here once. From the two:
+
+- the notebook's widget: the class itself (``pagedlab.explorers.<module>.<name>``);
+- the static site's frames: the class's declared ``frames`` and ``play``
+  (:func:`pagedlab.site.static.enable` shows every explorer that way);
+- the live page: the entries with a ``live`` part, whose declaration is the very object the
+  class holds and whose render is the torch-free half of the class's own render (in
+  :mod:`pagedlab.views`), run in the browser by :mod:`pagedlab.site.live`.
+
+``tests/site/test_registry.py`` checks that the registry, the classes and the live page agree:
+every ``Explorer`` subclass in ``pagedlab.explorers`` has exactly one entry naming its module,
+and each live entry's declaration is its class's.
+
+Torch-free (the live core): the classes are named, never imported, here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from pagedlab.control_scenes import LAYOUTS
+from pagedlab.views.allocation import ALLOCATION_EXPLORER, allocation_view
+from pagedlab.views.controls import Declaration
+from pagedlab.views.scheduler import SCHEDULER_EXPLORER, scheduler_view
+from pagedlab.views.sharing import PREFIX_EXPLORER, SHARING_EXPLORER, prefix_view, sharing_view
+from pagedlab.views.shown import Shown
+
+
+class Live(NamedTuple):
+    """An explorer's live half: its declaration (the class's own) and its torch-free render,
+    which takes one keyword per declared control and returns a :class:`Shown`."""
+
+    declaration: Declaration
+    render: Callable[..., Shown]
+
+
+class Entry(NamedTuple):
+    """One explorer: its class name, the module under ``pagedlab.explorers`` that defines it,
+    and its live half (None: frames only on the site)."""
+
+    name: str
+    module: str
+    live: Live | None = None
+
+
+def _allocation(block_size: object, length: object, layout: object = LAYOUTS[1]) -> Shown:
+    """The allocation view with the page's readout: the outside checks' "blocks N, physical
+    [...]" form, and a line saying the kernel's output needs torch."""
+    shown = allocation_view(block_size, length, layout)  # type: ignore[arg-type]
+    t = shown.state.table
+    readout = shown.readout.replace(
+        f"blocks {len(t.blocks)} · physical", f"blocks {len(t.blocks)}, physical", 1
+    )
+    readout += (
+        "<br><i>live in this page: the real allocator and block table; the Triton kernel's "
+        "output needs torch (run the notebook in JupyterLab)</i>"
+    )
+    return shown._replace(readout=readout)
+
+
+#: Every explorer, in the notebooks' order. Adding one: its module, and one line here.
+REGISTRY: tuple[Entry, ...] = (
+    Entry("ReservationExplorer", "waste"),
+    Entry("BlockSizeExplorer", "waste"),
+    Entry("AllocationExplorer", "allocation", Live(ALLOCATION_EXPLORER, _allocation)),
+    Entry("KernelExplorer", "kernel"),
+    Entry("SharingExplorer", "sharing", Live(SHARING_EXPLORER, sharing_view)),
+    Entry("PrefixCacheExplorer", "sharing", Live(PREFIX_EXPLORER, prefix_view)),
+    Entry("EvictionExplorer", "sharing"),
+    Entry("BatchExplorer", "batch"),
+    Entry("SchedulerExplorer", "scheduler", Live(SCHEDULER_EXPLORER, scheduler_view)),
+    Entry("EngineExplorer", "engine"),
+    Entry("HitRateExplorer", "hit_rate"),
+    Entry("PartialHitExplorer", "hit_rate"),
+)
