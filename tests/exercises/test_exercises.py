@@ -16,7 +16,7 @@ import pytest
 
 from pagedlab.exercises import EXERCISES, forget_results, in_notebook, progress, solution, stub
 from pagedlab.exercises.core import FAILED, PASSED, TODO, CheckResult
-from pagedlab.exercises.scheduler_step import PARTS, StepState
+from pagedlab.exercises.nb09 import PARTS, StepState
 from pagedlab.memory.prefix_cache import ROOT_HASH, block_hashes, chain_hash
 
 NOTEBOOKS = [
@@ -889,7 +889,7 @@ def test_the_reference_step_is_the_scheduler_on_many_seeded_traces(mode: str) ->
     """The grader's two sides agree well past its cases: solution() is the Scheduler's policy."""
     import random
 
-    from pagedlab.exercises.scheduler_step import _generated_specs, replay_steps, scheduler_step
+    from pagedlab.exercises.nb09 import _generated_specs, replay_steps, scheduler_step
 
     rng = random.Random(20 if mode == "swap" else 21)
     preempted = 0

@@ -1,4 +1,4 @@
-"""Exercises of notebook 10 (a real model on pages): memory a real engine run holds.
+"""Notebook 10 (a real model on pages): memory a real engine run holds.
 
 Every expected answer is read off a real :class:`pagedlab.engine.Engine` serving a seeded
 :class:`~pagedlab.model.TinyLlama` (``TINY``): the engine's own step records and block
@@ -19,8 +19,9 @@ from functools import cache
 import torch
 
 from pagedlab.attention import reference_attention
+from pagedlab.checks import ceil_div
 from pagedlab.engine import Engine
-from pagedlab.exercises.core import Case, Exercise, Mistake, current_salt, seeded
+from pagedlab.exercises.core import Case, Function, Mistake, current_salt, seeded
 from pagedlab.model import TINY, TinyLlama
 
 NB10 = "10_real_model"
@@ -49,7 +50,7 @@ def orca_vs_paged_slots(
 ) -> tuple[int, int]:
     """(slots an Orca (Oracle) reservation holds, slots the pages hold), right after prefill."""
     orca = sum(p + max_new_tokens for p in prompt_lens)
-    paged = sum(-(-p // block_size) * block_size for p in prompt_lens)
+    paged = sum(ceil_div(p, block_size) * block_size for p in prompt_lens)
     return orca, paged
 
 
@@ -101,7 +102,7 @@ def _orca_cases_salted(salt: str) -> tuple[Case, ...]:
 # --- samples_share ---------------------------------------------------------------------------
 def samples_share(prompt_len: int, n: int, block_size: int) -> tuple[int, int]:
     """(distinct blocks n samples hold right after the fork, after their first decode)."""
-    prompt_blocks = -(-prompt_len // block_size)
+    prompt_blocks = ceil_div(prompt_len, block_size)
     partial = prompt_len % block_size != 0
     return prompt_blocks, prompt_blocks + (n - 1 if partial else n)
 
@@ -148,12 +149,8 @@ def _share_cases_salted(salt: str) -> tuple[Case, ...]:
     return tuple(cases)
 
 
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 EXERCISES_10 = [
-    Exercise(
+    Function(
         name="orca_vs_paged_slots",
         notebook=NB10,
         task="Requests with prompts of prompt_lens tokens, max_new_tokens new tokens each, are "
@@ -190,14 +187,14 @@ EXERCISES_10 = [
                 "by the next step, not this one.",
                 lambda ls, m, b: (
                     orca_vs_paged_slots(ls, m, b)[0],
-                    sum(_ceil(p + 1, b) * b for p in ls),
+                    sum(ceil_div(p + 1, b) * b for p in ls),
                 ),
                 "first_token",
             ),
         ],
         budget_s=3.0,
     ),
-    Exercise(
+    Function(
         name="samples_share",
         notebook=NB10,
         task="One prompt of prompt_len tokens, n parallel samples (§4.4), blocks of block_size. "
@@ -210,19 +207,19 @@ EXERCISES_10 = [
         mistakes=[
             Mistake(
                 "a fork copies no block: the samples share every prompt block.",
-                lambda p, n, b: (n * _ceil(p, b), n * _ceil(p, b) + (n - 1) * (p % b != 0)),
+                lambda p, n, b: (n * ceil_div(p, b), n * ceil_div(p, b) + (n - 1) * (p % b != 0)),
                 "no_sharing",
             ),
             Mistake(
                 "the last sample to write into the shared block finds it no longer shared: it "
                 "writes in place, without a copy.",
-                lambda p, n, b: (_ceil(p, b), _ceil(p, b) + n),
+                lambda p, n, b: (ceil_div(p, b), ceil_div(p, b) + n),
                 "all_copy",
             ),
             Mistake(
                 "a full shared block is never copied: a sample whose next token starts a new "
                 "block takes a new block.",
-                lambda p, n, b: (_ceil(p, b), _ceil(p, b) + n - 1),
+                lambda p, n, b: (ceil_div(p, b), ceil_div(p, b) + n - 1),
                 "aligned_copy",
             ),
             Mistake(
