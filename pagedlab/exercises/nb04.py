@@ -32,6 +32,7 @@ region and for stores into another program's part of ``out``; they need triton
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -41,7 +42,7 @@ from pagedlab.attention import backend
 from pagedlab.attention.kernel_steps import paged_attention_steps
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Case, Function, Kernel, Mistake, seed_of, seeded
+from pagedlab.exercises.core import Case, Function, Kernel, Mistake, cases, seed_of, seeded
 from pagedlab.exercises.kernel_drivers import SENTINEL
 from pagedlab.exercises.nb03 import filled_cache, tensors_equal
 
@@ -70,25 +71,18 @@ _VALID_SPECS = [
 ]  # fmt: skip
 
 
-def _valid_cases() -> list[Case]:
-    specs = list(_VALID_SPECS)
-    rng = seeded(401)
-    for _ in range(20):
-        size = rng.choice([1, 2, 3, 4, 5, 8, 16])
-        seq_len = rng.randint(1, 60)
-        specs.append((seq_len, rng.randrange(ceil_div(seq_len, size)), size, "", ()))
-    cases = []
-    for i, (seq_len, logical, size, why, catches) in enumerate(specs):
-        pages = ceil_div(seq_len, size)
-        cache = filled_cache(list(range(pages)), seq_len, size, 1, 1, seed=i)
-        steps = paged_attention_steps(
-            torch.ones(1, 1), cache.key, cache.value, list(range(pages)), seq_len
-        )
-        cases.append(
-            Case((seq_len, logical, size), len(steps[logical].positions),
-                 kind="fixed" if why else "generated", why=why, catches=catches)
-        )  # fmt: skip
-    return cases
+def _valid(rng: random.Random) -> tuple[int, int, int]:
+    size, seq_len = rng.choice([1, 2, 3, 4, 5, 8, 16]), rng.randint(1, 60)
+    return seq_len, rng.randrange(ceil_div(seq_len, size)), size
+
+
+def _masked_past(seq_len: int, logical: int, size: int) -> int:
+    """The positions the kernel's own loop (in plain Python) reads from logical block
+    ``logical``: the slots that hold a token."""
+    pages = list(range(ceil_div(seq_len, size)))
+    cache = filled_cache(pages, seq_len, size, 1, 1, seed=0)
+    steps = paged_attention_steps(torch.ones(1, 1), cache.key, cache.value, pages, seq_len)
+    return len(steps[logical].positions)
 
 
 def _kv_head_cases() -> list[Case]:
@@ -135,7 +129,7 @@ EXERCISES_04 = [
         "of its block_size slots hold a token (the others are masked)?",
         params=("seq_len", "logical", "block_size"),
         returns="int",
-        cases=_valid_cases,
+        cases=lambda: cases(_VALID_SPECS, _valid, 20, 401, expect=_masked_past),
         solution=valid_slots,
         mistakes=[
             Mistake(

@@ -14,14 +14,16 @@ tables after its first steps, never a formula. Needs torch (registered under ``H
 
 from __future__ import annotations
 
+import random
 from functools import cache
+from typing import Any
 
 import torch
 
 from pagedlab.attention import reference_attention
 from pagedlab.checks import ceil_div
 from pagedlab.engine import Engine
-from pagedlab.exercises.core import Case, Function, Mistake, current_salt, seeded
+from pagedlab.exercises.core import Case, Function, Mistake, cases, current_salt
 from pagedlab.model import TINY, TinyLlama
 
 NB10 = "10_real_model"
@@ -84,19 +86,13 @@ def _orca_cases() -> tuple[Case, ...]:
 
 @cache
 def _orca_cases_salted(salt: str) -> tuple[Case, ...]:
-    cases = []
-    for lens, new, size, why, catches in ORCA_SPECS:
-        expected = _after_prefill(tuple(lens), new, size)
-        cases.append(Case((list(lens), new, size), expected, why=why, catches=catches))
-    rng = seeded(1010)
-    for _ in range(6):
+    def generate(rng: random.Random) -> tuple[Any, ...]:
         lens = [rng.randint(1, 30) for _ in range(rng.randint(1, 4))]
         # at least 2: with one new token a request ends in its prefill step (blocks freed)
-        new, size = rng.randint(2, 20), rng.choice([1, 2, 3, 4, 5, 8, 16])
-        cases.append(
-            Case((lens, new, size), _after_prefill(tuple(lens), new, size), kind="generated")
-        )
-    return tuple(cases)
+        return lens, rng.randint(2, 20), rng.choice([1, 2, 3, 4, 5, 8, 16])
+
+    expect = lambda lens, new, size: _after_prefill(tuple(lens), new, size)  # noqa: E731
+    return tuple(cases(ORCA_SPECS, generate, 6, 1010, expect=expect))
 
 
 # --- samples_share ---------------------------------------------------------------------------
@@ -139,14 +135,9 @@ def _share_cases() -> tuple[Case, ...]:
 
 @cache
 def _share_cases_salted(salt: str) -> tuple[Case, ...]:
-    cases = []
-    for p, n, size, why, catches in SHARE_SPECS:
-        cases.append(Case((p, n, size), _forked(p, n, size), why=why, catches=catches))
-    rng = seeded(1011)
-    for _ in range(6):
-        p, n, size = rng.randint(1, 40), rng.randint(1, 5), rng.choice([1, 2, 3, 4, 5, 8, 16])
-        cases.append(Case((p, n, size), _forked(p, n, size), kind="generated"))
-    return tuple(cases)
+    return tuple(cases(SHARE_SPECS, lambda rng: (
+        rng.randint(1, 40), rng.randint(1, 5), rng.choice([1, 2, 3, 4, 5, 8, 16])), 6, 1011,
+        expect=_forked))  # fmt: skip
 
 
 EXERCISES_10 = [
