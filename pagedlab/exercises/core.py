@@ -1,11 +1,16 @@
 """The one harness every exercise shares: cases that say why they exist, a time budget that
 holds, and feedback that names the case.
 
-An :class:`Exercise` holds a task, a reference solution and a function that builds its cases.
-Each case's expected answer comes from the real pagedlab implementation (the allocator, the
-block table, the prefix cache, ``reference_attention`` ...), never from the solution, so a
-solution that drifts from pagedlab fails its own tests. ``check(fn)`` runs the learner's
-function on every case in order and stops at the first one it gets wrong.
+An exercise holds a task, a reference solution and a function that builds its cases, most
+through :func:`cases` (fixed cases, each with its ``why``, then seeded ones). Each case's
+expected answer comes from the real pagedlab implementation (the allocator, the block table,
+the prefix cache, ``reference_attention`` ...), never from the solution, so a solution that
+drifts from pagedlab fails its own tests. ``check(fn)`` runs the learner's object on every case
+in order and stops at the first one it gets wrong. Three kinds: :class:`Function` (a function
+called on each case's arguments), :class:`Replay` (a class or step function run through an
+event trace beside pagedlab's own, by :func:`~pagedlab.exercises.drivers.replay`; a miss names
+the first step that differs) and :class:`Kernel` (a ``@triton.jit`` kernel launched in fenced,
+watched buffers by :mod:`~pagedlab.exercises.kernel_drivers`).
 
 Invariants
     * ``check`` never raises, whatever ``fn`` is or does: not callable, raising any exception
