@@ -245,7 +245,14 @@ def test_gather_rows_that_also_writes_the_next_programs_row() -> None:
     _fails_on("gather_rows", my_gather_rows, "stored outside out")
 
 
+def _interpreted() -> bool:
+    from pagedlab.attention import backend
+
+    return backend.BACKEND == "interpreter"
+
+
 @pytest.mark.skipif("masked_copy" not in EXERCISES, reason="needs triton")
+@pytest.mark.skipif(not _interpreted(), reason="only the interpreter's loads are watched")
 def test_masked_copy_with_an_unmasked_load() -> None:
     """The lanes past n were loaded (NaN) and never stored: only the load shows it."""
     import triton
@@ -260,6 +267,7 @@ def test_masked_copy_with_an_unmasked_load() -> None:
 
 
 @pytest.mark.skipif("gather_rows" not in EXERCISES, reason="needs triton")
+@pytest.mark.skipif(not _interpreted(), reason="only the interpreter's stores are watched")
 def test_gather_rows_that_writes_the_next_programs_row_in_bounds() -> None:
     """Program i also stores into row i + 1 (in bounds): its owner, running later, hid it;
     the interpreter's stores, each with its program, show it."""
