@@ -6,24 +6,20 @@ first failing case (inputs, expected, got, and a hint for the common mistake). I
 raises. ``EXERCISES[name].solution`` is a reference solution; ``solution(name)`` shows its
 source. ``progress("01")`` counts the exercises of notebook 01 passed in this kernel.
 
-Each notebook 01-10 has two or more exercises, in the notebook's order; ``stub(name)`` is the
-starter cell a notebook holds. Importing this package imports torch when it is installed,
-never ipywidgets (``pagedlab.exercises.predict`` holds the predict-then-reveal widget).
-Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose graders need
-no torch (``blocks``, ``capstones``, ``sharing``, ``serving``, ``preemption``,
-``scheduler_step``); the others need torch to import at all.
+Each notebook 01-10 has two or more exercises, in the notebook's order, in a module of its
+own (``nb01`` ... ``nb10``; notebook 09's torch-priced decision in ``nb09_cost``); ``stub(name)``
+is the starter cell a notebook holds. Importing this package imports torch when it is
+installed, never ipywidgets (``pagedlab.exercises.predict`` holds the predict-then-reveal
+widget). Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose
+graders need no torch (``nb01``, ``nb02``, ``nb05``, ``nb06``, ``nb07``, ``nb09``); the others
+need torch to import at all.
 
-- :mod:`~pagedlab.exercises.core`           ``Exercise``, ``Case``, the verdict and its message
+- :mod:`~pagedlab.exercises.core`           ``cases(...)``, the three kinds of exercise
+  (``Function``, ``Replay``, ``Kernel``), the verdict and its message
 - :mod:`~pagedlab.exercises.sandbox`        the child process every check runs its cases in
-- :mod:`~pagedlab.exercises.drivers`        replays and step states (no case, no answer)
-- :mod:`~pagedlab.exercises.kernel_drivers` kernel launchers in fenced buffers (no answer)
-- :mod:`~pagedlab.exercises.blocks`         notebooks 01-02; :mod:`~pagedlab.exercises.sharing`
-  05-06; :mod:`~pagedlab.exercises.capstones` their capstones
-- :mod:`~pagedlab.exercises.attention`      notebook 03; :mod:`~pagedlab.exercises.triton_ladder`
-  and :mod:`~pagedlab.exercises.triton_puzzle` notebook 04 (Triton)
-- :mod:`~pagedlab.exercises.serving`        07; :mod:`~pagedlab.exercises.batching` 08;
-  :mod:`~pagedlab.exercises.preemption`, :mod:`~pagedlab.exercises.swap_choice` and
-  :mod:`~pagedlab.exercises.scheduler_step` 09; :mod:`~pagedlab.exercises.engine` 10
+- :mod:`~pagedlab.exercises.drivers`        THE replay and its worlds (no case, no answer)
+- :mod:`~pagedlab.exercises.kernel_drivers` kernel launchers in fenced, watched buffers
+- :mod:`~pagedlab.exercises.nb01` ... :mod:`~pagedlab.exercises.nb10` one per notebook
 - :mod:`~pagedlab.exercises.predict`, :mod:`~pagedlab.exercises.predictions` predict, then
   reveal: the widget and each notebook's question
 """
@@ -36,39 +32,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from pagedlab import HAS_TORCH
-from pagedlab.exercises import blocks, capstones, preemption, serving, sharing
-from pagedlab.exercises import scheduler_step as step_capstone
+from pagedlab.exercises import nb01, nb02, nb05, nb06, nb07, nb09
 from pagedlab.exercises.core import CheckResult, Exercise, forget_results, results, with_article
 
 _ALL: list[Exercise] = [
-    *blocks.EXERCISES_01,
-    *capstones.EXERCISES_CAPSTONE_01,
-    *blocks.EXERCISES_02,
-    *capstones.EXERCISES_CAPSTONE_02,
-    *sharing.EXERCISES_05,
-    *capstones.EXERCISES_CAPSTONE_05,
-    *sharing.EXERCISES_06,
-    *capstones.EXERCISES_CAPSTONE_06,
-    *serving.EXERCISES_07,
-    *preemption.EXERCISES_09,
-    *step_capstone.EXERCISES_CAPSTONE_09,
+    *nb01.EXERCISES_01,
+    *nb02.EXERCISES_02,
+    *nb05.EXERCISES_05,
+    *nb06.EXERCISES_06,
+    *nb07.EXERCISES_07,
+    *nb09.EXERCISES_09,
 ]
 if HAS_TORCH:  # the data plane's exercises, in the notebooks' order
     from pagedlab.attention import backend
-    from pagedlab.exercises import attention, batching, swap_choice
-    from pagedlab.exercises import engine as engine_exercises
+    from pagedlab.exercises import nb03, nb04, nb08, nb09_cost, nb10
 
-    _at = _ALL.index(capstones.EXERCISES_CAPSTONE_02[-1]) + 1
-    _ALL[_at:_at] = [*attention.EXERCISES_03, *attention.EXERCISES_04]
-    _at = _ALL.index(preemption.EXERCISES_09[0])
-    _ALL[_at:_at] = batching.EXERCISES_08
-    _ALL += swap_choice.EXERCISES_09_DECISION
-    _ALL += engine_exercises.EXERCISES_10
-    if backend.BACKEND != "unavailable":  # the Triton puzzle needs triton (Linux x86_64)
-        from pagedlab.exercises import triton_ladder, triton_puzzle
-
-        _at = _ALL.index(attention.EXERCISES_04[-1]) + 1
-        _ALL[_at:_at] = [*triton_ladder.make_exercises(), triton_puzzle.make_exercise()]
+    _at = _ALL.index(nb02.EXERCISES_02[-1]) + 1
+    _ALL[_at:_at] = [*nb03.EXERCISES_03, *nb04.EXERCISES_04]
+    if backend.BACKEND != "unavailable":  # the Triton ladder and puzzle need triton
+        _ALL[_at + 4 : _at + 4] = [*nb04.make_ladder(), nb04.make_puzzle()]
+    _at = _ALL.index(nb09.EXERCISES_09[0])
+    _ALL[_at:_at] = nb08.EXERCISES_08
+    _ALL += nb09_cost.EXERCISES_09_DECISION
+    _ALL += nb10.EXERCISES_10
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in _ALL}
 

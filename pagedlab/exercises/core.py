@@ -1,11 +1,16 @@
 """The one harness every exercise shares: cases that say why they exist, a time budget that
 holds, and feedback that names the case.
 
-An :class:`Exercise` holds a task, a reference solution and a function that builds its cases.
-Each case's expected answer comes from the real pagedlab implementation (the allocator, the
-block table, the prefix cache, ``reference_attention`` ...), never from the solution, so a
-solution that drifts from pagedlab fails its own tests. ``check(fn)`` runs the learner's
-function on every case in order and stops at the first one it gets wrong.
+An exercise holds a task, a reference solution and a function that builds its cases, most
+through :func:`cases` (fixed cases, each with its ``why``, then seeded ones). Each case's
+expected answer comes from the real pagedlab implementation (the allocator, the block table,
+the prefix cache, ``reference_attention`` ...), never from the solution, so a solution that
+drifts from pagedlab fails its own tests. ``check(fn)`` runs the learner's object on every case
+in order and stops at the first one it gets wrong. Three kinds: :class:`Function` (a function
+called on each case's arguments), :class:`Replay` (a class or step function run through an
+event trace beside pagedlab's own, by :func:`~pagedlab.exercises.drivers.replay`; a miss names
+the first step that differs) and :class:`Kernel` (a ``@triton.jit`` kernel launched in fenced,
+watched buffers by :mod:`~pagedlab.exercises.kernel_drivers`).
 
 Invariants
     * ``check`` never raises, whatever ``fn`` is or does: not callable, raising any exception
@@ -46,6 +51,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from pagedlab.exercises.drivers import ADAPTERS
 from pagedlab.exercises.sandbox import (
     Outcome,
     Raised,
@@ -220,10 +226,39 @@ def body_is_empty(fn: Any) -> bool:
 
 _RESULTS: dict[str, bool] = {}  # exercise name -> passed, for the checks run in this process
 
+Spec = tuple[Any, ...]  # a fixed case: (*args, why) or (*args, why, catches)
+
+
+def cases(fixed: Sequence[Spec], generate: Callable[[random.Random], Sequence[Any]] | None = None,
+          count: int = 0, seed: int = 0, *, expect: Callable[..., Any],
+          label: Callable[..., str] | None = None,
+          given: Callable[..., tuple[Any, ...]] | None = None) -> list[Case]:  # fmt: skip
+    """The fixed cases, each with its one-line ``why`` (and the mistakes it ``catches``), then
+    ``count`` cases ``generate(rng)`` draws from :func:`seeded` ``(seed)`` (so the held-back
+    salt applies). Each expected answer is ``expect(*spec)``: the real implementation's; the
+    learner's function is called on ``given(*spec)`` (the spec itself when None)."""
+    specs: list[tuple[tuple[Any, ...], str, str, tuple[str, ...]]] = []
+    for spec in fixed:
+        *args, why, catches = spec if isinstance(spec[-1], tuple) else (*spec, ())
+        if not isinstance(why, str) or not why:
+            raise ValueError(f"a fixed case needs a one-line why, got {spec!r}")
+        specs.append((tuple(args), "fixed", why, tuple(catches)))
+    rng = seeded(seed)
+    for _ in range(count if generate is not None else 0):
+        specs.append((tuple(generate(rng)), "generated", "", ()))  # type: ignore[misc]
+    return [
+        Case(given(*args) if given else args, expect(*args), label(*args) if label else "",
+             kind, why, catches)
+        for args, kind, why, catches in specs
+    ]  # fmt: skip
+
 
 @dataclass
 class Exercise:
-    """One graded exercise; see the module docstring for what ``check`` promises."""
+    """One graded exercise; see the module docstring for what ``check`` promises. The base of
+    the three kinds: :class:`Function` (the learner's function, called on each case),
+    :class:`Replay` (the learner's object, run through an event trace beside pagedlab's own)
+    and :class:`Kernel` (the learner's ``@triton.jit`` kernel, launched in fenced buffers)."""
 
     name: str
     notebook: str  # the notebook's file stem, e.g. "01_why_paging"
@@ -236,13 +271,32 @@ class Exercise:
     budget_s: float = 3.0  # per case
     compare: Callable[[Any, Any], bool] = equal
     diagnose: Callable[[Callable[..., Any], Case], str] | None = None  # extra words on a miss
-    adapt: Callable[[Any], Callable[..., Any]] | None = None  # learner's object -> a function
     todo: str = ""  # what "not done yet" asks for, when "write its body" is not enough
-    stub_code: str = field(default="", repr=False)  # the notebook's starter cell, if not made
-    setup: str = ""  # imports the starter cell begins with (names the task refers to)
-    isolate: bool = True  # run each call in a child process where os.fork exists
-    convert: bool = True  # turn the answer into a plain value like the expected one first
-    entry: str = ""  # the name the starter cell defines, when not my_<name> (a class)
+
+    # what the kinds set otherwise (not fields of every kind)
+    setup = ""  # imports the starter cell begins with (names the task refers to)
+    stub_code = ""  # the notebook's starter cell, when it is not made from the task
+    entry = ""  # the name the starter cell defines, when not my_<name> (a class, a kernel)
+    driver = ""  # the driver (drivers.ADAPTERS) that runs the learner's object on a case
+    isolate = True  # run the calls in a child process where os.fork exists
+
+    @property
+    def adapt(self) -> Callable[[Any], Callable[..., Any]] | None:
+        """The learner's object -> a function of a case's arguments (None: a plain call)."""
+        return ADAPTERS[self.driver] if self.driver else None
+
+    @property
+    def convert(self) -> bool:
+        """Whether an answer is turned into a plain value like the expected one first."""
+        return not self.driver
+
+    def where(self, fn: Callable[..., Any], case: Case) -> str:
+        """Extra words on a miss (run in a child): where the answer goes wrong."""
+        return self.diagnose(fn, case) if self.diagnose is not None else ""
+
+    @property
+    def narrows(self) -> bool:
+        return self.diagnose is not None
 
     def check(self, fn: Any) -> CheckResult:
         """Run ``fn`` on every case; the first wrong answer ends the check (never raises)."""
@@ -351,11 +405,10 @@ class Exercise:
         text = (
             f"  got:      {short(got)}\n  hint:     {self._hint(case, got, cases, answers or {})}"
         )
-        if self.diagnose is not None:
-            diagnose = self.diagnose
+        if self.narrows:
 
             def where() -> str:
-                return diagnose(make(), case)
+                return self.where(make(), case)
 
             found = run_isolated(where, (), 3 * self.budget_s) if self.isolate else (
                 run_limited(where, (), 3 * self.budget_s))  # fmt: skip
@@ -445,3 +498,57 @@ def results() -> dict[str, bool]:
 def forget_results() -> None:
     """Clear the record of checks run (tests start each from nothing)."""
     _RESULTS.clear()
+
+
+@dataclass
+class Function(Exercise):
+    """The learner writes a function; each case calls it and compares its answer."""
+
+    setup: str = ""
+
+
+def same_log(expected: Any, got: Any) -> bool:
+    """A replay's log: a list of tuples equal to the expected one."""
+    return isinstance(got, list) and got == expected and all(type(x) is tuple for x in got)
+
+
+@dataclass
+class Replay(Exercise):
+    """The learner builds a working piece (a class or a step function); each case is an event
+    trace run through it and through pagedlab's real one (:func:`drivers.replay`), compared
+    after every step; a miss names the first step that differs and the parts that do."""
+
+    compare: Callable[[Any, Any], bool] = same_log
+    driver: str = ""
+    parts: tuple[str, ...] = ()  # the names of what a log entry holds
+    steps: Callable[..., list[str]] = lambda *args: [f"step {k}" for k in range(1, 10_000)]
+    stub_code: str = field(default="", repr=False)
+    entry: str = ""
+
+    @property
+    def narrows(self) -> bool:
+        return True
+
+    def where(self, fn: Callable[..., Any], case: Case) -> str:
+        got, labels = fn(*case.args), self.steps(*case.args)
+        for k, (want, have) in enumerate(zip(case.expected, got, strict=False)):
+            if want != have:
+                wrong = [
+                    f"{part}: expected {w}, got {h}"
+                    for part, w, h in zip(self.parts, want, have, strict=False)
+                    if w != h
+                ]
+                return f"after {labels[k]}: " + "; ".join(wrong)
+        return "" if len(got) == len(case.expected) else "a different number of steps"
+
+
+@dataclass
+class Kernel(Exercise):
+    """The learner writes a ``@triton.jit`` kernel; each case launches it on fenced buffers
+    (:mod:`~pagedlab.exercises.kernel_drivers`) and compares its output with torch's."""
+
+    budget_s: float = 30.0
+    driver: str = ""
+    stub_code: str = field(default="", repr=False)
+    entry: str = ""
+    isolate: bool = True  # in a child on a CPU; a CUDA context does not survive a fork

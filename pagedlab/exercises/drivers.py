@@ -1,11 +1,12 @@
 """Drivers: the code that runs a learner's object on one case's arguments, and nothing else.
 
 A driver (``ADAPTERS[name](learner_object)``) turns a learner's class, step function or
-``@triton.jit`` kernel into a function of a case's arguments: it replays the case's events on
-the learner's tables (``replay``), forks (``replay_cow``), prefix cache (``replay_cache``) or
-scheduler step (``replay_steps`` over a :class:`StepState`), or launches the kernel
-(:mod:`pagedlab.exercises.kernel_drivers`). The same replays, given pagedlab's own classes,
-produce the expected logs in the grader.
+``@triton.jit`` kernel into a function of a case's arguments. The replays are ONE loop,
+:func:`replay`, over a :class:`World` (``apply(event)``, ``observe()``) that holds either
+pagedlab's real objects or the learner's: block tables (:class:`Tables`), forks
+(:class:`Forks`), a prefix cache (:class:`Admissions`), scheduler steps (:class:`Steps`, over
+a :class:`StepState`). The kernels are launched by :mod:`pagedlab.exercises.kernel_drivers`.
+The same replays, given pagedlab's own classes, produce the expected logs in the grader.
 
 Invariant: this module holds no expected value, no case and no reference solution, and
 imports nothing of :mod:`pagedlab.exercises` but itself, so ``python -m pagedlab.grade`` can
@@ -14,8 +15,8 @@ load it (alone) in the interpreter that runs a learner's submission. Torch-free.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
@@ -26,128 +27,178 @@ from pagedlab.memory.scheduler import Scheduler
 from pagedlab.memory.swap_space import swap_in, swap_in_need, swap_out
 
 Spec = tuple[str, int, int, int]  # (name, prompt_len, output_len, num_samples)
+Log = list[tuple[Any, ...]]
 
 
+class World(Protocol):
+    """What a replay runs: pagedlab's real objects, or the learner's, behind one interface."""
+
+    def apply(self, event: Any) -> None: ...
+
+    def observe(self) -> tuple[Any, ...]: ...
+
+
+def replay(world: World, events: Iterable[Any]) -> Log:
+    """THE replay: apply each event to ``world`` and observe it after each, as plain values.
+    The grader runs it on pagedlab's real objects (the expected log), the learner's child on
+    the learner's (the answer); :class:`~pagedlab.exercises.core.Replay` names the first step
+    whose entries differ."""
+    log = []
+    for event in events:
+        world.apply(event)
+        log.append(world.observe())
+    return log
+
+
+def _named(obj: Any, run: Callable[..., Any]) -> Callable[..., Any]:
+    run.__name__ = str(getattr(obj, "__name__", type(obj).__name__))
+    return run
+
+
+def _needs_class(obj: Any, example: str) -> Any:
+    if not isinstance(obj, type):
+        raise TypeError(f"pass the class itself ({example}), got {type(obj).__name__}")
+    return obj
+
+
+def _needs_function(obj: Any, what: str) -> Any:
+    if not callable(obj):
+        raise TypeError(f"pass your {what}, got {type(obj).__name__}")
+    return obj
+
+
+# --- block tables: appends and frees on tables sharing one pool --------------------------------
 Event = tuple[str, int, int]  # ("append", table, n) or ("free", table, 0)
 
 
-def replay(make: Callable[[BlockAllocator], Any], num_blocks: int, block_size: int,
-           free_order: list[int], events: list[Event]) -> list[tuple[Any, ...]]:  # fmt: skip
-    """After each event: (every table's blocks, every table's tokens, free list, ref counts),
-    as plain lists (a freed table holds [] and 0)."""
-    pool = BlockAllocator(num_blocks, block_size, free_order=list(free_order))
-    tables: dict[int, Any] = {}
-    log = []
-    for kind, which, n in events:
-        if which not in tables:
-            tables[which] = make(pool)
+class Tables:
+    """Tables made by ``make(pool)`` (pagedlab's BlockTable or the learner's class) over one
+    real pool. Observed: (every table's blocks, tokens, the free list, the ref counts)."""
+
+    def __init__(self, make: Callable[[BlockAllocator], Any], num_blocks: int,
+                 block_size: int, free_order: list[int]) -> None:  # fmt: skip
+        self.make = make
+        self.pool = BlockAllocator(num_blocks, block_size, free_order=list(free_order))
+        self.tables: dict[int, Any] = {}
+
+    def apply(self, event: Event) -> None:
+        kind, which, n = event
+        if which not in self.tables:
+            self.tables[which] = self.make(self.pool)
         if kind == "append":
-            tables[which].append_tokens(n)
+            self.tables[which].append_tokens(n)
         else:
-            tables[which].free()
-        names = sorted(tables)
-        log.append(
-            (
-                [list(map(int, tables[t].blocks)) for t in names],
-                [int(tables[t].num_tokens) for t in names],
-                pool.free_list(),
-                pool.refcounts(),
-            )
+            self.tables[which].free()
+
+    def observe(self) -> tuple[Any, ...]:
+        tables = [self.tables[t] for t in sorted(self.tables)]
+        return (
+            [list(map(int, t.blocks)) for t in tables],
+            [int(t.num_tokens) for t in tables],
+            self.pool.free_list(),
+            self.pool.refcounts(),
         )
-    return log
+
+
+def table_log(make: Any, num_blocks: int, size: int, order: list[int], events: list[Event]) -> Log:
+    return replay(Tables(make, num_blocks, size, order), events)
 
 
 def adapt_table(cls: Any) -> Callable[..., Any]:
-    def run(num_blocks: int, size: int, order: list[int], events: list[Event]) -> Any:
-        if not isinstance(cls, type):
-            raise TypeError(f"pass the class itself (MyBlockTable), got {type(cls).__name__}")
-        return replay(cls, num_blocks, size, order, events)
-
-    run.__name__ = str(getattr(cls, "__name__", type(cls).__name__))
-    return run
+    return _named(cls, lambda *args: table_log(_needs_class(cls, "MyBlockTable"), *args))
 
 
+# --- copy-on-write: forks and one-token appends ------------------------------------------------
 ForkEvent = tuple[str, int]  # ("append", table) or ("fork", table): fork makes a new table
 
 
-def replay_cow(append: Callable[..., Any] | None, num_blocks: int, block_size: int,
-               prompt: int, events: list[ForkEvent]) -> list[tuple[Any, ...]]:  # fmt: skip
-    """Table 0 holds ``prompt`` tokens; then forks and one-token appends. ``append`` None:
-    pagedlab's BlockTable does them; else ``append(allocator, blocks, num_tokens)`` returns
-    the new block list. After each event: (every table's blocks, free list, ref counts)."""
-    pool = BlockAllocator(num_blocks, block_size)
-    first = BlockTable(pool)
-    first.append_tokens(prompt)
-    real: list[BlockTable] = [first]
-    mine: list[tuple[list[int], int]] = [(list(first.blocks), prompt)]
-    log = []
-    for kind, which in events:
-        if kind == "fork":
-            if append is None:
-                real.append(real[which].fork())
+class Forks:
+    """Table 0 holds ``prompt`` tokens; forks and one-token appends by pagedlab's BlockTable
+    (``append`` None) or by ``append(allocator, blocks, num_tokens) -> new blocks``.
+    Observed: (every table's blocks, the free list, the ref counts)."""
+
+    def __init__(self, append: Callable[..., Any] | None, num_blocks: int, block_size: int,
+                 prompt: int) -> None:  # fmt: skip
+        self.append, self.pool = append, BlockAllocator(num_blocks, block_size)
+        first = BlockTable(self.pool)
+        first.append_tokens(prompt)
+        self.real = [first]
+        self.mine: list[tuple[list[int], int]] = [(list(first.blocks), prompt)]
+
+    def apply(self, event: ForkEvent) -> None:
+        kind, which = event
+        if self.append is None:
+            if kind == "fork":
+                self.real.append(self.real[which].fork())
             else:
-                blocks, tokens = mine[which]
-                for b in blocks:
-                    pool.share(b)
-                mine.append((list(blocks), tokens))
-        elif append is None:
-            real[which].append_tokens(1)
-        else:
-            blocks, tokens = mine[which]
-            new = append(pool, list(blocks), tokens)
-            if new is None:
-                raise TypeError("your function returned None: did you forget `return`?")
-            mine[which] = ([int(b) for b in new], tokens + 1)
-        tables = [list(t.blocks) for t in real] if append is None else [b for b, _ in mine]
-        log.append((tables, pool.free_list(), pool.refcounts()))
-    return log
+                self.real[which].append_tokens(1)
+            return
+        blocks, tokens = self.mine[which]
+        if kind == "fork":
+            for b in blocks:
+                self.pool.share(b)
+            self.mine.append((list(blocks), tokens))
+            return
+        new = self.append(self.pool, list(blocks), tokens)
+        if new is None:
+            raise TypeError("your function returned None: did you forget `return`?")
+        self.mine[which] = ([int(b) for b in new], tokens + 1)
+
+    def observe(self) -> tuple[Any, ...]:
+        tables = [list(t.blocks) for t in self.real] if self.append is None else [
+            b for b, _ in self.mine]  # fmt: skip
+        return (tables, self.pool.free_list(), self.pool.refcounts())
+
+
+def cow_log(append: Any, num_blocks: int, size: int, prompt: int, events: list[ForkEvent]) -> Log:
+    return replay(Forks(append, num_blocks, size, prompt), events)
 
 
 def adapt_cow(fn: Any) -> Callable[..., Any]:
-    def run(num_blocks: int, size: int, prompt: int, events: list[ForkEvent]) -> Any:
-        if not callable(fn):
-            raise TypeError(f"pass your function, got {type(fn).__name__}")
-        return replay_cow(fn, num_blocks, size, prompt, events)
-
-    run.__name__ = str(getattr(fn, "__name__", type(fn).__name__))
-    return run
+    return _named(fn, lambda *args: cow_log(_needs_function(fn, "function"), *args))
 
 
+# --- a prefix cache: prompts admitted in turn ------------------------------------------------
 Admit = tuple[list[int], bool]  # (prompt tokens, whether the request finishes right after)
 
 
-def replay_cache(make: Callable[[int], Any] | None, block_size: int,
-                 admits: list[Admit]) -> list[tuple[list[int], list[int]]]:  # fmt: skip
-    """Admit prompts one after another into a large pool (no eviction); ``make`` None: the
-    real PrefixCache does it. After each: (hit blocks, the new table's blocks)."""
-    pool = BlockAllocator(sum(len(t) for t, _ in admits) + 4, block_size)
-    real = PrefixCache(pool) if make is None else None
-    mine: Any = make(block_size) if make is not None else None
-    log = []
-    for tokens, finishes in admits:
-        if real is not None:
-            admission = real.admit(tokens)
+class Admissions:
+    """Prompts admitted one after another into a large pool (no eviction), by pagedlab's
+    PrefixCache (``make`` None) or the learner's ``make(block_size)`` with ``lookup`` and
+    ``register``. Observed: (hit blocks, the new table's blocks)."""
+
+    def __init__(self, make: Callable[[int], Any] | None, block_size: int,
+                 admits: list[Admit]) -> None:  # fmt: skip
+        self.pool = BlockAllocator(sum(len(t) for t, _ in admits) + 4, block_size)
+        self.real = PrefixCache(self.pool) if make is None else None
+        self.mine: Any = make(block_size) if make is not None else None
+        self.seen: tuple[Any, ...] = ()
+
+    def apply(self, event: Admit) -> None:
+        tokens, finishes = event
+        if self.real is not None:
+            admission = self.real.admit(tokens)
             hits, table = list(admission.hit_blocks), admission.table
         else:
-            hits = [int(b) for b in mine.lookup(list(tokens))]
-            table = BlockTable(pool)
+            hits = [int(b) for b in self.mine.lookup(list(tokens))]
+            table = BlockTable(self.pool)
             table.hold_prefix(hits)
-            table.append_tokens(len(tokens) - len(hits) * block_size)
-            mine.register(list(table.blocks), list(tokens))
-        log.append((hits, list(table.blocks)))
+            table.append_tokens(len(tokens) - len(hits) * self.pool.block_size)
+            self.mine.register(list(table.blocks), list(tokens))
+        self.seen = (hits, list(table.blocks))
         if finishes:
             table.free()
-    return log
+
+    def observe(self) -> tuple[Any, ...]:
+        return self.seen
+
+
+def cache_log(make: Any, block_size: int, admits: list[Admit]) -> Log:
+    return replay(Admissions(make, block_size, admits), admits)
 
 
 def adapt_cache(cls: Any) -> Callable[..., Any]:
-    def run(size: int, admits: list[Admit]) -> Any:
-        if not isinstance(cls, type):
-            raise TypeError(f"pass the class itself (MyPrefixCache), got {type(cls).__name__}")
-        return replay_cache(cls, size, admits)
-
-    run.__name__ = str(getattr(cls, "__name__", type(cls).__name__))
-    return run
+    return _named(cls, lambda *args: cache_log(_needs_class(cls, "MyPrefixCache"), *args))
 
 
 class StepState:
@@ -268,23 +319,7 @@ class StepState:
 
 
 def nothing_done() -> dict[str, list[str]]:
-    return {name: [] for name in ("admitted", "decoded", "preempted", "swapped_out",
-                                  "swapped_in", "finished")}  # fmt: skip
-
-
-Log = list[tuple[Any, ...]]
-
-
-def snapshot(did: dict[str, list[str]], queues: tuple[list[Group], ...],
-              pool: BlockAllocator, host: BlockAllocator) -> tuple[Any, ...]:  # fmt: skip
-    waiting, running, swapped, finished = queues
-    return (
-        *(list(did[name]) for name in PARTS[:6]),
-        *([g.name for g in queue] for queue in queues),
-        [[list(t.blocks) for t in g.tables] for g in running],
-        pool.free_list(),
-        host.free_list(),
-    )
+    return {name: [] for name in PARTS[:6]}
 
 
 PARTS = ("admitted", "decoded", "preempted", "swapped_out", "swapped_in", "finished",
@@ -292,47 +327,60 @@ PARTS = ("admitted", "decoded", "preempted", "swapped_out", "swapped_in", "finis
          "free list", "host free list")  # fmt: skip
 
 
+class Steps:
+    """Requests stepped by pagedlab's Scheduler (``step`` None) or by the learner's
+    ``step(state)`` on a :class:`StepState`. Observed after each step: :data:`PARTS`."""
+
+    def __init__(self, step: Callable[[StepState], Any] | None, num_blocks: int,
+                 block_size: int, specs: list[Spec], mode: str) -> None:  # fmt: skip
+        self.step = step
+        if step is None:
+            self.scheduler = Scheduler(BlockAllocator(num_blocks, block_size), mode=mode)
+            for spec in specs:
+                self.scheduler.add(Request(*spec))
+        else:
+            self.state = StepState(num_blocks, block_size, specs, mode)
+
+    def apply(self, event: int) -> None:
+        if self.step is not None:
+            self.state.did = nothing_done()
+            self.step(self.state)
+            return
+        out = self.scheduler.step()
+        self.did = {"admitted": out.admitted, "decoded": out.decoded,
+                    "preempted": out.preempted, "swapped_out": list(out.swapped_out),
+                    "swapped_in": list(out.swapped_in), "finished": out.finished}  # fmt: skip
+
+    def observe(self) -> tuple[Any, ...]:
+        s: Any = self.state if self.step is not None else self.scheduler
+        did = s.did if self.step is not None else self.did
+        pool, host = (s.pool, s.host) if self.step is not None else (s.device, s.host)
+        queues = (s.waiting, s.running, s.swapped, s.finished)
+        return (
+            *(list(did[name]) for name in PARTS[:6]),
+            *([g.name for g in queue] for queue in queues),
+            [[list(t.blocks) for t in g.tables] for g in s.running],
+            pool.free_list(),
+            host.free_list(),
+        )
+
+
 def replay_steps(step: Callable[[StepState], Any] | None, num_blocks: int, block_size: int,
                  specs: list[Spec], mode: str = "recompute") -> Log:  # fmt: skip
     """Step ``specs`` to the end; ``step`` None: pagedlab's Scheduler does the steps, else
-    ``step(state)`` does as many. After each step: :data:`PARTS`, as plain lists."""
+    ``step(state)`` does as many (the Scheduler's count)."""
     if step is None:
-        scheduler = Scheduler(BlockAllocator(num_blocks, block_size), mode=mode)
-        for spec in specs:
-            scheduler.add(Request(*spec))
+        world = Steps(None, num_blocks, block_size, specs, mode)
         log: Log = []
-        while not scheduler.done and len(log) < 1000:
-            out = scheduler.step()
-            did = {
-                "admitted": out.admitted,
-                "decoded": out.decoded,
-                "preempted": out.preempted,
-                "swapped_out": list(out.swapped_out),
-                "swapped_in": list(out.swapped_in),
-                "finished": out.finished,
-            }
-            s = scheduler
-            queues = (s.waiting, s.running, s.swapped, s.finished)
-            log.append(snapshot(did, queues, s.device, s.host))
+        while not world.scheduler.done and len(log) < 1000:
+            log += replay(world, [len(log)])
         return log
-    state = StepState(num_blocks, block_size, specs, mode)
-    log = []
-    for _ in range(len(replay_steps(None, num_blocks, block_size, specs, mode))):
-        state.did = nothing_done()
-        step(state)
-        queues = (state.waiting, state.running, state.swapped, state.finished)
-        log.append(snapshot(state.did, queues, state.pool, state.host))
-    return log
+    count = len(replay_steps(None, num_blocks, block_size, specs, mode))
+    return replay(Steps(step, num_blocks, block_size, specs, mode), range(count))
 
 
 def adapt_step(fn: Any) -> Callable[..., Any]:
-    def run(num_blocks: int, size: int, specs: list[Spec], mode: str) -> Any:
-        if not callable(fn):
-            raise TypeError(f"pass your step function, got {type(fn).__name__}")
-        return replay_steps(fn, num_blocks, size, specs, mode)
-
-    run.__name__ = str(getattr(fn, "__name__", type(fn).__name__))
-    return run
+    return _named(fn, lambda *args: replay_steps(_needs_function(fn, "step function"), *args))
 
 
 #: Driver name -> adapter (learner object -> a function of a case's arguments); the kernel
@@ -343,13 +391,3 @@ ADAPTERS: dict[str, Callable[[Any], Callable[..., Any]]] = {
     "cache": adapt_cache,
     "steps": adapt_step,
 }
-
-
-def driver_name(adapter: Callable[[Any], Callable[..., Any]] | None) -> str:
-    """The name under which ``adapter`` is in :data:`ADAPTERS` ("" for None: a plain call)."""
-    if adapter is None:
-        return ""
-    for name, known in ADAPTERS.items():
-        if known is adapter:
-            return name
-    raise ValueError(f"adapter {adapter!r} is not in drivers.ADAPTERS")

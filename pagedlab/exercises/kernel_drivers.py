@@ -4,7 +4,17 @@ The ladder's three rungs (``adapt_copy``, ``adapt_gather``, ``adapt_softmax``) a
 puzzle (``adapt_paged``, :func:`launch`): each allocates the output filled with a value the
 kernel must overwrite (``SENTINEL`` or NaN), puts the inputs on the backend's device (NaN
 past ``n``, NaN guard blocks around the caches, -1 rows around the block table), launches,
-and returns the output on the CPU. Like :mod:`pagedlab.exercises.drivers` (whose
+and returns the output on the CPU. Two more checks close what values alone cannot see:
+
+* a load past the valid region (``masked_copy``'s lanes past ``n``, loaded unmasked and then
+  not stored) is seen by watching the interpreter's loads (:func:`watched`; on a GPU, where no
+  interpreter runs, this check is skipped);
+* a store into ANOTHER program's part of ``out``, in bounds, is overwritten by its owner when
+  the owner runs later. The interpreter's stores are watched, each with the program that made
+  it (:meth:`Watch.owners`); and, on any device, each kernel is launched again on grids cut
+  short (:func:`_foreign_writes`): programs ``0 .. k - 1`` only, on a fresh ``out``, whose parts
+  owned by the programs left out must stay untouched.
+ Like :mod:`pagedlab.exercises.drivers` (whose
 ``ADAPTERS`` these join), it holds no case, no expected value and no solution, and imports
 nothing of :mod:`pagedlab.exercises` but the drivers. Needs torch (and triton to launch).
 """
@@ -12,12 +22,14 @@ nothing of :mod:`pagedlab.exercises` but the drivers. Needs torch (and triton to
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 
 from pagedlab.attention import backend
+from pagedlab.checks import ceil_div
 from pagedlab.exercises.drivers import ADAPTERS
 
 SENTINEL = -7.0  # what ``out`` holds where the kernel must not store
@@ -64,6 +76,94 @@ def _named(kernel: Any, run: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+class Watch:
+    """What Triton's interpreter loaded and stored during a launch: the address of every
+    element loaded (mask true), and (program id, address) of every element stored."""
+
+    def __init__(self) -> None:
+        self.loads: list[int] = []
+        self.stores: list[tuple[tuple[int, ...], int]] = []
+
+    def owners(self, out: torch.Tensor, region: int, grid: tuple[int, ...]) -> None:
+        """Raise if a program stored into a part of ``out`` (``region`` elements each, in the
+        grid's row-major order) that is not its own."""
+        start, size = out.data_ptr(), out.element_size()
+        for program, address in self.stores:
+            element = (address - start) // size
+            if not 0 <= element < out.numel():
+                continue  # outside out: the fence says so
+            linear = program[0] * (grid[1] if len(grid) > 1 else 1) + (
+                program[1] if len(grid) > 1 else 0)  # fmt: skip
+            if element // region != linear:
+                who = program[0] if len(grid) == 1 else program[: len(grid)]
+                raise RuntimeError(
+                    f"program {who} stored into the part of out that program "
+                    f"{element // region} owns: each program stores only into its own part"
+                )
+
+
+@contextmanager
+def watched() -> Iterator[Watch]:
+    """Inside: the interpreter's loads and stores are recorded in the :class:`Watch` yielded.
+    Nothing is recorded where the kernel is compiled (a GPU): those checks are skipped."""
+    watch = Watch()
+    try:
+        from triton.runtime.interpreter import InterpreterBuilder
+    except ImportError:  # pragma: no cover - another Triton: the checks are skipped
+        yield watch
+        return
+    load, store = InterpreterBuilder.create_masked_load, InterpreterBuilder.create_masked_store
+
+    def where(ptrs: Any, mask: Any) -> list[int]:
+        import numpy as np
+
+        chosen = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(ptrs.data))
+        return [int(a) for a in np.asarray(ptrs.data)[chosen].reshape(-1)]
+
+    def on_load(self: Any, ptrs: Any, mask: Any, *rest: Any) -> Any:
+        watch.loads.extend(where(ptrs, mask))
+        return load(self, ptrs, mask, *rest)
+
+    def on_store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
+        program = tuple(int(i) for i in getattr(self, "grid_idx", (0, 0, 0)))
+        watch.stores.extend((program, a) for a in where(ptrs, mask))
+        return store(self, ptrs, value, mask, *rest)
+
+    InterpreterBuilder.create_masked_load = on_load
+    InterpreterBuilder.create_masked_store = on_store
+    try:
+        yield watch
+    finally:
+        InterpreterBuilder.create_masked_load = load
+        InterpreterBuilder.create_masked_store = store
+
+
+Launch = Callable[[tuple[int, ...], torch.Tensor], None]
+
+
+def _foreign_writes(launch: Launch, grid: tuple[int, ...], shape: tuple[int, ...],
+                    fill: float) -> None:  # fmt: skip
+    """Relaunch on grids cut short along each axis; raise if a program stored into a part of
+    ``out`` (indexed like the grid) whose owner was left out of that launch."""
+    for axis, size in enumerate(grid):
+        for k in range(1, size):
+            cut = tuple(k if a == axis else g for a, g in enumerate(grid))
+            buffer, out = _fenced(shape, fill)
+            with warnings.catch_warnings():  # NaN read where it must not be: reported below
+                warnings.simplefilter("ignore", RuntimeWarning)
+                launch(cut, out)
+            _fence_intact(buffer, fill)
+            rest = out.cpu().narrow(axis, k, size - k)
+            kept = torch.isnan(rest) if fill != fill else rest == fill
+            if not bool(kept.all()):
+                who = ("row", "sequence", "head")[axis + (len(grid) > 1)]
+                raise RuntimeError(
+                    f"with only the programs of {who}s 0 .. {k - 1} launched, a part of out "
+                    f"owned by {who} {k} or later was stored: a program stored into another "
+                    "program's part of out (the owner, running later, hid it)"
+                )
+
+
 def adapt_copy(kernel: Any) -> Callable[..., Any]:
     def run(x: torch.Tensor, n: int, block: int) -> torch.Tensor:
         k = _kernel_of(kernel)
@@ -71,9 +171,18 @@ def adapt_copy(kernel: Any) -> Callable[..., Any]:
         padded[: len(x)] = x
         source = padded.to(_device())
         buffer, out = _fenced((len(x) + block,), SENTINEL)
-        grid = (-(-n // block),)
-        _quiet(lambda: k[grid](source, out, n, BLOCK=block))
+        grid = (ceil_div(n, block),)
+        with watched() as watch:
+            _quiet(lambda: k[grid](source, out, n, BLOCK=block))
         _fence_intact(buffer, SENTINEL)
+        start, size = source.data_ptr(), source.element_size()
+        past = sorted({(a - start) // size for a in watch.loads if start + n * size <= a})
+        past = [i for i in past if i < len(padded)]
+        if past:
+            raise RuntimeError(
+                f"the kernel loaded x at offsets {past} (past n={n}), then masked the store "
+                "only: mask the load as well (an unmasked load reads memory x may not own)"
+            )
         return out.cpu()
 
     return _named(kernel, run)
@@ -86,8 +195,12 @@ def adapt_gather(kernel: Any) -> Callable[..., Any]:
         buffer, out = _fenced((len(index), d), SENTINEL)
         table = torch.tensor(index, dtype=torch.int32, device=_device())
         source = x.to(_device()).contiguous()
-        _quiet(lambda: k[(len(index),)](source, table, out, D=d))
+        with watched() as watch:
+            _quiet(lambda: k[(len(index),)](source, table, out, D=d))
         _fence_intact(buffer, SENTINEL)
+        watch.owners(out, d, (len(index),))
+        _foreign_writes(lambda grid, o: k[grid](source, table, o, D=d), (len(index),),
+                        (len(index), d), SENTINEL)  # fmt: skip
         return out.cpu()
 
     return _named(kernel, run)
@@ -126,14 +239,19 @@ def launch(kernel: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Ten
     table = _guarded(tables.to(device).contiguous(), -1)
     lens = seq_lens.to(device).contiguous()
     buffer, out = _fenced(tuple(q.shape), float("nan"))
-    with warnings.catch_warnings():  # NaN read from a guard block: numpy warns, we report it
-        warnings.simplefilter("ignore", RuntimeWarning)
-        _launch(kernel, (num_seqs, num_heads), out, q, k, v, table, lens, tables.shape[1])
+    with watched() as watch:
+        _quiet(lambda: _launch(kernel, (num_seqs, num_heads), out, q, k, v, table, lens,
+                               tables.shape[1]))  # fmt: skip
     _fence_intact(buffer, float("nan"))
+    watch.owners(out, q.shape[2], (num_seqs, num_heads))
+    _foreign_writes(
+        lambda grid, o: _launch(kernel, grid, o, q, k, v, table, lens, tables.shape[1]),
+        (num_seqs, num_heads), tuple(q.shape), float("nan"),
+    )  # fmt: skip
     return out.cpu()
 
 
-def _launch(kernel: Any, grid: tuple[int, int], out: torch.Tensor, q: torch.Tensor,
+def _launch(kernel: Any, grid: tuple[int, ...], out: torch.Tensor, q: torch.Tensor,
             k: torch.Tensor, v: torch.Tensor, table: torch.Tensor, lens: torch.Tensor,
             max_blocks: int) -> None:  # fmt: skip
     num_heads, head_dim = q.shape[1], q.shape[2]

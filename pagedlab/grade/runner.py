@@ -43,8 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from pagedlab.exercises import EXERCISES, Exercise
-from pagedlab.exercises.core import Case, held_back, short
-from pagedlab.exercises.drivers import driver_name
+from pagedlab.exercises.core import Case, Kernel, held_back, short
 from pagedlab.exercises.sandbox import (
     Gone,
     WrongKind,
@@ -57,7 +56,6 @@ from pagedlab.exercises.sandbox import (
 GRACE_S = 5.0  # past a case's budget before the child is killed (it also starts torch)
 CELL_BUDGET_S = 120.0  # one cell's top-level code (imports of torch and triton included)
 REPLY_LIMIT = 64 * 1024 * 1024  # bytes of one reply; a larger one fails the case
-KERNEL_DRIVERS = ("copy", "gather", "softmax", "paged")
 DEFINES = re.compile(r"^(?:def|class)\s+(\w+)", re.MULTILINE)
 
 
@@ -102,7 +100,7 @@ def entry_of(exercise: Exercise) -> str:
 
 
 def kind_of(exercise: Exercise) -> str:
-    if driver_name(exercise.adapt) in KERNEL_DRIVERS:
+    if isinstance(exercise, Kernel):
         return "kernel"
     return "class" if isinstance(exercise.solution, type) else "function"
 
@@ -320,7 +318,7 @@ class Grader:
         return Verdict(exercise.name, exercise.notebook, 0.0, 0, total, f"✗ {why}")
 
     def _run_cases(self, exercise: Exercise, entry: str, cases: list[Case]) -> Verdict:
-        driver = driver_name(exercise.adapt)
+        driver = exercise.driver
         answers: list[_Answer] = []
         for case in cases:
             answer = self._one(entry, driver, case, exercise.budget_s)

@@ -16,7 +16,7 @@ import pytest
 
 from pagedlab.exercises import EXERCISES, forget_results, in_notebook, progress, solution, stub
 from pagedlab.exercises.core import FAILED, PASSED, TODO, CheckResult
-from pagedlab.exercises.scheduler_step import PARTS, StepState
+from pagedlab.exercises.nb09 import PARTS, StepState
 from pagedlab.memory.prefix_cache import ROOT_HASH, block_hashes, chain_hash
 
 NOTEBOOKS = [
@@ -889,7 +889,7 @@ def test_the_reference_step_is_the_scheduler_on_many_seeded_traces(mode: str) ->
     """The grader's two sides agree well past its cases: solution() is the Scheduler's policy."""
     import random
 
-    from pagedlab.exercises.scheduler_step import _generated_specs, replay_steps, scheduler_step
+    from pagedlab.exercises.nb09 import _generated_specs, replay_steps, scheduler_step
 
     rng = random.Random(20 if mode == "swap" else 21)
     preempted = 0
@@ -913,3 +913,35 @@ def test_the_step_state_refuses_a_swap_that_cannot_happen() -> None:
     assert state.num_free == 4 and state.host.num_free == 2 and state.did["swapped_out"] == ["A"]
     state.swap_in(a)
     assert state.num_free == 2 and state.host.num_free == 4 and state.did["swapped_in"] == ["A"]
+
+
+def test_cases_builds_fixed_then_seeded_cases_and_refuses_a_fixed_case_without_why() -> None:
+    from pagedlab.exercises.core import cases, held_back
+
+    def draw(rng: Any) -> tuple[int, int]:
+        return rng.randint(0, 10**9), 2
+
+    built = cases([(3, 2, "why one", ("k",)), (4, 2, "why two")], draw, 3, 7, expect=pow)
+    assert [(c.args, c.expected, c.kind, c.why, c.catches) for c in built[:2]] == [
+        ((3, 2), 9, "fixed", "why one", ("k",)), ((4, 2), 16, "fixed", "why two", ()),
+    ]  # fmt: skip
+    assert [c.kind for c in built[2:]] == ["generated"] * 3
+    assert all(c.expected == c.args[0] ** 2 for c in built)
+    assert [c.args for c in cases([], draw, 3, 7, expect=pow)] == [c.args for c in built[2:]]
+    with held_back("salt"):
+        salted = cases([(3, 2, "why one")], draw, 3, 7, expect=pow)
+    assert salted[0].args == (3, 2)  # the fixed cases stay; the seeded ones come from the salt
+    assert [c.args for c in salted[1:]] != [c.args for c in built[2:]]
+    with pytest.raises(ValueError, match="a fixed case needs a one-line why"):
+        cases([(3, 2, "")], expect=pow)
+
+
+def test_every_exercise_is_one_of_the_three_kinds() -> None:
+    from pagedlab.exercises.core import Function, Kernel, Replay
+
+    kinds = {name: type(e) for name, e in EXERCISES.items()}
+    assert set(kinds.values()) <= {Function, Replay, Kernel}
+    replays = {"block_table", "append_cow", "prefix_cache", "scheduler_step"}
+    assert {n for n, k in kinds.items() if k is Replay} == replays
+    for name in replays:  # each replay names the first step that differs, in one format
+        assert EXERCISES[name].parts and EXERCISES[name].driver

@@ -243,3 +243,73 @@ def test_gather_rows_that_also_writes_the_next_programs_row() -> None:
         tl.store(out_ptr + i * D + offs, tl.load(x_ptr + row * D + offs, mask=offs < D, other=0.0))
 
     _fails_on("gather_rows", my_gather_rows, "stored outside out")
+
+
+def _interpreted() -> bool:
+    from pagedlab.attention import backend
+
+    return backend.BACKEND == "interpreter"
+
+
+@pytest.mark.skipif("masked_copy" not in EXERCISES, reason="needs triton")
+@pytest.mark.skipif(not _interpreted(), reason="only the interpreter's loads are watched")
+def test_masked_copy_with_an_unmasked_load() -> None:
+    """The lanes past n were loaded (NaN) and never stored: only the load shows it."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def my_masked_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs), mask=offs < n)
+
+    _fails_on("masked_copy", my_masked_copy, "past n=5), then masked the store only")
+
+
+@pytest.mark.skipif("gather_rows" not in EXERCISES, reason="needs triton")
+@pytest.mark.skipif(not _interpreted(), reason="only the interpreter's stores are watched")
+def test_gather_rows_that_writes_the_next_programs_row_in_bounds() -> None:
+    """Program i also stores into row i + 1 (in bounds): its owner, running later, hid it;
+    the interpreter's stores, each with its program, show it."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def my_gather_rows(x_ptr, index_ptr, out_ptr, D: tl.constexpr):  # type: ignore[no-untyped-def]
+        i = tl.program_id(0)
+        offs_d = tl.arange(0, D)
+        row = tl.load(index_ptr + i)
+        nxt = tl.zeros([D], tl.int32) + i + 1
+        tl.store(out_ptr + (i + 1) * D + offs_d, tl.zeros([D], tl.float32) - 1.0,
+                 mask=nxt < tl.num_programs(0))  # fmt: skip
+        tl.store(out_ptr + i * D + offs_d, tl.load(x_ptr + row * D + offs_d))
+
+    _fails_on(
+        "gather_rows", my_gather_rows, "program 0 stored into the part of out that program 1 owns"
+    )
+
+
+@pytest.mark.skipif("paged_kernel" not in EXERCISES, reason="needs triton")
+def test_paged_kernel_that_writes_the_next_heads_output_in_bounds() -> None:
+    """Each program first scribbles over the next head's output, which then overwrites it
+    (outside the interpreter's view, as on a GPU): the launches on grids cut short show it."""
+    import torch
+
+    puzzle = EXERCISES["paged_kernel"]
+    right = puzzle.solution
+
+    class Scribbler:
+        __name__ = "my_paged_kernel"
+
+        def __getitem__(self, grid: tuple[int, int]) -> Any:
+            def launch(out: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+                seqs, heads = grid
+                for s in range(seqs):  # what program (s, h) would store into (s, h + 1)
+                    for h in range(heads):
+                        if h + 1 < out.shape[1]:
+                            out[s, h + 1] = -1.0
+                right[grid](out, *args, **kwargs)
+
+            return launch
+
+    _fails_on("paged_kernel", Scribbler(), "with only the programs of heads 0 .. 0 launched")

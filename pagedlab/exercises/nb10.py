@@ -1,4 +1,4 @@
-"""Exercises of notebook 10 (a real model on pages): memory a real engine run holds.
+"""Notebook 10 (a real model on pages): memory a real engine run holds.
 
 Every expected answer is read off a real :class:`pagedlab.engine.Engine` serving a seeded
 :class:`~pagedlab.model.TinyLlama` (``TINY``): the engine's own step records and block
@@ -14,13 +14,16 @@ tables after its first steps, never a formula. Needs torch (registered under ``H
 
 from __future__ import annotations
 
+import random
 from functools import cache
+from typing import Any
 
 import torch
 
 from pagedlab.attention import reference_attention
+from pagedlab.checks import ceil_div
 from pagedlab.engine import Engine
-from pagedlab.exercises.core import Case, Exercise, Mistake, current_salt, seeded
+from pagedlab.exercises.core import Case, Function, Mistake, cases, current_salt
 from pagedlab.model import TINY, TinyLlama
 
 NB10 = "10_real_model"
@@ -49,7 +52,7 @@ def orca_vs_paged_slots(
 ) -> tuple[int, int]:
     """(slots an Orca (Oracle) reservation holds, slots the pages hold), right after prefill."""
     orca = sum(p + max_new_tokens for p in prompt_lens)
-    paged = sum(-(-p // block_size) * block_size for p in prompt_lens)
+    paged = sum(ceil_div(p, block_size) * block_size for p in prompt_lens)
     return orca, paged
 
 
@@ -83,25 +86,19 @@ def _orca_cases() -> tuple[Case, ...]:
 
 @cache
 def _orca_cases_salted(salt: str) -> tuple[Case, ...]:
-    cases = []
-    for lens, new, size, why, catches in ORCA_SPECS:
-        expected = _after_prefill(tuple(lens), new, size)
-        cases.append(Case((list(lens), new, size), expected, why=why, catches=catches))
-    rng = seeded(1010)
-    for _ in range(6):
+    def generate(rng: random.Random) -> tuple[Any, ...]:
         lens = [rng.randint(1, 30) for _ in range(rng.randint(1, 4))]
         # at least 2: with one new token a request ends in its prefill step (blocks freed)
-        new, size = rng.randint(2, 20), rng.choice([1, 2, 3, 4, 5, 8, 16])
-        cases.append(
-            Case((lens, new, size), _after_prefill(tuple(lens), new, size), kind="generated")
-        )
-    return tuple(cases)
+        return lens, rng.randint(2, 20), rng.choice([1, 2, 3, 4, 5, 8, 16])
+
+    expect = lambda lens, new, size: _after_prefill(tuple(lens), new, size)  # noqa: E731
+    return tuple(cases(ORCA_SPECS, generate, 6, 1010, expect=expect))
 
 
 # --- samples_share ---------------------------------------------------------------------------
 def samples_share(prompt_len: int, n: int, block_size: int) -> tuple[int, int]:
     """(distinct blocks n samples hold right after the fork, after their first decode)."""
-    prompt_blocks = -(-prompt_len // block_size)
+    prompt_blocks = ceil_div(prompt_len, block_size)
     partial = prompt_len % block_size != 0
     return prompt_blocks, prompt_blocks + (n - 1 if partial else n)
 
@@ -138,22 +135,13 @@ def _share_cases() -> tuple[Case, ...]:
 
 @cache
 def _share_cases_salted(salt: str) -> tuple[Case, ...]:
-    cases = []
-    for p, n, size, why, catches in SHARE_SPECS:
-        cases.append(Case((p, n, size), _forked(p, n, size), why=why, catches=catches))
-    rng = seeded(1011)
-    for _ in range(6):
-        p, n, size = rng.randint(1, 40), rng.randint(1, 5), rng.choice([1, 2, 3, 4, 5, 8, 16])
-        cases.append(Case((p, n, size), _forked(p, n, size), kind="generated"))
-    return tuple(cases)
-
-
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
+    return tuple(cases(SHARE_SPECS, lambda rng: (
+        rng.randint(1, 40), rng.randint(1, 5), rng.choice([1, 2, 3, 4, 5, 8, 16])), 6, 1011,
+        expect=_forked))  # fmt: skip
 
 
 EXERCISES_10 = [
-    Exercise(
+    Function(
         name="orca_vs_paged_slots",
         notebook=NB10,
         task="Requests with prompts of prompt_lens tokens, max_new_tokens new tokens each, are "
@@ -190,14 +178,14 @@ EXERCISES_10 = [
                 "by the next step, not this one.",
                 lambda ls, m, b: (
                     orca_vs_paged_slots(ls, m, b)[0],
-                    sum(_ceil(p + 1, b) * b for p in ls),
+                    sum(ceil_div(p + 1, b) * b for p in ls),
                 ),
                 "first_token",
             ),
         ],
         budget_s=3.0,
     ),
-    Exercise(
+    Function(
         name="samples_share",
         notebook=NB10,
         task="One prompt of prompt_len tokens, n parallel samples (§4.4), blocks of block_size. "
@@ -210,19 +198,19 @@ EXERCISES_10 = [
         mistakes=[
             Mistake(
                 "a fork copies no block: the samples share every prompt block.",
-                lambda p, n, b: (n * _ceil(p, b), n * _ceil(p, b) + (n - 1) * (p % b != 0)),
+                lambda p, n, b: (n * ceil_div(p, b), n * ceil_div(p, b) + (n - 1) * (p % b != 0)),
                 "no_sharing",
             ),
             Mistake(
                 "the last sample to write into the shared block finds it no longer shared: it "
                 "writes in place, without a copy.",
-                lambda p, n, b: (_ceil(p, b), _ceil(p, b) + n),
+                lambda p, n, b: (ceil_div(p, b), ceil_div(p, b) + n),
                 "all_copy",
             ),
             Mistake(
                 "a full shared block is never copied: a sample whose next token starts a new "
                 "block takes a new block.",
-                lambda p, n, b: (_ceil(p, b), _ceil(p, b) + n - 1),
+                lambda p, n, b: (ceil_div(p, b), ceil_div(p, b) + n - 1),
                 "aligned_copy",
             ),
             Mistake(

@@ -6,9 +6,11 @@ so this grader needs torch to import (the live site leaves it to JupyterLab).
 
 from __future__ import annotations
 
+import random
+
 from pagedlab.attention.swap_cost import CostModel
-from pagedlab.exercises.core import Case, Exercise, Mistake, seeded
-from pagedlab.exercises.preemption import NB09
+from pagedlab.exercises.core import Function, Mistake, cases
+from pagedlab.exercises.nb09 import NB09
 
 
 # --- a system decision, with its reason ----------------------------------------------------
@@ -37,33 +39,28 @@ def _decision_expected(num_tokens: int, block_size: int, rate: float) -> tuple[s
     return "recompute", "latency" if cheaper_bytes else "bandwidth"
 
 
-def _decision_cases() -> list[Case]:
-    specs = [
-        (1024, 256, 8000.0, "big blocks and a slow prefill: few large copies beat recomputing",
-         ("always_recompute",)),
-        (1024, 1, 8000.0, "blocks of 1, the same slow prefill: the bytes alone would be cheaper "
-         "to move, but 80 transfers per token each way cost more",
-         ("always_swap", "no_reason", "one_way")),
-        (1024, 16, 10000.0, "the default constants: even moving the bytes costs more than "
-         "recomputing", ("always_swap", "latency_always", "one_way")),
-        (1024, 16, 8000.0, "blocks of 16 at 8,000 tokens/s: the transfers' latency tips it",
-         ("always_swap", "one_way")),
-        (4096, 64, 8000.0, "a longer sequence, blocks of 64", ()),
-        (100, 128, 5000.0, "a short sequence in big blocks, a slower prefill", ()),
-    ]  # fmt: skip
-    rng = seeded(904)
-    for _ in range(12):
-        specs.append((rng.choice([128, 512, 1024, 4096]), rng.choice([1, 4, 16, 64, 256]),
-                      rng.choice([4000.0, 8000.0, 10000.0, 20000.0]), "", ()))  # fmt: skip
-    return [
-        Case((n, b, r), _decision_expected(n, b, r), kind="fixed" if why else "generated",
-             why=why, catches=catches)
-        for n, b, r, why, catches in specs
-    ]  # fmt: skip
+DECISIONS = [
+    (1024, 256, 8000.0, "big blocks and a slow prefill: few large copies beat recomputing",
+     ("always_recompute",)),
+    (1024, 1, 8000.0, "blocks of 1, the same slow prefill: the bytes alone would be cheaper "
+     "to move, but 80 transfers per token each way cost more",
+     ("always_swap", "no_reason", "one_way")),
+    (1024, 16, 10000.0, "the default constants: even moving the bytes costs more than "
+     "recomputing", ("always_swap", "latency_always", "one_way")),
+    (1024, 16, 8000.0, "blocks of 16 at 8,000 tokens/s: the transfers' latency tips it",
+     ("always_swap", "one_way")),
+    (4096, 64, 8000.0, "a longer sequence, blocks of 64"),
+    (100, 128, 5000.0, "a short sequence in big blocks, a slower prefill"),
+]  # fmt: skip
+
+
+def _decision(rng: random.Random) -> tuple[int, int, float]:
+    return (rng.choice([128, 512, 1024, 4096]), rng.choice([1, 4, 16, 64, 256]),
+            rng.choice([4000.0, 8000.0, 10000.0, 20000.0]))  # fmt: skip
 
 
 EXERCISES_09_DECISION = [
-    Exercise(
+    Function(
         name="swap_or_recompute",
         notebook=NB09,
         task="A system decision, with its reason. One preempted sequence of num_tokens tokens "
@@ -74,7 +71,7 @@ EXERCISES_09_DECISION = [
         'bytes alone would be cheaper), "bandwidth" if even the bytes cost more).',
         params=("num_tokens", "block_size", "prefill_tokens_per_s"),
         returns="tuple[str, str]",
-        cases=_decision_cases,
+        cases=lambda: cases(DECISIONS, _decision, 12, 904, expect=_decision_expected),
         solution=swap_or_recompute,
         setup="from pagedlab.attention.swap_cost import CostModel",
         mistakes=[
