@@ -30,6 +30,7 @@ from tests.memory.bad_calls import (
     wrong_kind_refused,
     wrong_value_refused,
 )
+from tests.refuses import refuses
 
 
 def state(alloc: BlockAllocator) -> tuple[list[int], list[int]]:
@@ -176,13 +177,17 @@ def test_single_survivor_inherits_blocks_without_copying() -> None:
 def test_fork_samples_rejects_bad_n_and_freed_table() -> None:
     table = BlockTable(BlockAllocator(8, 4))
     table.append_tokens(5)
-    before = state(table.allocator)
-    with pytest.raises(ValueError, match="n \\(number of samples\\) must be >= 1, got 0"):
-        fork_samples(table, 0)
-    assert state(table.allocator) == before
+    refuses(
+        lambda: fork_samples(table, 0),
+        match="n \\(number of samples\\) must be >= 1, got 0",
+        state=lambda: state(table.allocator),
+    )
     table.free()
-    with pytest.raises(ValueError, match=f"cannot fork table {table.id}: it was already freed"):
-        fork_samples(table, 2)
+    refuses(
+        lambda: fork_samples(table, 2),
+        match=f"cannot fork table {table.id}: it was already freed",
+        state=lambda: state(table.allocator),
+    )
 
 
 @pytest.mark.parametrize(
@@ -199,10 +204,11 @@ def test_beam_step_bad_inputs_change_nothing(parents: list, tokens: int, message
     root = BlockTable(BlockAllocator(8, 4))
     root.append_tokens(5)
     beams = fork_samples(root, 2)
-    before = state(root.allocator)
-    with pytest.raises(ValueError, match=message):
-        beam_step(beams, parents, tokens)
-    assert state(root.allocator) == before
+    refuses(
+        lambda: beam_step(beams, parents, tokens),
+        match=message,
+        state=lambda: state(root.allocator),
+    )
     assert not any(b.freed for b in beams)
 
 
