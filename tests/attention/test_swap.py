@@ -188,7 +188,8 @@ def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
 
 
 def test_a_swapped_sequence_comes_back_once() -> None:
-    """The issue's example: swapping A in twice would hand B's K/V to a table "as A"."""
+    """A swap handle comes back once: a second swap_in of A, whose host blocks B now holds,
+    would hand B's K/V to a table "as A"; it is refused, changing nothing."""
     a = BlockAllocator(8, 2)
     dev = PagedKVCache(8, 2, 1, 2)
     host = HostPool.like(dev, 2)
