@@ -82,8 +82,10 @@ class Segments:
 
 def _check_segments(lengths: object, batch_invariant: object) -> tuple[list[int], bool]:
     """One or more lengths >= 1, and a bool."""
-    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Sequence) or not lengths:
-        raise ArgumentTypeError(f"lengths must be a non-empty list of ints, got {lengths!r}")
+    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Sequence):
+        raise ArgumentTypeError(f"lengths must be a list of ints, got {lengths!r}")
+    if not lengths:
+        raise ValueError("lengths must hold at least one length, got []")
     checked = [check_int(n, f"lengths[{i}]", minimum=1) for i, n in enumerate(lengths)]
     return checked, check_bool(batch_invariant, "batch_invariant")
 
@@ -94,8 +96,10 @@ def _check_prompts(
     """A TinyLlama, one or more prompts of its token ids (each within max_positions), and a
     bool."""
     llama = check_instance(model, TinyLlama, "model")
-    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence) or not prompts:
-        raise ArgumentTypeError(f"prompts must be a non-empty list of prompts, got {prompts!r}")
+    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
+        raise ArgumentTypeError(f"prompts must be a list of prompts, got {prompts!r}")
+    if not prompts:
+        raise ValueError("prompts must hold at least one prompt, got []")
     checked = [check_prompt(llama, p, f"prompts[{i}]") for i, p in enumerate(prompts)]
     for i, p in enumerate(checked):
         if len(p) > llama.max_positions:

@@ -137,8 +137,10 @@ def check_qkv(q: object, k: object, v: object, first: object) -> int:
     of ``kv_heads``, ``first >= 0``; returns ``first``."""
     q, k, v = (check_instance(t, torch.Tensor, name) for name, t in (("q", q), ("k", k), ("v", v)))
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() != 3 or not t.dtype.is_floating_point:
-            raise ValueError(f"{name} must be a 3-D float tensor, got {t.dtype} {tuple(t.shape)}")
+        if not t.dtype.is_floating_point:
+            raise ArgumentTypeError(f"{name} must hold floats, got {t.dtype}")
+        if t.dim() != 3:
+            raise ValueError(f"{name} must be 3-D, got shape {tuple(t.shape)}")
     start = check_int(first, "first", minimum=0)
     if k.shape != v.shape:
         raise ValueError(f"k and v must have one shape, got {tuple(k.shape)}, {tuple(v.shape)}")

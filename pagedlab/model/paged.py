@@ -202,8 +202,10 @@ def _check_step(
 ) -> None:
     """One or more PagedKVCaches of one block size and device (one per layer); one or more
     Pieces whose blocks exist in them and hold their positions; a callable or None; a bool."""
-    if not isinstance(caches, Sequence) or not caches:
-        raise ArgumentTypeError(f"caches must be a non-empty list of PagedKVCache, got {caches!r}")
+    if not isinstance(caches, Sequence):
+        raise ArgumentTypeError(f"caches must be a list of PagedKVCache, got {caches!r}")
+    if not caches:
+        raise ValueError("caches must hold one PagedKVCache per layer, got []")
     for i, cache in enumerate(caches):
         check_instance(cache, PagedKVCache, f"caches[{i}]")
     first = caches[0]
@@ -218,8 +220,10 @@ def _check_step(
                 f"{cache.device}, caches[0] {first.num_blocks} of {first.block_size} on "
                 f"{first.device}"
             )
-    if not isinstance(pieces, Sequence) or not pieces:
-        raise ArgumentTypeError(f"pieces must be a non-empty list of Piece, got {pieces!r}")
+    if not isinstance(pieces, Sequence):
+        raise ArgumentTypeError(f"pieces must be a list of Piece, got {pieces!r}")
+    if not pieces:
+        raise ValueError("pieces must hold at least one Piece, got []")
     for i, piece in enumerate(pieces):
         check_instance(piece, Piece, f"pieces[{i}]")
         piece._check_block_size(first.block_size)  # enough blocks for its positions

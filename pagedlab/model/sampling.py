@@ -72,8 +72,10 @@ def _check_draw(logits: object, generator: object, temperature: object) -> float
     """1-D float ``logits`` (one per token id), a ``torch.Generator`` or None, a temperature."""
     if not isinstance(logits, torch.Tensor):
         raise ArgumentTypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
-    if not logits.dtype.is_floating_point or logits.dim() != 1 or not logits.numel():
-        raise ValueError(f"logits must be [vocab] floats, got {logits.dtype} {tuple(logits.shape)}")
+    if not logits.dtype.is_floating_point:
+        raise ArgumentTypeError(f"logits must hold floats, got {logits.dtype}")
+    if logits.dim() != 1 or not logits.numel():
+        raise ValueError(f"logits must be [vocab], vocab >= 1, got {tuple(logits.shape)}")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise ArgumentTypeError(f"generator must be a torch.Generator or None, got {generator!r}")
     return check_temperature(temperature)
