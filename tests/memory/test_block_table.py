@@ -134,25 +134,6 @@ def test_copy_on_write_needs_a_free_block_too() -> None:
     assert alloc.refcounts() == [2, 1]  # the extra fork holds block 0; nothing else changed
 
 
-@pytest.mark.parametrize(
-    ("make", "message"),
-    [
-        (lambda: BlockAllocator(0, 4), "num_blocks must be >= 1, got 0"),
-        (lambda: BlockAllocator(4, -2), "block_size must be >= 1, got -2"),
-        (lambda: BlockAllocator(4, 2.5), "block_size must be an integer, got 2.5"),  # type: ignore[arg-type]
-        (
-            lambda: BlockAllocator(3, 4, free_order=[0, 1, 1]),
-            r"permutation of range\(3\), got \[0, 1, 1\]",
-        ),
-        (lambda: BlockAllocator(3, 4, free_order=[0, 1]), "permutation"),
-        (lambda: BlockAllocator(3, 4, free_order=[0, 1, "x"]), "permutation"),  # type: ignore[list-item]
-    ],
-)
-def test_bad_construction_names_the_value(make, message) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ValueError, match=message):
-        make()
-
-
 def test_bad_calls_name_the_value_and_change_nothing() -> None:
     alloc = BlockAllocator(4, 4)
     table = BlockTable(alloc)
