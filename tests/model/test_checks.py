@@ -24,6 +24,7 @@ from pagedlab.model import (
     generate_contiguous,
     gguf_file,
     kv,
+    layers,
     llama,
     paged,
     sample_contiguous,
@@ -40,6 +41,15 @@ from pagedlab.model.gguf_file import (
     unpermute_rows,
 )
 from pagedlab.model.kv import ContiguousCache, DenseCausal, causal_attention, invariant_attention
+from pagedlab.model.layers import (
+    MLP,
+    Attention,
+    DecoderLayer,
+    RMSNorm,
+    apply_rotary,
+    project,
+    rotary,
+)
 from pagedlab.model.paged import PagedStep, Piece
 from pagedlab.model.sampling import draw, sample_generator, sample_seed
 from pagedlab.model.smollm2 import cache_entry, chat_prompt, pretrained, transformers_greedy
@@ -231,6 +241,39 @@ OTHER_CASES: list[tuple[str, Callable[[], object], type[Exception], object]] = [
     ("greedy prompt", lambda: transformers_greedy(MODEL_LIKE, [], 2, 0), VALUE, "[]"),
     ("greedy max_new", lambda: transformers_greedy(MODEL_LIKE, [1], 0, 0), VALUE, "got 0"),
     ("greedy pad", lambda: transformers_greedy(MODEL_LIKE, [1], 2, -1), VALUE, "pad"),
+    # layers
+    ("project linear", lambda: project(None, torch.zeros(2, 32)), KIND, "NoneType"),
+    ("project width", lambda: project(MODEL.lm_head, torch.zeros(2, 31)), VALUE, "(2, 31)"),
+    ("project 3-D", lambda: project(MODEL.lm_head, torch.zeros(1, 2, 32)), VALUE, "(1, 2, 32)"),
+    ("project flag", lambda: project(MODEL.lm_head, torch.zeros(2, 32), 1), KIND, "1"),
+    ("rotary float", lambda: rotary(torch.arange(3.0), 8, 1e4), KIND, "torch.float32"),
+    ("rotary odd dim", lambda: rotary(torch.arange(3), 7, 1e4), VALUE, "7"),
+    ("rotary theta", lambda: rotary(torch.arange(3), 8, -1.0), VALUE, "-1.0"),
+    (
+        "apply cos shape",
+        lambda: apply_rotary(*qkv()[:1], *rotary(torch.arange(2), 8, 1e4)),
+        VALUE,
+        "(2, 8)",
+    ),
+    ("norm size 0", lambda: RMSNorm(0, 1e-6), VALUE, "size must be >= 1, got 0"),
+    ("norm eps", lambda: RMSNorm(4, 0.0), VALUE, "eps"),
+    ("norm input", lambda: RMSNorm(4, 1e-6)(torch.zeros(2, 5)), VALUE, "(2, 5)"),
+    ("attention heads", lambda: Attention(30, 4, 2, 1e4), VALUE, "30"),
+    ("attention kv", lambda: Attention(32, 4, 3, 1e4), VALUE, "kv_heads (3)"),
+    ("mlp size", lambda: MLP(32, 0), VALUE, "intermediate must be >= 1, got 0"),
+    (
+        "layer store",
+        lambda: MODEL.model.layers[0](torch.zeros(2, 32), COS_SIN, None, 0),
+        KIND,
+        "NoneType",
+    ),
+    (
+        "layer -1",
+        lambda: MODEL.model.layers[0](torch.zeros(2, 32), COS_SIN, STORE, -1),
+        VALUE,
+        "-1",
+    ),
+    ("layer config", lambda: DecoderLayer({**TINY, "hidden_size": 30}), VALUE, "hidden_size"),
     # gguf_file
     ("hf_name int", lambda: hf_name(5), KIND, "int"),
     ("unpermute rows", lambda: unpermute_rows(np.zeros((6, 4)), 2), VALUE, "6 rows"),
@@ -241,6 +284,10 @@ OTHER_CASES: list[tuple[str, Callable[[], object], type[Exception], object]] = [
     ("read no file", lambda: read_llama_gguf("/no/such.gguf"), VALUE, "/no/such.gguf"),
     ("reader None", lambda: llama_config_from_gguf(None), KIND, "NoneType"),
 ]
+
+
+COS_SIN = rotary(torch.arange(2), 8, 1e4)
+STORE = DenseCausal(1, 2)
 
 
 class _Generates:
@@ -320,7 +367,9 @@ def test_good_input_is_not_refused() -> None:
 
 
 # -- one guard first, in every public function and method ------------------------------------
-GUARDED = [agreement, generate_module, gguf_file, kv, llama, paged, sampling, smollm2]
+GUARDED = [agreement, generate_module, gguf_file, kv, layers, llama, paged, sampling, smollm2]
+"""Every module of pagedlab.model that takes input (config.llama_config is itself the config's
+validator; checks.py holds the checks)."""
 
 
 def _public_functions() -> list[tuple[str, ast.FunctionDef]]:
