@@ -217,19 +217,23 @@ def test_beam_step_rejects_freed_beam() -> None:
     root.append_tokens(5)
     a, b = fork_samples(root, 2)
     b.free()
-    before = state(root.allocator)
-    with pytest.raises(ValueError, match=f"beam table {b.id} was already freed"):
-        beam_step([a, b], [0, 0])
-    assert state(root.allocator) == before
+    refuses(
+        lambda: beam_step([a, b], [0, 0]),
+        match=f"beam table {b.id} was already freed",
+        state=lambda: state(root.allocator),
+    )
 
 
 def test_beam_step_out_of_blocks_changes_nothing() -> None:
     root = BlockTable(BlockAllocator(4, 4))
     root.append_tokens(6)  # blocks 0, 1; two free
-    before = state(root.allocator)
-    with pytest.raises(OutOfBlocksError, match="needs 3 free block"):
-        beam_step([root], [0, 0, 0, 0])  # three copies of block 1 needed, two free
-    assert state(root.allocator) == before and not root.freed
+    refuses(
+        lambda: beam_step([root], [0, 0, 0, 0]),  # three copies of block 1 needed, two free
+        OutOfBlocksError,
+        match="needs 3 free block",
+        state=lambda: state(root.allocator),
+    )
+    assert not root.freed
     step = beam_step([root], [0, 0, 0])  # exactly fits: two copies
     assert root.allocator.num_free == 0 and len(step.copies) == 2
 
