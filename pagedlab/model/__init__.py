@@ -15,6 +15,8 @@
 - :mod:`~pagedlab.model.agreement` ``first_divergence``: where two greedy runs differ, and the
   logit gap there (a near-tie or not)
 - :mod:`~pagedlab.model.sampling` the seeded RNG protocol (one generator per sample)
+- :mod:`~pagedlab.model.checks`   the argument checks each public function's one guard is
+  built of (a refused call names the value and changes nothing)
 
 The model sits above :mod:`pagedlab.attention` (its paged path writes and reads
 ``PagedKVCache``) and below :mod:`pagedlab.engine`; memory and attention never import it.

@@ -23,6 +23,14 @@ from dataclasses import dataclass
 
 import torch
 
+from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.model.checks import (
+    check_bool,
+    check_instance,
+    check_prompt,
+    check_qkv,
+    check_token_ids,
+)
 from pagedlab.model.kv import causal_attention, invariant_attention
 from pagedlab.model.layers import project
 from pagedlab.model.llama import TinyLlama
@@ -50,9 +58,10 @@ class Segments:
     flattened one after the other, each attending causally to itself only; nothing kept."""
 
     def __init__(self, lengths: Sequence[int], batch_invariant: bool = False) -> None:
-        self.lengths, self.batch_invariant = list(lengths), batch_invariant
+        self.lengths, self.batch_invariant = _check_segments(lengths, batch_invariant)
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        self._check_attend(layer, q, k, v)
         attend = invariant_attention if self.batch_invariant else causal_attention
         out, start = [], 0
         for n in self.lengths:
@@ -61,6 +70,65 @@ class Segments:
             start += n
         return torch.cat(out)
 
+    def _check_attend(
+        self, layer: object, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> None:
+        """``layer >= 0``; q, k, v one row per token of the segments."""
+        check_int(layer, "layer", minimum=0)
+        check_qkv(q, k, v, 0)
+        if q.shape[0] != sum(self.lengths):
+            raise ValueError(f"q has {q.shape[0]} rows, the segments {sum(self.lengths)} tokens")
+
+
+def _check_segments(lengths: object, batch_invariant: object) -> tuple[list[int], bool]:
+    """One or more lengths >= 1, and a bool."""
+    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Sequence):
+        raise ArgumentTypeError(f"lengths must be a list of ints, got {lengths!r}")
+    if not lengths:
+        raise ValueError("lengths must hold at least one length, got []")
+    checked = [check_int(n, f"lengths[{i}]", minimum=1) for i, n in enumerate(lengths)]
+    return checked, check_bool(batch_invariant, "batch_invariant")
+
+
+def _check_prompts(
+    model: object, prompts: object, batch_invariant: object
+) -> tuple[TinyLlama, list[list[int]]]:
+    """A TinyLlama, one or more prompts of its token ids (each within max_positions), and a
+    bool."""
+    llama = check_instance(model, TinyLlama, "model")
+    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
+        raise ArgumentTypeError(f"prompts must be a list of prompts, got {prompts!r}")
+    if not prompts:
+        raise ValueError("prompts must hold at least one prompt, got []")
+    checked = [check_prompt(llama, p, f"prompts[{i}]") for i, p in enumerate(prompts)]
+    for i, p in enumerate(checked):
+        if len(p) > llama.max_positions:
+            raise ValueError(
+                f"prompts[{i}] has {len(p)} tokens, more than max_position_embeddings = "
+                f"{llama.max_positions}"
+            )
+    check_bool(batch_invariant, "batch_invariant")
+    return llama, checked
+
+
+def _check_divergence(
+    model: object, prompt: object, expected: object, got: object
+) -> tuple[TinyLlama, list[int], list[int], list[int]]:
+    """A TinyLlama, a prompt and two equally long runs of its token ids, all of them within
+    max_positions."""
+    llama = check_instance(model, TinyLlama, "model")
+    ids = check_prompt(llama, prompt)
+    want = check_token_ids(expected, "expected", llama.vocab_size, allow_empty=True)
+    have = check_token_ids(got, "got", llama.vocab_size, allow_empty=True)
+    if len(have) != len(want):
+        raise ValueError(f"the runs have {len(want)} and {len(have)} new tokens: not comparable")
+    if len(ids) + len(want) > llama.max_positions:
+        raise ValueError(
+            f"prompt + expected = {len(ids) + len(want)} tokens, more than "
+            f"max_position_embeddings = {llama.max_positions}"
+        )
+    return llama, ids, want, have
+
 
 @torch.no_grad()
 def last_hidden(
@@ -68,6 +136,7 @@ def last_hidden(
 ) -> torch.Tensor:
     """Final hidden states ``[len(prompts), hidden]`` at each prompt's last position, all
     prompts in one forward (one flat batch, as an engine's prefill step runs them)."""
+    model, prompts = _check_prompts(model, prompts, batch_invariant)
     ids = [t for p in prompts for t in p]
     positions = torch.cat([torch.arange(len(p)) for p in prompts])
     store = Segments([len(p) for p in prompts], batch_invariant)
@@ -80,6 +149,7 @@ def last_logits(
     model: TinyLlama, prompts: Sequence[Sequence[int]], batch_invariant: bool = False
 ) -> torch.Tensor:
     """Logits ``[len(prompts), vocab]`` at each prompt's last position (:func:`last_hidden`)."""
+    _check_prompts(model, prompts, batch_invariant)
     hidden = last_hidden(model, prompts, batch_invariant)
     return project(model.lm_head, hidden, batch_invariant)
 
@@ -89,8 +159,7 @@ def first_divergence(
 ) -> Divergence | None:
     """None if ``got == expected``; else where they first differ and the oracle's gap there
     (the oracle's logits computed as alone: ``batch_invariant``, as ``generate_contiguous``)."""
-    if len(got) != len(expected):
-        raise ValueError(f"the runs have {len(expected)} and {len(got)} new tokens: not comparable")
+    model, prompt, expected, got = _check_divergence(model, prompt, expected, got)
     for i, (want, have) in enumerate(zip(expected, got, strict=True)):
         if want != have:
             logits = last_logits(model, [[*prompt, *expected[:i]]], batch_invariant=True)[0]

@@ -17,45 +17,22 @@ oracle: each of ``n`` samples alone, drawing by :mod:`pagedlab.model.sampling`'s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import torch
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.checks import check_int
+from pagedlab.model.checks import check_instance, check_length, check_prompt
 from pagedlab.model.kv import ContiguousCache
 from pagedlab.model.layers import project
 from pagedlab.model.llama import TinyLlama
 from pagedlab.model.sampling import check_temperature, draw, sample_generator
 
 
-def check_prompt(model: TinyLlama, prompt: object, name: str = "prompt") -> list[int]:
-    """``prompt`` as a non-empty list of token ids in ``[0, vocab_size)``; errors name it."""
-    if isinstance(prompt, (str, bytes, torch.Tensor)) or not isinstance(prompt, Sequence):
-        raise ArgumentTypeError(f"{name} must be a list of token ids, got {type(prompt).__name__}")
-    if not prompt:
-        raise ValueError(f"{name} must hold at least one token id, got []")
-    ids = [check_int(t, f"{name}[{i}]", 0, model.vocab_size - 1) for i, t in enumerate(prompt)]
-    return ids
-
-
-def check_length(model: TinyLlama, prompt: list[int], max_new_tokens: object, name: str) -> int:
-    """``max_new_tokens`` >= 1 and room for it within ``max_position_embeddings``."""
-    n = check_int(max_new_tokens, "max_new_tokens", minimum=1)
-    if len(prompt) + n > model.max_positions:
-        raise ValueError(
-            f"{name} has {len(prompt)} tokens + max_new_tokens {n} = {len(prompt) + n}, more "
-            f"than max_position_embeddings = {model.max_positions}"
-        )
-    return n
-
-
 @torch.no_grad()
 def generate_contiguous(model: TinyLlama, prompt: list[int], max_new_tokens: int) -> list[int]:
     """Greedy: the ``max_new_tokens`` tokens after ``prompt`` (new tokens only)."""
-    if not isinstance(model, TinyLlama):
-        raise ArgumentTypeError(f"model must be a TinyLlama, got {type(model).__name__}")
-    ids = check_prompt(model, prompt)
-    n = check_length(model, ids, max_new_tokens, "prompt")
+    ids, n = _check_generate(model, prompt, max_new_tokens)
     return _run_contiguous(model, ids, n, lambda logits: int(torch.argmax(logits)))
 
 
@@ -77,14 +54,9 @@ def sample_contiguous(
     prompts[i], ..., request=i)``. ``temperature = 0`` is greedy: every sample is
     :func:`generate_contiguous`'s tokens.
     """
-    if not isinstance(model, TinyLlama):
-        raise ArgumentTypeError(f"model must be a TinyLlama, got {type(model).__name__}")
-    ids = check_prompt(model, prompt)
-    new = check_length(model, ids, max_new_tokens, "prompt")
-    samples = check_int(n, "n", minimum=1)
-    temp = check_temperature(temperature)
-    seed = check_int(seed, "seed", minimum=0)
-    request = check_int(request, "request", minimum=0)
+    ids, new, samples, temp, seed, request = _check_sample(
+        model, prompt, max_new_tokens, n, temperature, seed, request
+    )
     out = []
     for s in range(samples):
         generator = sample_generator(seed, request, s)
@@ -94,6 +66,36 @@ def sample_contiguous(
 
         out.append(_run_contiguous(model, ids, new, pick))
     return out
+
+
+def _check_generate(model: object, prompt: object, max_new_tokens: object) -> tuple[list[int], int]:
+    """A TinyLlama, a non-empty prompt of its token ids, ``max_new_tokens >= 1`` that fits
+    within ``max_position_embeddings``: the prompt's ids and the count."""
+    llama = check_instance(model, TinyLlama, "model")
+    ids = check_prompt(llama, prompt)
+    return ids, check_length(llama, ids, max_new_tokens, "prompt")
+
+
+def _check_sample(
+    model: object,
+    prompt: object,
+    max_new_tokens: object,
+    n: object,
+    temperature: object,
+    seed: object,
+    request: object,
+) -> tuple[list[int], int, int, float, int, int]:
+    """:func:`_check_generate`'s, and ``n >= 1`` samples, a finite ``temperature >= 0``,
+    ``seed >= 0`` and ``request >= 0``."""
+    ids, new = _check_generate(model, prompt, max_new_tokens)
+    return (
+        ids,
+        new,
+        check_int(n, "n", minimum=1),
+        check_temperature(temperature),
+        check_int(seed, "seed", minimum=0),
+        check_int(request, "request", minimum=0),
+    )
 
 
 def _run_contiguous(

@@ -33,6 +33,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.model.checks import check_instance
+
 _LAYER_NAMES = {
     "attn_q": "self_attn.q_proj",
     "attn_k": "self_attn.k_proj",
@@ -63,6 +66,7 @@ _CONFIG_KEYS = {  # LlamaConfig field -> GGUF metadata key (after "llama.")
 
 def hf_name(gguf_name: str) -> str:
     """The ``LlamaForCausalLM`` key of a GGUF tensor name; ValueError if it has none."""
+    check_instance(gguf_name, str, "gguf_name")
     stem, dot, suffix = gguf_name.rpartition(".")
     if not dot or suffix not in ("weight", "bias"):
         raise ValueError(f"GGUF tensor {gguf_name!r}: expected a .weight")
@@ -80,27 +84,18 @@ def unpermute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
     GGUF row ``2i + half`` of a head holds HF row ``half * head_dim/2 + i``:
     ``[heads, head_dim/2, 2, in]`` -> swap the two middle axes -> ``[heads, 2, head_dim/2, in]``.
     """
-    rows, cols = weight.shape
-    if rows % (2 * heads):
-        raise ValueError(f"{rows} rows do not split into {heads} heads of even size")
+    rows, cols, heads = _check_rows(weight, heads)
     half = rows // heads // 2
     return weight.reshape(heads, half, 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
 
 def _scalar(reader: object, key: str) -> object:
-    field = reader.get_field(key)  # type: ignore[attr-defined]
-    if field is None:
-        raise ValueError(f"GGUF metadata {key!r} is missing")
-    return field.contents()
+    return reader.get_field(key).contents()  # type: ignore[attr-defined]
 
 
 def llama_config_from_gguf(reader: object) -> dict[str, int | float]:
     """``LlamaConfig`` fields from the ``llama.*`` metadata of an open ``GGUFReader``."""
-    arch = _scalar(reader, "general.architecture")
-    if arch != "llama":
-        raise ValueError(f"GGUF general.architecture is {arch!r}, expected 'llama'")
-    if reader.get_field("llama.rope.scaling.type") is not None:  # type: ignore[attr-defined]
-        raise ValueError("GGUF llama.rope.scaling.type: rope scaling is not supported")
+    _check_reader(reader)
     config: dict[str, int | float] = {}
     for field, key in _CONFIG_KEYS.items():
         value = _scalar(reader, f"llama.{key}")
@@ -118,6 +113,7 @@ def read_llama_gguf(path: str | Path) -> tuple[dict[str, int | float], dict[str,
     ``config`` has ``vocab_size`` (rows of ``token_embd``) and ``tie_word_embeddings`` (True
     when the file has no ``output`` tensor). The tensors are fresh (owned by the caller).
     """
+    _check_path(path)
     import gguf  # here, not at import: only this path needs it (and it takes a moment)
 
     reader = gguf.GGUFReader(str(path))
@@ -141,3 +137,39 @@ def read_llama_gguf(path: str | Path) -> tuple[dict[str, int | float], dict[str,
     config["vocab_size"] = int(weights["model.embed_tokens.weight"].shape[0])
     config["tie_word_embeddings"] = "lm_head.weight" not in weights
     return config, weights
+
+
+def _check_rows(weight: object, heads: object) -> tuple[int, int, int]:
+    """A 2-D array whose rows split into ``heads >= 1`` heads of even size."""
+    array = check_instance(weight, np.ndarray, "weight")
+    count = check_int(heads, "heads", minimum=1)
+    if array.ndim != 2:
+        raise ValueError(f"weight must be 2-D [rows, in], got shape {array.shape}")
+    rows, cols = array.shape
+    if rows % (2 * count):
+        raise ValueError(f"{rows} rows do not split into {count} heads of even size")
+    return rows, cols, count
+
+
+def _check_path(path: object) -> None:
+    """A str or Path naming an existing file."""
+    if not isinstance(path, (str, Path)):
+        raise ArgumentTypeError(f"path must be a str or Path, got {type(path).__name__}")
+    if not Path(path).is_file():
+        raise ValueError(f"path {str(path)!r} is not a file")
+
+
+def _check_reader(reader: object) -> None:
+    """A GGUF reader of a Llama file without rope scaling, holding every config key."""
+    get_field = getattr(reader, "get_field", None)
+    if not callable(get_field):
+        raise ArgumentTypeError(f"reader must be a GGUFReader, got {type(reader).__name__}")
+    keys = ["general.architecture", *(f"llama.{key}" for key in _CONFIG_KEYS.values())]
+    for key in keys:
+        if get_field(key) is None:
+            raise ValueError(f"GGUF metadata {key!r} is missing")
+    arch = get_field("general.architecture").contents()
+    if arch != "llama":
+        raise ValueError(f"GGUF general.architecture is {arch!r}, expected 'llama'")
+    if get_field("llama.rope.scaling.type") is not None:
+        raise ValueError("GGUF llama.rope.scaling.type: rope scaling is not supported")

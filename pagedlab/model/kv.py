@@ -27,6 +27,9 @@ from typing import Protocol
 
 import torch
 
+from pagedlab.checks import check_int
+from pagedlab.model.checks import check_bool, check_qkv
+
 KEY_TILE = 64
 """Keys per tile in :func:`invariant_attention`: a query's reduction shapes depend only on
 its own position (``ceil((position + 1) / KEY_TILE)`` tiles), never on the batch."""
@@ -46,6 +49,7 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, first: i
     q ``[n, heads, d]``; k, v ``[len(k), kv_heads, d]`` with ``len(k) = first + n``; query
     ``i`` sees keys ``<= first + i``. fp32 math; returns ``[n, heads, d]`` in q's dtype.
     """
+    check_qkv(q, k, v, first)
     n, heads, d = q.shape
     group = heads // k.shape[1]
     kf = k.float().repeat_interleave(group, dim=1)
@@ -65,6 +69,7 @@ def invariant_attention(
     multiple of ``KEY_TILE`` (the padding's scores are ``-inf``, weight 0): every shape, and
     so every reduction order, is a function of that position alone.
     """
+    check_qkv(q, k, v, first)
     n, heads, d = q.shape
     group = heads // k.shape[1]
     out = torch.empty(n, heads, d, dtype=torch.float32, device=q.device)
@@ -88,9 +93,10 @@ class DenseCausal:
     batch_invariant = False  # full-sequence logits, batched freely
 
     def __init__(self, batch: int, length: int) -> None:
-        self.batch, self.length = batch, length
+        self.batch, self.length = _check_dense(batch, length)
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        self._check_attend(layer, q, k, v)
         shape = (self.batch, self.length)
         qb = q.reshape(*shape, *q.shape[1:]).transpose(1, 2)  # [b, heads, t, d]
         kb = k.reshape(*shape, *k.shape[1:]).transpose(1, 2)
@@ -100,12 +106,22 @@ class DenseCausal:
         )
         return out.transpose(1, 2).reshape(q.shape).to(q.dtype)
 
+    def _check_attend(
+        self, layer: object, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> None:
+        """``layer >= 0``; q, k, v of ``batch * length`` rows each."""
+        check_int(layer, "layer", minimum=0)
+        check_qkv(q, k, v, 0)
+        rows = self.batch * self.length
+        if q.shape[0] != rows:
+            raise ValueError(f"q has {q.shape[0]} rows, batch x length = {rows}")
+
 
 class ContiguousCache:
     """One sequence's K/V per layer, ``[positions, kv_heads, d]``, grown by concatenation."""
 
     def __init__(self, num_layers: int, batch_invariant: bool = False) -> None:
-        self.batch_invariant = batch_invariant
+        num_layers, self.batch_invariant = _check_contiguous(num_layers, batch_invariant)
         self.keys: list[torch.Tensor | None] = [None] * num_layers
         self.values: list[torch.Tensor | None] = [None] * num_layers
 
@@ -115,6 +131,7 @@ class ContiguousCache:
         return 0 if k is None else int(k.shape[0])
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        self._check_attend(layer, q, k, v)
         old_k, old_v = self.keys[layer], self.values[layer]
         first = 0 if old_k is None else int(old_k.shape[0])
         if old_k is not None and old_v is not None:
@@ -122,3 +139,29 @@ class ContiguousCache:
         self.keys[layer], self.values[layer] = k, v
         attend = invariant_attention if self.batch_invariant else causal_attention
         return attend(q, k, v, first)
+
+    def _check_attend(
+        self, layer: object, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> None:
+        """``layer`` one of the cache's; q, k, v the new tokens' (one k/v row per query), k
+        of the heads, head_dim and dtype already cached in that layer."""
+        index = check_int(layer, "layer", minimum=0, maximum=len(self.keys) - 1)
+        check_qkv(q, k, v, 0)
+        old = self.keys[index]
+        if old is not None and (old.shape[1:], old.dtype) != (k.shape[1:], k.dtype):
+            raise ValueError(
+                f"k is {k.dtype} {tuple(k.shape[1:])} per token, layer {index} holds "
+                f"{old.dtype} {tuple(old.shape[1:])}"
+            )
+
+
+def _check_dense(batch: object, length: object) -> tuple[int, int]:
+    """``batch >= 1`` sequences of ``length >= 1`` tokens."""
+    return check_int(batch, "batch", minimum=1), check_int(length, "length", minimum=1)
+
+
+def _check_contiguous(num_layers: object, batch_invariant: object) -> tuple[int, bool]:
+    """``num_layers >= 1`` and a bool."""
+    return check_int(num_layers, "num_layers", minimum=1), check_bool(
+        batch_invariant, "batch_invariant"
+    )

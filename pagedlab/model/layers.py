@@ -22,6 +22,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.model.checks import check_bool, check_instance, check_store
+from pagedlab.model.config import llama_config
 from pagedlab.model.kv import KVStore
 
 ROW_TILE = 16
@@ -34,6 +37,7 @@ def project(linear: nn.Linear, x: torch.Tensor, batch_invariant: bool = False) -
     Each tile of ``ROW_TILE`` rows (the last zero-padded) is one call of the same shape, so
     row ``i``'s output does not depend on how many rows, or which, share the call.
     """
+    _check_project(linear, x, batch_invariant)
     if not batch_invariant:
         return linear(x)
     n = x.shape[0]
@@ -46,11 +50,13 @@ def project(linear: nn.Linear, x: torch.Tensor, batch_invariant: bool = False) -
 
 class RMSNorm(nn.Module):
     def __init__(self, size: int, eps: float) -> None:
+        size, eps = _check_norm(size, eps)
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_rows(x, self.weight.shape[0], "x")
         xf = x.float()
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * xf.to(x.dtype)
@@ -58,6 +64,7 @@ class RMSNorm(nn.Module):
 
 def rotary(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, ...]:
     """cos and sin ``[tokens, head_dim]`` (fp32) for integer ``positions`` ``[tokens]``."""
+    _check_rotary(positions, head_dim, theta)
     inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim)
     freqs = positions.float()[:, None] * inv_freq.to(positions.device)[None, :]
     emb = torch.cat([freqs, freqs], dim=-1)
@@ -66,6 +73,7 @@ def rotary(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate ``x`` ``[tokens, heads, d]`` by its positions' angles (HF's rotate-half form)."""
+    _check_apply_rotary(x, cos, sin)
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
     return (x * cos[:, None, :] + rotated * sin[:, None, :]).to(x.dtype)
@@ -75,6 +83,7 @@ class Attention(nn.Module):
     """Grouped-query self-attention; K/V storage and reading are delegated to a KVStore."""
 
     def __init__(self, hidden: int, heads: int, kv_heads: int, theta: float) -> None:
+        _check_attention(hidden, heads, kv_heads, theta)
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, hidden // heads
         self.theta = theta
@@ -90,6 +99,7 @@ class Attention(nn.Module):
         store: KVStore,
         layer: int,
     ) -> torch.Tensor:
+        _check_layer_input(x, self.q_proj.in_features, cos_sin, store, layer)
         n, d = x.shape[0], self.head_dim
         tiled = store.batch_invariant
         q = project(self.q_proj, x, tiled).view(n, self.heads, d)
@@ -105,12 +115,14 @@ class MLP(nn.Module):
     """SwiGLU: ``down_proj(silu(gate_proj(x)) * up_proj(x))``."""
 
     def __init__(self, hidden: int, intermediate: int) -> None:
+        _check_sizes(hidden=hidden, intermediate=intermediate)
         super().__init__()
         self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
         self.up_proj = nn.Linear(hidden, intermediate, bias=False)
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
 
     def forward(self, x: torch.Tensor, batch_invariant: bool = False) -> torch.Tensor:
+        _check_mlp_input(x, self.gate_proj.in_features, batch_invariant)
         gate = project(self.gate_proj, x, batch_invariant)
         up = project(self.up_proj, x, batch_invariant)
         return project(self.down_proj, nn.functional.silu(gate) * up, batch_invariant)
@@ -120,6 +132,7 @@ class DecoderLayer(nn.Module):
     """Pre-norm residual block: ``x + attn(norm(x))``, then ``x + mlp(norm(x))``."""
 
     def __init__(self, config: dict[str, int | float]) -> None:
+        config = _check_decoder(config)
         super().__init__()
         hidden, eps = int(config["hidden_size"]), float(config["rms_norm_eps"])
         self.self_attn = Attention(
@@ -135,5 +148,109 @@ class DecoderLayer(nn.Module):
     def forward(
         self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, ...], store: KVStore, layer: int
     ) -> torch.Tensor:
+        _check_layer_input(x, self.self_attn.q_proj.in_features, cos_sin, store, layer)
         x = x + self.self_attn(self.input_layernorm(x), cos_sin, store, layer)
         return x + self.mlp(self.post_attention_layernorm(x), store.batch_invariant)
+
+
+# --- guards: shapes and kinds only (no read of a tensor's values: no device sync) ---------
+def _check_rows(x: object, width: int, name: str) -> torch.Tensor:
+    """``x`` a float tensor whose last dimension is ``width``."""
+    t = check_instance(x, torch.Tensor, name)
+    if not t.dtype.is_floating_point:
+        raise ArgumentTypeError(f"{name} must hold floats, got {t.dtype}")
+    if t.dim() < 1 or t.shape[-1] != width:
+        raise ValueError(f"{name} must end in {width} features, got shape {tuple(t.shape)}")
+    return t
+
+
+def _check_tokens(x: object, width: int) -> None:
+    """``x`` ``[tokens, width]`` floats."""
+    t = _check_rows(x, width, "x")
+    if t.dim() != 2:
+        raise ValueError(f"x must be [tokens, {width}], got shape {tuple(t.shape)}")
+
+
+def _check_project(linear: object, x: object, batch_invariant: object) -> None:
+    """An ``nn.Linear``, ``x`` ``[tokens, in_features]`` floats, a bool."""
+    layer = check_instance(linear, nn.Linear, "linear")
+    _check_tokens(x, layer.in_features)
+    check_bool(batch_invariant, "batch_invariant")
+
+
+def _check_sizes(**sizes: object) -> list[int]:
+    """Every size an integer >= 1."""
+    return [check_int(value, name, minimum=1) for name, value in sizes.items()]
+
+
+def _check_positive(value: object, name: str) -> float:
+    """A finite real number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ArgumentTypeError(f"{name} must be a number, got {value!r}")
+    if not 0 < float(value) < float("inf"):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def _check_norm(size: object, eps: object) -> tuple[int, float]:
+    """``size >= 1`` features and ``eps > 0``."""
+    return _check_sizes(size=size)[0], _check_positive(eps, "eps")
+
+
+def _check_rotary(positions: object, head_dim: object, theta: object) -> None:
+    """Integer ``positions`` ``[tokens]``, an even ``head_dim >= 2``, ``theta > 0``."""
+    t = check_instance(positions, torch.Tensor, "positions")
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise ArgumentTypeError(f"positions must hold integers, got {t.dtype}")
+    if t.dim() != 1:
+        raise ValueError(f"positions must be [tokens], got shape {tuple(t.shape)}")
+    if check_int(head_dim, "head_dim", minimum=2) % 2:
+        raise ValueError(f"head_dim must be even (rotary pairs), got {head_dim}")
+    _check_positive(theta, "theta")
+
+
+def _check_apply_rotary(x: object, cos: object, sin: object) -> None:
+    """``x`` ``[tokens, heads, d]``; cos and sin ``[tokens, d]``."""
+    t = check_instance(x, torch.Tensor, "x")
+    if t.dim() != 3:
+        raise ValueError(f"x must be [tokens, heads, d], got shape {tuple(t.shape)}")
+    for name, angle in (("cos", cos), ("sin", sin)):
+        a = check_instance(angle, torch.Tensor, name)
+        if tuple(a.shape) != (t.shape[0], t.shape[2]):
+            raise ValueError(
+                f"{name} must be [{t.shape[0]}, {t.shape[2]}] for x {tuple(t.shape)}, "
+                f"got {tuple(a.shape)}"
+            )
+
+
+def _check_attention(hidden: object, heads: object, kv_heads: object, theta: object) -> None:
+    """Sizes >= 1; ``hidden`` splits into ``heads`` of even size; ``heads`` a multiple of
+    ``kv_heads``; ``theta > 0``."""
+    width, h, kv = _check_sizes(hidden=hidden, heads=heads, kv_heads=kv_heads)
+    if width % h or (width // h) % 2:
+        raise ValueError(f"hidden {width} must split into {h} heads of even size")
+    if h % kv:
+        raise ValueError(f"heads ({h}) must be a multiple of kv_heads ({kv})")
+    _check_positive(theta, "theta")
+
+
+def _check_layer_input(
+    x: object, hidden: int, cos_sin: object, store: object, layer: object
+) -> None:
+    """``x`` ``[tokens, hidden]`` floats, a (cos, sin) pair, a KVStore, ``layer >= 0``."""
+    _check_tokens(x, hidden)
+    if not isinstance(cos_sin, tuple) or len(cos_sin) != 2:
+        raise ArgumentTypeError(f"cos_sin must be a (cos, sin) pair, got {type(cos_sin).__name__}")
+    check_store(store)
+    check_int(layer, "layer", minimum=0)
+
+
+def _check_decoder(config: object) -> dict[str, int | float]:
+    """A valid LlamaConfig (:func:`~pagedlab.model.config.llama_config`)."""
+    return llama_config(config)  # type: ignore[arg-type]
+
+
+def _check_mlp_input(x: object, hidden: int, batch_invariant: object) -> None:
+    """``x`` ``[tokens, hidden]`` floats and a bool."""
+    _check_tokens(x, hidden)
+    check_bool(batch_invariant, "batch_invariant")

@@ -18,6 +18,7 @@ its parameters (no copy): how :func:`pagedlab.model.pretrained` builds SmolLM2.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,7 +26,13 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from pagedlab.checks import check_int
+from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.model.checks import (
+    check_id_tensor,
+    check_positions,
+    check_store,
+    check_weights,
+)
 from pagedlab.model.config import head_dim, llama_config
 from pagedlab.model.kv import DenseCausal, KVStore
 from pagedlab.model.layers import DecoderLayer, RMSNorm, rotary
@@ -72,23 +79,21 @@ class TinyLlama(nn.Module):
     """A Llama decoder; ``forward(input_ids)`` gives logits, ``hidden`` runs through a store."""
 
     def __init__(self, config: Mapping[str, object], seed: int = 0, init_std: float = 0.02) -> None:
+        checked, seed, std = _check_init(config, seed, init_std)
         super().__init__()
-        if isinstance(init_std, bool) or not isinstance(init_std, (int, float)) or init_std <= 0:
-            raise ValueError(f"init_std must be a positive number, got {init_std!r}")
-        seed = check_int(seed, "seed", minimum=0)
-        self._build(config)
+        self._build(checked)
         generator = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             for name, param in self.named_parameters():
                 if name.endswith("norm.weight"):
                     param.fill_(1.0)
                 else:
-                    param.copy_(torch.randn(param.shape, generator=generator) * init_std)
+                    param.copy_(torch.randn(param.shape, generator=generator) * std)
         self.eval()
 
-    def _build(self, config: Mapping[str, object]) -> None:
+    def _build(self, config: dict[str, int | float]) -> None:
         """The modules of ``config`` (validated), weights uninitialised; ties ``lm_head``."""
-        self._config = llama_config(config)
+        self._config = dict(config)
         self.model = _Body(self._config)
         self.lm_head = nn.Linear(
             int(self._config["hidden_size"]), int(self._config["vocab_size"]), bias=False
@@ -107,32 +112,13 @@ class TinyLlama(nn.Module):
         .weight``). No random init runs (:class:`_SkipRandomInit`): 0.01 s instead of seconds
         for SmolLM2's 135M parameters. Errors name the key; the caller's tensors are left untouched.
         """
+        checked, given = check_weights(config, weights)
         model = cls.__new__(cls)
         nn.Module.__init__(model)
         with _SkipRandomInit():
-            model._build(config)
-        expected = {name: p.shape for name, p in model.named_parameters(remove_duplicate=False)}
-        given = dict(weights)
-        tied = bool(model._config["tie_word_embeddings"])
-        if tied and "lm_head.weight" in given:
-            head = given.pop("lm_head.weight")
-            embed = given.get("model.embed_tokens.weight")
-            if embed is None or not torch.equal(head, embed):
-                raise ValueError("tied config: lm_head.weight must equal model.embed_tokens.weight")
-        if tied:
-            del expected["lm_head.weight"]
-        missing = sorted(set(expected) - set(given))
-        unexpected = sorted(set(given) - set(expected))
-        if missing or unexpected:
-            raise ValueError(f"weights: missing {missing}, unexpected {unexpected}")
-        for name, shape in expected.items():
-            if tuple(given[name].shape) != tuple(shape):
-                raise ValueError(
-                    f"weights[{name!r}] has shape {tuple(given[name].shape)}, "
-                    f"expected {tuple(shape)}"
-                )
+            model._build(checked)
         model.load_state_dict(given, strict=False, assign=True)
-        if tied:
+        if checked["tie_word_embeddings"]:
             model.lm_head.weight = model.model.embed_tokens.weight
         return model.eval()
 
@@ -166,6 +152,7 @@ class TinyLlama(nn.Module):
 
         ``store`` decides which tokens belong to which sequence and keeps (or not) their K/V.
         """
+        self._check_hidden(ids, positions, store)
         x = self.model.embed_tokens(ids)
         cos_sin = rotary(positions, self.head_dim, float(self._config["rope_theta"]))
         for i, layer in enumerate(self.model.layers):
@@ -174,9 +161,43 @@ class TinyLlama(nn.Module):
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Logits ``[batch, length, vocab]`` for ``input_ids`` ``[batch, length]`` (causal)."""
-        if input_ids.dim() != 2:
-            raise ValueError(f"input_ids must be [batch, length], got {tuple(input_ids.shape)}")
+        self._check_forward(input_ids)
         batch, length = input_ids.shape
         positions = torch.arange(length, device=input_ids.device).repeat(batch)
         h = self.hidden(input_ids.reshape(-1), positions, DenseCausal(batch, length))
         return self.lm_head(h).view(batch, length, -1)
+
+    # --- guards ----------------------------------------------------------------------------
+    def _device(self) -> torch.device:
+        return self.model.embed_tokens.weight.device
+
+    def _check_hidden(self, ids: object, positions: object, store: object) -> None:
+        """``ids`` 1-D token ids on the model's device, one position each in
+        ``[0, max_positions)``, and a KVStore."""
+        checked = check_id_tensor(ids, "ids", 1, self.vocab_size, self._device())
+        check_positions(positions, checked.shape[0], self.max_positions, checked.device)
+        check_store(store)
+
+    def _check_forward(self, input_ids: object) -> None:
+        """``input_ids`` ``[batch >= 1, 1 <= length <= max_positions]`` token ids on the
+        model's device."""
+        ids = check_id_tensor(input_ids, "input_ids", 2, self.vocab_size, self._device())
+        batch, length = ids.shape
+        if batch < 1 or not 1 <= length <= self.max_positions:
+            raise ValueError(
+                f"input_ids must be [batch >= 1, 1 <= length <= {self.max_positions}], "
+                f"got {tuple(ids.shape)}"
+            )
+
+
+def _check_init(
+    config: Mapping[str, object], seed: object, init_std: object
+) -> tuple[dict[str, int | float], int, float]:
+    """A validated config, ``seed >= 0`` and ``init_std`` a finite number > 0."""
+    checked = llama_config(config)
+    seed = check_int(seed, "seed", minimum=0)
+    if isinstance(init_std, bool) or not isinstance(init_std, (int, float)):
+        raise ArgumentTypeError(f"init_std must be a positive number, got {init_std!r}")
+    if not 0 < init_std < math.inf:
+        raise ValueError(f"init_std must be a positive number, got {init_std!r}")
+    return checked, seed, float(init_std)

@@ -37,7 +37,8 @@ import torch
 
 from pagedlab.attention import PagedKVCache, backend, block_tables_tensor, paged_attention
 from pagedlab.attention.ops import attend_pages
-from pagedlab.checks import ceil_div
+from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
+from pagedlab.model.checks import check_bool, check_instance, check_qkv
 from pagedlab.model.kv import causal_attention, invariant_attention
 
 DecodeAttention = Callable[..., torch.Tensor]
@@ -57,8 +58,12 @@ class Piece:
     first: int
     count: int
 
+    def __post_init__(self) -> None:
+        _check_piece(self.blocks, self.first, self.count)
+
     def slots(self, block_size: int) -> list[int]:
         """Flat slot of each new position: ``block * block_size + offset``."""
+        self._check_block_size(block_size)
         return [
             self.blocks[p // block_size] * block_size + p % block_size
             for p in range(self.first, self.first + self.count)
@@ -66,7 +71,28 @@ class Piece:
 
     def read_blocks(self, block_size: int) -> tuple[int, ...]:
         """Blocks attention reads: those holding positions ``0 .. first + count - 1``."""
+        self._check_block_size(block_size)
         return self.blocks[: ceil_div(self.first + self.count, block_size)]
+
+    def _check_block_size(self, block_size: object) -> None:
+        """``block_size >= 1`` at which the piece's blocks hold its positions."""
+        size = check_int(block_size, "block_size", minimum=1)
+        needed = ceil_div(self.first + self.count, size)
+        if len(self.blocks) < needed:
+            raise ValueError(
+                f"positions {self.first}..{self.first + self.count - 1} need {needed} blocks of "
+                f"{size}, the piece has {len(self.blocks)}"
+            )
+
+
+def _check_piece(blocks: object, first: object, count: object) -> None:
+    """``blocks`` a tuple of block ids >= 0, ``first >= 0``, ``count >= 1``."""
+    if not isinstance(blocks, tuple):
+        raise ArgumentTypeError(f"blocks must be a tuple of block ids, got {blocks!r}")
+    for i, block in enumerate(blocks):
+        check_int(block, f"blocks[{i}]", minimum=0)
+    check_int(first, "first", minimum=0)
+    check_int(count, "count", minimum=1)
 
 
 class PagedStep:
@@ -79,6 +105,7 @@ class PagedStep:
         decode_attention: DecodeAttention | None = None,
         batch_invariant: bool = False,
     ) -> None:
+        _check_step(caches, pieces, decode_attention, batch_invariant)
         self.caches, self.pieces = caches, list(pieces)
         self.decode_attention = decode_attention
         self.batch_invariant = batch_invariant
@@ -119,6 +146,7 @@ class PagedStep:
         return [start + p.count - 1 for start, p in zip(self.starts, self.pieces, strict=True)]
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        self._check_attend(layer, q, k, v)
         cache = self.caches[layer]
         k, v = k.to(cache.dtype), v.to(cache.dtype)
         if backend.BACKEND == "compiled" and cache.device.type == "cuda":
@@ -147,7 +175,62 @@ class PagedStep:
             )
         return out
 
+    def _check_attend(
+        self, layer: object, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> None:
+        """``layer`` one of the caches; q, k, v one row per token of the step, k and v of the
+        caches' kv heads and head_dim."""
+        index = check_int(layer, "layer", minimum=0, maximum=len(self.caches) - 1)
+        check_qkv(q, k, v, 0)
+        cache = self.caches[index]
+        if q.shape[0] != self.num_tokens:
+            raise ValueError(f"q has {q.shape[0]} rows, the step {self.num_tokens} tokens")
+        if tuple(k.shape[1:]) != (cache.num_kv_heads, cache.head_dim):
+            raise ValueError(
+                f"k is {tuple(k.shape[1:])} per token, layer {index}'s cache holds "
+                f"{(cache.num_kv_heads, cache.head_dim)}"
+            )
+
     @staticmethod
     def _read(cache: PagedKVCache, piece: Piece) -> tuple[torch.Tensor, torch.Tensor]:
         """K and V of positions ``0 .. first + count - 1`` of ``piece``, read from the pages."""
         return cache.gather(list(piece.read_blocks(cache.block_size)), piece.first + piece.count)
+
+
+def _check_step(
+    caches: object, pieces: object, decode_attention: object, batch_invariant: object
+) -> None:
+    """One or more PagedKVCaches of one block size and device (one per layer); one or more
+    Pieces whose blocks exist in them and hold their positions; a callable or None; a bool."""
+    if not isinstance(caches, Sequence):
+        raise ArgumentTypeError(f"caches must be a list of PagedKVCache, got {caches!r}")
+    if not caches:
+        raise ValueError("caches must hold one PagedKVCache per layer, got []")
+    for i, cache in enumerate(caches):
+        check_instance(cache, PagedKVCache, f"caches[{i}]")
+    first = caches[0]
+    for i, cache in enumerate(caches):
+        if (cache.num_blocks, cache.block_size, cache.device) != (
+            first.num_blocks,
+            first.block_size,
+            first.device,
+        ):
+            raise ValueError(
+                f"caches[{i}] has {cache.num_blocks} blocks of {cache.block_size} on "
+                f"{cache.device}, caches[0] {first.num_blocks} of {first.block_size} on "
+                f"{first.device}"
+            )
+    if not isinstance(pieces, Sequence):
+        raise ArgumentTypeError(f"pieces must be a list of Piece, got {pieces!r}")
+    if not pieces:
+        raise ValueError("pieces must hold at least one Piece, got []")
+    for i, piece in enumerate(pieces):
+        check_instance(piece, Piece, f"pieces[{i}]")
+        piece._check_block_size(first.block_size)  # enough blocks for its positions
+        if piece.blocks and max(piece.blocks) >= first.num_blocks:
+            raise ValueError(
+                f"pieces[{i}] holds block {max(piece.blocks)}, the caches {first.num_blocks}"
+            )
+    if decode_attention is not None and not callable(decode_attention):
+        raise ArgumentTypeError(f"decode_attention must be callable, got {decode_attention!r}")
+    check_bool(batch_invariant, "batch_invariant")

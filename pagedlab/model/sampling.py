@@ -35,15 +35,14 @@ def check_temperature(temperature: object) -> float:
 
 def sample_seed(seed: int, request: int, sample: int) -> int:
     """The 63-bit seed of ``(seed, request, sample)``'s generator (sha256 of the three)."""
-    parts = [
-        check_int(v, n, 0) for v, n in ((seed, "seed"), (request, "request"), (sample, "sample"))
-    ]
+    parts = _check_seed_parts(seed, request, sample)
     digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
 
 
 def sample_generator(seed: int, request: int, sample: int) -> torch.Generator:
     """A fresh CPU generator for ``sample`` of ``request``: one draw per generated token."""
+    _check_seed_parts(seed, request, sample)
     return torch.Generator().manual_seed(sample_seed(seed, request, sample))
 
 
@@ -52,8 +51,31 @@ def draw(logits: torch.Tensor, generator: torch.Generator | None, temperature: f
 
     Draws exactly ``vocab`` uniforms from ``generator`` when ``temperature > 0``.
     """
+    temperature = _check_draw(logits, generator, temperature)
     if temperature == 0 or generator is None:
         return int(torch.argmax(logits))
     u = torch.rand(logits.shape[-1], generator=generator, dtype=torch.float64)
     gumbel = -torch.log(-torch.log(u))
     return int(torch.argmax(logits.detach().double().cpu() / temperature + gumbel))
+
+
+def _check_seed_parts(seed: object, request: object, sample: object) -> tuple[int, int, int]:
+    """``seed``, ``request`` and ``sample`` integers >= 0."""
+    return (
+        check_int(seed, "seed", 0),
+        check_int(request, "request", 0),
+        check_int(sample, "sample", 0),
+    )
+
+
+def _check_draw(logits: object, generator: object, temperature: object) -> float:
+    """1-D float ``logits`` (one per token id), a ``torch.Generator`` or None, a temperature."""
+    if not isinstance(logits, torch.Tensor):
+        raise ArgumentTypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
+    if not logits.dtype.is_floating_point:
+        raise ArgumentTypeError(f"logits must hold floats, got {logits.dtype}")
+    if logits.dim() != 1 or not logits.numel():
+        raise ValueError(f"logits must be [vocab], vocab >= 1, got {tuple(logits.shape)}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ArgumentTypeError(f"generator must be a torch.Generator or None, got {generator!r}")
+    return check_temperature(temperature)

@@ -40,6 +40,8 @@ from typing import Any
 
 import torch
 
+from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.model.checks import check_bool, check_instance, check_token_ids
 from pagedlab.model.gguf_file import read_llama_gguf
 from pagedlab.model.llama import TinyLlama
 
@@ -84,6 +86,7 @@ def cache_root() -> Path:
 
 def cache_entry(path: Path) -> Path:
     """The cache folder for the GGUF at ``path``: a new file (size, mtime) gets a new one."""
+    check_instance(path, Path, "path")
     stat = path.stat()
     key = f"{CACHE_FORMAT}:{path.name}:{stat.st_size}:{stat.st_mtime_ns}"
     return cache_root() / f"smollm2-135m-instruct-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
@@ -188,6 +191,7 @@ def pretrained(cache: bool = True) -> tuple[TinyLlama, Any]:
     (``apply_chat_template``, ``encode``, ``decode``; ``<|im_end|>`` is both EOS and padding).
     ``cache=False`` reads the GGUF again and neither reads nor writes the cache folder.
     """
+    check_bool(cache, "cache")
     config, weights, tokenizer = _load(gguf_path(), cache)
     return TinyLlama.from_state_dict(config, weights), tokenizer
 
@@ -195,8 +199,7 @@ def pretrained(cache: bool = True) -> tuple[TinyLlama, Any]:
 def chat_prompt(tokenizer: Any, question: str) -> list[int]:
     """The token ids of ``question`` as a user turn in SmolLM2's chat template, ready for
     the assistant's answer (``add_generation_prompt``)."""
-    if not isinstance(question, str) or not question.strip():
-        raise ValueError(f"question must be a non-empty string, got {question!r}")
+    _check_chat(tokenizer, question)
     messages = [{"role": "user", "content": question}]
     ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=False)
     return [int(i) for i in ids]
@@ -232,6 +235,7 @@ def transformers_model() -> Any:
 def transformers_greedy(hf: Any, prompt: list[int], max_new_tokens: int, pad: int) -> list[int]:
     """``hf.generate`` greedily on one prompt: its ``max_new_tokens`` new tokens. The attention
     mask is explicit: the chat template holds ``<|im_end|>``, which is also the pad token."""
+    prompt, max_new_tokens, pad = _check_greedy(hf, prompt, max_new_tokens, pad)
     ids = torch.tensor([prompt])
     out = hf.generate(
         ids,
@@ -241,3 +245,29 @@ def transformers_greedy(hf: Any, prompt: list[int], max_new_tokens: int, pad: in
         pad_token_id=pad,
     )
     return [int(t) for t in out[0, len(prompt) :]]
+
+
+def _check_chat(tokenizer: object, question: object) -> None:
+    """A tokenizer with a chat template, and a question that is a non-empty string."""
+    if not isinstance(question, str):
+        raise ArgumentTypeError(f"question must be a non-empty string, got {question!r}")
+    if not question.strip():
+        raise ValueError(f"question must be a non-empty string, got {question!r}")
+    if not callable(getattr(tokenizer, "apply_chat_template", None)):
+        raise ArgumentTypeError(
+            f"tokenizer must have apply_chat_template, got {type(tokenizer).__name__}"
+        )
+
+
+def _check_greedy(
+    hf: object, prompt: object, max_new_tokens: object, pad: object
+) -> tuple[list[int], int, int]:
+    """A model with ``generate``, a non-empty prompt of token ids, ``max_new_tokens >= 1``,
+    a pad token id >= 0."""
+    if not callable(getattr(hf, "generate", None)):
+        raise ArgumentTypeError(f"hf must be a transformers model, got {type(hf).__name__}")
+    return (
+        check_token_ids(prompt, "prompt", None),
+        check_int(max_new_tokens, "max_new_tokens", minimum=1),
+        check_int(pad, "pad", minimum=0),
+    )

@@ -1,6 +1,12 @@
 """paged_attention and reference_attention: the example, layout independence,
 the reference against dense softmax attention, and every contract violation.
 
+Bad calls of every ops entry point (``paged_attention``, the one-page teaching kernel,
+``reference_attention``, ``block_tables_tensor``) are a table checked by
+``tests.attention.bad_calls.refused``: a wrong kind is a ``TypeError``, a wrong value a
+``ValueError``, each naming the argument, and no input's bytes change. NaN stored in K/V is
+data, not an error, and numpy and torch numbers are valid scales.
+
 Runs on the CPU in Triton's interpreter (pagedlab.attention.backend decides it).
 """
 
@@ -8,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -19,9 +26,12 @@ from pagedlab.attention import ops as attention
 from pagedlab.attention.ops import (
     block_tables_tensor,
     paged_attention,
+    paged_attention_one_page,
     reference_attention,
     validate_paged_inputs,
 )
+from tests.attention.bad_calls import KIND, VALUE, BadCalls, World, refused, world
+from tests.refuses import refuses
 
 BOTH = [paged_attention, reference_attention]
 
@@ -188,9 +198,6 @@ def _negative_used_entry():
 
 
 BAD_INPUTS = {
-    "query int": (lambda d: {**d, "query": d["query"].int()}, "query dtype"),
-    "query float64": (lambda d: {**d, "query": d["query"].double()}, "float64"),
-    "query not a tensor": (lambda d: {**d, "query": [[1.0]]}, "query must be a torch.Tensor"),
     "query 2-D": (lambda d: {**d, "query": d["query"][0]}, r"query must be .*\(4, 8\)"),
     "cache 3-D": (lambda d: {**d, "key_cache": d["key_cache"][0]}, "key_cache must be"),
     "value shape": (lambda d: {**d, "value_cache": d["value_cache"][:, :2]}, "value_cache shape"),
@@ -200,8 +207,6 @@ BAD_INPUTS = {
         lambda d: {**d, "query": torch.randn(2, 3, 8)},
         r"num_heads \(3\) must be a multiple of num_kv_heads \(2\)",
     ),
-    "tables int64": (lambda d: {**d, "block_tables": d["block_tables"].long()}, "torch.int64"),
-    "lens int64": (lambda d: {**d, "seq_lens": d["seq_lens"].long()}, "seq_lens dtype"),
     "tables rows": (lambda d: {**d, "block_tables": d["block_tables"][:1]}, "block_tables must"),
     "lens count": (
         lambda d: {**d, "seq_lens": torch.tensor([5, 3, 1], dtype=torch.int32)},
@@ -217,12 +222,6 @@ BAD_INPUTS = {
     ),
     "block id too big": (lambda d: _bad_table_entry(), r"block_tables\[0, 1\] = 99"),
     "block id negative": (lambda d: _negative_used_entry(), r"block_tables\[1, 0\] = -1"),
-    "scale nan": (lambda d: {**d, "scale": math.nan}, "scale must be finite"),
-    "scale str": (lambda d: {**d, "scale": "0.5"}, "scale must be a real number"),
-    "meta device": (
-        lambda d: {**d, "seq_lens": d["seq_lens"].to("meta")},
-        "seq_lens is on the meta device",
-    ),
 }
 
 
@@ -237,8 +236,9 @@ def test_bad_input_raises_value_error_naming_it(fn, case, monkeypatch):
 
         monkeypatch.setattr(kernels, "launch_paged_attention", kernel_must_not_run)
     make, message = BAD_INPUTS[case]
-    with pytest.raises(ValueError, match=message):
-        fn(**make(good()))
+    args = make(good())
+    inputs = lambda: [v.tolist() for v in args.values() if isinstance(v, torch.Tensor)]  # noqa: E731
+    refuses(lambda: fn(**args), match=message, state=inputs)
 
 
 def test_validation_reports_sizes():
@@ -312,3 +312,174 @@ def test_strided_views_are_read_through_their_strides():
     assert not kv[0].is_contiguous() and not query.is_contiguous()
     dense = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
     torch.testing.assert_close(paged_attention(*args), reference_attention(*dense))
+
+
+# -- bad calls: paged_attention / paged_attention_one_page / reference_attention -------------
+BAD = BadCalls()
+ATTENTION_TENSORS = ["query", "key_cache", "value_cache", "block_tables", "seq_lens"]
+FLOAT_BAD = [torch.int32, torch.int64, torch.bool, torch.float64, torch.complex64]
+INDEX_BAD = [torch.int64, torch.int16, torch.float32, torch.bool]
+for _fn in (paged_attention, paged_attention_one_page, reference_attention):
+    _f = _fn.__name__
+
+    def _attend(w: World, fn=_fn, **change: object) -> object:
+        return fn(**{**w.attention, **change})
+
+    for _arg in ATTENTION_TENSORS:
+        for _label, _bad, _kind, _says in [
+            ("list", lambda t: t.tolist(), KIND, "must be a torch.Tensor"),
+            ("numpy", lambda t: t.numpy(), KIND, "must be a torch.Tensor"),
+            ("sparse", lambda t: t.to_sparse(), KIND, ""),
+            ("meta", lambda t: t.to("meta"), VALUE, "is on the meta device"),
+        ]:
+            BAD.case(
+                f"{_f} {_arg} {_label}",
+                lambda w, a=_arg, bad=_bad, at=_attend: at(w, **{a: bad(w.attention[a])}),
+                _kind,
+                f"{_arg} {_says}".strip(),
+            )
+        for _dtype in FLOAT_BAD if _arg in ("query", "key_cache", "value_cache") else INDEX_BAD:
+            BAD.case(
+                f"{_f} {_arg} {_dtype}",
+                lambda w, a=_arg, d=_dtype, at=_attend: at(w, **{a: w.attention[a].to(d)}),
+                KIND,
+                f"{_arg} dtype",
+                str(_dtype),
+            )
+    for _scale in [True, np.bool_(True), "0.5", 1j, [0.5], torch.tensor([0.5, 0.5])]:
+        _says = "scale must be a real number" if _scale == "0.5" else "scale"
+        BAD.case(
+            f"{_f} scale {_scale!r}", lambda w, s=_scale, at=_attend: at(w, scale=s), KIND, _says
+        )
+    for _scale in [math.nan, math.inf, -math.inf, 0.0, -0.5, 1e39, 1e-40, torch.tensor(math.nan)]:
+        _says = "scale must be finite" if _scale is math.nan else "scale"
+        BAD.case(
+            f"{_f} scale {_scale!r}", lambda w, s=_scale, at=_attend: at(w, scale=s), VALUE, _says
+        )
+    BAD.case(
+        f"{_f} used block -1",
+        lambda w, at=_attend: at(
+            w, block_tables=torch.tensor([[4, -1], [0, -1]], dtype=torch.int32)
+        ),
+        VALUE,
+        "block_tables[0, 1] = -1",
+    )
+    BAD.case(
+        f"{_f} seq_len huge",
+        lambda w, at=_attend: at(w, seq_lens=torch.tensor([5, 2**31 - 1], dtype=torch.int32)),
+        VALUE,
+        "seq_lens[1] = 2147483647",
+    )
+_BIG = 2**21  # head_dim: one page's tile is beyond the largest Triton tensor
+BAD.case(
+    "paged_attention tile too big",
+    lambda w: paged_attention(
+        torch.ones(1, 1, _BIG),
+        torch.zeros(1, 1, 1, _BIG),
+        torch.zeros(1, 1, 1, _BIG),
+        torch.zeros(1, 1, dtype=torch.int32),
+        torch.ones(1, dtype=torch.int32),
+    ),
+    VALUE,
+    "head_dim 2097152",
+    "reference_attention",
+)
+BAD.case(
+    "paged_attention_one_page head_dim 3",  # the world's head_dim: the teaching kernel needs 2**k
+    lambda w: paged_attention_one_page(**w.attention),
+    VALUE,
+    "head_dim 3 is not a power of two",
+    "paged_attention",
+)
+_HUGE_CACHE = torch.zeros(1, 1, 1, 1).expand(2**16, 16, 1, 2**12)  # 2**32 elements, no memory
+BAD.case(
+    "paged_attention_one_page int32 offsets",
+    lambda w: paged_attention_one_page(
+        torch.ones(1, 1, 2**12),
+        _HUGE_CACHE,
+        _HUGE_CACHE,
+        torch.zeros(1, 1, dtype=torch.int32),
+        torch.ones(1, dtype=torch.int32),
+    ),
+    VALUE,
+    "4294967296 elements",
+    "int32",
+)
+
+# -- block_tables_tensor(tables, pad, device) ----------------------------------------------
+for _tables, _kind, _word in [
+    (torch.tensor([[1, 2]]), KIND, "Tensor"),
+    ("12", KIND, "str"),
+    (None, KIND, "NoneType"),
+    ([[1.7, 2]], KIND, "1.7"),
+    ([[True]], KIND, "True"),
+    ([np.array([1.5])], KIND, "float64"),
+    ([[2**40]], VALUE, str(2**40)),
+    ([[1, [2]]], VALUE, "1-D"),
+    ([], VALUE, "[]"),
+]:
+    BAD.case(
+        f"block_tables_tensor {_tables!r}",
+        lambda w, t=_tables: block_tables_tensor(t),
+        _kind,
+        "tables",
+        _word,
+    )
+BAD.ints("block_tables_tensor pad", "pad", lambda w, x: block_tables_tensor([[1]], pad=x), [2**40])
+BAD.case(
+    "block_tables_tensor device",
+    lambda w: block_tables_tensor([[1]], device="banana"),
+    VALUE,
+    "banana",
+)
+
+
+def _kernel_must_not_run(*args, **kwargs):
+    raise AssertionError("a kernel ran on invalid input")
+
+
+@pytest.mark.parametrize("bad", BAD, ids=BAD.ids())
+def test_bad_call_raises_a_clear_error_and_changes_nothing(bad, monkeypatch):
+    """... and no kernel is launched: the checks come first."""
+    from pagedlab.attention import kernels
+
+    for launch in ("launch_paged_attention", "launch_paged_attention_one_page"):
+        monkeypatch.setattr(kernels, launch, _kernel_must_not_run)
+    refused(bad)
+
+
+def test_every_public_ops_function_has_bad_call_rows():
+    """The table covers each public entry point of ops (add rows for a new one)."""
+    labels = BAD.labels()
+    for name in (
+        "paged_attention ",
+        "paged_attention_one_page ",
+        "reference_attention ",
+        "block_tables_tensor ",
+    ):
+        assert name in labels
+
+
+# -- what is not an error -------------------------------------------------------------------
+@pytest.mark.parametrize("fn", [paged_attention, reference_attention])
+def test_nan_in_kv_is_data(fn):
+    """NaN in a used slot makes that sequence's output NaN; in a slot nobody owns, nothing."""
+    w = world()
+    args = dict(w.attention)
+    clean = fn(**args)
+    args["value_cache"] = args["value_cache"].clone()
+    args["value_cache"][1, 3] = math.nan  # block 1, offset 3: past sequence 0's 5 positions
+    args["value_cache"][5] = math.nan  # a block no sequence owns
+    torch.testing.assert_close(fn(**args), clean)
+    args["key_cache"] = args["key_cache"].clone()
+    args["key_cache"][0, 0] = math.nan  # sequence 1's first position
+    out = fn(**args)
+    assert out[1].isnan().all() and not out[0].isnan().any()
+
+
+@pytest.mark.parametrize("fn", [paged_attention, reference_attention])
+def test_scale_takes_numpy_and_torch_numbers(fn):
+    w = world()
+    expected = fn(**w.attention, scale=0.5)
+    for scale in (np.float32(0.5), np.float64(0.5), torch.tensor(0.5), torch.tensor(0.5).half()):
+        torch.testing.assert_close(fn(**w.attention, scale=scale), expected)

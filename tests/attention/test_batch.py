@@ -1,4 +1,6 @@
-"""A decode batch as an engine packs it, and the explorer that shows it (notebook 8)."""
+"""A decode batch as an engine packs it, and the explorer that shows it (notebook 8).
+
+A bad call of ``batch_slot_mapping`` raises, naming the argument, and changes no tensor."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import torch
 
 from pagedlab.attention.batch import batch_slot_mapping, grow_batch
 from pagedlab.explorers.batch import BatchExplorer, batch_lengths
+from tests.attention.bad_calls import KIND, VALUE, BadCalls, World, refused
 
 
 @pytest.mark.parametrize(("lengths", "block_size"), [([3, 6, 9], 4), ([1], 1), ([5, 1, 16, 7], 3)])
@@ -51,3 +54,41 @@ def test_explorer_checks_hold_and_the_picture_follows_the_sliders() -> None:
     assert "block_tables = int32 [2, 5]" in explorer.readout.value
     assert "✗" not in explorer.readout.value
     assert explorer.picture.value != first
+
+
+# -- bad calls: batch_slot_mapping(block_tables, seq_lens, block_size) ---------------------
+BAD = BadCalls()
+
+
+def _slots(w: World, **change: object) -> object:
+    args = {k: w.attention[k] for k in ("block_tables", "seq_lens")}
+    return batch_slot_mapping(**{**args, "block_size": 4, **change})  # type: ignore[arg-type]
+
+
+BAD.case(
+    "batch_slot_mapping tables float",
+    lambda w: _slots(w, block_tables=w.attention["block_tables"].float()),
+    KIND,
+    "block_tables",
+)
+BAD.case("batch_slot_mapping lens list", lambda w: _slots(w, seq_lens=[5, 3]), KIND, "seq_lens")
+BAD.case(
+    "batch_slot_mapping lens 0",
+    lambda w: _slots(w, seq_lens=torch.tensor([5, 0], dtype=torch.int32)),
+    VALUE,
+    "seq_lens[1] = 0",
+)
+BAD.case(
+    "batch_slot_mapping used -1",
+    lambda w: _slots(w, seq_lens=torch.tensor([5, 5], dtype=torch.int32)),
+    VALUE,
+    "block_tables[1, 1] = -1",
+)
+BAD.ints(
+    "batch_slot_mapping block_size", "block_size", lambda w, x: _slots(w, block_size=x), [0, -4]
+)
+
+
+@pytest.mark.parametrize("bad", BAD, ids=BAD.ids())
+def test_bad_call_raises_a_clear_error_and_changes_nothing(bad) -> None:  # type: ignore[no-untyped-def]
+    refused(bad)

@@ -3,6 +3,8 @@
 The steps must end where the real kernel ends (paged_attention, the Triton kernel in its
 interpreter here) and where softmax attention ends (reference_attention), on layouts that
 scatter the pages, with keys that move the running max so rescaling actually happens.
+A bad call of ``paged_attention_steps`` or ``steps_table`` raises, naming the argument, and
+changes no tensor (the table at the end).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pagedlab.attention.ops import (
     paged_attention_one_page,
     reference_attention,
 )
+from tests.attention.bad_calls import HUGE, KIND, VALUE, BadCalls, World, refused
+from tests.refuses import refuses
 
 
 def paged_batch(
@@ -243,19 +247,77 @@ def test_steps_are_frozen():
 def test_bad_input_raises_value_error_naming_it(change, message):
     query, key_cache, value_cache = example_cache([4, 1])
     kwargs = {"query": query, "row": [4, 1], "seq_len": 5, "head": 0, "scale": None} | change
-    before = (key_cache.clone(), value_cache.clone())
-    with pytest.raises(ValueError) as error:
-        paged_attention_steps(
+    refuses(
+        lambda: paged_attention_steps(
             kwargs["query"], key_cache, value_cache, kwargs["row"], kwargs["seq_len"],
             head=kwargs["head"], scale=kwargs["scale"],
-        )  # fmt: skip
-    assert message in str(error.value)
-    assert torch.equal(before[0], key_cache) and torch.equal(before[1], value_cache)
+        ),
+        naming=message,
+        state=lambda: (key_cache.tolist(), value_cache.tolist()),
+    )  # fmt: skip
 
 
-def test_empty_steps_table_raises():
-    with pytest.raises(ValueError, match="steps is empty"):
-        steps_table([])
+# -- bad calls: paged_attention_steps(query, key_cache, value_cache, row, seq_len, head, scale)
+BAD = BadCalls()
+
+
+def _steps(w: World, **change: object) -> object:
+    args = {
+        "query": w.attention["query"][0],
+        "key_cache": w.cache.key,
+        "value_cache": w.cache.value,
+        "block_table_row": [4, 1],
+        "seq_len": 5,
+        **change,
+    }
+    return paged_attention_steps(**args)  # type: ignore[arg-type]
+
+
+BAD.case(
+    "steps query numpy", lambda w: _steps(w, query=w.attention["query"][0].numpy()), KIND, "query"
+)
+BAD.case(
+    "steps query sparse",
+    lambda w: _steps(w, query=w.attention["query"][0].to_sparse()),
+    KIND,
+    "query",
+)
+BAD.case(
+    "steps row floats",
+    lambda w: _steps(w, block_table_row=[4.7, 1.2]),
+    KIND,
+    "block_table_row",
+    "4.7",
+)
+BAD.case(
+    "steps row bools",
+    lambda w: _steps(w, block_table_row=[True, 1]),
+    KIND,
+    "block_table_row",
+    "True",
+)
+BAD.case(
+    "steps row huge", lambda w: _steps(w, block_table_row=[4, 2**40]), VALUE, "block_table_row"
+)
+BAD.ints("steps seq_len", "seq_len", lambda w, x: _steps(w, seq_len=x), [0, -1, 9, HUGE])
+BAD.ints("steps head", "head", lambda w, x: _steps(w, head=x), [-1, 4, HUGE])
+BAD.case("steps scale", lambda w: _steps(w, scale=1e39), VALUE, "scale")
+# -- steps_table(steps, decimals) --------------------------------------------------------------
+BAD.case("steps_table str", lambda w: steps_table("steps"), KIND, "steps")
+BAD.case("steps_table empty", lambda w: steps_table([]), VALUE, "steps is empty")
+BAD.case("steps_table ints", lambda w: steps_table([1, 2]), KIND, "steps[0]")
+BAD.ints("steps_table decimals", "decimals", lambda w, x: steps_table(_steps(w), x), [-1, 99])
+
+
+@pytest.mark.parametrize("bad", BAD, ids=BAD.ids())
+def test_bad_call_raises_a_clear_error_and_changes_nothing(bad):
+    refused(bad)
+
+
+def test_both_kernel_steps_functions_have_bad_call_rows():
+    """The table covers each public function of kernel_steps (add rows for a new one)."""
+    labels = BAD.labels()
+    assert "steps " in labels and "steps_table " in labels
 
 
 def test_online_softmax_figure_draws_every_read():

@@ -1,8 +1,14 @@
 """PagedKVCache: write by slot mapping, gather in logical order, copy a block; bad input
-changes nothing. The Triton write path is checked against plain torch indexing."""
+changes nothing. The Triton write path is checked against plain torch indexing.
+
+Bad calls (the table at the end, checked by ``tests.attention.bad_calls.refused``): a wrong kind
+is a ``TypeError`` naming the argument, a wrong value a ``ValueError`` (not a ``TypeError``)
+naming the argument and the value, and the cache's bytes and its inputs' bytes are unchanged.
+Numpy and 0-d torch integers, strided views and tensors that need grad are not errors."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -10,6 +16,7 @@ from hypothesis import strategies as st
 
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.attention.ops import block_tables_tensor, paged_attention, reference_attention
+from tests.attention.bad_calls import HUGE, KIND, VALUE, BadCalls, World, refused, world
 
 
 class FakeTable:
@@ -111,51 +118,6 @@ def test_cache_feeds_paged_attention():
     assert reference_attention(*args).item() == 3.0
 
 
-BAD_CALLS = {
-    "slot too big": (lambda c, k, v: c.write([0, 24], k[:2], v[:2]), r"slot_mapping\[1\] = 24"),
-    "slot negative": (lambda c, k, v: c.write([-1], k[:1], v[:1]), r"slot_mapping\[0\] = -1"),
-    "duplicate slot": (lambda c, k, v: c.write([3, 3], k[:2], v[:2]), "slot 3 more than once"),
-    "float slots": (lambda c, k, v: c.write(torch.tensor([1.0]), k[:1], v[:1]), "integers"),
-    "2-D slots": (lambda c, k, v: c.write([[1]], k[:1], v[:1]), "1-D"),
-    "k count": (lambda c, k, v: c.write([1, 2], k[:3], v[:2]), r"k must be .*got \[3, 2, 3\]"),
-    "v heads": (lambda c, k, v: c.write([1], k[:1], v[:1, :1]), "v must be"),
-    "k dtype": (lambda c, k, v: c.write([1], k[:1].half(), v[:1]), "k dtype torch.float16"),
-    "k list": (lambda c, k, v: c.write([1], [[0.0]], v[:1]), "k must be a torch.Tensor"),
-    "copy src": (lambda c, k, v: c.copy_block(6, 0), "src = 6"),
-    "copy dst": (lambda c, k, v: c.copy_block(0, -1), "dst = -1"),
-    "copy bool": (lambda c, k, v: c.copy_block(True, 0), "src must be an integer"),
-    "gather capacity": (lambda c, k, v: c.gather([0], 5), "num_tokens = 5 exceeds"),
-    "gather block": (lambda c, k, v: c.gather([0, 9], 5), r"blocks\[1\] = 9"),
-    "gather negative": (lambda c, k, v: c.gather([0], -1), "num_tokens must be"),
-}
-
-
-@pytest.mark.parametrize("case", sorted(BAD_CALLS))
-def test_bad_input_raises_and_changes_nothing(case):
-    cache = PagedKVCache(6, 4, 2, 3)
-    k, v = tokens(3, start=1)
-    cache.write([0, 5, 9], k, v)
-    key, value = cache.key.clone(), cache.value.clone()
-    call, message = BAD_CALLS[case]
-    with pytest.raises(ValueError, match=message):
-        call(cache, *tokens(3, start=50))
-    assert torch.equal(cache.key, key) and torch.equal(cache.value, value)
-
-
-@pytest.mark.parametrize(
-    "args",
-    [(0, 4, 1, 1), (4, 0, 1, 1), (4, 4, -1, 1), (4, 4, 1, 0), (4.0, 4, 1, 1), (True, 4, 1, 1)],
-)
-def test_bad_sizes(args):
-    with pytest.raises(ValueError, match="must be (>= 1|an integer)"):
-        PagedKVCache(*args)
-
-
-def test_bad_dtype():
-    with pytest.raises(ValueError, match="torch.int32"):
-        PagedKVCache(2, 2, 1, 1, dtype=torch.int32)
-
-
 def test_gather_ignores_padding_entries():
     cache = PagedKVCache(3, 2, 1, 1)
     k, v = tokens(3, heads=1, dim=1, start=1)
@@ -210,3 +172,173 @@ def test_pinned_memory_needs_a_cpu_cache_on_a_cuda_machine() -> None:
             PagedKVCache(2, 4, 1, 8, device="cpu", pin_memory=True)
     with pytest.raises(TypeError, match="pin_memory must be True or False, got 1"):
         PagedKVCache(2, 4, 1, 8, device="cpu", pin_memory=1)  # type: ignore[arg-type]
+
+
+# -- bad calls: PagedKVCache(num_blocks, block_size, num_kv_heads, head_dim, dtype, device) ---
+BAD = BadCalls()
+SIZES = {"num_blocks": 6, "block_size": 4, "num_kv_heads": 2, "head_dim": 3}
+for _name in SIZES:
+
+    def _make(w: World, x: object, name: str = _name) -> object:
+        return PagedKVCache(**{**SIZES, name: x})  # type: ignore[arg-type]
+
+    BAD.ints(f"cache {_name}", _name, _make, [0, -1], value_says="{name} must be >= 1, got {x}")
+    BAD.ints(f"cache {_name}", _name, _make, [HUGE], kinds=False)
+BAD.case("cache int32 block ids", lambda w: PagedKVCache(2**31, 1, 1, 1), VALUE, "num_blocks")
+BAD.case("cache too big", lambda w: PagedKVCache(2**31 - 1, 2**20, 8, 128), VALUE, "GiB")
+for _dtype in ["float32", torch.int32, torch.float64, torch.complex64, torch.bool, None]:
+    BAD.case(
+        f"cache dtype {_dtype}",
+        lambda w, d=_dtype: PagedKVCache(2, 2, 1, 1, dtype=d),
+        KIND,
+        "dtype",
+        str(_dtype),
+    )
+for _device in ["banana", "meta", "cuda:7"] + ([] if torch.cuda.is_available() else ["cuda"]):
+    BAD.case(
+        f"cache device {_device}",
+        lambda w, d=_device: PagedKVCache(2, 2, 1, 1, device=d),
+        VALUE,
+        _device,
+    )
+BAD.case("cache device int", lambda w: PagedKVCache(2, 2, 1, 1, device=3), KIND, "device")
+
+# -- write(slot_mapping, k, v) --------------------------------------------------------------
+for _slots, _kind in [
+    ([1.5, 2, 3], KIND),
+    ([True, 2, 3], KIND),
+    ([1, True, 3], KIND),
+    ([np.bool_(False), 2, 3], KIND),
+    ([torch.tensor(1.0), 2, 3], KIND),
+    (torch.tensor([1.0, 2.0, 3.0]), KIND),
+    (torch.tensor([True, False, True]), KIND),
+    (np.array([1.5, 2.5, 3.5]), KIND),
+    ("123", KIND),
+    ({1, 2, 3}, KIND),
+    (7, KIND),
+    (None, KIND),
+    (torch.tensor([1, 2, 3]).to_sparse(), KIND),
+    ([-1, 2, 3], VALUE),
+    ([1, 2, 24], VALUE),
+    ([1, 2, HUGE], VALUE),
+    ([3, 3, 4], VALUE),
+    ([[1], [2], [3]], VALUE),
+    (torch.tensor([[1, 2, 3]]), VALUE),
+    (torch.tensor([1, 2, 24]), VALUE),
+    (torch.tensor([1, 2, 3], device="meta"), VALUE),
+]:
+    BAD.case(
+        f"write slots {_slots!r}", lambda w, s=_slots: w.cache.write(s, w.k, w.v), _kind, "slot"
+    )
+for _label, _make_k, _kind in [
+    ("list", lambda k: k.tolist(), KIND),
+    ("numpy", lambda k: k.numpy(), KIND),
+    ("sparse", lambda k: k.to_sparse(), KIND),
+    ("float16", lambda k: k.half(), KIND),
+    ("float64", lambda k: k.double(), KIND),
+    ("int32", lambda k: k.int(), KIND),
+    ("complex", lambda k: k.cfloat(), KIND),
+    ("quantized", lambda k: torch.quantize_per_tensor(k, 0.1, 0, torch.qint8), KIND),
+    ("meta", lambda k: k.to("meta"), VALUE),
+    ("shape", lambda k: k[:, :1], VALUE),
+    ("count", lambda k: k[:2], VALUE),
+]:
+    for _which in ("k", "v"):
+
+        def _write(w: World, make=_make_k, which=_which) -> None:
+            k, v = (make(w.k), w.v) if which == "k" else (w.k, make(w.v))
+            w.cache.write([1, 2, 3], k, v)
+
+        BAD.case(f"write {_which} {_label}", _write, _kind, _which)
+for _label, _call, _kind, _words in [
+    ("slot 24", lambda c, k, v: c.write([0, 24], k[:2], v[:2]), VALUE, ["slot_mapping[1] = 24"]),
+    ("slot negative", lambda c, k, v: c.write([-1], k[:1], v[:1]), VALUE, ["slot_mapping[0] = -1"]),
+    ("slot twice", lambda c, k, v: c.write([3, 3], k[:2], v[:2]), VALUE, ["slot 3 more than once"]),
+    ("float slots", lambda c, k, v: c.write(torch.tensor([1.0]), k[:1], v[:1]), KIND, ["integers"]),
+    ("2-D slots", lambda c, k, v: c.write([[1]], k[:1], v[:1]), VALUE, ["1-D"]),
+    ("k 3", lambda c, k, v: c.write([1, 2], k[:3], v[:2]), VALUE, ["k must be", "got [3, 2, 3]"]),
+    ("v heads", lambda c, k, v: c.write([1], k[:1], v[:1, :1]), VALUE, ["v must be"]),
+    ("k dtype", lambda c, k, v: c.write([1], k[:1].half(), v[:1]), KIND, ["k dtype torch.float16"]),
+    ("k list", lambda c, k, v: c.write([1], [[0.0]], v[:1]), KIND, ["k must be a torch.Tensor"]),
+    ("gather capacity", lambda c, k, v: c.gather([0], 5), VALUE, ["num_tokens = 5 exceeds"]),
+    ("gather block", lambda c, k, v: c.gather([0, 9], 5), VALUE, ["blocks[1] = 9"]),
+    ("gather negative", lambda c, k, v: c.gather([0], -1), VALUE, ["num_tokens must be"]),
+]:  # fmt: skip
+    BAD.case(_label, lambda w, call=_call: call(w.cache, w.k, w.v), _kind, *_words)
+
+# -- gather(blocks, num_tokens), copy_block(src, dst) ---------------------------------------
+for _blocks, _kind, _word in [
+    ([1.7, 2.2], KIND, "1.7"),
+    ([True, False], KIND, "True"),
+    ([np.float32(1.0), 2], KIND, "blocks[0]"),
+    (torch.tensor([1.0, 2.0]), KIND, "float32"),
+    (torch.tensor([True, False]), KIND, "bool"),
+    (np.array([1.5, 2.5]), KIND, "float64"),
+    ("12", KIND, "'12'"),
+    (3, KIND, "3"),
+    ([9, 1], VALUE, "9"),
+    ([-1, 1], VALUE, "-1"),
+    ([HUGE, 1], VALUE, str(HUGE)),
+    ([[1, 2]], VALUE, "1-D"),
+]:
+    BAD.case(
+        f"gather blocks {_blocks!r}",
+        lambda w, b=_blocks: w.cache.gather(b, 5),
+        _kind,
+        "blocks",
+        _word,
+    )
+BAD.ints("gather num_tokens", "num_tokens", lambda w, x: w.cache.gather([1, 2], x), [-1, 9, HUGE])
+BAD.ints(
+    "copy src", "src", lambda w, x: w.cache.copy_block(x, 0), [-1, 6, HUGE], value_says="src = {x}"
+)
+BAD.ints(
+    "copy dst", "dst", lambda w, x: w.cache.copy_block(0, x), [-1, 6, HUGE], value_says="dst = {x}"
+)
+
+
+@pytest.mark.filterwarnings("ignore:.*quantize_per_tensor")  # torch deprecates qint8 tensors
+@pytest.mark.parametrize("bad", BAD, ids=BAD.ids())
+def test_bad_call_raises_a_clear_error_and_changes_nothing(bad):
+    refused(bad)
+
+
+def test_every_public_cache_method_has_bad_call_rows():
+    """The table covers the constructor and each public method (add rows for a new one)."""
+    labels = BAD.labels()
+    for name in ("cache ", "write ", "gather ", "copy "):
+        assert name in labels
+
+
+# -- what is not an error -------------------------------------------------------------------
+def test_gather_takes_numpy_and_torch_integers():
+    w = world()
+    expected = w.cache.gather([4, 1], 5)
+    for blocks, n in [
+        (np.array([4, 1]), np.int64(5)),
+        (torch.tensor([4, 1], dtype=torch.int32), torch.tensor(5)),
+        ((np.int32(4), torch.tensor(1)), 5),
+    ]:
+        got = w.cache.gather(blocks, n)
+        assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+def test_write_reads_views_and_drops_autograd():
+    w = world()
+    reference = world()
+    source = w.cache.key[0, :3].clone(), w.cache.value[0, :3].clone()  # slots 0..2's K/V
+    w.cache.write([1, 2, 0], w.cache.key[0, :3], w.cache.value[0, :3])  # a view of the cache
+    reference.cache.write([1, 2, 0], *source)
+    assert torch.equal(w.cache.key, reference.cache.key)
+    k = w.k.transpose(1, 2).contiguous().transpose(1, 2).requires_grad_()  # strided, grad
+    assert not k.is_contiguous()
+    w.cache.write([5, 6, 7], k, w.v)
+    assert not w.cache.key.requires_grad and w.cache.key.grad_fn is None
+    assert torch.equal(w.cache.gather([1, 1], 8)[0][5:], w.k)
+
+
+def test_cache_shape_cannot_be_replaced():
+    w = world()
+    for name in ("key", "value", "num_blocks", "block_size", "dtype", "device"):
+        with pytest.raises(AttributeError):
+            setattr(w.cache, name, None)

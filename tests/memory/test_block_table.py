@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from pagedlab import BlockAllocator, BlockTable, CopyOnWrite, OutOfBlocksError
+from pagedlab.memory.block_table import blocks_to_append
+from tests.memory.bad_calls import (
+    WRONG_KINDS,
+    WRONG_VALUES,
+    IntCall,
+    ids,
+    other_bad_call_refused,
+    scene,
+    wrong_kind_refused,
+    wrong_value_refused,
+)
+from tests.refuses import refuses
 
 EXAMPLE_ORDER = [4, 1, 0, 2, 3, 5, 6, 7]
 
@@ -104,9 +117,9 @@ def test_out_of_blocks_changes_nothing() -> None:
     alloc = BlockAllocator(3, 4)
     table = BlockTable(alloc)
     table.append_tokens(5)
-    with pytest.raises(OutOfBlocksError, match="needs 2 free block"):
-        table.append_tokens(8)
-    assert (table.blocks, table.num_tokens, alloc.num_free) == ([0, 1], 5, 1)
+    state = lambda: (table.blocks, table.num_tokens, alloc.num_free)  # noqa: E731
+    refuses(lambda: table.append_tokens(8), OutOfBlocksError, match="needs 2 free", state=state)
+    assert state() == ([0, 1], 5, 1)
     assert issubclass(OutOfBlocksError, RuntimeError)
 
 
@@ -121,30 +134,11 @@ def test_copy_on_write_needs_a_free_block_too() -> None:
     assert alloc.refcounts() == [2, 1]  # the extra fork holds block 0; nothing else changed
 
 
-@pytest.mark.parametrize(
-    ("make", "message"),
-    [
-        (lambda: BlockAllocator(0, 4), "num_blocks must be >= 1, got 0"),
-        (lambda: BlockAllocator(4, -2), "block_size must be >= 1, got -2"),
-        (lambda: BlockAllocator(4, 2.5), "block_size must be an integer, got 2.5"),  # type: ignore[arg-type]
-        (
-            lambda: BlockAllocator(3, 4, free_order=[0, 1, 1]),
-            r"permutation of range\(3\), got \[0, 1, 1\]",
-        ),
-        (lambda: BlockAllocator(3, 4, free_order=[0, 1]), "permutation"),
-        (lambda: BlockAllocator(3, 4, free_order=[0, 1, "x"]), "permutation"),  # type: ignore[list-item]
-    ],
-)
-def test_bad_construction_names_the_value(make, message) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ValueError, match=message):
-        make()
-
-
 def test_bad_calls_name_the_value_and_change_nothing() -> None:
     alloc = BlockAllocator(4, 4)
     table = BlockTable(alloc)
     table.append_tokens(5)
-    state = (table.blocks, table.num_tokens, alloc.refcounts(), alloc.free_list())
+    state = lambda: (table.blocks, table.num_tokens, alloc.refcounts(), alloc.free_list())  # noqa: E731
     cases = [
         (lambda: alloc.free(2), "block 2 is already free"),
         (lambda: alloc.free(4), r"block 4 is out of range \[0, 4\)"),
@@ -161,9 +155,7 @@ def test_bad_calls_name_the_value_and_change_nothing() -> None:
         (lambda: table.hold_prefix([2]), "already holds blocks"),
     ]
     for call, message in cases:
-        with pytest.raises(ValueError, match=message):
-            call()
-        assert (table.blocks, table.num_tokens, alloc.refcounts(), alloc.free_list()) == state
+        refuses(call, match=message, state=state)
 
 
 def test_a_freed_table_refuses_everything() -> None:
@@ -225,3 +217,95 @@ def test_check_int_names_the_value_and_its_bounds() -> None:
         check_int(5, "width", minimum=1, maximum=4)
     with pytest.raises(ValueError, match="width must be >= 1, got 0"):
         check_int(0, "width", minimum=1, maximum=4)
+
+
+# --- bad values: a TypeError or ValueError naming the value, nothing changed ----------------
+INT_ARGUMENTS: list[tuple[str, IntCall]] = [
+    ("n", lambda s, v: s.table.append_tokens(v)),
+    ("n", lambda s, v: s.table.blocks_needed(v)),
+    ("n", lambda s, v: s.table.can_append(v)),
+    ("pos", lambda s, v: s.table.slot(v)),
+    ("block", lambda s, v: BlockTable(s.alloc).hold_prefix([v])),
+    ("num_tokens", lambda s, v: blocks_to_append(v, 1, 4)),
+    ("n", lambda s, v: blocks_to_append(4, v, 4)),
+    ("block_size", lambda s, v: blocks_to_append(4, 1, v)),
+]
+
+
+@pytest.mark.parametrize("bad", WRONG_KINDS, ids=repr)
+@pytest.mark.parametrize(("name", "call"), INT_ARGUMENTS, ids=ids(INT_ARGUMENTS))
+def test_wrong_kinds_are_type_errors(name: str, call: IntCall, bad: object) -> None:
+    wrong_kind_refused(name, call, bad)
+
+
+@pytest.mark.parametrize("bad", WRONG_VALUES, ids=repr)
+@pytest.mark.parametrize(("name", "call"), INT_ARGUMENTS, ids=ids(INT_ARGUMENTS))
+def test_wrong_values_are_value_errors(name: str, call: IntCall, bad: object) -> None:
+    wrong_value_refused(name, call, bad)
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "message"),
+    [
+        (lambda s: BlockTable(s.cache), TypeError, "BlockTable needs a BlockAllocator"),
+        (lambda s: s.table.hold_prefix(5), TypeError, "blocks must be a sequence"),
+        (lambda s: BlockTable(s.alloc).hold_prefix([3, 3]), ValueError, "repeat a block"),
+        (lambda s: BlockTable(s.alloc).hold_prefix([8]), ValueError, "block 8 is out of range"),
+        (lambda s: BlockTable(s.alloc).hold_prefix(np.array(1)), TypeError, "blocks must be"),
+    ],
+)
+def test_other_bad_arguments(call, kind, message) -> None:  # type: ignore[no-untyped-def]
+    other_bad_call_refused(call, kind, message)
+
+
+def test_a_table_whose_block_was_freed_behind_its_back_refuses_fork_and_append() -> None:
+    """Freeing a table's block through the allocator makes the table refuse fork and append,
+    naming the block, changing nothing; BlockTable(None) names what it needs."""
+    a = BlockAllocator(4, 2)
+    t = BlockTable(a)
+    t.append_tokens(4)
+    a.free(1)  # behind the table's back
+    snapshot = lambda: (a.refcounts(), a.free_list(), t.blocks)  # noqa: E731
+    refuses(t.fork, match="block 1 was freed behind its back", state=snapshot)
+    assert snapshot() == ([1, 0, 0, 0], [2, 3, 1], [0, 1])
+
+    a = BlockAllocator(4, 2)
+    t = BlockTable(a)
+    t.append_tokens(3)
+    a.free(1)
+    refuses(lambda: t.append_tokens(1), match="block 1 was freed behind its back")
+    assert (t.num_tokens, a.refcounts()) == (3, [1, 0, 0, 0])
+
+    refuses(
+        lambda: BlockTable(None), TypeError, match="BlockTable needs a BlockAllocator.*got None"
+    )  # type: ignore[arg-type]
+
+
+def test_a_block_freed_behind_a_tables_back_is_never_freed_twice_or_overwritten() -> None:
+    a = BlockAllocator(2, 2)
+    t = BlockTable(a)
+    t.append_tokens(3)  # blocks 0, 1
+    a.free(1)
+    other = BlockTable(a)
+    other.append_tokens(2)  # is handed block 1
+    assert other.blocks == [1] and t.lost == [1]
+    for call in (t.free, t.append_token, t.slot_mapping, lambda: t.slot(0)):
+        refuses(call, match="freed behind its back")
+    assert a.refcounts() == [1, 1]  # the old table's free did not drop the new holder's block
+
+
+def test_a_shared_block_freed_behind_the_back_costs_exactly_one_holder() -> None:
+    a = BlockAllocator(4, 2)
+    parent = BlockTable(a)
+    parent.append_tokens(3)  # blocks 0 (full), 1 (one of two slots)
+    child = parent.fork()
+    a.free(1)  # drops the most recent holder's reference: the child's
+    assert child.lost == [1] and parent.lost == [] and a.refcount(1) == 1
+    assert parent.append_tokens() is None  # the parent alone holds block 1: in place
+    refuses(child.append_tokens, match="table 1: block 1 was freed behind its back")
+
+
+def test_table_ids_are_read_only() -> None:
+    s = scene()
+    with pytest.raises(AttributeError):
+        s.table.id = 7  # type: ignore[misc]

@@ -6,10 +6,23 @@ from __future__ import annotations
 import hashlib
 import struct
 
+import numpy as np
 import pytest
+import torch
 
-from pagedlab import BlockAllocator, OutOfBlocksError
+from pagedlab import BlockAllocator, BlockTable, OutOfBlocksError
 from pagedlab.memory.prefix_cache import ROOT_HASH, PrefixCache, block_hashes, chain_hash
+from tests.memory.bad_calls import (
+    WRONG_KINDS,
+    WRONG_VALUES,
+    IntCall,
+    ids,
+    other_bad_call_refused,
+    scene,
+    wrong_kind_refused,
+    wrong_value_refused,
+)
+from tests.refuses import refuses
 
 
 def make(num_blocks: int = 8, block_size: int = 4, **kw: int) -> PrefixCache:
@@ -140,35 +153,15 @@ def test_decoded_blocks_can_be_registered() -> None:
         cache.register(first.table, [1, 2, 3])
 
 
-@pytest.mark.parametrize(
-    ("tokens", "message"),
-    [
-        ([], "tokens must hold at least one token id, got none"),
-        ("abc", "tokens must be a sequence of integer token ids, got 'abc'"),
-        ([1, 2.5], "token id must be an integer, got 2.5"),
-        ([2**64], "token id 18446744073709551616 does not fit in 64 bits"),
-    ],
-)
-def test_bad_tokens_change_nothing(tokens: object, message: str) -> None:
-    cache = make()
-    cache.admit(list(range(6)))
-    before = (cache.allocator.refcounts(), cache.allocator.free_list(), cache.cached_blocks())
-    stats = repr(cache.stats)
-    with pytest.raises(ValueError, match=message):
-        cache.admit(tokens)  # type: ignore[arg-type]
-    assert (cache.allocator.refcounts(), cache.allocator.free_list(), cache.cached_blocks()) == (
-        before
-    )
-    assert repr(cache.stats) == stats
-
-
 def test_out_of_blocks_changes_nothing() -> None:
     cache = make(num_blocks=4)
     cache.admit(list(range(9))).table.free()  # blocks 0, 1 cached and free
-    before = (cache.allocator.free_list(), cache.cached_blocks(), repr(cache.stats))
-    with pytest.raises(OutOfBlocksError, match="needs 5 free block"):
-        cache.admit(list(range(8)) + list(range(50, 62)))  # 2 hits taken back + 3 new > 4
-    assert (cache.allocator.free_list(), cache.cached_blocks(), repr(cache.stats)) == before
+    refuses(
+        lambda: cache.admit(list(range(8)) + list(range(50, 62))),  # 2 hits back + 3 new > 4
+        OutOfBlocksError,
+        match="needs 5 free block",
+        state=lambda: (cache.allocator.free_list(), cache.cached_blocks(), repr(cache.stats)),
+    )
 
 
 def test_bad_hash_bytes() -> None:
@@ -176,3 +169,84 @@ def test_bad_hash_bytes() -> None:
         make(hash_bytes=33)
     with pytest.raises(ValueError, match="hash_bytes must be >= 1, got 0"):
         make(hash_bytes=0)
+
+
+# --- bad values: a TypeError or ValueError naming the value, nothing changed ----------------
+INT_ARGUMENTS: list[tuple[str, IntCall]] = [
+    ("hash_bytes", lambda s, v: PrefixCache(s.alloc, hash_bytes=v)),
+    ("hash_bytes", lambda s, v: block_hashes([1, 2, 3, 4], 4, hash_bytes=v)),
+    ("hash_bytes", lambda s, v: chain_hash("", [1], hash_bytes=v)),
+    ("block_size", lambda s, v: block_hashes([1, 2, 3, 4], v)),  # a huge one: no full block
+    ("token id", lambda s, v: s.cache.admit([1, v])),
+    ("token id", lambda s, v: s.cache.lookup([1, v])),
+    ("token id", lambda s, v: s.cache.can_admit([1, v])),
+    ("token id", lambda s, v: s.cache.register(s.table, [1, 2, 3, 4, v])),
+    ("token id", lambda s, v: chain_hash("", [v])),
+    ("block", lambda s, v: s.cache.tokens_of(v)),
+]
+
+
+@pytest.mark.parametrize("bad", WRONG_KINDS, ids=repr)
+@pytest.mark.parametrize(("name", "call"), INT_ARGUMENTS, ids=ids(INT_ARGUMENTS))
+def test_wrong_kinds_are_type_errors(name: str, call: IntCall, bad: object) -> None:
+    wrong_kind_refused(name, call, bad)
+
+
+@pytest.mark.parametrize("bad", WRONG_VALUES, ids=repr)
+@pytest.mark.parametrize(("name", "call"), INT_ARGUMENTS, ids=ids(INT_ARGUMENTS))
+def test_wrong_values_are_value_errors(name: str, call: IntCall, bad: object) -> None:
+    wrong_value_refused(name, call, bad)
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "message"),
+    [
+        (lambda s: PrefixCache(None), TypeError, "PrefixCache needs a BlockAllocator"),
+        (lambda s: s.cache.block_for(["x"]), TypeError, "block_hash must be a hex string"),
+        (
+            lambda s: s.cache.admit("abc"),
+            TypeError,
+            "tokens must be a sequence of integer token ids, got 'abc'",
+        ),
+        (lambda s: s.cache.admit(5), TypeError, "tokens must be a sequence"),
+        (lambda s: s.cache.lookup(torch.tensor(3)), TypeError, "tokens must be a sequence"),
+        (lambda s: s.cache.admit(np.array(3)), TypeError, "tokens must be a sequence"),
+        (
+            lambda s: s.cache.admit([]),
+            ValueError,
+            "tokens must hold at least one token id, got none",
+        ),
+        (lambda s: s.cache.admit([1, 2.5]), TypeError, "token id must be an integer, got 2.5"),
+        (
+            lambda s: s.cache.admit([2**64]),
+            ValueError,
+            "token id 18446744073709551616 does not fit",
+        ),
+        (lambda s: s.cache.register("t", [1]), TypeError, "table must be a BlockTable"),
+        (lambda s: chain_hash(None, [1]), TypeError, "parent must be a hex hash string"),
+        (lambda s: chain_hash("", [2**64]), ValueError, "does not fit in 64 bits"),
+    ],
+)
+def test_other_bad_arguments(call, kind, message) -> None:  # type: ignore[no-untyped-def]
+    other_bad_call_refused(call, kind, message)
+
+
+def test_a_closed_prefix_cache_answers_nothing() -> None:
+    s = scene()
+    s.table.free()
+    s.child.free()  # block 0 is cached and free
+    assert not s.cache.closed
+    s.cache.close()
+    s.cache.close()  # twice is harmless
+    assert s.cache.closed
+    BlockTable(s.alloc).append_tokens(32)  # every block handed out again, block 0 included
+    assert s.cache.cached_blocks() == {}
+    for call in (lambda: s.cache.lookup([1, 2, 3, 4, 5]), lambda: s.cache.admit([1, 2, 3, 4, 5])):
+        refuses(call, match="the prefix cache was closed", state=s.state)
+
+
+def test_cache_settings_are_read_only() -> None:
+    s = scene()
+    for name in ("hash_bytes", "allocator", "block_size", "stats"):
+        with pytest.raises(AttributeError):
+            setattr(s.cache, name, 0)

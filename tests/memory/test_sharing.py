@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -17,8 +18,19 @@ from pagedlab.memory.savings import (
     parallel_savings,
     savings_table,
 )
-from pagedlab.memory.sharing import beam_step, fork_samples, holders
+from pagedlab.memory.sharing import beam_step, can_beam_step, fork_samples, holders
 from pagedlab.scenes import FIG9_STEP, figure8, figure9_before
+from tests.memory.bad_calls import (
+    WRONG_KINDS,
+    WRONG_VALUES,
+    IntCall,
+    ids,
+    other_bad_call_refused,
+    scene,
+    wrong_kind_refused,
+    wrong_value_refused,
+)
+from tests.refuses import refuses
 
 
 def state(alloc: BlockAllocator) -> tuple[list[int], list[int]]:
@@ -165,13 +177,17 @@ def test_single_survivor_inherits_blocks_without_copying() -> None:
 def test_fork_samples_rejects_bad_n_and_freed_table() -> None:
     table = BlockTable(BlockAllocator(8, 4))
     table.append_tokens(5)
-    before = state(table.allocator)
-    with pytest.raises(ValueError, match="n \\(number of samples\\) must be >= 1, got 0"):
-        fork_samples(table, 0)
-    assert state(table.allocator) == before
+    refuses(
+        lambda: fork_samples(table, 0),
+        match="n \\(number of samples\\) must be >= 1, got 0",
+        state=lambda: state(table.allocator),
+    )
     table.free()
-    with pytest.raises(ValueError, match=f"cannot fork table {table.id}: it was already freed"):
-        fork_samples(table, 2)
+    refuses(
+        lambda: fork_samples(table, 2),
+        match=f"cannot fork table {table.id}: it was already freed",
+        state=lambda: state(table.allocator),
+    )
 
 
 @pytest.mark.parametrize(
@@ -188,10 +204,11 @@ def test_beam_step_bad_inputs_change_nothing(parents: list, tokens: int, message
     root = BlockTable(BlockAllocator(8, 4))
     root.append_tokens(5)
     beams = fork_samples(root, 2)
-    before = state(root.allocator)
-    with pytest.raises(ValueError, match=message):
-        beam_step(beams, parents, tokens)
-    assert state(root.allocator) == before
+    refuses(
+        lambda: beam_step(beams, parents, tokens),
+        match=message,
+        state=lambda: state(root.allocator),
+    )
     assert not any(b.freed for b in beams)
 
 
@@ -200,19 +217,23 @@ def test_beam_step_rejects_freed_beam() -> None:
     root.append_tokens(5)
     a, b = fork_samples(root, 2)
     b.free()
-    before = state(root.allocator)
-    with pytest.raises(ValueError, match=f"beam table {b.id} was already freed"):
-        beam_step([a, b], [0, 0])
-    assert state(root.allocator) == before
+    refuses(
+        lambda: beam_step([a, b], [0, 0]),
+        match=f"beam table {b.id} was already freed",
+        state=lambda: state(root.allocator),
+    )
 
 
 def test_beam_step_out_of_blocks_changes_nothing() -> None:
     root = BlockTable(BlockAllocator(4, 4))
     root.append_tokens(6)  # blocks 0, 1; two free
-    before = state(root.allocator)
-    with pytest.raises(OutOfBlocksError, match="needs 3 free block"):
-        beam_step([root], [0, 0, 0, 0])  # three copies of block 1 needed, two free
-    assert state(root.allocator) == before and not root.freed
+    refuses(
+        lambda: beam_step([root], [0, 0, 0, 0]),  # three copies of block 1 needed, two free
+        OutOfBlocksError,
+        match="needs 3 free block",
+        state=lambda: state(root.allocator),
+    )
+    assert not root.freed
     step = beam_step([root], [0, 0, 0])  # exactly fits: two copies
     assert root.allocator.num_free == 0 and len(step.copies) == 2
 
@@ -304,3 +325,64 @@ def test_prefix_explorer_shows_both_low_hit_rate_rules() -> None:
     aligned = explorer.set(shared=8, prompt_len=8).admissions[1]
     assert aligned.recomputed_last_block and len(aligned.hit_blocks) == 1
     assert "hit rate <b>25 %</b>" in explorer.readout.value
+
+
+# --- bad values of sharing, the savings figures and the Fig. 9 scene -------------------------
+INT_ARGUMENTS: list[tuple[str, IntCall]] = [
+    ("n (number of samples)", lambda s, v: fork_samples(s.table, v)),
+    ("num_tokens", lambda s, v: beam_step([s.table, s.child], [0, 1], v)),
+    ("num_tokens", lambda s, v: can_beam_step([s.table, s.child], [0, 1], v)),
+    ("parent index", lambda s, v: beam_step([s.table, s.child], [0, v])),
+    ("num_blocks", lambda s, v: figure9_before(v)),
+    ("prompt_len", lambda s, v: parallel_savings(v, 4, 2)),
+    ("output_len", lambda s, v: parallel_savings(4, v, 2)),
+    ("n", lambda s, v: parallel_savings(4, 4, v)),
+    ("block_size", lambda s, v: parallel_savings(4, 4, 2, v)),
+    ("k", lambda s, v: beam_savings(4, 4, v)),
+    ("seed", lambda s, v: beam_savings(4, 4, 2, seed=v)),
+    ("width", lambda s, v: alpaca_savings("beam", v, num_requests=2)),
+    ("num_requests", lambda s, v: alpaca_savings("beam", 2, num_requests=v)),
+    ("width", lambda s, v: savings_table(4, 4, widths=(2, v))),
+]
+
+
+@pytest.mark.parametrize("bad", WRONG_KINDS, ids=repr)
+@pytest.mark.parametrize(("name", "call"), INT_ARGUMENTS, ids=ids(INT_ARGUMENTS))
+def test_wrong_kinds_are_type_errors(name: str, call: IntCall, bad: object) -> None:
+    wrong_kind_refused(name, call, bad)
+
+
+@pytest.mark.parametrize("bad", WRONG_VALUES, ids=repr)
+@pytest.mark.parametrize(("name", "call"), INT_ARGUMENTS, ids=ids(INT_ARGUMENTS))
+def test_wrong_values_are_value_errors(name: str, call: IntCall, bad: object) -> None:
+    wrong_value_refused(name, call, bad)
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "message"),
+    [
+        (lambda s: fork_samples(None, 2), TypeError, "prompt must be a BlockTable"),
+        (lambda s: fork_samples(s.table, 10**9), ValueError, "must be <= 1024"),
+        (lambda s: beam_step(s.table, [0]), TypeError, "beams must be a list"),
+        (lambda s: beam_step([s.table], "0"), TypeError, "parents must be a sequence"),
+        (lambda s: beam_step([s.table], 0), TypeError, "parents must be a sequence"),
+        (lambda s: beam_step([s.table, s.table], [0]), ValueError, "repeat a table"),
+        (lambda s: beam_step(["x"], [0]), TypeError, "beams must hold BlockTables"),
+        (lambda s: beam_step([s.table], [0] * 1025), ValueError, "must be <= 1024"),
+        (lambda s: beam_step([s.table], [1]), ValueError, "out of range"),
+        (lambda s: holders([None]), TypeError, "tables must hold BlockTables"),
+        (lambda s: alpaca_savings(["beam"], 2), TypeError, "mode must be"),
+        (lambda s: alpaca_savings("greedy", 2), ValueError, "mode must be"),
+        (lambda s: parallel_savings(4096, 4096, 64, 1), ValueError, "at most 4096"),
+        (lambda s: savings_table(widths=4), TypeError, "widths must be a tuple"),
+        (lambda s: format_savings([None]), TypeError, "rows must hold Savings"),
+    ],
+)
+def test_other_bad_arguments(call, kind, message) -> None:  # type: ignore[no-untyped-def]
+    other_bad_call_refused(call, kind, message)
+
+
+def test_beam_parents_may_be_a_numpy_array() -> None:
+    s = scene()
+    step = beam_step([s.table, s.child], np.array([1, 1]))
+    assert [t.num_tokens for t in step.beams] == [6, 6]

@@ -5,7 +5,9 @@ paged accounting against a real BlockAllocator/BlockTable run."""
 from __future__ import annotations
 
 import math
+import re
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -23,20 +25,31 @@ from pagedlab.simulate import (
     StepCost,
     Trace,
     block_size_sweep,
+    breakdown_table,
+    buddy_extent,
     compare_table,
     make_trace,
     orca_max,
     orca_oracle,
     orca_pow2,
     paper_policies,
+    reserved_slots,
     simulate,
+    sweep_table,
     vllm,
 )
 from pagedlab.simulate.policies import OneRequest
+from pagedlab.simulate.report import fig2_table, fig13_table
+from tests.refuses import refuses
 
 
 def one(prompt: int, output: int, duration: float = 100.0) -> Trace:
     return Trace(np.zeros(1), np.array([prompt]), np.array([output]), duration)
+
+
+NAN, INF = float("nan"), float("inf")
+P, OUT = np.array([10]), np.array([5])
+ONE = Trace(np.zeros(1), P, OUT, 10.0)  # one request: prompt 10, output 5
 
 
 POLICIES = [orca_max(), orca_pow2(), orca_oracle(), vllm(1), vllm(4), vllm(16), vllm(256)]
@@ -146,26 +159,85 @@ def test_workload_means_and_caps() -> None:
     assert abs(al.prompt.mean() - ap_mean) < 1.5 and abs(al.output.mean() - ao_mean) < 3
 
 
-@pytest.mark.parametrize(
-    ("call", "needle"),
-    [
-        (lambda: make_trace(0.0, 10.0), "rate must be > 0, got 0.0"),
-        (lambda: make_trace(-1, 10.0), "got -1"),
-        (lambda: make_trace(1.0, 10.0, "wiki"), "'wiki'"),
-        (lambda: vllm(0), "block_size must be >= 1, got 0"),
-        (lambda: Policy("x", reserve="half"), "'half'"),
-        (lambda: simulate(one(10, 5), orca_max(), pool_slots=2000), "2048"),
-        (lambda: simulate(one(300, 200), vllm(16), pool_slots=480), "500 tokens"),
-        (lambda: simulate(one(300, 200), orca_oracle(), pool_slots=500), "extent of 512"),
-        (lambda: simulate(one(3, 2), vllm(16), pool_slots=0), "got 0"),
-        (lambda: simulate(one(3, 2), vllm(16), watermark=1.5), "1.5"),
-        (lambda: OneRequest(8, 2, 3, 2048, 16), "got 3"),
-        (lambda: OneRequest(8, 2, 0, 9, 16), "9 slots"),
-    ],
-)
-def test_bad_parameters(call, needle: str) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ValueError, match=__import__("re").escape(needle)):
-        call()
+# (call, exception, words the message must contain); the trace's own: test_workload, the
+# reservation rules' and the contiguous allocators': test_simulate_baselines
+BAD_CALLS: list[tuple[Callable[[], object], type[Exception], str]] = [
+    # policies
+    (lambda: vllm(0), ValueError, "block_size must be >= 1, got 0"),
+    (lambda: vllm(True), TypeError, "block_size must be an integer, got True"),
+    (lambda: vllm(4096), ValueError, "block_size must be <= 2048, got 4096"),
+    (
+        lambda: Policy("x", reserve="half"),
+        ValueError,
+        "reserve must be one of ('max', 'pow2', 'oracle'), got 'half'",
+    ),
+    (lambda: Policy(3, reserve="max"), TypeError, "name must be a str, got 3"),
+    (lambda: Policy("x", reserve="max", block_size=16), ValueError, "block_size must be <= 0"),
+    (lambda: orca_max(max_len=1), ValueError, "max_len must be >= 2, got 1"),
+    (lambda: orca_pow2(allocator="best_fit"), ValueError, "allocator must be one of"),
+    (lambda: paper_policies(block_size=2.5), TypeError, "block_size must be an integer, got 2.5"),
+    (lambda: orca_max().reservation(P, OUT.astype(float)), TypeError, "output must hold integers"),
+    (lambda: orca_max().reservation(P, np.array([0])), ValueError, "output must be >= 1"),
+    (lambda: orca_max().reservation(P, np.array([5, 5])), ValueError, "same shape, got (1,), (2,)"),
+    (lambda: orca_max().reservation(P, np.array([2040])), ValueError, "<= max_len=2048, got 2050"),
+    (lambda: orca_max().extent(np.array([0])), ValueError, "reserved must be >= 1"),
+    # simulate and its step cost
+    (lambda: simulate("trace", vllm()), TypeError, "trace must be a Trace, got 'trace'"),
+    (lambda: simulate(ONE, "vllm"), TypeError, "policy must be a Policy, got 'vllm'"),
+    (lambda: simulate(ONE, vllm(), pool_slots=0), ValueError, "pool_slots must be >= 1, got 0"),
+    (lambda: simulate(ONE, vllm(), pool_slots=1e4), TypeError, "pool_slots must be an integer"),
+    (lambda: simulate(ONE, vllm(), watermark=1.5), ValueError, "watermark must be < 1, got 1.5"),
+    (lambda: simulate(ONE, vllm(), watermark=NAN), ValueError, "watermark must be finite"),
+    (lambda: simulate(ONE, vllm(), cost=0.03), TypeError, "cost must be a StepCost, got 0.03"),
+    (lambda: simulate(ONE, vllm(), record=1), TypeError, "record must be a bool, got 1"),
+    (lambda: simulate(ONE, orca_max(), pool_slots=2000), ValueError, "extent of 2048"),
+    (lambda: simulate(ONE, vllm(16), pool_slots=15), ValueError, "pool_slots=15 (0 blocks"),
+    (lambda: simulate(one(300, 200), vllm(16), pool_slots=480), ValueError, "500 tokens"),
+    (lambda: simulate(one(300, 200), orca_oracle(), pool_slots=500), ValueError, "extent of 512"),
+    (lambda: StepCost(base_s=0.0), ValueError, "base_s must be > 0, got 0.0"),
+    (lambda: StepCost(per_seq_s=-1e-3), ValueError, "per_seq_s must be >= 0, got -0.001"),
+    (lambda: StepCost(per_prefill_token_s=INF), ValueError, "per_prefill_token_s must be finite"),
+    (lambda: StepCost().seconds(-1), ValueError, "batch must be >= 0, got -1"),
+    (lambda: StepCost().scaled(0), ValueError, "factor must be > 0, got 0"),
+    # reports and the sweep
+    (lambda: block_size_sweep(ONE, sizes=(16, 0)), ValueError, "sizes[1] must be >= 1, got 0"),
+    (lambda: block_size_sweep(ONE, sizes=()), ValueError, "sizes must name at least one"),
+    (lambda: block_size_sweep("x"), TypeError, "trace must be a Trace, got 'x'"),
+    (lambda: compare_table([1]), TypeError, "results[0] must be a SimResult, got 1"),
+    (lambda: fig2_table([None]), TypeError, "results[0] must be a SimResult, got None"),
+    (lambda: fig13_table(["x"]), TypeError, "results[0] must be a SimResult"),
+    (lambda: breakdown_table([0.5]), TypeError, "results[0] must be a SimResult"),
+    (lambda: sweep_table([3]), TypeError, "rows[0] must be a SweepRow, got 3"),
+    # beyond what the model represents
+    (
+        lambda: Policy("p", block_size=16, max_len=10**30),
+        ValueError,
+        "max_len must be <= 2147483647",
+    ),
+    (lambda: vllm(max_len=2**31), ValueError, "max_len must be <= 2147483647, got 2147483648"),
+    (lambda: orca_max(max_len=2**62), ValueError, "max_len must be <= 2147483647"),
+    (lambda: simulate(ONE, vllm(), pool_slots=10**30), ValueError, "pool_slots must be <= "),
+    (lambda: simulate(ONE, orca_max(), pool_slots=2**62), ValueError, "pool_slots must be <= "),
+    (lambda: StepCost(10**400), ValueError, "base_s must be finite"),
+    (
+        lambda: orca_pow2().reservation(np.array([2**63 + 1], np.uint64), np.array([1])),
+        ValueError,
+        "prompt must be <= 2147483647",
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "kind", "words"), BAD_CALLS, ids=[c[2][:40] for c in BAD_CALLS])
+def test_bad_values(call: Callable[[], object], kind: type[Exception], words: str) -> None:
+    """A wrong kind is a TypeError, a wrong value a ValueError, naming the argument and value."""
+    refuses(call, kind, match=re.escape(words))
+
+
+def test_numpy_integers_are_accepted() -> None:
+    assert reserved_slots("pow2", np.int64(100), np.int32(25)) == 132
+    assert buddy_extent(np.int16(132)) == 256
+    tr = make_trace(np.float64(2.0), np.int64(5), seed=np.int64(1))
+    assert len(simulate(tr, vllm(np.int64(16)), pool_slots=np.int64(4096)).mean_slots) == 6
 
 
 def test_paper_ordering_and_magnitudes() -> None:
@@ -405,8 +477,6 @@ def test_buddy_engine_equals_naive_loop_any_trace(
 
 
 def test_fig2_table_prints_every_paper_segment() -> None:
-    from pagedlab.simulate.report import fig2_table, fig13_table
-
     res = [simulate(make_trace(2.0, 30.0, seed=0), p) for p in paper_policies()]
     table = fig2_table(res)
     for row in paper.FIG2_BREAKDOWN.values():

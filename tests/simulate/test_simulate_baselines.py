@@ -1,12 +1,19 @@
 """The paper's baselines (§6.1): reservation rules, the buddy allocator and its invariants,
-§6.5's consequence, and paper.py holding each number once."""
+§6.5's consequence, and paper.py holding each number once.
+
+Bad input to the reservation rules and the contiguous allocators raises a TypeError (wrong
+kind) or a ValueError (wrong value) naming the argument and the value; a refused allocation
+or free changes nothing."""
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -23,6 +30,8 @@ from pagedlab.simulate import (
     reserved_slots,
     simulate,
 )
+from pagedlab.simulate.reservation import OneRequest
+from tests.refuses import refuses
 
 
 def test_reserved_slots_examples() -> None:
@@ -204,3 +213,64 @@ def test_paper_imports_nothing_from_pagedlab() -> None:
         for a in (n.names if isinstance(n, ast.Import) else [n])  # type: ignore[attr-defined]
     ]
     assert not [m for m in modules if m and m.startswith("pagedlab")], modules
+
+
+# --- bad input: (call, exception, words the message must contain) ---------------------------
+BAD_CALLS: list[tuple[Callable[[], object], type[Exception], str]] = [
+    # reserved_slots / buddy_extent / OneRequest
+    (lambda: reserved_slots("half", 10, 5), ValueError, "policy must be one of"),
+    (lambda: reserved_slots(2, 10, 5), TypeError, "policy must be a str"),
+    (lambda: reserved_slots("pow2", True, 5), TypeError, "prompt_len must be an integer, got True"),
+    (lambda: reserved_slots("pow2", 1.5, 5), TypeError, "prompt_len must be an integer, got 1.5"),
+    (lambda: reserved_slots("pow2", 0, 5), ValueError, "prompt_len must be >= 1, got 0"),
+    (lambda: reserved_slots("pow2", 10, -3), ValueError, "output_len must be >= 1, got -3"),
+    (lambda: reserved_slots("max", 2000, 49), ValueError, "output_len must be <= 48, got 49"),
+    (lambda: reserved_slots("max", 10**30, 5), ValueError, "prompt_len must be <= 2047"),
+    (lambda: reserved_slots("oracle", np.bool_(True), 5), TypeError, "prompt_len"),
+    (lambda: reserved_slots("oracle", torch.tensor(True), 5), TypeError, "prompt_len"),
+    (lambda: reserved_slots("oracle", 10, 5, max_len=1), ValueError, "max_len must be >= 2"),
+    (lambda: buddy_extent(0), ValueError, "slots must be >= 1, got 0"),
+    (
+        lambda: buddy_extent(np.float64(3.0)),
+        TypeError,
+        "slots must be an integer, got np.float64(3.0)",
+    ),
+    (lambda: buddy_extent("4"), TypeError, "slots must be an integer, got '4'"),
+    (lambda: OneRequest(8, 2, 3, 2048, 16), ValueError, "generated must be in [0, 2], got 3"),
+    (lambda: OneRequest(8, 2, 0, 9, 16), ValueError, "reservation of 9 slots"),
+    (lambda: OneRequest(8.0, 2, 0, 2048, 16), TypeError, "prompt must be an integer, got 8.0"),
+    (lambda: OneRequest(8, 2, 0, 2048, 0), ValueError, "block_size must be >= 1, got 0"),
+    # contiguous allocators
+    (lambda: BuddyAllocator(0), ValueError, "size must be >= 1, got 0"),
+    (lambda: BuddyAllocator(16.0), TypeError, "size must be an integer, got 16.0"),
+    (lambda: BuddyAllocator(16).alloc(0), ValueError, "slots must be >= 1, got 0"),
+    (lambda: BuddyAllocator(16).alloc(None), TypeError, "slots must be an integer, got None"),
+    (lambda: BuddyAllocator(16).free(3), ValueError, "no live extent starts at 3"),
+    (lambda: BuddyAllocator(16).free(-1), ValueError, "start must be >= 0, got -1"),
+    (lambda: FirstFit(-5), ValueError, "size must be >= 1, got -5"),
+    (lambda: FirstFit(16).alloc(False), TypeError, "slots must be an integer, got False"),
+    (lambda: FirstFit(16).free(2.0), TypeError, "start must be an integer, got 2.0"),
+    (
+        lambda: reserved_slots("pow2", 1, 2**62, max_len=2**63),
+        ValueError,
+        "max_len must be <= ",
+    ),  # beyond what the model represents
+]
+
+
+@pytest.mark.parametrize(("call", "kind", "words"), BAD_CALLS, ids=[c[2][:40] for c in BAD_CALLS])
+def test_bad_values(call: Callable[[], object], kind: type[Exception], words: str) -> None:
+    refuses(call, kind, match=re.escape(words))
+
+
+def _used(space: BuddyAllocator | FirstFit) -> tuple[object, ...]:
+    return space.used, (space.free_blocks() if isinstance(space, BuddyAllocator) else None)
+
+
+def test_refused_calls_change_nothing() -> None:
+    for space in (BuddyAllocator(100), FirstFit(100)):
+        space.alloc(30)
+        state = lambda space=space: _used(space)  # noqa: E731
+        for bad in (0, -1, True, 2.5, "3"):  # ArgumentTypeError is a ValueError too
+            refuses(lambda space=space, bad=bad: space.alloc(bad), state=state)  # type: ignore[misc]
+        refuses(lambda space=space: space.free(7), state=state)

@@ -1,4 +1,5 @@
-"""Stateful test: correct use mixed with misuse of the memory layer, as a hostile learner would.
+"""Block tables under a hostile learner: correct use mixed with misuse, around the allocator,
+the prefix cache and beam_step that tables meet.
 
 After every step, either the call succeeded and the invariants hold, or it raised a clear
 error (TypeError, ValueError or OutOfBlocksError with a message) and nothing observable
