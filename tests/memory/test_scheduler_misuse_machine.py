@@ -30,7 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
-from pagedlab.memory.requests import Group, Request
+from pagedlab.memory.requests import Group, Request, Work
 from pagedlab.memory.scheduler import Scheduler
 from tests.machine_steps import PICK, check, choose, integer, one_of, run_random, setup, step
 
@@ -52,10 +52,9 @@ class FakeKV:
         self.device: dict[int, tuple[str, int, int]] = {}
         self.host: dict[int, tuple[str, int, int]] = {}
 
-    def write(self, group: Group, sample: int, table: BlockTable, first: int, count: int) -> None:
-        slots = table.slot_mapping()
-        for pos in range(first, first + count):
-            self.device[slots[pos]] = expected(group, sample, pos)
+    def write(self, group: Group, work: Work) -> None:
+        for pos, slot in zip(range(work.first, work.first + work.count), work.slots(self.size)):
+            self.device[slot] = expected(group, work.sample, pos)
 
     def _move(self, src: dict, dst: dict, s: int, d: int) -> None:  # type: ignore[type-arg]
         for offset in range(self.size):
