@@ -137,7 +137,8 @@ class Group:
         )
 
 
-class Work(NamedTuple):
+@dataclass(frozen=True)
+class Work:
     """Positions ``first .. first + count - 1`` of one sample to compute this step.
 
     ``blocks`` is the sample's block list as scheduled (its block table): position ``p`` is

@@ -242,7 +242,7 @@ class Scheduler:
         plan = self._schedule()
         if self.kv is not None:
             execute(plan, self.kv, self.groups)
-        self._complete(plan, ())
+        self._complete(plan, [])
         return plan
 
     def schedule(self) -> StepResult:
@@ -361,7 +361,8 @@ class Scheduler:
         before the forward: the piece starts at the block's first position instead, and the
         forward computes those positions into the new block.
         """
-        self._before.setdefault(group.name, (group.generated, group.prefilled, group.recompute_left))
+        counters = (group.generated, group.prefilled, group.recompute_left)
+        self._before.setdefault(group.name, counters)  # as they were before this step
         cow = table.append_tokens(count)
         if cow is not None:
             size = self.block_size
@@ -371,10 +372,11 @@ class Scheduler:
             else:
                 out.copies.append(BlockCopy(group.name, cow.src, cow.dst))
         out.work.append(Work(group.name, sample, first, count, tuple(table.blocks), decode))
-        self._scheduled(group, sample, table)
+        self._scheduled(group, sample, table, count)
 
-    def _scheduled(self, group: Group, sample: int, table: BlockTable) -> None:
-        """``table`` of ``sample`` was grown (or swapped in) in the plan: a subclass's hook."""
+    def _scheduled(self, group: Group, sample: int, table: BlockTable, count: int) -> None:
+        """The plan grew ``sample``'s ``table`` by its last ``count`` positions (all of them:
+        swapped in): a subclass's hook (the prefix cache registers full blocks here)."""
 
     def _finish(self, group: Group, out: StepResult) -> None:
         """``group``'s last piece is in the plan: it leaves ``running`` now (nobody preempts
@@ -517,7 +519,7 @@ class Scheduler:
             self.blocks_swapped_in += len(pairs)
             out.swapped_in[group.name] = len(pairs)
             for sample, table in enumerate(group.tables):
-                self._scheduled(group, sample, table)
+                self._scheduled(group, sample, table, table.num_tokens)
 
     # --- how many blocks -----------------------------------------------------------------------
     def _fit(self, table: BlockTable | None, want: int) -> int:

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine
 
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
-from pagedlab.memory.block_table import BlockTable, CopyOnWrite
+from pagedlab.memory.block_table import CopyOnWrite
 from pagedlab.memory.requests import Group, Request, Work
 from pagedlab.memory.scheduler import Scheduler
 from tests.machine_steps import PICK, check, choose, integer, one_of, run_random, setup, step
@@ -53,7 +53,8 @@ class FakeKV:
         self.host: dict[int, tuple[str, int, int]] = {}
 
     def write(self, group: Group, work: Work) -> None:
-        for pos, slot in zip(range(work.first, work.first + work.count), work.slots(self.size)):
+        positions = range(work.first, work.first + work.count)
+        for pos, slot in zip(positions, work.slots(self.size), strict=True):
             self.device[slot] = expected(group, work.sample, pos)
 
     def _move(self, src: dict, dst: dict, s: int, d: int) -> None:  # type: ignore[type-arg]
