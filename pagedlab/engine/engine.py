@@ -56,14 +56,14 @@ from dataclasses import dataclass, field
 
 from pagedlab.attention import PagedKVCache
 from pagedlab.attention.swap import host_cache
-from pagedlab.checks import check_int
+from pagedlab.checks import ArgumentTypeError, check_int
 from pagedlab.engine.guard import check_engine_settings, weights_fingerprint
 from pagedlab.engine.model_kv import ForwardStats, ModelKV
 from pagedlab.engine.prefix import PrefixCachingScheduler
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
 from pagedlab.memory.prefix_cache import PrefixCache
-from pagedlab.memory.requests import Request, StepResult
+from pagedlab.memory.requests import Group, Request, StepResult
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.model.generate import check_length, check_prompt
 from pagedlab.model.llama import TinyLlama
@@ -133,15 +133,20 @@ class Engine:
         :func:`pagedlab.paged_attention` to run the kernel here, in Triton's interpreter);
         ``host_blocks``: the swap space, default as many blocks as the device pool (§4.5's
         bound); ``batch_invariant``: every token bit-identical to the oracle's (module doc)."""
-        budget, chunked_prefill = check_engine_settings(
-            model, preemption, token_budget, prefix_caching, batch_invariant, chunked_prefill
+        budget, chunked_prefill, host_blocks = check_engine_settings(
+            model,
+            preemption,
+            token_budget,
+            prefix_caching,
+            batch_invariant,
+            chunked_prefill,
+            host_blocks,
         )
         self.model = model
         self.allocator = BlockAllocator(num_blocks, block_size)  # validates both
         self.preemption, self.token_budget = preemption, budget
         self.chunked_prefill, self.prefix_caching = chunked_prefill, prefix_caching
-        host = num_blocks if host_blocks is None else check_int(host_blocks, "host_blocks", 1)
-        self.host = BlockAllocator(host, block_size)
+        self.host = BlockAllocator(num_blocks if host_blocks is None else host_blocks, block_size)
         param = next(model.parameters())
         shape = (block_size, model.num_kv_heads, model.head_dim)
         self.caches = [
@@ -149,7 +154,10 @@ class Engine:
             for _ in range(model.num_layers)
         ]
         host_caches = (
-            [host_cache(host, *shape, dtype=param.dtype) for _ in range(model.num_layers)]
+            [
+                host_cache(self.host.num_blocks, *shape, dtype=param.dtype)
+                for _ in range(model.num_layers)
+            ]
             if preemption == "swap"
             else []
         )
@@ -286,8 +294,6 @@ class Engine:
     @contextmanager
     def _guarded(self, run: EngineRun) -> Iterator[None]:
         """Run a piece of ``run``; on any error (an interrupt too) abort it, then re-raise."""
-        if run.aborted or run is not self._active:
-            raise RuntimeError("this run has ended (finished or aborted): start a new one")
         try:
             yield
         except BaseException:
@@ -295,22 +301,30 @@ class Engine:
             raise
 
     def step(self, run: EngineRun, eos_token_id: int | None = None) -> StepRecord:
-        """One scheduler step, its forward, and the prefix blocks it made cacheable.
+        """One step of ``run``: the scheduler's plan, executed in one forward, then updated.
 
         A request whose new token is ``eos_token_id`` ends there (its blocks are freed)."""
-        with self._lock, self._guarded(run):
-            self._check_step()
-            record = self._step(run, eos_token_id)
-            if run.scheduler.done:
-                self._active = None
-            return record
+        with self._lock:
+            eos = self._check_step(run, eos_token_id)
+            with self._guarded(run):
+                record = self._step(run, eos)
+                if run.scheduler.done:
+                    self._active = None
+                return record
 
-    def _check_step(self) -> None:
+    def _check_step(self, run: object, eos_token_id: object) -> int | None:
+        """The run is the live one, ``eos_token_id`` a token id, and the weights are those its
+        K/V were computed with (if not, the run is aborted). Returns the EOS id."""
+        if not isinstance(run, EngineRun) or run.aborted or run is not self._active:
+            raise RuntimeError("this run has ended (finished or aborted): start a new one")
+        eos = self._check_eos(eos_token_id)
         if weights_fingerprint(self.model) != self._weights:
+            self.abort(run)
             raise RuntimeError(
                 "the model's weights changed during this run: its K/V were computed with "
                 "the old ones (the run is aborted; start a new one)"
             )
+        return eos
 
     def _step(self, run: EngineRun, eos_token_id: int | None) -> StepRecord:
         """Decide (the scheduler's plan), execute (swaps, copies, one forward), update (new
@@ -392,9 +406,19 @@ class Engine:
     ) -> list[int]:
         """The new tokens of ``sample`` of request ``name`` so far (at most max_new_tokens,
         and none after the first ``eos_token_id`` if one is given)."""
-        known = run.samples[name][sample]
-        prompt = run.scheduler.groups[name].request.prompt_len
+        group = self._check_tokens(run, name, sample)
+        known = group.token_ids[sample]
+        prompt = group.request.prompt_len
         new = known[prompt : prompt + self._max_new]
         if eos_token_id is not None and eos_token_id in new:
             new = new[: new.index(eos_token_id) + 1]
         return new
+
+    def _check_tokens(self, run: object, name: object, sample: object) -> Group:
+        if not isinstance(run, EngineRun):
+            raise ArgumentTypeError(f"run must be an EngineRun, got {type(run).__name__}")
+        group = run.scheduler.groups.get(name) if isinstance(name, str) else None
+        if group is None:
+            raise ValueError(f"run has no request named {name!r} (it has {run.names})")
+        check_int(sample, "sample", 0, group.request.num_samples - 1)
+        return group

@@ -32,9 +32,10 @@ def check_engine_settings(
     prefix_caching: object,
     batch_invariant: object,
     chunked_prefill: object,
-) -> tuple[int | None, bool]:
-    """``Engine``'s settings, checked before anything is built; returns the token budget and
-    whether prefills are chunked (default: when there is a budget)."""
+    host_blocks: object,
+) -> tuple[int | None, bool, int | None]:
+    """``Engine``'s settings, checked before anything is built; returns the token budget,
+    whether prefills are chunked (default: when there is a budget) and the host blocks."""
     if not isinstance(model, TinyLlama):
         raise ArgumentTypeError(f"model must be a TinyLlama, got {type(model).__name__}")
     if not isinstance(batch_invariant, bool):
@@ -50,4 +51,5 @@ def check_engine_settings(
         raise ArgumentTypeError(f"chunked_prefill must be a bool, got {chunked_prefill!r}")
     if chunked_prefill and budget is None:
         raise ValueError("chunked_prefill needs a token_budget (tokens per step), got None")
-    return budget, chunked_prefill
+    host = None if host_blocks is None else check_int(host_blocks, "host_blocks", 1)
+    return budget, chunked_prefill, host

@@ -152,8 +152,9 @@ class Scheduler:
         host: BlockAllocator | None = None,
         kv: KVHooks | None = None,
     ) -> None:
-        host, budget = check_scheduler_args(allocator, mode, token_budget, chunked_prefill, host)
-        check_hooks(kv, allocator, host)
+        host, budget = check_scheduler_args(
+            allocator, mode, token_budget, chunked_prefill, host, kv
+        )
         self.device, self.host, self.kv = allocator, host, kv
         self._pools = (allocator, host)
         self._kv_checked: object = kv

@@ -54,9 +54,11 @@ def check_scheduler_args(
     token_budget: object,
     chunked_prefill: object,
     host: object,
+    kv: object,
 ) -> tuple[BlockAllocator, int | None]:
-    """A new scheduler's arguments, checked; returns its host pool (a fresh one the size of
-    the device pool when ``host`` is None: §4.5's bound) and its token budget."""
+    """A new scheduler's arguments, checked (``kv`` by :func:`check_hooks`); returns its host
+    pool (a fresh one the size of the device pool when ``host`` is None: §4.5's bound) and
+    its token budget."""
     if not isinstance(allocator, BlockAllocator):
         raise TypeError(f"allocator must be a BlockAllocator, got {type(allocator).__name__}")
     budget = check_settings(mode, token_budget, chunked_prefill)
@@ -72,6 +74,7 @@ def check_scheduler_args(
         )
     check_fresh_pool(allocator, "allocator")
     check_fresh_pool(host, "host")
+    check_hooks(kv, allocator, host)
     return host, budget
 
 
