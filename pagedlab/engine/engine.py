@@ -5,8 +5,11 @@
 pool for swapping, and a :class:`pagedlab.PrefixCache`; all persist across ``generate``
 calls (so a later call can hit an earlier call's prefix). ``generate(prompts,
 max_new_tokens)`` queues one :class:`~pagedlab.memory.requests.Request` per prompt on a new
-§4.5 :class:`~pagedlab.memory.scheduler.Scheduler` and steps it; each step's prefill chunks
-and decodes run through the model in one forward (:mod:`pagedlab.engine.model_kv`).
+§4.5 :class:`~pagedlab.memory.scheduler.Scheduler` and steps it as vLLM does: *decide*
+(``Scheduler.schedule()`` returns the step's plan), *execute* (:mod:`pagedlab.engine.model_kv`:
+swaps out, swaps in, copies, then **one** forward over every prefill chunk and decode),
+*update* (the sampled tokens join each request's ``Group.token_ids``, EOS is detected), and
+only then ``Scheduler.complete`` frees the finished requests' blocks.
 
 Returns **the new tokens only**, ``max_new_tokens`` per prompt (fewer when the prompt's
 ``eos_token_id`` came first: it ends with it), in prompt order: what
