@@ -190,3 +190,53 @@ def test_a_prefix_scheduled_in_a_step_is_hit_in_that_step() -> None:
     s.complete(plan)
     s.run()
     assert device.num_free == 16
+
+
+def test_blocks_registered_for_work_taken_back_are_forgotten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A decode that fills a block registers it when scheduled; if its group is preempted
+    later in the same step, the piece never runs, so the block is forgotten: after every
+    step each cached block holds, slot by slot, the positions it is cached for."""
+    forgotten: list[int] = []
+    unschedule = Scheduler._unschedule
+
+    def record(self: PrefixCachingScheduler, group: Group, out: Any) -> None:
+        before = set(self.cache.cached_blocks())
+        unschedule(self, group, out)
+        forgotten.extend(before - set(self.cache.cached_blocks()))
+
+    monkeypatch.setattr(Scheduler, "_unschedule", record)
+    size, device, kv = 3, BlockAllocator(4, 3), FakeKV(3)
+    s = PrefixCachingScheduler(device, PrefixCache(device), "swap", 3, True, BlockAllocator(4, 3))
+    for name, prompt, output in [("A", 2, 6), ("B", 9, 2), ("C", 4, 1), ("D", 2, 3)]:
+        s.add(Request(name, prompt, output, prompt=(7,) * prompt))
+    while not s.done:
+        plan = s.schedule()
+        execute(plan, kv, s.groups)
+        for w in plan.work:  # the engine's update: a piece at the end of its tokens yields one
+            group = s.groups[w.group]
+            known, limit = group.token_ids[w.sample], group.request.prompt_len + 1
+            if w.first + w.count == len(known) < limit + group.request.output_len:
+                known.append(len(known) % 5)
+        s.complete(plan)
+        for block, _ in s.cache.cached_blocks().items():
+            values = [kv.device.get(block * size + j) for j in range(size)]
+            assert None not in values and len({v[2] // size for v in values}) == 1, values
+    assert forgotten, "the workload no longer takes back a decode that filled a block"
+
+
+def test_prefix_cache_forget_drops_a_block_and_what_was_computed_after_it() -> None:
+    """``PrefixCache.forget(block)`` un-caches the block and its descendants (0 when it is
+    not cached); a block id out of range is refused, naming it, with nothing forgotten."""
+    device = BlockAllocator(8, 2)
+    cache = PrefixCache(device)
+    s = PrefixCachingScheduler(device, cache)
+    s.add(Request("A", 7, 1, prompt=(1, 2, 3, 4, 5, 6, 7)))
+    s.step()
+    table = s.groups["A"].tables[0]
+    assert set(cache.cached_blocks()) == set(table.blocks[:3])
+    refuses(lambda: cache.forget(8), ValueError, naming="block", state=cache.cached_blocks)
+    assert cache.forget(table.blocks[1]) == 2  # block 1 and block 2, computed after it
+    assert set(cache.cached_blocks()) == {table.blocks[0]}
+    assert cache.forget(table.blocks[1]) == 0
