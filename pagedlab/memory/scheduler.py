@@ -87,12 +87,15 @@ from pagedlab.memory.capacity import prefill_need, samples_need, tokens_that_fit
 from pagedlab.memory.requests import STATUSES, BlockCopy, Group, Request, StepResult, Work
 from pagedlab.memory.scheduler_checks import MODES as MODES  # the modes: "swap", "recompute"
 from pagedlab.memory.scheduler_checks import (
+    check_complete,
     check_hooks,
     check_host_blocks,
+    check_no_pending,
     check_pool_unchanged,
     check_request,
     check_scheduler_args,
     check_settings,
+    check_stop,
     check_tables,
 )
 from pagedlab.memory.swap_space import swap_in, swap_in_need, swap_out
@@ -206,18 +209,8 @@ class Scheduler:
         Running: its tables are freed; swapped: its host blocks; waiting: it leaves the
         queue. It joins ``finished`` with the tokens it has. Between steps only.
         """
-        self._stop(self._check_stop(name))
+        self._stop(check_stop(name, self.groups, self._plan))
         self._free_after_step = (self.device.num_free, self.host.num_free)
-
-    def _check_stop(self, name: object) -> Group:
-        if self._plan is not None:
-            raise RuntimeError("stop() is between steps only: complete the scheduled plan first")
-        group = self.groups.get(name) if isinstance(name, str) else None
-        if group is None:
-            raise ValueError(f"no request named {name!r} was added")
-        if group.status == "finished":
-            raise ValueError(f"request {name!r} has already finished")
-        return group
 
     def _stop(self, group: Group) -> None:
         queue = {"running": self.running, "waiting": self.waiting, "swapped": self.swapped}
@@ -259,32 +252,9 @@ class Scheduler:
     def complete(self, plan: StepResult, stopped: Sequence[str] = ()) -> None:
         """The plan was executed: free the groups it finished and those in ``stopped``
         (ended early, an EOS token: their names are added to ``plan.finished``)."""
-        self._complete(plan, self._check_complete(plan, stopped))
-
-    def _check_step(self) -> None:
-        if self._plan is not None:
-            raise RuntimeError(
-                f"step {self._plan.step} was scheduled and not completed: execute its plan "
-                f"and call complete(plan) first"
-            )
-        self._check_before_step()
-
-    def _check_complete(self, plan: object, stopped: object) -> list[Group]:
-        if plan is None or plan is not self._plan:
-            raise ValueError(
-                f"plan must be the plan of the step scheduled last and not completed yet "
-                f"(step {self._plan.step if self._plan else None}), got {plan!r:.60}"
-            )
-        if isinstance(stopped, str) or not isinstance(stopped, Sequence):
-            raise TypeError(f"stopped must be a list of request names, got {stopped!r}")
-        groups = []
-        for name in stopped:
-            group = self.groups.get(name) if isinstance(name, str) else None
-            if group is None or group.status != "running":
-                raise ValueError(f"stopped: {name!r} is not a running request")
-            if group not in self._finishing:
-                groups.append(group)
-        return groups
+        self._complete(
+            plan, check_complete(plan, self._plan, stopped, self.groups, self._finishing)
+        )
 
     def _schedule(self) -> StepResult:
         self.steps += 1
@@ -537,8 +507,9 @@ class Scheduler:
         return samples_need(lasts, 1, self.block_size, self.device.refcount)
 
     # --- guards and invariants -----------------------------------------------------------------
-    def _check_before_step(self) -> None:
+    def _check_step(self) -> None:
         """Everything the step will touch, checked first (:mod:`.scheduler_checks`)."""
+        check_no_pending(self._plan)
         check_settings(self.mode, self.token_budget, self.chunked_prefill)
         if self.device is not self._pools[0] or self.host is not self._pools[1]:
             raise ValueError(

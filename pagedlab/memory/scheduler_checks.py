@@ -7,6 +7,8 @@ the scheduler, so this module imports nothing of it.
 
 What they refuse:
 
+- a step while the last plan is not completed, a plan that is not the pending one, stopping
+  a request mid-step;
 - a request that is not a :class:`Request`, reuses a name, or could never run (its group
   at its longest needs more blocks than the pool has, or decodes more than the budget);
 - settings it cannot use (a mode that is not one, a budget below 1, chunked prefill without
@@ -24,12 +26,12 @@ What they refuse:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
-from pagedlab.memory.requests import Group, Request
+from pagedlab.memory.requests import Group, Request, StepResult
 
 HOOKS = ("write", "copy", "swap_out", "swap_in")
 MODES = ("swap", "recompute")
@@ -100,6 +102,55 @@ def check_request(
             f"request {r.name!r} decodes {r.num_samples} tokens a step, more "
             f"than token_budget = {token_budget}: it could never decode"
         )
+
+
+def check_no_pending(pending: StepResult | None) -> None:
+    """Refuse a new step while the last one's plan is scheduled and not completed."""
+    if pending is not None:
+        raise RuntimeError(
+            f"step {pending.step} was scheduled and not completed: execute its plan "
+            f"and call complete(plan) first"
+        )
+
+
+def check_complete(
+    plan: object,
+    pending: StepResult | None,
+    stopped: object,
+    groups: dict[str, Group],
+    finishing: list[Group],
+) -> list[Group]:
+    """Refuse a plan that is not the pending one, or ``stopped`` names that are not running
+    requests; returns the stopped groups that are not finishing with the plan anyway."""
+    if plan is None or plan is not pending:
+        step = pending.step if pending is not None else None
+        raise ValueError(
+            f"plan must be the plan of the step scheduled last and not completed yet "
+            f"(step {step}), got {plan!r:.60}"
+        )
+    if isinstance(stopped, str) or not isinstance(stopped, Sequence):
+        raise TypeError(f"stopped must be a list of request names, got {stopped!r}")
+    chosen = []
+    for name in stopped:
+        group = groups.get(name) if isinstance(name, str) else None
+        if group is None or group.status != "running":
+            raise ValueError(f"stopped: {name!r} is not a running request")
+        if group not in finishing:
+            chosen.append(group)
+    return chosen
+
+
+def check_stop(name: object, groups: dict[str, Group], pending: StepResult | None) -> Group:
+    """Refuse to stop a request between ``schedule`` and ``complete``, one never added, or
+    one already finished; returns its group."""
+    if pending is not None:
+        raise RuntimeError("stop() is between steps only: complete the scheduled plan first")
+    group = groups.get(name) if isinstance(name, str) else None
+    if group is None:
+        raise ValueError(f"no request named {name!r} was added")
+    if group.status == "finished":
+        raise ValueError(f"request {name!r} has already finished")
+    return group
 
 
 def check_fresh_pool(pool: BlockAllocator, name: str) -> None:
