@@ -29,7 +29,7 @@ from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite, blocks_to_append
-from pagedlab.memory.requests import Group
+from pagedlab.memory.requests import Group, Work
 
 
 def host_cache(
@@ -290,9 +290,9 @@ class SwappingKV:
                 k[mask], v[mask] = token_kv(group.name, stream, positions[mask], *k.shape[1:])
         return k.to(c.dtype).to(c.device), v.to(c.dtype).to(c.device)
 
-    def write(self, group: Group, sample: int, table: BlockTable, first: int, count: int) -> None:
-        slots = table.slot_mapping()[first : first + count]
-        k, v = self._kv(group, sample, first, count)
+    def write(self, group: Group, work: Work) -> None:
+        slots = work.slots(self.device.block_size)
+        k, v = self._kv(group, work.sample, work.first, work.count)
         self.device.write(slots, k, v)
 
     def copy(self, cow: CopyOnWrite) -> None:

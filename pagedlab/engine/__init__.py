@@ -3,9 +3,9 @@
 - :mod:`~pagedlab.engine.engine`   ``Engine(model, num_blocks, block_size, ...,
   batch_invariant=False)``: ``generate(prompts, max_new_tokens, eos_token_id=None)`` -> the
   new tokens of each prompt; ``start`` / ``step`` / ``abort`` for a run step by step
-- :mod:`~pagedlab.engine.model_kv` ``ModelKV``: the scheduler's K/V hooks, run as model forwards
+- :mod:`~pagedlab.engine.model_kv` ``ModelKV``: runs a scheduler plan: swaps, copies, one forward
 - :mod:`~pagedlab.engine.prefix`   ``PrefixCachingScheduler``: admission on cached prefix blocks
-- :mod:`~pagedlab.engine.guard`    ``weights_fingerprint``: when the cached K/V went stale
+- :mod:`~pagedlab.engine.guard`    ``check_engine_settings``; ``weights_fingerprint``: stale K/V
 - :mod:`~pagedlab.engine.near_tie` ``forge_near_tie``: a near-tie that batching decides
 
 The engine sits above everything it composes: :mod:`pagedlab.memory` (allocator, tables,

@@ -5,8 +5,11 @@
 pool for swapping, and a :class:`pagedlab.PrefixCache`; all persist across ``generate``
 calls (so a later call can hit an earlier call's prefix). ``generate(prompts,
 max_new_tokens)`` queues one :class:`~pagedlab.memory.requests.Request` per prompt on a new
-§4.5 :class:`~pagedlab.memory.scheduler.Scheduler` and steps it; each step's prefill chunks
-and decodes run through the model in one forward (:mod:`pagedlab.engine.model_kv`).
+§4.5 :class:`~pagedlab.memory.scheduler.Scheduler` and steps it as vLLM does: *decide*
+(``Scheduler.schedule()`` returns the step's plan), *execute* (:mod:`pagedlab.engine.model_kv`:
+swaps out, swaps in, copies, then **one** forward over every prefill chunk and decode),
+*update* (the sampled tokens join each request's ``Group.token_ids``, EOS is detected), and
+only then ``Scheduler.complete`` frees the finished requests' blocks.
 
 Returns **the new tokens only**, ``max_new_tokens`` per prompt (fewer when the prompt's
 ``eos_token_id`` came first: it ends with it), in prompt order: what
@@ -57,14 +60,14 @@ from dataclasses import dataclass, field
 from pagedlab.attention import PagedKVCache
 from pagedlab.attention.swap import host_cache
 from pagedlab.checks import ArgumentTypeError, check_int
-from pagedlab.engine.guard import weights_fingerprint
+from pagedlab.engine.guard import check_engine_settings, weights_fingerprint
 from pagedlab.engine.model_kv import ForwardStats, ModelKV
 from pagedlab.engine.prefix import PrefixCachingScheduler
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
 from pagedlab.memory.prefix_cache import PrefixCache
-from pagedlab.memory.requests import Request, StepResult
-from pagedlab.memory.scheduler import MODES, Scheduler
+from pagedlab.memory.requests import Group, Request, StepResult
+from pagedlab.memory.scheduler import Scheduler
 from pagedlab.model.generate import check_length, check_prompt
 from pagedlab.model.llama import TinyLlama
 from pagedlab.model.paged import DecodeAttention
@@ -86,15 +89,26 @@ class StepRecord:
 
 @dataclass
 class EngineRun:
-    """The record of one ``generate`` call: every step, and the scheduler that ran it."""
+    """The record of one ``generate`` call: every step, and the scheduler that ran it.
+
+    Each request's tokens live in its scheduler group (``Group.token_ids``, with its
+    counters); ``tokens`` and ``samples`` read them there."""
 
     scheduler: Scheduler
     names: list[str]  # "A", "B", ... in prompt order
-    tokens: dict[str, list[int]]  # name -> prompt + generated so far (sample 0)
-    samples: dict[str, list[list[int]]] = field(default_factory=dict)  # name -> per sample
     steps: list[StepRecord] = field(default_factory=list)
 
     aborted: bool = False  # an error ended it: its blocks were freed, it cannot step
+
+    @property
+    def samples(self) -> dict[str, list[list[int]]]:
+        """name -> per sample, prompt + its tokens so far (the groups' own lists)."""
+        return {name: self.scheduler.groups[name].token_ids for name in self.names}
+
+    @property
+    def tokens(self) -> dict[str, list[int]]:
+        """name -> prompt + sample 0's tokens so far."""
+        return {name: self.scheduler.groups[name].token_ids[0] for name in self.names}
 
     @property
     def preemptions(self) -> int:
@@ -122,29 +136,20 @@ class Engine:
         :func:`pagedlab.paged_attention` to run the kernel here, in Triton's interpreter);
         ``host_blocks``: the swap space, default as many blocks as the device pool (§4.5's
         bound); ``batch_invariant``: every token bit-identical to the oracle's (module doc)."""
-        if not isinstance(model, TinyLlama):
-            raise ArgumentTypeError(f"model must be a TinyLlama, got {type(model).__name__}")
-        if not isinstance(batch_invariant, bool):
-            raise ArgumentTypeError(
-                f"batch_invariant must be True or False, got {batch_invariant!r}"
-            )
-        if preemption not in MODES:
-            raise ValueError(f"preemption must be one of {MODES}, got {preemption!r}")
-        if not isinstance(prefix_caching, bool):
-            raise ArgumentTypeError(f"prefix_caching must be True or False, got {prefix_caching!r}")
-        budget = None if token_budget is None else check_int(token_budget, "token_budget", 1)
-        if chunked_prefill is None:
-            chunked_prefill = budget is not None
-        if not isinstance(chunked_prefill, bool):
-            raise ArgumentTypeError(f"chunked_prefill must be a bool, got {chunked_prefill!r}")
-        if chunked_prefill and budget is None:
-            raise ValueError("chunked_prefill needs a token_budget (tokens per step), got None")
+        budget, chunked_prefill, host_blocks = check_engine_settings(
+            model,
+            preemption,
+            token_budget,
+            prefix_caching,
+            batch_invariant,
+            chunked_prefill,
+            host_blocks,
+        )
         self.model = model
         self.allocator = BlockAllocator(num_blocks, block_size)  # validates both
         self.preemption, self.token_budget = preemption, budget
         self.chunked_prefill, self.prefix_caching = chunked_prefill, prefix_caching
-        host = num_blocks if host_blocks is None else check_int(host_blocks, "host_blocks", 1)
-        self.host = BlockAllocator(host, block_size)
+        self.host = BlockAllocator(num_blocks if host_blocks is None else host_blocks, block_size)
         param = next(model.parameters())
         shape = (block_size, model.num_kv_heads, model.head_dim)
         self.caches = [
@@ -152,7 +157,10 @@ class Engine:
             for _ in range(model.num_layers)
         ]
         host_caches = (
-            [host_cache(host, *shape, dtype=param.dtype) for _ in range(model.num_layers)]
+            [
+                host_cache(self.host.num_blocks, *shape, dtype=param.dtype)
+                for _ in range(model.num_layers)
+            ]
             if preemption == "swap"
             else []
         )
@@ -174,13 +182,10 @@ class Engine:
         return self.kv.stats
 
     def _scheduler(self) -> Scheduler:
-        args = (self.preemption, self.token_budget, self.chunked_prefill, self.host, self.kv)
+        """A scheduler without K/V hooks: the engine executes its plans (``ModelKV``)."""
+        args = (self.preemption, self.token_budget, self.chunked_prefill, self.host)
         if self.prefix_cache is not None:
-
-            def tokens(name: str, sample: int) -> list[int]:
-                return self.kv.samples[name][sample]
-
-            return PrefixCachingScheduler(self.allocator, self.prefix_cache, tokens, *args)
+            return PrefixCachingScheduler(self.allocator, self.prefix_cache, *args)
         return Scheduler(self.allocator, *args)
 
     def start(
@@ -194,6 +199,22 @@ class Engine:
         """Queue ``prompts`` on a new scheduler (validated first); step it with :meth:`step`.
 
         ``n`` samples per prompt at ``temperature`` (0: greedy), seeded by ``seed``."""
+        checked, new, samples, temp, seed = self._check_start(
+            prompts, max_new_tokens, n, temperature, seed
+        )
+        with self._lock:
+            return self._start(checked, new, samples, temp, seed)
+
+    def _check_start(
+        self,
+        prompts: object,
+        max_new_tokens: object,
+        n: object,
+        temperature: object,
+        seed: object,
+    ) -> tuple[list[list[int]], int, int, float, int]:
+        """``start``'s arguments, checked (every prompt fits the pool, the model and the
+        budget); returns them converted."""
         if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence) or not prompts:
             raise ValueError(f"prompts must be a non-empty list of token-id lists, got {prompts!r}")
         checked = [check_prompt(self.model, p, f"prompts[{i}]") for i, p in enumerate(prompts)]
@@ -216,8 +237,7 @@ class Engine:
                     f"stored): {need} blocks of {self.block_size}, more than the pool's "
                     f"{self.allocator.num_blocks}"
                 )
-        with self._lock:
-            return self._start(checked, new, samples, temp, seed)
+        return checked, new, samples, temp, seed
 
     def _start(
         self, checked: list[list[int]], new: int, samples: int, temp: float, seed: int
@@ -234,11 +254,11 @@ class Engine:
         for i, ids in enumerate(checked):
             name = chr(ord("A") + i) if len(checked) <= 26 else f"r{i}"
             generators = [sample_generator(seed, i, s) if temp else None for s in range(samples)]
-            self.kv.track(name, ids, new, generators)
-            scheduler.add(Request(name, len(ids), new - 1, samples))
+            self.kv.track(name, generators)
+            scheduler.add(Request(name, len(ids), new - 1, samples, prompt=tuple(ids)))
             names.append(name)
         self._max_new = new
-        self.last_run = EngineRun(scheduler, names, self.kv.tokens, samples=self.kv.samples)
+        self.last_run = EngineRun(scheduler, names)
         self._active = self.last_run
         return self.last_run
 
@@ -261,7 +281,6 @@ class Engine:
                 return
             self._active = None
             run.aborted = True
-            self.kv.discard()
             for group in run.scheduler.groups.values():
                 for table in group.tables:
                     table.free()
@@ -278,8 +297,6 @@ class Engine:
     @contextmanager
     def _guarded(self, run: EngineRun) -> Iterator[None]:
         """Run a piece of ``run``; on any error (an interrupt too) abort it, then re-raise."""
-        if run.aborted or run is not self._active:
-            raise RuntimeError("this run has ended (finished or aborted): start a new one")
         try:
             yield
         except BaseException:
@@ -287,36 +304,46 @@ class Engine:
             raise
 
     def step(self, run: EngineRun, eos_token_id: int | None = None) -> StepRecord:
-        """One scheduler step, its forward, and the prefix blocks it made cacheable.
+        """One step of ``run``: the scheduler's plan, executed in one forward, then updated.
 
         A request whose new token is ``eos_token_id`` ends there (its blocks are freed)."""
-        with self._lock, self._guarded(run):
-            if weights_fingerprint(self.model) != self._weights:
-                raise RuntimeError(
-                    "the model's weights changed during this run: its K/V were computed with "
-                    "the old ones (the run is aborted; start a new one)"
-                )
-            record = self._step(run, eos_token_id)
-            if run.scheduler.done:
-                self._active = None
-            return record
+        with self._lock:
+            eos = self._check_step(run, eos_token_id)
+            with self._guarded(run):
+                record = self._step(run, eos)
+                if run.scheduler.done:
+                    self._active = None
+                return record
+
+    def _check_step(self, run: object, eos_token_id: object) -> int | None:
+        """The run is the live one, ``eos_token_id`` a token id, and the weights are those its
+        K/V were computed with (if not, the run is aborted). Returns the EOS id."""
+        if not isinstance(run, EngineRun) or run.aborted or run is not self._active:
+            raise RuntimeError("this run has ended (finished or aborted): start a new one")
+        eos = self._check_eos(eos_token_id)
+        if weights_fingerprint(self.model) != self._weights:
+            self.abort(run)
+            raise RuntimeError(
+                "the model's weights changed during this run: its K/V were computed with "
+                "the old ones (the run is aborted; start a new one)"
+            )
+        return eos
 
     def _step(self, run: EngineRun, eos_token_id: int | None) -> StepRecord:
+        """Decide (the scheduler's plan), execute (swaps, copies, one forward), update (new
+        tokens, EOS), and only then free the finished requests' blocks."""
         scheduler = run.scheduler
         known = run.samples
         before = {name: [len(seq) for seq in known[name]] for name in run.names}
-        result = scheduler.step()
-        self.kv.flush()
-        if isinstance(scheduler, PrefixCachingScheduler):
-            scheduler.register()
+        result = scheduler.schedule()
+        self.kv.execute(result, scheduler.groups)
         grown = [n for n in run.names if [len(q) for q in known[n]] != before[n]]
         per_sample = {n: [q[b:] for q, b in zip(known[n], before[n], strict=True)] for n in grown}
         new = {n: per_sample[n][0] for n in grown if per_sample[n][0]}
-        if eos_token_id is not None:
-            for name, tokens in new.items():
-                if eos_token_id in tokens and scheduler.groups[name].status != "finished":
-                    scheduler.stop(name)  # its answer is complete: free its blocks now
-                    result.finished.append(name)
+        stopped = []
+        if eos_token_id is not None:  # its answer is complete: its blocks are freed now
+            stopped = [n for n, t in new.items() if eos_token_id in t and n not in result.finished]
+        scheduler.complete(result, stopped)
         tables = [t for g in scheduler.running for t in g.tables]
         used = len({b for t in tables for b in t.blocks})
         slots_used = sum(t.num_tokens for t in tables)
@@ -334,9 +361,7 @@ class Engine:
     ) -> list[list[int]]:
         """Greedy: each prompt's new tokens (prompt excluded), in order: ``max_new_tokens``
         of them, or up to and including the first ``eos_token_id`` when one is given."""
-        eos = None
-        if eos_token_id is not None:
-            eos = check_int(eos_token_id, "eos_token_id", 0, self.model.vocab_size - 1)
+        eos = self._check_eos(eos_token_id)
         with self._lock:
             run = self._run(self.start(prompts, max_new_tokens), eos_token_id=eos)
             return [self.tokens(run, name, eos_token_id=eos) for name in run.names]
@@ -363,25 +388,40 @@ class Engine:
             for name in run.names
         ]
 
+    def _check_eos(self, eos_token_id: object) -> int | None:
+        if eos_token_id is None:
+            return None
+        return check_int(eos_token_id, "eos_token_id", 0, self.model.vocab_size - 1)
+
     def _run(
         self, run: EngineRun, limit: int = 100_000, eos_token_id: int | None = None
     ) -> EngineRun:
-        with self._lock:
-            while not run.scheduler.done:
-                if len(run.steps) == limit:
-                    self.abort(run)
-                    raise RuntimeError(f"not done after {limit} steps")
-                self.step(run, eos_token_id)
-            return run
+        """Step ``run`` to the end; its callers hold the lock."""
+        while not run.scheduler.done:
+            if len(run.steps) == limit:
+                self.abort(run)
+                raise RuntimeError(f"not done after {limit} steps")
+            self.step(run, eos_token_id)
+        return run
 
     def tokens(
         self, run: EngineRun, name: str, sample: int = 0, eos_token_id: int | None = None
     ) -> list[int]:
         """The new tokens of ``sample`` of request ``name`` so far (at most max_new_tokens,
         and none after the first ``eos_token_id`` if one is given)."""
-        known = run.samples[name][sample]
-        prompt = run.scheduler.groups[name].request.prompt_len
+        group = self._check_tokens(run, name, sample)
+        known = group.token_ids[sample]
+        prompt = group.request.prompt_len
         new = known[prompt : prompt + self._max_new]
         if eos_token_id is not None and eos_token_id in new:
             new = new[: new.index(eos_token_id) + 1]
         return new
+
+    def _check_tokens(self, run: object, name: object, sample: object) -> Group:
+        if not isinstance(run, EngineRun):
+            raise ArgumentTypeError(f"run must be an EngineRun, got {type(run).__name__}")
+        group = run.scheduler.groups.get(name) if isinstance(name, str) else None
+        if group is None:
+            raise ValueError(f"run has no request named {name!r} (it has {run.names})")
+        check_int(sample, "sample", 0, group.request.num_samples - 1)
+        return group

@@ -1,37 +1,29 @@
-"""The engine's data plane: the scheduler's K/V hooks, carried out by running the model.
+"""The engine's data plane: a scheduler's plan, carried out by running the model once.
 
-:class:`ModelKV` is a :class:`pagedlab.memory.scheduler.KVHooks`. When the scheduler says
-"positions ``first .. first + count - 1`` of this sequence now have K/V to store", the K/V
-are the model's, so storing them means running the model on those tokens. ``write`` does
-not run it at once: it queues a :class:`~pagedlab.model.paged.Piece` (with a snapshot of the
-table's blocks), and :meth:`flush` runs every queued piece in **one** forward
-(:class:`~pagedlab.model.paged.PagedStep`): a serving step's batch of prefill chunks and
-decodes. The last position of a piece that reaches the end of a sequence's known tokens
-yields its next token: greedy (argmax of the logits) at ``temperature = 0``, else one draw
-from that sample's own generator (:mod:`pagedlab.model.sampling`: one draw per token).
+:meth:`ModelKV.execute` runs one :class:`~pagedlab.memory.requests.StepResult` (the plan
+:meth:`pagedlab.memory.scheduler.Scheduler.schedule` decided) in the order that makes one
+forward enough: swaps out (device -> host, every layer), swaps in (host -> device), the
+copy-on-writes, then **one** forward (:class:`~pagedlab.model.paged.PagedStep`) over every
+piece of ``plan.work``: a serving step's batch of prefill chunks and decodes, each written
+through the block list the plan gave it. The last position of a piece that reaches the end
+of a sample's known tokens yields its next token: greedy (argmax of the logits) at
+``temperature = 0``, else one draw from that sample's own generator
+(:mod:`pagedlab.model.sampling`: one draw per token). The token is appended to the group's
+``token_ids`` (a :class:`~pagedlab.memory.requests.Group` holds a request's tokens and its
+counters together).
 
 Samples (§4.4 parallel sampling): a request of ``n`` samples is one group whose prompt is
 prefilled once, on sample 0's table, then forked. The prompt piece's last logits yield the
 first token of *every* sample (each drawing from its own generator); after that each sample
-is its own sequence (``samples[name][s]``: prompt + that sample's tokens), its pieces written
-on its own table, the shared last prompt block copied on its first write (``copy``).
+is its own sequence (``token_ids[s]``: prompt + that sample's tokens), its pieces written on
+its own table, the shared last prompt block copied on its first write.
 
-Ordering (why it is exact): within one scheduler step the hooks' effects must land in the
-order the scheduler issued them. ``flush`` runs first whenever queued work must be in the
-pages before the next thing happens:
-
-- ``copy`` (copy-on-write), ``swap_out`` and ``swap_in``: they copy blocks, so the K/V they
-  read (or overwrite) must be there: flush, then copy, in every layer's cache;
-- a write whose blocks another queued piece reads or writes (a block freed and handed out
-  again within the step: a group that finished or was preempted after its decode was queued):
-  flush, so each forward's pieces touch disjoint pages;
-- a write whose input tokens are not known yet (a piece after one that yields its token).
-
-A queued piece of a group preempted later in the same step still runs (into blocks it no
-longer holds, before anyone else writes them): its token is kept, the recompute rebuilds the
-K/V. Token bookkeeping: ``samples[name][s]`` is prompt + sample ``s``'s generated tokens
-(``tokens[name]`` is sample 0's, the same list); a piece needs ``[first : first + count]`` of its
-sample's. Recomputed positions never draw: their tokens are known.
+Why the order is exact: a swap-out reads its blocks before anything this step writes
+(blocks it frees may be handed to this step's pieces); swaps in and copies land before the
+pieces that read them; the pieces write disjoint slots, and every layer stores all pieces'
+K/V before any piece attends (:class:`~pagedlab.model.paged.PagedStep`), so a piece may read
+a prefix block another piece of the same forward writes (a prefix-cache hit on a block
+scheduled this step). Recomputed positions never draw: their tokens are known.
 """
 
 from __future__ import annotations
@@ -43,14 +35,11 @@ import torch
 
 from pagedlab.attention import PagedKVCache
 from pagedlab.attention.swap import copy_blocks
-from pagedlab.memory.block_table import BlockTable, CopyOnWrite
-from pagedlab.memory.requests import Group
+from pagedlab.memory.requests import Group, StepResult, Work
 from pagedlab.model.layers import project
 from pagedlab.model.llama import TinyLlama
 from pagedlab.model.paged import DecodeAttention, PagedStep, Piece
 from pagedlab.model.sampling import draw
-
-Sequence_ = tuple[str, int]  # (request name, sample index)
 
 
 @dataclass
@@ -80,118 +69,66 @@ class ModelKV:
         self.model, self.caches, self.host_caches = model, list(caches), list(host_caches)
         self.decode_attention, self.batch_invariant = decode_attention, batch_invariant
         self.block_size = self.caches[0].block_size
-        self.tokens: dict[str, list[int]] = {}  # name -> prompt + sample 0's tokens so far
-        self.samples: dict[str, list[list[int]]] = {}  # name -> per sample, prompt + its tokens
-        self.prompt_len: dict[str, int] = {}
-        self.limit: dict[str, int] = {}  # name -> prompt + max_new_tokens
-        self.generators: dict[str, list[torch.Generator | None]] = {}
+        self.generators: dict[str, list[torch.Generator | None]] = {}  # name -> per sample
         self.temperature = 0.0  # 0: greedy
         self.stats = ForwardStats()
-        self._queue: list[tuple[Sequence_, Piece]] = []
-        self._reads: dict[int, set[Sequence_]] = {}
-        self._writes: dict[int, set[Sequence_]] = {}
 
     def reset(self, temperature: float = 0.0) -> None:
-        """Forget the tracked requests (a new call's requests only); set the temperature."""
-        self.discard()
-        self.tokens, self.samples, self.prompt_len, self.limit = {}, {}, {}, {}
+        """Forget the tracked requests' generators (a new call's only); set the temperature."""
         self.generators, self.temperature = {}, temperature
 
-    def discard(self) -> None:
-        """Drop the queued pieces unrun (an aborted run: their blocks are being freed)."""
-        self._queue, self._reads, self._writes = [], {}, {}
-
-    def track(
-        self,
-        name: str,
-        prompt: list[int],
-        max_new_tokens: int,
-        generators: Sequence[torch.Generator | None] = (None,),
-    ) -> None:
-        """Request ``name``: ``prompt``, its new-token limit, one generator per sample."""
-        self.samples[name] = [list(prompt) for _ in generators]
-        self.tokens[name] = self.samples[name][0]
-        self.prompt_len[name] = len(prompt)
-        self.limit[name] = len(prompt) + max_new_tokens
+    def track(self, name: str, generators: Sequence[torch.Generator | None] = (None,)) -> None:
+        """Request ``name`` draws with one generator per sample (None: greedy)."""
         self.generators[name] = list(generators)
 
-    # --- KVHooks ---------------------------------------------------------------------------
-    def write(self, group: Group, sample: int, table: BlockTable, first: int, count: int) -> None:
-        name, size = group.name, self.block_size
-        if not 0 <= sample < len(self.samples[name]):
-            raise ValueError(f"{name}: sample {sample} is not one of its {len(self.samples[name])}")
-        seq, known = (name, sample), self.samples[name][sample]
-        piece = Piece(tuple(table.blocks), first, count)
-        if first + count > len(known):
-            self.flush()  # a queued piece yields the token this one reads
-            if first + count > len(known):
-                raise RuntimeError(
-                    f"{name} sample {sample}: positions {first}..{first + count - 1} need "
-                    f"tokens not yet generated ({len(known)} known)"
-                )
-        writes = {slot // size for slot in piece.slots(size)}
-        reads = set(piece.read_blocks(size))
-        if self._clash(seq, writes, self._reads) or self._clash(seq, reads, self._writes):
-            self.flush()
-        self._queue.append((seq, piece))
-        for block in reads:
-            self._reads.setdefault(block, set()).add(seq)
-        for block in writes:
-            self._writes.setdefault(block, set()).add(seq)
+    def execute(self, plan: StepResult, groups: dict[str, Group]) -> None:
+        """Swaps out, swaps in, copies, then one forward over ``plan.work`` (module doc)."""
+        if plan.swap_out_pairs:
+            self._copy(self.caches, self.host_caches, plan.swap_out_pairs)
+        if plan.swap_in_pairs:
+            self._copy(self.host_caches, self.caches, plan.swap_in_pairs)
+        if plan.copies:
+            for cache in self.caches:
+                for copy in plan.copies:
+                    cache.copy_block(copy.src, copy.dst)
+            self.stats.blocks_copied += len(plan.copies)
+            self.stats.copies_on_write += len(plan.copies)
+        if plan.work:
+            self._forward(plan.work, groups)
 
-    @staticmethod
-    def _clash(seq: Sequence_, blocks: set[int], held: dict[int, set[Sequence_]]) -> bool:
-        return any(held.get(b, set()) - {seq} for b in blocks)
-
-    def copy(self, cow: CopyOnWrite) -> None:
-        self.flush()
-        for cache in self.caches:
-            cache.copy_block(cow.src, cow.dst)
-        self.stats.blocks_copied += 1
-        self.stats.copies_on_write += 1
-
-    def swap_out(self, pairs: Sequence[tuple[int, int]]) -> None:
-        self.flush()
-        for device, host in zip(self.caches, self.host_caches, strict=True):
-            copy_blocks(device, host, pairs)
+    def _copy(
+        self,
+        src: list[PagedKVCache],
+        dst: list[PagedKVCache],
+        pairs: Sequence[tuple[int, int]],
+    ) -> None:
+        for a, b in zip(src, dst, strict=True):
+            copy_blocks(a, b, pairs)
         self.stats.blocks_copied += len(pairs)
 
-    def swap_in(self, pairs: Sequence[tuple[int, int]]) -> None:
-        self.flush()
-        for device, host in zip(self.caches, self.host_caches, strict=True):
-            copy_blocks(host, device, pairs)
-        self.stats.blocks_copied += len(pairs)
-
-    # --- running the model -----------------------------------------------------------------
     @torch.no_grad()
-    def flush(self) -> None:
-        """Run every queued piece in one forward; append each finished piece's next token."""
-        if not self._queue:
-            return
-        queue, self._queue = self._queue, []
-        self._reads, self._writes = {}, {}
-        pieces = [p for _, p in queue]
+    def _forward(self, work: Sequence[Work], groups: dict[str, Group]) -> None:
+        """One forward over every piece; append each finishing piece's next token."""
+        pieces = [Piece(w.blocks, w.first, w.count) for w in work]
         step = PagedStep(self.caches, pieces, self.decode_attention, self.batch_invariant)
+        known = [groups[w.group].token_ids[w.sample] for w in work]
+        ids = [t for w, k in zip(work, known, strict=True) for t in k[w.first : w.first + w.count]]
+        if len(ids) != step.num_tokens:
+            raise RuntimeError("a piece needs tokens not generated yet: the plan is out of order")
         device = self.caches[0].device
-        ids = torch.tensor(
-            [
-                t
-                for (name, sample), p in queue
-                for t in self.samples[name][sample][p.first : p.first + p.count]
-            ],
-            device=device,
-        )
-        hidden = self.model.hidden(ids, step.positions(), step)
+        hidden = self.model.hidden(torch.tensor(ids, device=device), step.positions(), step)
         logits = project(self.model.lm_head, hidden[step.last_rows()], self.batch_invariant)
         best = torch.argmax(logits, dim=-1).tolist()
-        for row, ((name, sample), piece) in enumerate(queue):
-            for who in self._yielders(name, sample, piece.first + piece.count):
-                generator = self.generators[name][who]
+        for row, w in enumerate(work):
+            group = groups[w.group]
+            generators = self.generators.get(w.group)
+            for who in _yielders(group, w.sample, w.first + w.count):
+                generator = generators[who] if generators else None
                 if self.temperature == 0 or generator is None:
                     token = int(best[row])
                 else:
                     token = draw(logits[row], generator, self.temperature)
-                self.samples[name][who].append(token)
+                group.token_ids[who].append(token)
         s = self.stats
         s.forwards += 1
         s.tokens += step.num_tokens
@@ -199,15 +136,18 @@ class ModelKV:
         s.prefill_tokens += step.num_tokens - len(step.decodes)
         s.kernel_calls += step.kernel_calls
 
-    def _yielders(self, name: str, sample: int, end: int) -> list[int]:
-        """Samples whose next token a piece of ``sample`` ending at ``end`` picks.
 
-        Its own sample, if the piece reaches the end of its known tokens (below the limit);
-        the prompt piece (sample 0, ending at the prompt's end) picks every sample's first.
-        """
-        limit, prompt = self.limit[name], self.prompt_len[name]
-        return [
-            s
-            for s, known in enumerate(self.samples[name])
-            if (s == sample or end == prompt) and end == len(known) < limit
-        ]
+def _yielders(group: Group, sample: int, end: int) -> list[int]:
+    """Samples whose next token a piece of ``sample`` ending at ``end`` picks.
+
+    Its own sample, if the piece reaches the end of its known tokens (below the request's
+    limit: prompt + output_len + 1, the last new token's K/V never stored); the prompt piece
+    (sample 0, ending at the prompt's end) picks every sample's first.
+    """
+    r = group.request
+    limit = r.prompt_len + r.output_len + 1
+    return [
+        s
+        for s, known in enumerate(group.token_ids)
+        if (s == sample or end == r.prompt_len) and end == len(known) < limit
+    ]

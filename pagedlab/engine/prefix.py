@@ -12,46 +12,52 @@ chunking and the budget, is the scheduler's own. The admission checks still coun
 prefill's blocks, so a hit never makes a group fit that would not fit without it (the
 cache saves compute and memory after admission, never changes who is admitted when).
 
-The engine registers each running table's full blocks after every step (their K/V are in
-the pages then), so later requests, and a recompute of the same request, can hit them. The
-cache's rules hold: full blocks only, the last token always computed (at most
+Blocks become hittable when they are **scheduled**, as vLLM's ``allocate_slots`` caches
+full blocks at allocation: each time the plan grows a table (a prefill chunk, a decode, a
+swap-in) and a block of it is full, the table's full blocks are registered under the
+group's token ids (``Group.token_ids``). A request admitted later in the same step (or the
+next, before any forward ran) hits them; the forward stores every piece's K/V before any
+piece reads, so the same-step hit reads what the writer's piece computes. A piece taken back
+out of the plan (its group preempted later in the step) forgets the blocks it was to fill.
+The cache's rules hold: full blocks only, the last token always computed (at most
 ``(len - 1) // block_size`` blocks hit), freed blocks stay findable until handed out again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from pagedlab.memory.allocator import BlockAllocator
+from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import PrefixCache
-from pagedlab.memory.requests import Group, StepResult
+from pagedlab.memory.requests import Group, StepResult, Work
 from pagedlab.memory.scheduler import KVHooks, Scheduler
 
 
 class PrefixCachingScheduler(Scheduler):
-    """A Scheduler whose admitted groups start on their cached prefix blocks."""
+    """A Scheduler whose admitted groups start on their cached prefix blocks.
+
+    Its requests carry their prompt's token ids (``Request.prompt``): the cache is keyed by them.
+    """
 
     def __init__(
         self,
         allocator: BlockAllocator,
         cache: PrefixCache,
-        tokens: Callable[[str, int], list[int]],
         mode: str = "recompute",
         token_budget: int | None = None,
         chunked_prefill: bool = False,
         host: BlockAllocator | None = None,
         kv: KVHooks | None = None,
     ) -> None:
+        if not isinstance(cache, PrefixCache) or cache.allocator is not allocator:
+            raise ValueError("cache must be a PrefixCache watching the scheduler's allocator")
         super().__init__(allocator, mode, token_budget, chunked_prefill, host, kv)
-        if cache.allocator is not allocator:
-            raise ValueError("the prefix cache must watch the scheduler's device allocator")
-        self.cache, self._tokens = cache, tokens
+        self.cache = cache
         self.hit_tokens = 0  # tokens whose K/V came from the cache, over every admission
 
     def _start(self, group: Group, out: StepResult) -> None:
         super()._start(group, out)
         r = group.request  # samples fork after the prompt: a hit stays inside it
-        known = self._tokens(group.name, 0)[: group.work if r.num_samples == 1 else r.prompt_len]
+        known = group.token_ids[0][: group.work if r.num_samples == 1 else r.prompt_len]
         hits, _ = self.cache.lookup(known)
         if hits:
             group.tables[0].hold_prefix(hits)
@@ -59,11 +65,14 @@ class PrefixCachingScheduler(Scheduler):
             group.recompute_left = max(0, group.recompute_left - group.prefilled)
             self.hit_tokens += group.prefilled
 
-    def register(self) -> int:
-        """Cache the full blocks of every running table (K/V written); returns blocks added."""
-        added = 0
-        for group in self.running:
-            for sample, table in enumerate(group.tables):
-                known = self._tokens(group.name, sample)[: table.num_tokens]
-                added += self.cache.register(table, known)
-        return added
+    def _scheduled(self, group: Group, sample: int, table: BlockTable, count: int) -> None:
+        """Register ``table``'s full blocks if the plan just filled one (module doc)."""
+        size, n = self.block_size, table.num_tokens
+        if n // size > (n - count) // size:
+            known = group.token_ids[sample][:n]
+            if len(known) == n:
+                self.cache.register(table, known)
+
+    def _dropped(self, group: Group, work: list[Work]) -> None:
+        for block in {b for w in work for b in w.written_blocks(self.block_size)}:
+            self.cache.forget(block)

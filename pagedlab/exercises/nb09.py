@@ -75,7 +75,7 @@ def scheduler_step(state: StepState) -> None:
         insort(state.running, group, key=by_arrival)
     if state.did["admitted"]:
         return  # a prefill step: the running groups wait
-    i = 0
+    i, finishing = 0, []
     while i < len(state.running):
         group = state.running[i]
         while not state.decode_fits(group):
@@ -87,17 +87,21 @@ def scheduler_step(state: StepState) -> None:
                 state.drop(victim)
                 insort(state.waiting, victim, key=by_arrival)  # ahead of all that never ran
             if victim is group:
-                return
+                break
+        if group not in state.running:
+            break  # it preempted itself: the step stops
         state.decode(group)
         if group.generated == group.request.output_len:
-            state.release(group)
-            state.finished.append(state.running.pop(i))
+            finishing.append(state.running.pop(i))
         else:
             i += 1
     while not state.did["preempted"] and state.swapped and state.swap_in_fits(state.swapped[0]):
         group = state.swapped.pop(0)  # the oldest comes back first
         state.swap_in(group)
         insort(state.running, group, key=by_arrival)
+    for group in finishing:  # its last token is computed into its blocks: freed after the step
+        state.release(group)
+        state.finished.append(group)
 
 
 STEP_STUB = '''def my_scheduler_step(state):
@@ -118,7 +122,8 @@ STEP_STUB = '''def my_scheduler_step(state):
     The policy (§4.5): first come, first served. A step that admits runs prefills only (the
     running groups wait). Otherwise the running groups decode, and when a token does not
     fit, groups are preempted until it does: in state.mode "swap" by swapping if the host
-    pool has room, else by recompute. A group that generated output_len tokens is finished.
+    pool has room, else by recompute. A group that generated output_len tokens is finished:
+    its blocks are freed last, at the end of the step (the step's forward writes into them).
     A swapped-out group has the first claim on freed blocks: while one is swapped out,
     nothing is admitted, and swapped groups come back at the end of a step that preempted
     nobody.
@@ -264,8 +269,8 @@ STEPS: list[tuple[Any, ...]] = [  # recompute mode
      "swap mode: C is swapped out at step 4; while it is, D is not admitted, though it would "
      "fit", ("admit_while_swapped",)),
     (8, 2, [("A", 5, 6, 1), ("B", 5, 6, 1), ("C", 5, 6, 1), ("D", 2, 2, 1)], "swap",
-     "swap mode: A finishes at step 7 and swapped-out B comes back in that step, before C "
-     "and D are admitted (at step 8)", ("admit_while_swapped",)),
+     "swap mode: A finishes at step 7; its blocks are freed after that step, and swapped-out "
+     "B comes back at step 8, before C and D are admitted", ("admit_while_swapped",)),
     (14, 2, [("A", 1, 8, 2), ("B", 10, 6, 1), ("C", 3, 1, 1), ("D", 5, 2, 2),
              ("E", 5, 1, 1)], "swap",
      "swap mode: at step 7 the host pool cannot take B's blocks: B is recomputed instead, and "
@@ -318,7 +323,7 @@ def _variant(oldest: bool = False, back: bool = False, prefill_only: bool = True
             insort(state.running, group, key=by_arrival)
         if state.did["admitted"] and prefill_only:
             return
-        i = 0
+        i, finishing = 0, []
         while i < len(state.running):
             group = state.running[i]
             if group.name in state.did["admitted"]:
@@ -333,12 +338,13 @@ def _variant(oldest: bool = False, back: bool = False, prefill_only: bool = True
                     state.drop(victim)
                     state.waiting.insert(len(state.waiting) if back else 0, victim)
                 if victim is group:
-                    return
+                    break
                 i -= int(oldest)
+            if group not in state.running:
+                break
             state.decode(group)
             if group.generated == group.request.output_len:
-                state.release(group)
-                state.finished.append(state.running.pop(i))
+                finishing.append(state.running.pop(i))
             else:
                 i += 1
         while not state.did["preempted"] and state.swapped and (
@@ -346,6 +352,9 @@ def _variant(oldest: bool = False, back: bool = False, prefill_only: bool = True
             group = state.swapped.pop(0)
             state.swap_in(group)
             insort(state.running, group, key=by_arrival)
+        for group in finishing:
+            state.release(group)
+            state.finished.append(group)
 
     return lambda n, b, specs, mode: replay_steps(step, n, b, specs, mode)
 

@@ -16,6 +16,11 @@ Rules (the usual causes of a "low hit rate"):
   block records the cached block it was computed after (its parent), so a hit walks the very
   chain of blocks its prefix was computed in.
 
+A block may be registered as soon as its K/V is *scheduled* (vLLM's
+``KVCacheManager.allocate_slots`` caches full blocks then): a hit in the same step reads it
+in the same forward, which stores every piece's K/V before any attention reads it; a
+scheduler that takes the computation back calls :meth:`PrefixCache.forget`.
+
 Freed blocks keep their hash and stay findable until the allocator hands them out again:
 the cache listens to the allocator's ``allocate`` events and forgets (evicts) a block at
 that moment, with the cached blocks computed after it (no lookup can reach them any more).
@@ -209,6 +214,14 @@ class PrefixCache:
                 table.clear()
             self._parent_of.clear()
             self._children.clear()
+
+    def forget(self, block: int) -> int:
+        """Forget cached ``block`` and the cached blocks computed after it; returns how many
+        (0 if it is not cached). For a block registered when its K/V was scheduled, whose
+        computation was then taken back (a preemption in the same step)."""
+        self._check_open("forget a block")
+        block = check_int(block, "block", 0, self._allocator.num_blocks - 1)
+        return self._forget(block) if block in self._hash_of else 0
 
     def _check_open(self, action: str) -> None:
         if self._unsubscribe is None:

@@ -1,4 +1,4 @@
-"""What the scheduler schedules: requests, their sequence groups, and what one step did.
+"""What the scheduler schedules: requests, their sequence groups, and one step's plan.
 
 A :class:`Request` is what a user sends: a prompt of ``prompt_len`` tokens, ``output_len``
 tokens to generate, and ``num_samples`` parallel samples (§4.4: the samples share the prompt's
@@ -14,6 +14,17 @@ samples the first output token at the end of the prefill, one step earlier; noth
 depends on that.) All samples of a group
 decode together, so they always hold the same number of tokens and finish together.
 
+A group is one request's whole state, counters and tokens together (nano-vllm's
+``Sequence``): ``token_ids[s]`` is sample ``s``'s token ids, prompt first (empty when the
+scheduler runs without token ids, as in the simulations); the engine appends each sampled
+token there, and the prefix cache hashes them.
+
+A :class:`StepResult` is one step's **plan** (``Scheduler.schedule`` decides it; nothing is
+computed or copied while deciding): the :class:`Work` to compute (each piece's positions and
+the block list they are written through), the block copies (:class:`BlockCopy`), the swap
+pairs, and who was admitted, preempted, swapped and finished. An executor carries it out in
+one order: swaps out, swaps in, copies, then one forward over every piece.
+
 Invariants of a :class:`Group` (``Scheduler.check_invariants`` asserts them):
 
 - ``running``: ``tables`` holds one device table per sample (one table until the prompt is
@@ -26,6 +37,7 @@ Invariants of a :class:`Group` (``Scheduler.check_invariants`` asserts them):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.block_table import BlockTable
@@ -46,10 +58,15 @@ class Request:
     prompt_len: int
     output_len: int
     num_samples: int = 1
+    prompt: tuple[int, ...] = ()  # the prompt's token ids, if known (the engine's requests)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise TypeError(f"name must be a non-empty str, got {self.name!r}")
+        ids = tuple(self.prompt)
+        if ids and len(ids) != self.prompt_len:
+            raise ValueError(f"prompt has {len(ids)} token ids, prompt_len is {self.prompt_len}")
+        object.__setattr__(self, "prompt", ids)
         # Bounds: no pool holds more than MAX_SLOTS positions, and every sample needs a block
         # of its own once it generates (a copy of the shared last block, or a new one).
         prompt = check_int(self.prompt_len, "prompt_len", 1, MAX_SLOTS - 1)
@@ -80,6 +97,11 @@ class Group:
     host_tokens: list[int] = field(default_factory=list)  # per sample, while swapped
     preemptions: int = 0
     finished_at: int | None = None  # the step at which it finished
+    token_ids: list[list[int]] = field(default_factory=list)  # per sample: prompt + its tokens
+
+    def __post_init__(self) -> None:
+        if self.request.prompt and not self.token_ids:
+            self.token_ids = [list(self.request.prompt) for _ in range(self.request.num_samples)]
 
     @property
     def name(self) -> str:
@@ -115,11 +137,59 @@ class Group:
         )
 
 
+@dataclass(frozen=True)
+class Work:
+    """Positions ``first .. first + count - 1`` of one sample to compute this step.
+
+    ``blocks`` is the sample's block list as scheduled (its block table): position ``p`` is
+    written to slot ``blocks[p // block_size] * block_size + p % block_size``, and attention
+    reads positions ``0 .. first + count - 1`` through it. ``decode``: the one new token of a
+    decode step (else a prefill or recompute chunk).
+    """
+
+    group: str
+    sample: int
+    first: int
+    count: int
+    blocks: tuple[int, ...]
+    decode: bool = False
+
+    def slots(self, block_size: int) -> list[int]:
+        """The slot mapping: the flat slot each position is written to."""
+        b = self.blocks
+        return [b[p // block_size] * block_size + p % block_size for p in self._positions()]
+
+    def written_blocks(self, block_size: int) -> set[int]:
+        """Blocks the piece writes K/V into."""
+        return {self.blocks[p // block_size] for p in self._positions()}
+
+    def _positions(self) -> range:
+        return range(self.first, self.first + self.count)
+
+
+class BlockCopy(NamedTuple):
+    """Copy device block ``src`` into ``dst`` (a copy-on-write of ``group``'s table)."""
+
+    group: str
+    src: int
+    dst: int
+
+
 @dataclass
 class StepResult:
-    """What one ``Scheduler.step()`` did, in the order it happened."""
+    """One step's plan: what to compute, copy and swap, and what the scheduler decided.
+
+    ``work``, ``copies``, ``swap_out_pairs`` and ``swap_in_pairs`` are the data plane's part
+    (an executor runs them: swaps out, swaps in, copies, then one forward over ``work``);
+    the rest says what happened to whom. ``finished`` groups hold their blocks until the
+    step is complete (their last piece is computed into them), then free them.
+    """
 
     step: int
+    work: list[Work] = field(default_factory=list)  # pieces to compute, in scheduling order
+    copies: list[BlockCopy] = field(default_factory=list)  # copy-on-writes, before the forward
+    swap_out_pairs: list[tuple[int, int]] = field(default_factory=list)  # (device, host)
+    swap_in_pairs: list[tuple[int, int]] = field(default_factory=list)  # (host, device)
     decoded: list[str] = field(default_factory=list)  # groups that generated a token
     decode_tokens: int = 0
     prefill_tokens: dict[str, int] = field(default_factory=dict)  # tokens prefilled per group

@@ -19,7 +19,7 @@ Each :meth:`Scheduler.step` is one iteration of the model over a batch. The rule
   in vLLM V0's default scheduler), with up to ``token_budget`` prefill tokens (one group always
   fits, even if longer).
 
-A step: decode the running groups (oldest first, preempting as needed), continue partial
+A step decides: decode the running groups (oldest first, preempting as needed), continue partial
 prefills, swap groups back in if nothing was preempted this step, then admit waiting groups
 if nothing is swapped out and nothing was preempted (vLLM V1 admits only then, too).
 Preemption is the scheduler's own (``_preempt``, as vLLM's ``Scheduler._preempt_request``):
@@ -32,12 +32,35 @@ host-pool-full fallback is pagedlab's choice; vLLM V0 raised "Aborted due to the
 swap space".
 
 How many blocks a move needs is always :func:`~pagedlab.memory.block_table.blocks_to_append`
-(through :mod:`pagedlab.memory.capacity`); every token appended goes through ``_append``,
-which appends, copies on write and writes K/V.
+(through :mod:`pagedlab.memory.capacity`); every token appended goes through ``_append``.
 
-Data: the scheduler never touches K/V. It tells ``kv`` (a :class:`KVHooks`, optional) what to
-write, copy (copy-on-write) and swap; :class:`pagedlab.attention.swap.SwappingKV` does it with
-real tensors. It uses only the public API of ``BlockAllocator`` and ``BlockTable``.
+**Decide, execute, update** (as vLLM's ``schedule`` / model run / ``update_from_output``,
+and nano-vllm's ``schedule`` / ``run`` / ``postprocess``). :meth:`Scheduler.schedule`
+*decides*: it allocates blocks, grows and forks tables, moves groups between queues and
+returns the plan (:class:`~pagedlab.memory.requests.StepResult`): each piece of
+:class:`~pagedlab.memory.requests.Work` (a prefill chunk or a decode, with its block list),
+the copy-on-writes, the swap pairs. It touches no K/V and calls nobody. An executor then
+runs the plan: swaps out, swaps in, copies, and **one** forward over every piece
+(:func:`execute` through ``kv``; the engine's :class:`~pagedlab.engine.model_kv.ModelKV`
+with the model). :meth:`Scheduler.complete` *updates*: the groups that finished (their last
+piece was in the plan) or were stopped free their blocks only now, after the forward that
+wrote into them. :meth:`Scheduler.step` is the three in a row, with ``kv`` (optional: a
+:class:`KVHooks`, e.g. :class:`pagedlab.attention.swap.SwappingKV`) as the executor.
+
+Hazards the decision handles, so that one forward is enough:
+
+- a group preempted later in the same step after it was given work (chunked prefill
+  preempting ``running[-1]``, which already decoded): its work, copies and counters are
+  taken back out of the plan and it is recomputed (its tables hold positions no forward
+  will compute, so swapping them out would save K/V that was never written);
+- a copy-on-write whose source block this plan itself writes (a recompute's prompt tail,
+  then the samples' forked tables): no copy; the piece starts at the block's first
+  position and the forward computes those positions into the new block;
+- a block freed in the step (a swap-out, a preemption) and handed out again: the
+  executor's order reads it (swap-out) before anything writes it; a finished group's
+  blocks are not freed until :meth:`Scheduler.complete`.
+
+The scheduler uses only the public API of ``BlockAllocator`` and ``BlockTable``.
 
 Atomic steps: a step first checks everything it will touch (:mod:`.scheduler_checks`: the
 hooks, every running table, the swapped groups' host blocks, that nobody else took or freed
@@ -61,14 +84,18 @@ from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
 from pagedlab.memory.capacity import prefill_need, samples_need, tokens_that_fit
-from pagedlab.memory.requests import STATUSES, Group, Request, StepResult
+from pagedlab.memory.requests import STATUSES, BlockCopy, Group, Request, StepResult, Work
 from pagedlab.memory.scheduler_checks import MODES as MODES  # the modes: "swap", "recompute"
 from pagedlab.memory.scheduler_checks import (
-    check_fresh_pool,
+    check_complete,
     check_hooks,
     check_host_blocks,
+    check_no_pending,
     check_pool_unchanged,
+    check_request,
+    check_scheduler_args,
     check_settings,
+    check_stop,
     check_tables,
 )
 from pagedlab.memory.swap_space import swap_in, swap_in_need, swap_out
@@ -77,15 +104,16 @@ by_arrival = attrgetter("order")  # the sort key of every queue: FCFS
 
 
 class KVHooks(Protocol):
-    """The data plane's side: what the scheduler asks K/V storage to do.
+    """The data plane's side: what :func:`execute` asks K/V storage to do with a plan.
 
     A store may also define ``check_pools(device, host)``: the scheduler calls it when built
     (and whenever ``kv`` is replaced), so a store that does not fit its pools is refused
     before any step (:class:`pagedlab.attention.swap.SwappingKV` defines it).
     """
 
-    def write(self, group: Group, sample: int, table: BlockTable, first: int, count: int) -> None:
-        """Positions ``first .. first + count - 1`` of ``sample`` now have K/V to store."""
+    def write(self, group: Group, work: Work) -> None:
+        """Store the K/V of ``work``'s positions (of sample ``work.sample`` of ``group``),
+        through ``work.blocks``: the table as the plan made it (``work.slots(block_size)``)."""
 
     def copy(self, cow: CopyOnWrite) -> None:
         """Copy device block ``cow.src`` into ``cow.dst`` (copy-on-write)."""
@@ -95,6 +123,24 @@ class KVHooks(Protocol):
 
     def swap_in(self, pairs: Sequence[tuple[int, int]]) -> None:
         """Copy each host block into its (new) device block: ``(host, device)`` pairs."""
+
+
+def execute(plan: StepResult, kv: KVHooks, groups: dict[str, Group]) -> None:
+    """Carry out ``plan`` through ``kv``: swaps out, swaps in, copies, then every piece.
+
+    The order is what makes one forward enough: a swap-out reads its blocks before anything
+    this step writes (a block it frees may be handed to a piece or a swap-in of the same
+    step), swaps in and copies land before the pieces that read them, and the pieces write
+    disjoint slots (each slot is held by one table that grows this step).
+    """
+    if plan.swap_out_pairs:
+        kv.swap_out(plan.swap_out_pairs)
+    if plan.swap_in_pairs:
+        kv.swap_in(plan.swap_in_pairs)
+    for copy in plan.copies:
+        kv.copy(CopyOnWrite(copy.src, copy.dst))
+    for work in plan.work:
+        kv.write(groups[work.group], work)
 
 
 class Scheduler:
@@ -109,22 +155,9 @@ class Scheduler:
         host: BlockAllocator | None = None,
         kv: KVHooks | None = None,
     ) -> None:
-        if not isinstance(allocator, BlockAllocator):
-            raise TypeError(f"allocator must be a BlockAllocator, got {type(allocator).__name__}")
-        budget = check_settings(mode, token_budget, chunked_prefill)
-        if host is None:  # §4.5: the swap space never needs more blocks than the device pool
-            host = BlockAllocator(allocator.num_blocks, allocator.block_size)
-        if not isinstance(host, BlockAllocator):
-            raise TypeError(f"host must be a BlockAllocator, got {type(host).__name__}")
-        if host is allocator:
-            raise ValueError("host must be a pool of its own, not the device allocator itself")
-        if host.block_size != allocator.block_size:
-            raise ValueError(
-                f"host block_size {host.block_size} != device block_size {allocator.block_size}"
-            )
-        check_fresh_pool(allocator, "allocator")
-        check_fresh_pool(host, "host")
-        check_hooks(kv, allocator, host)
+        host, budget = check_scheduler_args(
+            allocator, mode, token_budget, chunked_prefill, host, kv
+        )
         self.device, self.host, self.kv = allocator, host, kv
         self._pools = (allocator, host)
         self._kv_checked: object = kv
@@ -138,6 +171,9 @@ class Scheduler:
         self.steps = self.preemptions = self.tokens_recomputed = 0
         self.blocks_swapped_out = self.blocks_swapped_in = 0
         self._free_after_step = (allocator.num_free, host.num_free)
+        self._plan: StepResult | None = None  # scheduled, not complete yet
+        self._finishing: list[Group] = []  # finish with the plan: blocks held until complete
+        self._before: dict[str, tuple[int, int, int]] = {}  # counters of groups given work
 
     # --- requests ----------------------------------------------------------------------------
     def add(self, request: Request) -> Group:
@@ -147,24 +183,7 @@ class Scheduler:
         blocks shared by its samples, §4.4) needs more blocks than the pool has, or whose
         samples decode more tokens a step than ``token_budget``.
         """
-        if not isinstance(request, Request):
-            raise TypeError(f"request must be a Request, got {type(request).__name__}")
-        if request.name in self.groups:
-            raise ValueError(f"a request named {request.name!r} was already added")
-        r = request
-        need = prefill_need(r.prompt_len, r.output_len, r.num_samples, self.block_size)
-        if need > self.device.num_blocks:
-            raise ValueError(
-                f"request {r.name!r} can grow to {need} blocks of {self.block_size} "
-                f"({r.num_samples} sample(s) x {r.prompt_len + r.output_len} tokens, the "
-                f"prompt's full blocks shared), more than the pool's {self.device.num_blocks}: "
-                f"it could never run"
-            )
-        if self.token_budget is not None and r.num_samples > self.token_budget:
-            raise ValueError(
-                f"request {r.name!r} decodes {r.num_samples} tokens a step, more "
-                f"than token_budget = {self.token_budget}: it could never decode"
-            )
+        check_request(request, self.groups, self.device, self.token_budget)
         group = Group(request, order=len(self.groups), work=request.prompt_len)
         self.groups[request.name] = group
         self.waiting.append(group)
@@ -172,10 +191,10 @@ class Scheduler:
 
     @property
     def done(self) -> bool:
-        return not (self.waiting or self.running or self.swapped)
+        return not (self.waiting or self.running or self.swapped or self._finishing)
 
     def run(self, max_steps: int = 100_000) -> list[StepResult]:
-        """Step until every added request has finished; returns every step's result."""
+        """Step until every added request has finished; returns every step's plan."""
         max_steps = check_int(max_steps, "max_steps", 1)
         results: list[StepResult] = []
         while not self.done:
@@ -190,11 +209,10 @@ class Scheduler:
         Running: its tables are freed; swapped: its host blocks; waiting: it leaves the
         queue. It joins ``finished`` with the tokens it has. Between steps only.
         """
-        group = self.groups.get(name) if isinstance(name, str) else None
-        if group is None:
-            raise ValueError(f"no request named {name!r} was added")
-        if group.status == "finished":
-            raise ValueError(f"request {name!r} has already finished")
+        self._stop(check_stop(name, self.groups, self._plan))
+        self._free_after_step = (self.device.num_free, self.host.num_free)
+
+    def _stop(self, group: Group) -> None:
         queue = {"running": self.running, "waiting": self.waiting, "swapped": self.swapped}
         queue[group.status].remove(group)
         for table in group.tables:
@@ -206,20 +224,44 @@ class Scheduler:
         group.status, group.finished_at = "finished", self.steps
         group.work = group.prefilled = group.recompute_left = 0
         self.finished.append(group)
-        self._free_after_step = (self.device.num_free, self.host.num_free)
 
-    # --- one step ----------------------------------------------------------------------------
+    # --- one step: decide, execute, update -----------------------------------------------------
     def step(self) -> StepResult:
-        """One iteration: decode, continue prefills, swap in, admit (see the module docstring).
+        """One iteration: :meth:`schedule`, run the plan through ``kv``, :meth:`complete`.
 
-        Checks everything it will touch first; a refused step changed nothing.
+        The hooks are called only once the plan is decided, in the executor's order (swaps
+        out, swaps in, copies, then each piece's write). Returns the plan.
         """
-        self._check_before_step()
+        self._check_step()
+        plan = self._schedule()
+        if self.kv is not None:
+            execute(plan, self.kv, self.groups)
+        self._complete(plan, [])
+        return plan
+
+    def schedule(self) -> StepResult:
+        """Decide one step (see the module docstring) and return its plan; touches no K/V.
+
+        Blocks are allocated, tables grown and groups moved now; the caller executes the
+        plan (swaps out, swaps in, copies, one forward over ``plan.work``) and then calls
+        :meth:`complete`. Checks everything it will touch first: a refused call changed nothing.
+        """
+        self._check_step()
+        return self._schedule()
+
+    def complete(self, plan: StepResult, stopped: Sequence[str] = ()) -> None:
+        """The plan was executed: free the groups it finished and those in ``stopped``
+        (ended early, an EOS token: their names are added to ``plan.finished``)."""
+        self._complete(
+            plan, check_complete(plan, self._plan, stopped, self.groups, self._finishing)
+        )
+
+    def _schedule(self) -> StepResult:
         self.steps += 1
-        out = StepResult(self.steps)
+        out = self._plan = StepResult(self.steps)
+        self._before = {}
         budget = self.token_budget if self.token_budget is not None else 1 << 62
         if not self.chunked_prefill and not self.swapped and self._admit_whole(out, budget):
-            self._free_after_step = (self.device.num_free, self.host.num_free)
             return out  # a prefill step: decodes wait (no chunked prefill)
         budget = self._decode(out, budget)
         for group in [g for g in self.running if g.prefilling]:
@@ -229,8 +271,21 @@ class Scheduler:
             self._swap_in_ready(out)
             if self.chunked_prefill and not self.swapped:
                 self._admit_chunks(out, budget)
-        self._free_after_step = (self.device.num_free, self.host.num_free)
         return out
+
+    def _complete(self, plan: StepResult, stopped: list[Group]) -> None:
+        """Update after the forward: finished groups free their blocks now, not before."""
+        for group in self._finishing:
+            for table in group.tables:
+                table.free()
+            group.tables, group.status, group.finished_at = [], "finished", self.steps
+            self.finished.append(group)
+        self._finishing = []
+        for group in stopped:
+            self._stop(group)
+            plan.finished.append(group.name)
+        self._plan, self._before = None, {}
+        self._free_after_step = (self.device.num_free, self.host.num_free)
 
     def _decode(self, out: StepResult, budget: int) -> int:
         i = 0
@@ -249,7 +304,7 @@ class Scheduler:
                     return budget
             position = group.num_tokens
             for sample, table in enumerate(group.tables):
-                self._append(group, sample, table, position, 1)
+                self._append(group, sample, table, position, 1, out, decode=True)
             group.generated += 1
             budget -= n
             out.decode_tokens += n
@@ -260,20 +315,45 @@ class Scheduler:
                 i += 1
         return budget
 
-    def _append(self, group: Group, sample: int, table: BlockTable, first: int, count: int) -> None:
-        """Append ``count`` tokens at ``first`` to ``sample``'s table; copy on write, write K/V."""
+    def _append(
+        self,
+        group: Group,
+        sample: int,
+        table: BlockTable,
+        first: int,
+        count: int,
+        out: StepResult,
+        decode: bool = False,
+    ) -> None:
+        """Append ``count`` tokens at ``first`` to ``sample``'s table; plan the copy and work.
+
+        A copy-on-write whose source block is itself written by this step's plan (a
+        recompute's prompt tail, computed before the samples fork) cannot be a copy made
+        before the forward: the piece starts at the block's first position instead, and the
+        forward computes those positions into the new block.
+        """
+        counters = (group.generated, group.prefilled, group.recompute_left)
+        self._before.setdefault(group.name, counters)  # as they were before this step
         cow = table.append_tokens(count)
-        if self.kv is not None:
-            if cow is not None:
-                self.kv.copy(cow)
-            self.kv.write(group, sample, table, first, count)
+        if cow is not None:
+            size = self.block_size
+            if any(cow.src in w.written_blocks(size) for w in out.work):
+                back = first % size
+                first, count = first - back, count + back
+            else:
+                out.copies.append(BlockCopy(group.name, cow.src, cow.dst))
+        out.work.append(Work(group.name, sample, first, count, tuple(table.blocks), decode))
+        self._scheduled(group, sample, table, count)
+
+    def _scheduled(self, group: Group, sample: int, table: BlockTable, count: int) -> None:
+        """The plan grew ``sample``'s ``table`` by its last ``count`` positions (all of them:
+        swapped in): a subclass's hook (the prefix cache registers full blocks here)."""
 
     def _finish(self, group: Group, out: StepResult) -> None:
-        for table in group.tables:
-            table.free()
-        group.tables, group.status, group.finished_at = [], "finished", self.steps
+        """``group``'s last piece is in the plan: it leaves ``running`` now (nobody preempts
+        it), and frees its blocks when the step is complete (its piece writes into them)."""
         self.running.remove(group)
-        self.finished.append(group)
+        self._finishing.append(group)
         out.finished.append(group.name)
 
     # --- prefill -----------------------------------------------------------------------------
@@ -328,7 +408,7 @@ class Scheduler:
                     break
                 self._preempt(victim, out)
                 continue
-            self._append(group, sample, table, first, count)
+            self._append(group, sample, table, first, count, out)
             group.prefilled += count
             done += count
             redone = min(count, group.recompute_left)
@@ -347,12 +427,20 @@ class Scheduler:
 
     # --- preemption (§4.5) -------------------------------------------------------------------
     def _preempt(self, group: Group, out: StepResult) -> None:
-        """Evict all of running ``group``: swap it out, or drop its K/V for recompute."""
+        """Evict all of running ``group``: swap it out, or drop its K/V for recompute.
+
+        A group already given work in this plan (chunked prefill preempting ``running[-1]``
+        after it decoded) first takes it back (:meth:`_unschedule`); its tables then hold
+        positions no forward will compute, so it is recomputed, never swapped.
+        """
         self.running.remove(group)
         group.preemptions += 1
         self.preemptions += 1
         out.preempted.append(group.name)
-        if self.mode == "swap" and len(group.device_blocks()) <= self.host.num_free:
+        scheduled = group.name in self._before
+        if scheduled:
+            self._unschedule(group, out)
+        elif self.mode == "swap" and len(group.device_blocks()) <= self.host.num_free:
             self._swap_out(group, out)
             return
         work = group.request.prompt_len + group.request.num_samples * group.generated
@@ -364,10 +452,25 @@ class Scheduler:
         group.work, group.prefilled, group.recompute_left = work, 0, min(dropped, work)
         insort(self.waiting, group, key=by_arrival)
 
+    def _unschedule(self, group: Group, out: StepResult) -> None:
+        """Take ``group``'s work, copies and counters of this step back out of the plan."""
+        name = group.name
+        self._dropped(group, [w for w in out.work if w.group == name])
+        out.work = [w for w in out.work if w.group != name]
+        out.copies = [c for c in out.copies if c.group != name]
+        if name in out.decoded:
+            out.decoded.remove(name)
+            out.decode_tokens -= len(group.tables)
+        out.prefill_tokens.pop(name, None)
+        self.tokens_recomputed -= out.recomputed.pop(name, 0)
+        group.generated, group.prefilled, group.recompute_left = self._before.pop(name)
+
+    def _dropped(self, group: Group, work: list[Work]) -> None:
+        """``work`` of ``group`` left the plan (its K/V will not be written): a subclass's hook."""
+
     def _swap_out(self, group: Group, out: StepResult) -> None:
         pairs = swap_out(group, self.host)
-        if self.kv is not None:
-            self.kv.swap_out(pairs)
+        out.swap_out_pairs += pairs
         group.status = "swapped"
         insort(self.swapped, group, key=by_arrival)
         self.blocks_swapped_out += len(pairs)
@@ -380,13 +483,14 @@ class Scheduler:
             if swap_in_need(group, self.host) > self.device.num_free:
                 return
             pairs = swap_in(group, self.device, self.host)
-            if self.kv is not None:
-                self.kv.swap_in(pairs)
+            out.swap_in_pairs += pairs
             group.status = "running"
             self.swapped.remove(group)
             insort(self.running, group, key=by_arrival)
             self.blocks_swapped_in += len(pairs)
             out.swapped_in[group.name] = len(pairs)
+            for sample, table in enumerate(group.tables):
+                self._scheduled(group, sample, table, table.num_tokens)
 
     # --- how many blocks -----------------------------------------------------------------------
     def _fit(self, table: BlockTable | None, want: int) -> int:
@@ -403,8 +507,9 @@ class Scheduler:
         return samples_need(lasts, 1, self.block_size, self.device.refcount)
 
     # --- guards and invariants -----------------------------------------------------------------
-    def _check_before_step(self) -> None:
+    def _check_step(self) -> None:
         """Everything the step will touch, checked first (:mod:`.scheduler_checks`)."""
+        check_no_pending(self._plan)
         check_settings(self.mode, self.token_budget, self.chunked_prefill)
         if self.device is not self._pools[0] or self.host is not self._pools[1]:
             raise ValueError(
@@ -426,7 +531,7 @@ class Scheduler:
         """How many running tables (device) and swapped samples (host) hold each block."""
         device = [0] * self.device.num_blocks
         host = [0] * self.host.num_blocks
-        for group in self.running:
+        for group in (*self.running, *self._finishing):
             for table in group.tables:
                 for block in table.blocks:
                     device[block] += 1

@@ -7,6 +7,10 @@ the scheduler, so this module imports nothing of it.
 
 What they refuse:
 
+- a step while the last plan is not completed, a plan that is not the pending one, stopping
+  a request mid-step;
+- a request that is not a :class:`Request`, reuses a name, or could never run (its group
+  at its longest needs more blocks than the pool has, or decodes more than the budget);
 - settings it cannot use (a mode that is not one, a budget below 1, chunked prefill without
   a budget), when built and when reassigned later;
 - a pool that is not the scheduler's alone: blocks already in use when it is built, blocks
@@ -22,11 +26,12 @@ What they refuse:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.requests import Group
+from pagedlab.memory.capacity import prefill_need
+from pagedlab.memory.requests import Group, Request, StepResult
 
 HOOKS = ("write", "copy", "swap_out", "swap_in")
 MODES = ("swap", "recompute")
@@ -43,6 +48,109 @@ def check_settings(mode: object, token_budget: object, chunked_prefill: object) 
     if chunked_prefill and budget is None:
         raise ValueError("chunked_prefill needs a token_budget (tokens per step), got None")
     return budget
+
+
+def check_scheduler_args(
+    allocator: object,
+    mode: object,
+    token_budget: object,
+    chunked_prefill: object,
+    host: object,
+    kv: object,
+) -> tuple[BlockAllocator, int | None]:
+    """A new scheduler's arguments, checked (``kv`` by :func:`check_hooks`); returns its host
+    pool (a fresh one the size of the device pool when ``host`` is None: §4.5's bound) and
+    its token budget."""
+    if not isinstance(allocator, BlockAllocator):
+        raise TypeError(f"allocator must be a BlockAllocator, got {type(allocator).__name__}")
+    budget = check_settings(mode, token_budget, chunked_prefill)
+    if host is None:
+        host = BlockAllocator(allocator.num_blocks, allocator.block_size)
+    if not isinstance(host, BlockAllocator):
+        raise TypeError(f"host must be a BlockAllocator, got {type(host).__name__}")
+    if host is allocator:
+        raise ValueError("host must be a pool of its own, not the device allocator itself")
+    if host.block_size != allocator.block_size:
+        raise ValueError(
+            f"host block_size {host.block_size} != device block_size {allocator.block_size}"
+        )
+    check_fresh_pool(allocator, "allocator")
+    check_fresh_pool(host, "host")
+    check_hooks(kv, allocator, host)
+    return host, budget
+
+
+def check_request(
+    request: object, added: dict[str, Group], device: BlockAllocator, token_budget: int | None
+) -> None:
+    """Refuse a request that is not one, reuses a name, or could never run (module doc)."""
+    if not isinstance(request, Request):
+        raise TypeError(f"request must be a Request, got {type(request).__name__}")
+    r, size = request, device.block_size
+    if r.name in added:
+        raise ValueError(f"a request named {r.name!r} was already added")
+    need = prefill_need(r.prompt_len, r.output_len, r.num_samples, size)
+    if need > device.num_blocks:
+        raise ValueError(
+            f"request {r.name!r} can grow to {need} blocks of {size} "
+            f"({r.num_samples} sample(s) x {r.prompt_len + r.output_len} tokens, the "
+            f"prompt's full blocks shared), more than the pool's {device.num_blocks}: "
+            f"it could never run"
+        )
+    if token_budget is not None and r.num_samples > token_budget:
+        raise ValueError(
+            f"request {r.name!r} decodes {r.num_samples} tokens a step, more "
+            f"than token_budget = {token_budget}: it could never decode"
+        )
+
+
+def check_no_pending(pending: StepResult | None) -> None:
+    """Refuse a new step while the last one's plan is scheduled and not completed."""
+    if pending is not None:
+        raise RuntimeError(
+            f"step {pending.step} was scheduled and not completed: execute its plan "
+            f"and call complete(plan) first"
+        )
+
+
+def check_complete(
+    plan: object,
+    pending: StepResult | None,
+    stopped: object,
+    groups: dict[str, Group],
+    finishing: list[Group],
+) -> list[Group]:
+    """Refuse a plan that is not the pending one, or ``stopped`` names that are not running
+    requests; returns the stopped groups that are not finishing with the plan anyway."""
+    if plan is None or plan is not pending:
+        step = pending.step if pending is not None else None
+        raise ValueError(
+            f"plan must be the plan of the step scheduled last and not completed yet "
+            f"(step {step}), got {plan!r:.60}"
+        )
+    if isinstance(stopped, str) or not isinstance(stopped, Sequence):
+        raise TypeError(f"stopped must be a list of request names, got {stopped!r}")
+    chosen = []
+    for name in stopped:
+        group = groups.get(name) if isinstance(name, str) else None
+        if group is None or group.status != "running":
+            raise ValueError(f"stopped: {name!r} is not a running request")
+        if group not in finishing:
+            chosen.append(group)
+    return chosen
+
+
+def check_stop(name: object, groups: dict[str, Group], pending: StepResult | None) -> Group:
+    """Refuse to stop a request between ``schedule`` and ``complete``, one never added, or
+    one already finished; returns its group."""
+    if pending is not None:
+        raise RuntimeError("stop() is between steps only: complete the scheduled plan first")
+    group = groups.get(name) if isinstance(name, str) else None
+    if group is None:
+        raise ValueError(f"no request named {name!r} was added")
+    if group.status == "finished":
+        raise ValueError(f"request {name!r} has already finished")
+    return group
 
 
 def check_fresh_pool(pool: BlockAllocator, name: str) -> None:

@@ -198,17 +198,6 @@ def test_every_block_size_under_pressure(block_size: int, preemption: str) -> No
     assert engine.generate(PROMPTS, NEW) == ORACLE
 
 
-def test_blocks_reused_within_a_step_split_its_forward_and_keep_the_tokens() -> None:
-    """A request preempted or finished after its decode was queued frees blocks that a later
-    piece of the same step gets: the engine runs the queued pieces first (a second forward in
-    that step), so no forward's pieces share a page, and the tokens are still the oracle's."""
-    engine = Engine(MODEL, 7, 3, token_budget=6)
-    assert engine.generate(PROMPTS, NEW) == ORACLE
-    run = engine.last_run
-    assert run is not None and run.preemptions > 0
-    assert engine.stats.forwards > len(run.steps)  # some step ran in two forwards
-
-
 # --- parallel sampling (§4.4): n seeded samples per prompt, forked, copy-on-write -------------
 # Prompts of 6, 11 and 3 tokens; n = 2 samples; the oracle runs each sample alone.
 S_PROMPTS, S_NEW, S_N, S_SEED = PROMPTS[:3], 5, 2, 3

@@ -760,6 +760,14 @@ def _sched_step(**wrong: bool) -> Callable[[StepState], None]:
             return
         if on["swap_in_first"]:
             swap_in()
+        finishing: list[Any] = []  # freed at the end of the step (its forward writes them)
+
+        def finish() -> None:
+            for group in finishing:
+                if release:
+                    state.release(group)
+                state.finished.append(group)
+
         for group in list(state.running)[:: -1 if on["newest_first"] else 1]:
             if group not in state.running or group.name in state.did["admitted"]:
                 continue
@@ -778,18 +786,20 @@ def _sched_step(**wrong: bool) -> Callable[[StepState], None]:
                     elif not on["lose_victim"]:
                         insort(state.waiting, victim, key=lambda g: g.order)
                 if victim is group:
-                    return
+                    return finish()
             state.decode(group)
             if group.generated == group.request.output_len:
-                if release:
-                    state.release(group)
-                if not on["keep_finished"]:
+                if on["keep_finished"]:
+                    if release:
+                        state.release(group)
+                else:
                     state.running.remove(group)
-                    state.finished.append(group)
+                    finishing.append(group)
         if on["admit_after"] and not state.did["preempted"]:
             admit()
         if not on["swap_in_first"] and (on["swap_in_after_preempt"] or not state.did["preempted"]):
             swap_in()
+        finish()
 
     return step
 
@@ -806,7 +816,7 @@ WRONG_STEPS = [
     (_sched_step(newest_first=True), "decoded: expected ['A', 'B'], got ['B', 'A']"),
     (
         _sched_step(admit_after=True),
-        "after step 3: admitted: expected [], got ['C']",
+        "after step 3: decoded: expected [], got ['B']",
     ),  # admits after decoding
     (
         _sched_step(keep_finished=True),
@@ -817,7 +827,10 @@ WRONG_STEPS = [
         "after step 5: waiting: expected ['C'], got []",
     ),  # dropped, never queued
     (_sched_step(admit_while_swapped=True), "nothing new is admitted"),  # the Mistake's hint
-    (_sched_step(swap_in_first=True), "after step 9: swapped_in: expected ['B', 'C'], got []"),
+    (
+        _sched_step(swap_in_first=True),
+        "after step 16: running groups' blocks: expected [[[0, 2]], [[1]]], got [[[0, 1]], [[2]]]",
+    ),
     (_sched_step(swap_in_newest=True), "swapped_in: expected ['B', 'C'], got ['C', 'B']"),
     (_sched_step(no_fallback=True), "raised ValueError: B holds no blocks or does not fit"),
     (_sched_step(swap_in_after_preempt=True), "after step 7: swapped_in: expected [], got ['D']"),

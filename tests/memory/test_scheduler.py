@@ -262,7 +262,7 @@ class PeakKV:
     def __init__(self, device: BlockAllocator) -> None:
         self.device, self.peak = device, 0
 
-    def write(self, group, sample, table, first, count) -> None:  # type: ignore[no-untyped-def]
+    def write(self, group, work) -> None:  # type: ignore[no-untyped-def]
         self.peak = max(self.peak, self.device.num_blocks - self.device.num_free)
 
     def copy(self, cow) -> None:  # type: ignore[no-untyped-def]

@@ -1,4 +1,5 @@
-"""Stateful test: correct use of the §4.5 scheduler mixed with misuse, as a hostile user would.
+"""The scheduler refuses what it cannot do and changes nothing, under correct use mixed with
+misuse, as a hostile user would mix them (a stateful test).
 
 A small ``Scheduler`` (swap or recompute, whole or chunked prefill, a host pool that may be
 small) with a fake K/V store (one value per slot: which request, stream and position wrote
@@ -13,6 +14,9 @@ OutOfBlocksError, with a message) and nothing observable changed: queues, groups
 both pools' ref counts and free lists, counters and the K/V store. A misuse the scheduler
 cannot recover from (a block lost) is refused on every later step; the machine then checks
 one refusal and starts a fresh scheduler with the same settings.
+
+K/V is written only by executing each step's plan (swaps out, swaps in, copies, then the
+pieces), so reading every running sample back checks the plan too.
 
 ``TestSchedulerMisuse`` (hypothesis, shrinking) runs a few hundred sequences; the ``slow``
 test replays the same rules on 10,000 seeded random sequences of 30 steps.
@@ -29,10 +33,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine
 
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
-from pagedlab.memory.block_table import BlockTable, CopyOnWrite
-from pagedlab.memory.requests import Group, Request
+from pagedlab.memory.block_table import CopyOnWrite
+from pagedlab.memory.requests import Group, Request, Work
 from pagedlab.memory.scheduler import Scheduler
 from tests.machine_steps import PICK, check, choose, integer, one_of, run_random, setup, step
+from tests.refuses import refuses
 
 CLEAR = (TypeError, ValueError, OutOfBlocksError)
 BAD_INTS = [0, -1, True, 1.5, float("nan"), "2", np.bool_(True), None]
@@ -52,10 +57,10 @@ class FakeKV:
         self.device: dict[int, tuple[str, int, int]] = {}
         self.host: dict[int, tuple[str, int, int]] = {}
 
-    def write(self, group: Group, sample: int, table: BlockTable, first: int, count: int) -> None:
-        slots = table.slot_mapping()
-        for pos in range(first, first + count):
-            self.device[slots[pos]] = expected(group, sample, pos)
+    def write(self, group: Group, work: Work) -> None:
+        positions = range(work.first, work.first + work.count)
+        for pos, slot in zip(positions, work.slots(self.size), strict=True):
+            self.device[slot] = expected(group, work.sample, pos)
 
     def _move(self, src: dict, dst: dict, s: int, d: int) -> None:  # type: ignore[type-arg]
         for offset in range(self.size):
@@ -214,7 +219,7 @@ class SchedulerMisuse(RuleBasedStateMachine):
     def replace_the_hooks(self, bad: object) -> None:
         self.s.kv = bad  # type: ignore[assignment]
         if not self.s.done:
-            assert self._refused(self.s.step)
+            refuses(self.s.step, CLEAR, naming="KVHooks", state=self._state)
         self.s.kv = self.kv
 
     @step(
@@ -251,7 +256,7 @@ class SchedulerMisuse(RuleBasedStateMachine):
 
     @step(bad=one_of(BAD_INTS))
     def run_with_bad_max_steps(self, bad: object) -> None:
-        assert self._refused(lambda: self.s.run(max_steps=bad))  # type: ignore[arg-type]
+        refuses(lambda: self.s.run(max_steps=bad), CLEAR, naming="max_steps", state=self._state)  # type: ignore[arg-type]
 
     @step(pick=PICK)
     def build_with_impossible_settings(self, pick: int) -> None:
