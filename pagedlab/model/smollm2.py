@@ -241,13 +241,14 @@ def _gguf_read_once() -> Iterator[None]:
     ``gguf.get_tensor_name_map`` one map per (architecture, layers); both are restored on
     exit. What transformers reads, dequantizes and builds is unchanged.
     """
-    import gguf
+    import gguf as gguf_package
 
+    gguf: Any = gguf_package  # its attributes are replaced for a moment, then put back
     reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
     readers: dict[tuple[str, str], Any] = {}
     maps: dict[tuple[Any, int], Any] = {}
 
-    def one_reader(path: Any, mode: str = "r") -> Any:
+    def one_reader(path: Any, mode: Any = "r") -> Any:
         key = (os.fspath(path), mode)
         if key not in readers:
             readers[key] = reader_class(path, mode)
