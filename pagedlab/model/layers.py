@@ -11,9 +11,9 @@ Tokens are flat ``[tokens, hidden]`` with one position each: sequences and batch
 
 Batch invariance (``store.batch_invariant``): a matrix product's rows can round differently
 when the batch around them changes (the BLAS picks its kernel and blocking by the number of
-rows). With the flag set, every projection runs on tiles of exactly ``ROW_TILE`` rows (the
-last one zero-padded, each tile its own call), so a token's result depends on its own row
-only: the same in a batch of 40 as alone. RMSNorm, rotary, SiLU and the products of two
+rows). With the flag set, every projection runs on tiles of exactly ``ROW_TILE`` rows (one:
+a matrix-vector product per token, each its own call), so a token's result depends on its own
+row only: the same in a batch of 40 as alone. RMSNorm, rotary, SiLU and the products of two
 activations are row-wise already (one row's numbers never meet another's).
 """
 
