@@ -3,7 +3,8 @@
 The oracle is independent: ``AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)``
 dequantizes the GGUF itself (its own reader, its own Q/K un-permutation, its own config), so
 equal weights, logits and greedy tokens check pagedlab's reading end to end. Each model is
-loaded once for this module (seconds each); conftest.py keeps the module on one xdist worker.
+loaded once (seconds each; transformers' once per worker, shared with the SmolLM2 engine tests);
+conftest.py keeps both modules on one xdist worker.
 """
 
 from __future__ import annotations
@@ -36,13 +37,12 @@ def ours() -> tuple[TinyLlama, Any]:
 
 
 @pytest.fixture(scope="module")
-def oracle() -> Any:
-    path = smollm2.gguf_path()
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32, local_files_only=True
-    )
-    model.generation_config.eos_token_id = None  # exactly NEW_TOKENS, as generate_contiguous
-    return model.eval()
+def oracle(smollm2_transformers: Any) -> Any:
+    """``AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)``, fp32, eval, EOS off
+    (exactly NEW_TOKENS, as generate_contiguous): ``smollm2.transformers_model()``, loaded
+    once per worker (tests/conftest.py)."""
+    assert smollm2_transformers.generation_config.eos_token_id is None
+    return smollm2_transformers
 
 
 @pytest.fixture(scope="module")
