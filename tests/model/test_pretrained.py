@@ -244,6 +244,36 @@ def test_a_damaged_cache_entry_is_detected_and_rebuilt(
     assert tokenizer.encode(text) == ours[1].encode(text)
 
 
+def test_the_cache_is_keyed_by_the_gguf_bytes(
+    tiny_cache: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Other bytes under the same name, size and mtime: another entry, the GGUF read again."""
+    fake = tmp_path / "package" / smollm2.GGUF_NAME
+    fake.parent.mkdir()
+    fake.write_bytes(b"a" * 64)
+    monkeypatch.setattr(smollm2, "gguf_path", lambda: fake)
+    stat = fake.stat()
+    pretrained()
+    first = smollm2.cache_entry(fake)
+    fake.write_bytes(b"b" * 64)
+    os.utime(fake, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert fake.stat().st_size == stat.st_size and fake.stat().st_mtime_ns == stat.st_mtime_ns
+    second = smollm2.cache_entry(fake)
+    assert second != first
+    pretrained()
+    assert len(tiny_cache) == 2 and first.is_dir() and second.is_dir()
+
+
+def test_writing_an_entry_drops_older_cache_formats(tiny_cache: list[Path], tmp_path: Path) -> None:
+    old = tmp_path / "smollm2-135m-instruct-0123456789abcdef"
+    old.mkdir()
+    (old / "manifest.json").write_text('{"format": 1, "config": {}, "files": {}}')
+    (old / "weights.pt").write_bytes(b"old weights")
+    pretrained()
+    assert not old.exists()
+    assert (smollm2.cache_entry(smollm2.gguf_path()) / "manifest.json").is_file()
+
+
 def test_without_cache_the_gguf_is_read_and_nothing_written(
     tiny_cache: list[Path], tmp_path: Path
 ) -> None:
