@@ -55,6 +55,7 @@ _WEIGHTS_FILE = "weights.pt"
 _MANIFEST = "manifest.json"
 
 _lock = threading.Lock()
+_patch_lock = threading.Lock()  # held while transformers_model() patches the gguf package
 _verified: set[Path] = set()
 """Cache entries whose files passed the CRC check in this process."""
 _digests: dict[tuple[str, int, int, int, int, int], str] = {}
@@ -278,7 +279,6 @@ def _gguf_read_once() -> Iterator[None]:
     import gguf as gguf_package
 
     gguf: Any = gguf_package  # its attributes are replaced for a moment, then put back
-    reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
     readers: dict[tuple[str, str], Any] = {}
     maps: dict[tuple[Any, int], Any] = {}
 
@@ -293,11 +293,13 @@ def _gguf_read_once() -> Iterator[None]:
             maps[arch, n_blocks] = name_map(arch, n_blocks)
         return maps[arch, n_blocks]
 
-    gguf.GGUFReader, gguf.get_tensor_name_map = one_reader, one_map
-    try:
-        yield
-    finally:
-        gguf.GGUFReader, gguf.get_tensor_name_map = reader_class, name_map
+    with _patch_lock:  # one load at a time: a second would save and restore the first's patch
+        reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+        gguf.GGUFReader, gguf.get_tensor_name_map = one_reader, one_map
+        try:
+            yield
+        finally:
+            gguf.GGUFReader, gguf.get_tensor_name_map = reader_class, name_map
 
 
 @torch.no_grad()
