@@ -3,8 +3,8 @@
 Two kinds of tests must stay on one worker, in collection order:
 
 - a notebook's cells (nbval): they share one kernel, each cell running after the one above;
-- a module in ``TOGETHER``, whose module-scoped fixtures take seconds to build (SmolLM2 and
-  its ``transformers`` oracle): loaded once, on one worker;
+- the modules in ``TOGETHER``, whose fixtures take seconds to build (SmolLM2 and its
+  ``transformers`` oracle, a session fixture they share): one unit, loaded once, on one worker;
 - the browser tests, in two units: those that drive JupyterLab (one server per worker,
   one notebook page open at a time) and the two that build the static site (they share
   ``node_modules``). Each worker that runs one starts its own Chromium.
@@ -31,14 +31,16 @@ TOGETHER = (  # module fixtures that take seconds to load (SmolLM2, the transfor
 
 
 def unit_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: one of the two browser units, its notebook, its
-    module (``TOGETHER``), or the test itself."""
+    """The unit of work a test belongs to: one of the two browser units, its notebook, the
+    SmolLM2 modules (``TOGETHER``), or the test itself."""
     path = nodeid.split("::", 1)[0]
     if path in SITE_BUILDS:
         return "browser: the static site"
     if path.startswith("tests/browser/"):
         return "browser: JupyterLab"
-    if PurePosixPath(path).suffix == ".ipynb" or path in TOGETHER:
+    if path in TOGETHER:
+        return "SmolLM2: the real model and its transformers oracle"
+    if PurePosixPath(path).suffix == ".ipynb":
         return path
     return nodeid
 

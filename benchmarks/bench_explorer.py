@@ -6,7 +6,10 @@ a slider does: the control's ``value`` changes and the explorer's observer runs 
 the picture assigned, then ``finish``, the kernel call if any, then the readout). Outside a
 browser every move runs to its end, kernel included. For each explorer, ``SETTINGS`` = 100
 settings; printed: the median and p90 time until the second move's picture was assigned
-(what the page can show first) and until both moves were done. Then, for the allocation
+(what the page can show first; this includes the first move's ``finish``) and until both
+moves were done; then, per move, the time from the control's change to that move's own
+picture (state + picture, no ``finish``: in the browser a move's ``finish`` runs after its
+picture has left, and only for the last of a burst of moves). Then, for the allocation
 explorer, the same settings again (kernel memoised) and Play steps.
 
 Times are this thread's CPU time (``time.thread_time``), so that other jobs on a shared
@@ -71,9 +74,12 @@ def settings(explorer: Explorer, seed: int = 0) -> list[list[tuple[str, object]]
 
 
 def run(
-    explorer: Explorer, plan: list[list[tuple[str, object]]]
+    explorer: Explorer, plan: list[list[tuple[str, object]]], moves: list[float] | None = None
 ) -> tuple[list[float], list[float]]:
-    """Time every setting: until its last picture was assigned, and until both moves were done."""
+    """Time every setting: until its last picture was assigned, and until both moves were done.
+
+    ``moves``, if given, receives each move's time from its change to its own picture.
+    """
     shown: list[float] = []
     explorer.picture.observe(lambda _change: shown.append(CLOCK()), names="value")
     picture, done = [], []
@@ -84,7 +90,10 @@ def run(
             if isinstance(control, widgets.IntSlider):  # the range a dependent slider has now
                 value = min(max(value, control.min), control.max)  # type: ignore[type-var]
             shown.clear()
+            moved = CLOCK()
             control.value = value
+            if moves is not None and shown:
+                moves.append(shown[0] - moved)
         end = CLOCK()
         done.append(end - start)
         picture.append((shown[-1] if shown else end) - start)
@@ -103,14 +112,18 @@ def main() -> None:
         BatchExplorer,
     ]
     print(f"one setting = two control moves; {SETTINGS} random settings per explorer")
-    print(f"{'explorer':20s}  {'until the last picture':34s}  until done (incl. kernel check)")
+    print(
+        f"{'explorer':20s}  {'until the last picture':34s}  {'until done (incl. kernel check)':34s}"
+        "  per move, until its own picture"
+    )
     only = [arg for arg in sys.argv[1:] if not arg.startswith("--")]  # explorer class names
     for make in factories:
         explorer = make()
         if only and type(explorer).__name__ not in only:
             continue
-        picture, done = run(explorer, settings(explorer))
-        print(f"{type(explorer).__name__:20s}  {stats(picture)}  {stats(done)}")
+        moves: list[float] = []
+        picture, done = run(explorer, settings(explorer), moves)
+        print(f"{type(explorer).__name__:20s}  {stats(picture)}  {stats(done)}  {stats(moves)}")
     allocation = AllocationExplorer()
     plan = settings(allocation)
     run(allocation, plan)

@@ -5,11 +5,17 @@ notebook, strict comparison); a notebook's time is the sum of its cells' setup, 
 teardown, so it includes its kernel's start and imports but not pytest's own start.
 Targets: each notebook <= 12 s, the whole series <= 60 s on a 2-core machine.
 
+Each kernel computes on one thread (``OMP_NUM_THREADS=1``), as under ``make test`` (the
+root conftest.py sets it for every xdist worker and the kernels they start): with torch's
+default of one thread per core, a kernel on a busy 2-core machine spins against the other
+jobs (SmolLM2's 48-token answers in notebook 10 took 52 s instead of 4 s).
+
 Run: python benchmarks/bench_notebooks.py [notebooks/NN_name.ipynb ...]
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -30,6 +36,7 @@ def main(paths: list[str]) -> int:
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
             + ["-o", "junit_duration_report=total", f"--junitxml={report}", *notebooks],
             cwd=ROOT,
+            env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
             capture_output=True,
             text=True,
         )

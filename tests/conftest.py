@@ -1,4 +1,5 @@
-"""Fixtures several tests share: the example of notebook 02, built by :mod:`pagedlab.scenes`.
+"""Fixtures several tests share: the example of notebook 02, built by :mod:`pagedlab.scenes`,
+and SmolLM2's ``transformers`` oracle.
 
 The example (ARCHITECTURE.md): blocks of 4, a pool whose free list starts 4, 1, 0 because of
 what other requests did (:func:`pagedlab.scenes.example_history`), and a five-token sequence
@@ -7,6 +8,8 @@ may mutate what it gets.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -28,3 +31,15 @@ def example_sequence() -> tuple[BlockAllocator, BlockTable]:
     table = BlockTable(allocator)
     table.append_tokens(5)
     return allocator, table
+
+
+@pytest.fixture(scope="session")
+def smollm2_transformers() -> Any:
+    """``transformers``' own reading of SmolLM2's GGUF (``smollm2.transformers_model()``), loaded
+    once per worker: seconds of work that ``tests/model/test_pretrained.py`` and
+    ``tests/engine/test_smollm2_engine.py`` share (the root conftest keeps both on one worker).
+    Shared: a test reads it and never changes its weights."""
+    pytest.importorskip("transformers")
+    from pagedlab.model.smollm2 import transformers_model
+
+    return transformers_model()

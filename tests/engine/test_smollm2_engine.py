@@ -21,7 +21,7 @@ from pagedlab.engine import Engine
 from pagedlab.engine.near_tie import forge_near_tie
 from pagedlab.model import TinyLlama, generate_contiguous, pretrained
 from pagedlab.model.agreement import first_divergence
-from pagedlab.model.smollm2 import chat_prompt, transformers_greedy, transformers_model
+from pagedlab.model.smollm2 import chat_prompt, transformers_greedy
 
 NEW = 8
 QUESTIONS = ["What is the capital of France?", "Name the three primary colours."]
@@ -34,10 +34,13 @@ def smollm2() -> tuple[TinyLlama, Any, list[list[int]]]:
 
 
 @pytest.fixture(scope="module")
-def oracles(smollm2: tuple[TinyLlama, Any, list[list[int]]]) -> tuple[list, list]:
-    """(transformers' tokens, generate_contiguous's tokens) per prompt."""
+def oracles(
+    smollm2: tuple[TinyLlama, Any, list[list[int]]], smollm2_transformers: Any
+) -> tuple[list, list]:
+    """(transformers' tokens, generate_contiguous's tokens) per prompt (transformers' model:
+    ``transformers_model()``, loaded once per worker, tests/conftest.py)."""
     model, tokenizer, prompts = smollm2
-    hf = transformers_model()
+    hf = smollm2_transformers
     pad = tokenizer.pad_token_id
     hf_tokens = [transformers_greedy(hf, p, NEW, pad) for p in prompts]
     return hf_tokens, [generate_contiguous(model, p, NEW) for p in prompts]

@@ -3,7 +3,8 @@
 The oracle is independent: ``AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)``
 dequantizes the GGUF itself (its own reader, its own Q/K un-permutation, its own config), so
 equal weights, logits and greedy tokens check pagedlab's reading end to end. Each model is
-loaded once for this module (seconds each); conftest.py keeps the module on one xdist worker.
+loaded once (seconds each; transformers' once per worker, shared with the SmolLM2 engine tests);
+conftest.py keeps both modules on one xdist worker.
 """
 
 from __future__ import annotations
@@ -36,13 +37,12 @@ def ours() -> tuple[TinyLlama, Any]:
 
 
 @pytest.fixture(scope="module")
-def oracle() -> Any:
-    path = smollm2.gguf_path()
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32, local_files_only=True
-    )
-    model.generation_config.eos_token_id = None  # exactly NEW_TOKENS, as generate_contiguous
-    return model.eval()
+def oracle(smollm2_transformers: Any) -> Any:
+    """``AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)``, fp32, eval, EOS off
+    (exactly NEW_TOKENS, as generate_contiguous): ``smollm2.transformers_model()``, loaded
+    once per worker (tests/conftest.py)."""
+    assert smollm2_transformers.generation_config.eos_token_id is None
+    return smollm2_transformers
 
 
 @pytest.fixture(scope="module")
@@ -242,6 +242,36 @@ def test_a_damaged_cache_entry_is_detected_and_rebuilt(
     assert len(tiny_cache) == 2  # the rebuilt entry passes its check
     text = "The capital of France is Paris."
     assert tokenizer.encode(text) == ours[1].encode(text)
+
+
+def test_the_cache_is_keyed_by_the_gguf_bytes(
+    tiny_cache: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Other bytes under the same name, size and mtime: another entry, the GGUF read again."""
+    fake = tmp_path / "package" / smollm2.GGUF_NAME
+    fake.parent.mkdir()
+    fake.write_bytes(b"a" * 64)
+    monkeypatch.setattr(smollm2, "gguf_path", lambda: fake)
+    stat = fake.stat()
+    pretrained()
+    first = smollm2.cache_entry(fake)
+    fake.write_bytes(b"b" * 64)
+    os.utime(fake, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert fake.stat().st_size == stat.st_size and fake.stat().st_mtime_ns == stat.st_mtime_ns
+    second = smollm2.cache_entry(fake)
+    assert second != first
+    pretrained()
+    assert len(tiny_cache) == 2 and first.is_dir() and second.is_dir()
+
+
+def test_writing_an_entry_drops_older_cache_formats(tiny_cache: list[Path], tmp_path: Path) -> None:
+    old = tmp_path / "smollm2-135m-instruct-0123456789abcdef"
+    old.mkdir()
+    (old / "manifest.json").write_text('{"format": 1, "config": {}, "files": {}}')
+    (old / "weights.pt").write_bytes(b"old weights")
+    pretrained()
+    assert not old.exists()
+    assert (smollm2.cache_entry(smollm2.gguf_path()) / "manifest.json").is_file()
 
 
 def test_without_cache_the_gguf_is_read_and_nothing_written(
