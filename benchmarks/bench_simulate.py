@@ -1,6 +1,6 @@
 """Time a 1-hour ShareGPT-like trace at 2 req/s under each of the paper's four policies.
 
-Target (issue 6): each policy simulated in <= 5 s. Wall time suffers when other processes share
+Target: each policy simulated in <= 5 s. Wall time suffers when other processes share
 the cores; CPU time (process_time) is the steadier figure. Prints wall time, steps simulated and the
 results beside the paper's Fig. 2 / Fig. 13 numbers (row by row), the Orca baselines on a
 first-fit allocator instead of the paper's buddy allocator, how the batch sizes move when every

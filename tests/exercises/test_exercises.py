@@ -76,7 +76,7 @@ def _ceil(a: int, b: int) -> int:
 
 
 # name -> [(wrong implementation, words its message must hold[, words it must not hold])]:
-# the wrong answers a learner writes first (the included), and hostile ones
+# the wrong answers a learner writes first, and hostile ones
 GENERIC = "where your answer goes wrong"
 WRONG = {
     "blocks_needed": [
@@ -119,7 +119,7 @@ WRONG = {
         (lambda t, n, b: _ceil(n, b), "still have room"),
         (lambda t, n, b: _ceil(t + n, b), "every block the table holds"),
         (lambda t, n, b: (t + n) // b - t // b, "a partly filled block is a block too"),
-        (lambda t, n, b: int((t + n) / b) - int(t / b), "inputs:", "//"),  # the issue's: no // written
+        (lambda t, n, b: int((t + n) / b) - int(t / b), "inputs:", "//"),  # float division, truncated: no //
     ],
     "gather_kv": [
         (lambda k, bl, n: k[sorted(x for x in bl if x >= 0)[: _ceil(n, k.shape[1])]].flatten(0, 1)[:n], "sorted"),
@@ -142,7 +142,7 @@ WRONG = {
     "kv_head": [
         (lambda h, n, k: h % k, "not interleaved"),
         (lambda h, n, k: h // k, "how many query heads share one kv head"),
-        (lambda h, n, k: round(h * k / n), GENERIC, "interleaved"),  # the rounding error
+        (lambda h, n, k: round(h * k / n), GENERIC, "interleaved"),  # rounds instead of integer division
         (lambda h, n, k: h >> 2, "inputs:"),  # groups of 4 only
     ],
     "must_copy": [
@@ -150,7 +150,7 @@ WRONG = {
         (lambda n, b, h: n % b != 0, "written in place"),
         (lambda n, b, h: n % b != 0 and h > 2, "a ref count of 2"),
         (lambda n, b, h: int(n % b != 0 and h > 1), "should be a bool"),
-        (lambda n, b, h: n < b and h > 1, GENERIC, "ref count"),  # the misdiagnosis
+        (lambda n, b, h: n < b and h > 1, GENERIC, "ref count"),  # partial only while n < b (the first block)
         (lambda n, b, h: (n & (b - 1)) != 0 and h > 1, "not a power of two"),  # pow2 only
     ],
     "refcounts_after_fork": [

@@ -133,7 +133,7 @@ def test_the_stub_is_not_done_yet(tmp_path, monkeypatch) -> None:  # type: ignor
     )
 
 
-# the wrong kernels a learner writes first (the three included); each must fail on the
+# the wrong kernels a learner writes first; each must fail on the
 # case that exists to catch it, with that case's reason
 @pytest.mark.parametrize(
     ("switches", "words"),
