@@ -263,6 +263,10 @@ def adapt_scheduler(cls: Any) -> Callable[..., Any]:
     return _named(cls, lambda *args: replay_steps(cls, *args))
 
 
+#: Driver name -> the pagedlab class whose subclass (with a method of the learner's own) it
+#: runs: ``python -m pagedlab.grade`` lets the learner's class subclass it, and nothing else.
+BASES: dict[str, type] = {"scheduler": Scheduler}
+
 #: Driver name -> adapter (learner object -> a function of a case's arguments); the kernel
 #: drivers join it when :mod:`pagedlab.exercises.kernel_drivers` is imported.
 ADAPTERS: dict[str, Callable[[Any], Callable[..., Any]]] = {
