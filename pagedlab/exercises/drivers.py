@@ -1,11 +1,12 @@
 """Drivers: the code that runs a learner's object on one case's arguments, and nothing else.
 
-A driver (``ADAPTERS[name](learner_object)``) turns a learner's class, step function or
+A driver (``ADAPTERS[name](learner_object)``) turns a learner's class, function or
 ``@triton.jit`` kernel into a function of a case's arguments. The replays are ONE loop,
 :func:`replay`, over a :class:`World` (``apply(event)``, ``observe()``) that holds either
 pagedlab's real objects or the learner's: block tables (:class:`Tables`), forks
-(:class:`Forks`), a prefix cache (:class:`Admissions`), scheduler steps (:class:`Steps`, over
-a :class:`StepState`). The kernels are launched by :mod:`pagedlab.exercises.kernel_drivers`.
+(:class:`Forks`), a prefix cache (:class:`Admissions`), scheduler steps (:class:`Steps`: the
+Scheduler class, or a learner's subclass deciding with its own ``policy``). The kernels are
+launched by :mod:`pagedlab.exercises.kernel_drivers`.
 The same replays, given pagedlab's own classes, produce the expected logs in the grader.
 
 Invariant: this module holds no expected value, no case and no reference solution, and
@@ -20,11 +21,9 @@ from typing import Any, Protocol
 
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
-from pagedlab.memory.capacity import prefill_need, samples_need
 from pagedlab.memory.prefix_cache import PrefixCache
-from pagedlab.memory.requests import Group, Request
+from pagedlab.memory.requests import Request, StepResult
 from pagedlab.memory.scheduler import Scheduler
-from pagedlab.memory.swap_space import swap_in, swap_in_need, swap_out
 
 Spec = tuple[str, int, int, int]  # (name, prompt_len, output_len, num_samples)
 Log = list[tuple[Any, ...]]
@@ -201,187 +200,72 @@ def adapt_cache(cls: Any) -> Callable[..., Any]:
     return _named(cls, lambda *args: cache_log(_needs_class(cls, "MyPrefixCache"), *args))
 
 
-class StepState:
-    """The scheduler's state, for one step written by hand (whole prefills).
-
-    Queues (plain lists of :class:`~pagedlab.memory.requests.Group`, yours to change):
-    ``waiting`` (FCFS, front first), ``running`` and ``swapped`` (arrival order, oldest
-    first), ``finished``.
-    A group has ``name``, ``generated`` (tokens each sample generated) and ``request``
-    (``prompt_len``, ``output_len``, ``num_samples``). The mechanics, on real block tables:
-
-    - ``prefill_fits(group)`` / ``prefill(group)``: whether its whole (re)prefill (prompt,
-      plus every sample's generated tokens after a preemption) fits the free blocks now;
-      do it (the group gets its tables; put it in ``running`` yourself).
-    - ``decode_fits(group)`` / ``decode(group)``: whether one more token for every sample
-      fits now (copy-on-write included); append it (``generated`` grows by one).
-    - ``drop(group)``: preempt by recompute: free all its blocks (queue it yourself).
-    - ``swap_out_fits(group)`` / ``swap_out(group)``: preempt by swapping its blocks to the
-      host pool (:func:`~pagedlab.memory.swap_space.swap_out`); ``swap_in_fits(group)`` /
-      ``swap_in(group)``: bring them back, with room for the next token.
-    - ``release(group)``: free a finished group's blocks (move it to ``finished`` yourself).
-
-    Each mechanic is recorded (admitted, decoded, preempted, finished), which the grader
-    compares with pagedlab's Scheduler.
-    """
-
-    def __init__(
-        self, num_blocks: int, block_size: int, specs: list[Spec], mode: str = "recompute"
-    ) -> None:
-        self.mode = mode  # "recompute" or "swap"
-        self.pool = BlockAllocator(num_blocks, block_size)
-        self.host = BlockAllocator(num_blocks, block_size)  # the swap space (Scheduler's default)
-        self.waiting: list[Group] = [
-            Group(Request(*spec), order=i, work=spec[1]) for i, spec in enumerate(specs)
-        ]
-        self.running: list[Group] = []
-        self.swapped: list[Group] = []
-        self.finished: list[Group] = []
-        self.did: dict[str, list[str]] = nothing_done()
-
-    @property
-    def num_free(self) -> int:
-        return self.pool.num_free
-
-    def prefill_fits(self, group: Group) -> bool:
-        r = group.request
-        return prefill_need(r.prompt_len, group.generated, r.num_samples, self.pool.block_size) <= (
-            self.pool.num_free
-        )
-
-    def prefill(self, group: Group) -> None:
-        """The prompt into one table, a fork per other sample, then each sample's tokens."""
-        if group.tables:
-            raise ValueError(f"{group.name} already holds blocks: drop or release it first")
-        if not self.prefill_fits(group):
-            raise ValueError(f"{group.name}'s prefill does not fit {self.pool.num_free} blocks")
-        first = BlockTable(self.pool)
-        first.append_tokens(group.request.prompt_len)
-        group.tables = [first] + [first.fork() for _ in range(group.request.num_samples - 1)]
-        if group.generated:
-            for table in group.tables:
-                table.append_tokens(group.generated)
-        group.status, group.prefilled = "running", group.work
-        self.did["admitted"].append(group.name)
-
-    def decode_fits(self, group: Group) -> bool:
-        lasts = [(t.num_tokens, t.blocks[-1]) for t in group.tables]
-        if not lasts:
-            raise ValueError(f"{group.name} holds no blocks: it is not running")
-        need = samples_need(lasts, 1, self.pool.block_size, self.pool.refcount)
-        return need <= self.pool.num_free
-
-    def decode(self, group: Group) -> None:
-        if not group.tables:
-            raise ValueError(f"{group.name} holds no blocks: it is not running")
-        if group.generated == group.request.output_len:
-            raise ValueError(f"{group.name} already generated all {group.generated} tokens")
-        for table in group.tables:
-            table.append_tokens(1)
-        group.generated += 1
-        self.did["decoded"].append(group.name)
-
-    def drop(self, group: Group) -> None:
-        for table in group.tables:
-            table.free()
-        r = group.request
-        group.tables, group.status, group.prefilled = [], "waiting", 0
-        group.work = r.prompt_len + r.num_samples * group.generated
-        self.did["preempted"].append(group.name)
-
-    def swap_out_fits(self, group: Group) -> bool:
-        return len(group.device_blocks()) <= self.host.num_free
-
-    def swap_out(self, group: Group) -> None:
-        """Preempt by swapping: copy its blocks to the host pool, free them on the device."""
-        if not group.tables or not self.swap_out_fits(group):
-            raise ValueError(f"{group.name} holds no blocks or does not fit the host pool")
-        swap_out(group, self.host)
-        group.status = "swapped"
-        self.did["preempted"].append(group.name)
-        self.did["swapped_out"].append(group.name)
-
-    def swap_in_fits(self, group: Group) -> bool:
-        return bool(group.host) and swap_in_need(group, self.host) <= self.pool.num_free
-
-    def swap_in(self, group: Group) -> None:
-        if not self.swap_in_fits(group):
-            raise ValueError(f"{group.name} is not swapped out or does not fit the free blocks")
-        swap_in(group, self.pool, self.host)
-        group.status = "running"
-        self.did["swapped_in"].append(group.name)
-
-    def release(self, group: Group) -> None:
-        for table in group.tables:
-            table.free()
-        group.tables, group.status = [], "finished"
-        self.did["finished"].append(group.name)
-
-
-def nothing_done() -> dict[str, list[str]]:
-    return {name: [] for name in PARTS[:6]}
-
-
+# --- scheduler steps: pagedlab's Scheduler, or a learner's subclass with its own policy -------
 PARTS = ("admitted", "decoded", "preempted", "swapped_out", "swapped_in", "finished",
          "waiting", "running", "swapped", "finished queue", "running groups' blocks",
          "free list", "host free list")  # fmt: skip
 
 
 class Steps:
-    """Requests stepped by pagedlab's Scheduler (``step`` None) or by the learner's
-    ``step(state)`` on a :class:`StepState`. Observed after each step: :data:`PARTS`."""
+    """Requests in arrival order, stepped by ``cls(pool, mode=mode)``: pagedlab's
+    :class:`~pagedlab.memory.scheduler.Scheduler` or a learner's subclass (its own
+    :meth:`~pagedlab.memory.scheduler.Scheduler.policy`; the rest is the real class's).
+    Observed after each step: :data:`PARTS`, read from the step's plan and the scheduler."""
 
-    def __init__(self, step: Callable[[StepState], Any] | None, num_blocks: int,
-                 block_size: int, specs: list[Spec], mode: str) -> None:  # fmt: skip
-        self.step = step
-        if step is None:
-            self.scheduler = Scheduler(BlockAllocator(num_blocks, block_size), mode=mode)
-            for spec in specs:
-                self.scheduler.add(Request(*spec))
-        else:
-            self.state = StepState(num_blocks, block_size, specs, mode)
+    def __init__(self, cls: type[Scheduler], num_blocks: int, block_size: int,
+                 specs: list[Spec], mode: str) -> None:  # fmt: skip
+        self.scheduler = cls(BlockAllocator(num_blocks, block_size), mode=mode)
+        for spec in specs:
+            self.scheduler.add(Request(*spec))
+        self.plan = StepResult(0)
 
     def apply(self, event: int) -> None:
-        if self.step is not None:
-            self.state.did = nothing_done()
-            self.step(self.state)
-            return
-        out = self.scheduler.step()
-        self.did = {"admitted": out.admitted, "decoded": out.decoded,
-                    "preempted": out.preempted, "swapped_out": list(out.swapped_out),
-                    "swapped_in": list(out.swapped_in), "finished": out.finished}  # fmt: skip
+        self.plan = self.scheduler.step()
 
     def observe(self) -> tuple[Any, ...]:
-        s: Any = self.state if self.step is not None else self.scheduler
-        did = s.did if self.step is not None else self.did
-        pool, host = (s.pool, s.host) if self.step is not None else (s.device, s.host)
-        queues = (s.waiting, s.running, s.swapped, s.finished)
+        s, out = self.scheduler, self.plan
+        did = (out.admitted, out.decoded, out.preempted, out.swapped_out, out.swapped_in,
+               out.finished)  # fmt: skip
         return (
-            *(list(did[name]) for name in PARTS[:6]),
-            *([g.name for g in queue] for queue in queues),
+            *(list(names) for names in did),
+            *([g.name for g in queue] for queue in (s.waiting, s.running, s.swapped, s.finished)),
             [[list(t.blocks) for t in g.tables] for g in s.running],
-            pool.free_list(),
-            host.free_list(),
+            s.device.free_list(),
+            s.host.free_list(),
         )
 
 
-def replay_steps(step: Callable[[StepState], Any] | None, num_blocks: int, block_size: int,
-                 specs: list[Spec], mode: str = "recompute") -> Log:  # fmt: skip
-    """Step ``specs`` to the end; ``step`` None: pagedlab's Scheduler does the steps, else
-    ``step(state)`` does as many (the Scheduler's count)."""
-    if step is None:
-        world = Steps(None, num_blocks, block_size, specs, mode)
-        log: Log = []
-        while not world.scheduler.done and len(log) < 1000:
-            log += replay(world, [len(log)])
-        return log
-    count = len(replay_steps(None, num_blocks, block_size, specs, mode))
-    return replay(Steps(step, num_blocks, block_size, specs, mode), range(count))
+def replay_steps(cls: type[Scheduler], num_blocks: int, block_size: int, specs: list[Spec],
+                 mode: str = "recompute") -> Log:  # fmt: skip
+    """Step ``specs`` with scheduler class ``cls`` until every request finished (at most
+    :data:`MAX_STEPS` steps: a scheduler that stalls is cut off there)."""
+    world = Steps(cls, num_blocks, block_size, specs, mode)
+    log: Log = []
+    while not world.scheduler.done and len(log) < MAX_STEPS:
+        log += replay(world, [len(log)])
+    return log
 
 
-def adapt_step(fn: Any) -> Callable[..., Any]:
-    return _named(fn, lambda *args: replay_steps(_needs_function(fn, "step function"), *args))
+MAX_STEPS = 500
 
+
+def adapt_scheduler(cls: Any) -> Callable[..., Any]:
+    """A learner's Scheduler subclass -> its replay; refused unless it is one that decides
+    with a ``policy`` of its own (not Scheduler's, nor calling it)."""
+    if not issubclass(_needs_class(cls, "MyScheduler"), Scheduler):
+        raise TypeError(f"{cls.__name__} must subclass Scheduler (class MyScheduler(Scheduler))")
+    policy = getattr(cls, "policy", Scheduler.policy)
+    code = getattr(policy, "__code__", None)
+    if policy is Scheduler.policy or code is None:
+        raise TypeError(f"{cls.__name__} does not define policy(self, out): write it")
+    if "policy" in code.co_names:
+        raise TypeError(f"{cls.__name__}.policy calls Scheduler's own policy: write it yourself")
+    return _named(cls, lambda *args: replay_steps(cls, *args))
+
+
+#: Driver name -> the pagedlab class whose subclass (with a method of the learner's own) it
+#: runs: ``python -m pagedlab.grade`` lets the learner's class subclass it, and nothing else.
+BASES: dict[str, type] = {"scheduler": Scheduler}
 
 #: Driver name -> adapter (learner object -> a function of a case's arguments); the kernel
 #: drivers join it when :mod:`pagedlab.exercises.kernel_drivers` is imported.
@@ -389,5 +273,5 @@ ADAPTERS: dict[str, Callable[[Any], Callable[..., Any]]] = {
     "table": adapt_table,
     "cow": adapt_cow,
     "cache": adapt_cache,
-    "steps": adapt_step,
+    "scheduler": adapt_scheduler,
 }

@@ -6,27 +6,28 @@ victim it picks (``running[-1]`` of a scheduler that admitted these requests), t
 preemption queues for recompute, and :func:`pagedlab.memory.swap_space.swap_in_need` on a
 real host pool.
 
-The capstone: the learner writes ``my_scheduler_step(state)``, one step of an FCFS scheduler
-with whole prefills and no token budget (the paper's §4.5 policy, which ``Scheduler(pool,
-mode=...)`` runs), preempting by recompute or (``state.mode == "swap"``) by swapping to a
-host pool as large as the device's. :class:`~pagedlab.exercises.drivers.StepState` gives the
-mechanics (real block tables and swap-space calls, in the order the Scheduler makes them);
-the learner owns the policy. Each case is a seeded list of requests on a small pool, stepped
-to the end by pagedlab's Scheduler and as many times by the learner's step
-(:func:`~pagedlab.exercises.drivers.replay_steps`), compared after every step
+The capstone: the learner subclasses the real :class:`~pagedlab.memory.scheduler.Scheduler`
+and writes its :meth:`~pagedlab.memory.scheduler.Scheduler.policy` (the seam): one step of
+an FCFS scheduler with whole prefills and no token budget (the paper's §4.5 policy, which
+``Scheduler(pool, mode=...)`` runs), preempting by recompute or (``mode == "swap"``) by
+swapping to a host pool as large as the device's, from the Scheduler's building blocks
+(``admit``, ``decode``, ``swap_out``, ``recompute``, ``swap_in``). Everything else (the
+allocator, the tables, the plan, :meth:`~pagedlab.memory.scheduler.Scheduler.complete`
+freeing finished groups, the swap space) is the real class. Each case is a seeded list of
+requests on a small pool, stepped to the end by pagedlab's Scheduler and by the learner's
+subclass (:func:`~pagedlab.exercises.drivers.replay_steps`), compared after every step
 (:data:`~pagedlab.exercises.drivers.PARTS`). Torch-free: the live site grades these.
 """
 
 from __future__ import annotations
 
 import random
-from bisect import insort
 from collections import Counter
 from itertools import cycle
 from typing import Any
 
 from pagedlab.exercises.core import Function, Mistake, Replay, cases
-from pagedlab.exercises.drivers import PARTS, Spec, StepState, replay_steps
+from pagedlab.exercises.drivers import PARTS, Spec, replay_steps
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
 from pagedlab.memory.requests import Group, Request, StepResult
@@ -61,74 +62,53 @@ def can_swap_in(samples: list[tuple[list[int], int]], block_size: int, num_free:
     return need <= num_free
 
 
-def by_arrival(group: Group) -> int:
-    """The key every queue is kept in: arrival order (FCFS)."""
-    return group.order
+class MyScheduler(Scheduler):
+    """pagedlab's Scheduler with the step's policy written out: whole prefills, no token
+    budget (§4.5; what ``Scheduler.policy`` decides with those settings)."""
+
+    def policy(self, out):  # untyped, as the learner writes it
+        if not self.swapped:  # a swapped-out group has the first claim on freed blocks
+            while self.waiting and self.admit(self.waiting[0], out):  # FCFS: the head, or nobody
+                pass
+            if out.admitted:
+                return  # a prefill step: the running groups wait
+        for group in list(self.running):  # the oldest first
+            while group in self.running and not self.decode(group, out):
+                victim = self.running[-1]  # the most recent arrival
+                if not (self.mode == "swap" and self.swap_out(victim, out)):
+                    self.recompute(victim, out)
+        while not out.preempted and self.swapped and self.swap_in(self.swapped[0], out):
+            pass  # the oldest comes back first
 
 
-def scheduler_step(state: StepState) -> None:
-    """One step: a prefill step if nothing is swapped out and the head of waiting fits; else
-    decode oldest first, preempting the newest, then swap back in if nothing was preempted."""
-    while not state.swapped and state.waiting and state.prefill_fits(state.waiting[0]):
-        group = state.waiting.pop(0)  # FCFS: the head, or nobody
-        state.prefill(group)
-        insort(state.running, group, key=by_arrival)
-    if state.did["admitted"]:
-        return  # a prefill step: the running groups wait
-    i, finishing = 0, []
-    while i < len(state.running):
-        group = state.running[i]
-        while not state.decode_fits(group):
-            victim = state.running.pop()  # the most recent arrival
-            if state.mode == "swap" and state.swap_out_fits(victim):
-                state.swap_out(victim)
-                insort(state.swapped, victim, key=by_arrival)
-            else:
-                state.drop(victim)
-                insort(state.waiting, victim, key=by_arrival)  # ahead of all that never ran
-            if victim is group:
-                break
-        if group not in state.running:
-            break  # it preempted itself: the step stops
-        state.decode(group)
-        if group.generated == group.request.output_len:
-            finishing.append(state.running.pop(i))
-        else:
-            i += 1
-    while not state.did["preempted"] and state.swapped and state.swap_in_fits(state.swapped[0]):
-        group = state.swapped.pop(0)  # the oldest comes back first
-        state.swap_in(group)
-        insort(state.running, group, key=by_arrival)
-    for group in finishing:  # its last token is computed into its blocks: freed after the step
-        state.release(group)
-        state.finished.append(group)
+STEP_STUB = '''from pagedlab.memory.scheduler import Scheduler
 
 
-STEP_STUB = '''def my_scheduler_step(state):
-    """One step of an FCFS scheduler with whole prefills (the paper's policy, §4.5).
+class MyScheduler(Scheduler):
+    def policy(self, out):
+        """Decide one step of an FCFS scheduler with whole prefills (the paper's §4.5) into
+        the plan ``out``; everything else (blocks, tables, finishing) is the Scheduler's.
 
-    Queues, lists of groups that are yours to change: state.waiting, state.running,
-    state.swapped, state.finished, each kept in arrival order (group.order), except that a
-    finished group joins the end of state.finished. A group has group.name, group.order,
-    group.generated (tokens each sample generated) and group.request.output_len.
-    Mechanics (each one checks what it needs and raises ValueError otherwise):
-      state.prefill_fits(g) / state.prefill(g): a whole (re)prefill of a waiting group;
-      state.decode_fits(g) / state.decode(g): one token for every sample of a running group;
-      state.drop(g): preempt by recompute (frees its blocks);
-      state.swap_out_fits(g) / state.swap_out(g): preempt by swapping its blocks to the host;
-      state.swap_in_fits(g) / state.swap_in(g): bring a swapped group's blocks back;
-      state.release(g): free a finished group's blocks.
+        Queues, oldest first: self.waiting, self.running, self.swapped (each a list of
+        groups: group.name, group.order). self.mode is "recompute" or "swap".
+        Building blocks (each returns False, and changes nothing, when it does not fit):
+          self.admit(g, out): start waiting g with its whole (re)prefill;
+          self.decode(g, out): one token for every sample of running g (on its last token
+            g finishes, and leaves self.running);
+          self.swap_out(g, out): preempt running g by swapping its blocks to the host pool;
+          self.swap_in(g, out): bring swapped g back;
+          self.recompute(g, out): preempt running g by dropping its blocks (no False: it
+            always can; g goes back to self.waiting in arrival order).
+        out.admitted and out.preempted list the names admitted and preempted so far.
 
-    The policy (§4.5): first come, first served. A step that admits runs prefills only (the
-    running groups wait). Otherwise the running groups decode, and when a token does not
-    fit, groups are preempted until it does: in state.mode "swap" by swapping if the host
-    pool has room, else by recompute. A group that generated output_len tokens is finished:
-    its blocks are freed last, at the end of the step (the step's forward writes into them).
-    A swapped-out group has the first claim on freed blocks: while one is swapped out,
-    nothing is admitted, and swapped groups come back at the end of a step that preempted
-    nobody.
-    """
-    raise NotImplementedError("write my_scheduler_step")
+        The policy: first come, first served. A step that admits runs prefills only (the
+        running groups wait). Otherwise the running groups decode, and when a token does not
+        fit, groups are preempted until it does: in mode "swap" by swapping if the host pool
+        has room, else by recompute. A swapped-out group has the first claim on freed
+        blocks: while one is swapped out nothing is admitted, and swapped groups come back
+        at the end of a step that preempted nobody.
+        """
+        raise NotImplementedError("write MyScheduler.policy")
 '''
 
 
@@ -295,7 +275,7 @@ def _step_cases() -> list[Any]:
         lambda rng: (*_generated_specs(rng), next(modes)),
         16,
         909,
-        expect=lambda *args: replay_steps(None, *args),
+        expect=lambda *args: replay_steps(Scheduler, *args),
         label=_step_label,
     )
 
@@ -310,53 +290,32 @@ def _step_label(num_blocks: int, size: int, specs: list[Spec], mode: str) -> str
     )
 
 
-def _variant(oldest: bool = False, back: bool = False, prefill_only: bool = True,
-             admit_while_swapped: bool = False) -> Any:  # fmt: skip
-    """A wrong step a learner writes first (the Mistakes' answers): the reference's, with
-    one switch turned."""
+def _variant(**wrong: bool) -> Any:
+    """A wrong policy a learner writes first (the Mistakes' answers): the solution's, with
+    one switch turned: ``oldest`` preempted, ``back`` of waiting, ``decode_in_prefill_step``,
+    ``admit_while_swapped``."""
 
-    def step(state: StepState) -> None:
-        while (admit_while_swapped or not state.swapped) and state.waiting and (
-                state.prefill_fits(state.waiting[0])):  # fmt: skip
-            group = state.waiting.pop(0)
-            state.prefill(group)
-            insort(state.running, group, key=by_arrival)
-        if state.did["admitted"] and prefill_only:
-            return
-        i, finishing = 0, []
-        while i < len(state.running):
-            group = state.running[i]
-            if group.name in state.did["admitted"]:
-                i += 1
-                continue
-            while not state.decode_fits(group):
-                victim = state.running.pop(0 if oldest else -1)
-                if state.mode == "swap" and state.swap_out_fits(victim):
-                    state.swap_out(victim)
-                    insort(state.swapped, victim, key=by_arrival)
-                else:
-                    state.drop(victim)
-                    state.waiting.insert(len(state.waiting) if back else 0, victim)
-                if victim is group:
-                    break
-                i -= int(oldest)
-            if group not in state.running:
-                break
-            state.decode(group)
-            if group.generated == group.request.output_len:
-                finishing.append(state.running.pop(i))
-            else:
-                i += 1
-        while not state.did["preempted"] and state.swapped and (
-                state.swap_in_fits(state.swapped[0])):  # fmt: skip
-            group = state.swapped.pop(0)
-            state.swap_in(group)
-            insort(state.running, group, key=by_arrival)
-        for group in finishing:
-            state.release(group)
-            state.finished.append(group)
+    class Wrong(Scheduler):
+        def policy(self, out: StepResult) -> None:
+            if wrong.get("admit_while_swapped") or not self.swapped:
+                while self.waiting and self.admit(self.waiting[0], out):
+                    pass
+                if out.admitted and not wrong.get("decode_in_prefill_step"):
+                    return
+            for group in list(self.running):
+                if group.name in out.admitted:
+                    continue
+                while group in self.running and not self.decode(group, out):
+                    victim = self.running[0 if wrong.get("oldest") else -1]
+                    if not (self.mode == "swap" and self.swap_out(victim, out)):
+                        self.recompute(victim, out)
+                        if wrong.get("back"):
+                            self.waiting.remove(victim)
+                            self.waiting.append(victim)
+            while not out.preempted and self.swapped and self.swap_in(self.swapped[0], out):
+                pass
 
-    return lambda n, b, specs, mode: replay_steps(step, n, b, specs, mode)
+    return lambda *args: replay_steps(Wrong, *args)
 
 
 EXERCISES_09 = [
@@ -422,32 +381,34 @@ EXERCISES_09 = [
     Replay(
         name="scheduler_step",
         notebook=NB09,
-        task="Build the scheduler's step (about 35 lines): one iteration of an FCFS scheduler "
-        "with whole prefills that preempts by recompute, or (state.mode == 'swap') by swapping "
-        "to a host pool, over the state object the stub describes. check runs seeded request "
-        "traces in both modes through your step and through pagedlab's Scheduler and compares "
-        "after every step: who was admitted, decoded, preempted, swapped out or in and "
-        "finished, the queues in order, the running groups' blocks and both free lists.",
+        task="Write the policy of the scheduler's step (about 15 lines): MyScheduler subclasses "
+        "pagedlab's Scheduler and overrides policy(self, out), one step of an FCFS scheduler "
+        "with whole prefills that preempts by recompute, or (self.mode == 'swap') by swapping "
+        "to a host pool, built of the Scheduler's blocks the stub lists. check runs seeded "
+        "request traces in both modes through your class and through pagedlab's Scheduler "
+        "and compares after every step: who was admitted, decoded, preempted, swapped out or "
+        "in and finished, the queues in order, the running groups' blocks and both free lists.",
         params=("num_blocks", "block_size", "requests", "mode"),
         returns="replay log",
         cases=_step_cases,
-        solution=scheduler_step,
+        solution=MyScheduler,
         mistakes=[
             Mistake("FCFS serves the oldest first, so the victim is the most recent arrival.",
                     _variant(oldest=True), "oldest"),
             Mistake("a preempted group arrived before everything still waiting: FCFS serves it "
                     "first.", _variant(back=True), "back"),
             Mistake("without chunked prefill a step that admits runs its prefills only.",
-                    _variant(prefill_only=False), "decode_in_prefill_step"),
+                    _variant(decode_in_prefill_step=True), "decode_in_prefill_step"),
             Mistake("while a group is swapped out it has the first claim on freed blocks: "
                     "nothing new is admitted.", _variant(admit_while_swapped=True),
                     "admit_while_swapped"),
         ],
         compare=lambda e, g: isinstance(g, list) and g == e,
-        driver="steps",
+        driver="scheduler",
         parts=PARTS,
-        todo="Write my_scheduler_step",
+        todo="Write MyScheduler.policy",
         stub_code=STEP_STUB,
+        entry="MyScheduler",
         budget_s=5.0,
     ),
 ]  # fmt: skip

@@ -10,7 +10,8 @@ harness (:mod:`~pagedlab.exercises.sandbox`) without the package ``pagedlab.exer
 ``pagedlab.exercises`` or ``pagedlab.grade`` once the learner's code runs.
 
 Protocol: each message is a 4-byte big-endian length and a pickle. The parent sends
-``(nonce, request)``, a request being ``("cell", index, source)``, ``("entry", name, kind)``
+``(nonce, request)``, a request being ``("cell", index, source)``, ``("entry", name, kind,
+driver)``
 or ``("case", entry, driver, args, budget_s)``; the child answers each with ``(nonce,
 reply)`` (a reply with another nonce, or anything more on the pipe, is something the
 learner's code wrote there: the parent fails that case), made of plain values only (None, bool,
@@ -99,8 +100,9 @@ def _from_submission(fn: Any) -> bool:
     return str(fn.__code__.co_filename).startswith("<submission")
 
 
-def entry_problem(obj: Any, kind: str) -> str:
-    """Why ``obj`` is not the learner's own function, class or kernel ("" if it is)."""
+def entry_problem(obj: Any, kind: str, base: type | None = None) -> str:
+    """Why ``obj`` is not the learner's own function, class or kernel ("" if it is); a class
+    may subclass ``base`` (the pagedlab class its driver runs a subclass of)."""
     import inspect
 
     if kind == "kernel":
@@ -111,7 +113,10 @@ def entry_problem(obj: Any, kind: str) -> str:
     if kind == "class":
         if type(obj) is not type:
             return "it is not a class defined in the submission (a plain class statement)"
+        allowed = base.__mro__ if base is not None and issubclass(obj, base) else ()
         for klass in obj.__mro__[:-1]:
+            if klass in allowed:
+                continue
             if type.__dict__["__dict__"].__get__(klass).get("__module__") != NAMESPACE:
                 name = klass.__qualname__
                 return f"it is or subclasses {name}, which the submission did not write"
@@ -164,11 +169,11 @@ def main(argv: list[str]) -> int:
         if kind == "cell":
             send(replies, (nonce, _run_cell(message[1], message[2], namespace)))
         elif kind == "entry":
-            name, entry_kind = message[1], message[2]
+            name, entry_kind, base = message[1], message[2], drivers.BASES.get(message[3])
             if name not in namespace:
                 send(replies, (nonce, f"the submission defines no {name}"))
             else:
-                send(replies, (nonce, entry_problem(namespace[name], entry_kind)))
+                send(replies, (nonce, entry_problem(namespace[name], entry_kind, base)))
         elif kind == "case":
             _, name, driver, args, budget = message
             send(replies, (nonce, _case(drivers, namespace.get(name), driver, args, budget)))

@@ -44,6 +44,7 @@ from typing import Any
 
 from pagedlab.exercises import EXERCISES, Exercise
 from pagedlab.exercises.core import Case, Kernel, held_back, short
+from pagedlab.exercises.drivers import BASES
 from pagedlab.exercises.sandbox import (
     Gone,
     WrongKind,
@@ -105,14 +106,15 @@ def kind_of(exercise: Exercise) -> str:
     return "class" if isinstance(exercise.solution, type) else "function"
 
 
-def source_problem(cells: Sequence[Cell], entry: str, kind: str) -> str:
+def source_problem(cells: Sequence[Cell], entry: str, kind: str, base: str = "") -> str:
     """Why the cells' source does not define ``entry`` as the learner's own ("" if it does).
 
     The entry must be bound by exactly one top-level ``def`` (``@triton.jit`` for a kernel,
-    no other decorator) or ``class`` statement, whose bases are classes the cells define,
+    no other decorator) or ``class`` statement, whose bases are classes the cells define
+    (or ``base``, the pagedlab class its driver runs a subclass of: ``drivers.BASES``),
     and by nothing else (no assignment, import or loop target of that name anywhere).
     """
-    classes: set[str] = set()
+    classes: set[str] = {base} if base else set()
     trees = []
     for cell in cells:
         try:
@@ -300,11 +302,12 @@ class Grader:
         holders = [c for c in self.cells if entry in c.defines]
         if not holders:
             return self._zero(exercise, f"no cell defines {entry}")
-        problem = source_problem(self.cells, entry, kind)
+        base = BASES.get(exercise.driver)
+        problem = source_problem(self.cells, entry, kind, base.__name__ if base else "")
         if problem:
             return self._zero(exercise, problem)
         try:
-            problem = self._ask(("entry", entry, kind), self.cell_budget_s)
+            problem = self._ask(("entry", entry, kind, exercise.driver), self.cell_budget_s)
         except ChildGone:
             problem = "looking it up ended the process"
         left = [self.left_out[c.index] for c in holders if c.index in self.left_out]

@@ -19,9 +19,12 @@ Each :meth:`Scheduler.step` is one iteration of the model over a batch. The rule
   in vLLM V0's default scheduler), with up to ``token_budget`` prefill tokens (one group always
   fits, even if longer).
 
-A step decides: decode the running groups (oldest first, preempting as needed), continue partial
-prefills, swap groups back in if nothing was preempted this step, then admit waiting groups
-if nothing is swapped out and nothing was preempted (vLLM V1 admits only then, too).
+A step decides (:meth:`Scheduler.policy`, the seam a subclass overrides, built of the
+blocks :meth:`~Scheduler.admit`, :meth:`~Scheduler.decode`, :meth:`~Scheduler.swap_out`,
+:meth:`~Scheduler.recompute`, :meth:`~Scheduler.swap_in`): decode the running groups (oldest
+first, preempting as needed), continue partial prefills, swap groups back in if nothing was
+preempted this step, then admit waiting groups if nothing is swapped out and nothing was
+preempted (vLLM V1 admits only then, too).
 Preemption is the scheduler's own (``_preempt``, as vLLM's ``Scheduler._preempt_request``):
 the victim is the most recent running group, ``running[-1]`` (FCFS: "the latest requests
 are preempted first", §4.5; vLLM V1 takes ``self.running.pop()``), and *all* of its blocks go
@@ -260,18 +263,125 @@ class Scheduler:
         self.steps += 1
         out = self._plan = StepResult(self.steps)
         self._before = {}
+        self.policy(out)
+        return out
+
+    # --- the policy: the seam a subclass overrides -------------------------------------------
+    def policy(self, out: StepResult) -> None:
+        """Decide one step into ``out`` (the module docstring's rules): THE seam.
+
+        :meth:`schedule` calls it on a fresh plan after its checks; everything around it
+        (the checks, the plan, :meth:`complete` freeing finished groups, the invariants) is
+        the class's. A subclass may override it (notebook 09's capstone does) and decide with
+        the building blocks this one uses: :meth:`admit`, :meth:`decode`, :meth:`swap_out`,
+        :meth:`recompute`, :meth:`swap_in`. With whole prefills and no token budget (the
+        defaults) it is §4.5's policy: admit FCFS while nothing is swapped out (a step that
+        admits runs prefills only), else decode the running groups oldest first, preempting
+        the most recent (``running[-1]``) while a token does not fit, then, if nobody was
+        preempted, swap groups back in, oldest first.
+        """
         budget = self.token_budget if self.token_budget is not None else 1 << 62
         if not self.chunked_prefill and not self.swapped and self._admit_whole(out, budget):
-            return out  # a prefill step: decodes wait (no chunked prefill)
+            return  # a prefill step: decodes wait (no chunked prefill)
         budget = self._decode(out, budget)
         for group in [g for g in self.running if g.prefilling]:
             if group.status == "running":
                 budget -= self._prefill(group, out, budget, may_preempt=True)
         if not out.preempted:
-            self._swap_in_ready(out)
+            while self.swapped and self.swap_in(self.swapped[0], out):
+                pass  # the oldest first, while their blocks and next token fit
             if self.chunked_prefill and not self.swapped:
                 self._admit_chunks(out, budget)
-        return out
+
+    def admit(self, group: Group, out: StepResult) -> bool:
+        """Start waiting ``group`` with its whole (re)prefill (prompt, then every sample's
+        generated tokens after a recompute) if its blocks fit now; False changes nothing."""
+        self._check_in(group, self.waiting, "waiting")
+        r = group.request
+        if prefill_need(r.prompt_len, group.generated, r.num_samples, self.block_size) > (
+            self.device.num_free
+        ):
+            return False
+        self._start(group, out)
+        self._prefill(group, out, group.work, may_preempt=False)
+        return True
+
+    def decode(self, group: Group, out: StepResult) -> bool:
+        """One token for every sample of running ``group`` if the blocks fit now (copy-on-write
+        included); False changes nothing. Its last token: it finishes (freed by
+        :meth:`complete`)."""
+        self._check_in(group, self.running, "running")
+        if group.prefilling:
+            raise ValueError(f"{group.name} is still prefilling: it has no token to decode")
+        if self.device.num_free < self._append_need(group):
+            return False
+        position = group.num_tokens
+        for sample, table in enumerate(group.tables):
+            self._append(group, sample, table, position, 1, out, decode=True)
+        group.generated += 1
+        out.decode_tokens += len(group.tables)
+        out.decoded.append(group.name)
+        if group.generated == group.request.output_len:
+            self._finish(group, out)
+        return True
+
+    def swap_out(self, group: Group, out: StepResult) -> bool:
+        """Preempt running ``group`` by swapping all its blocks to the host pool, if the
+        host has a free block for each and the group got no work this step; False changes
+        nothing. It joins ``swapped`` (arrival order)."""
+        self._check_in(group, self.running, "running")
+        if group.name in self._before or len(group.device_blocks()) > self.host.num_free:
+            return False
+        self._preempted(group, out)
+        pairs = swap_out(group, self.host)
+        out.swap_out_pairs += pairs
+        group.status = "swapped"
+        insort(self.swapped, group, key=by_arrival)
+        self.blocks_swapped_out += len(pairs)
+        out.swapped_out[group.name] = len(pairs)
+        return True
+
+    def recompute(self, group: Group, out: StepResult) -> None:
+        """Preempt running ``group`` by dropping all its blocks: it joins ``waiting`` by
+        arrival order (ahead of every group that never ran), its next prefill computing
+        prompt + every sample's generated tokens. A group already given work this step
+        (chunked prefill) first takes it back (:meth:`_unschedule`)."""
+        self._check_in(group, self.running, "running")
+        self._preempted(group, out)
+        if group.name in self._before:
+            self._unschedule(group, out)
+        work = group.request.prompt_len + group.request.num_samples * group.generated
+        # K/V dropped now: everything computed, plus what an earlier drop left to redo.
+        dropped = group.prefilled + group.recompute_left if group.prefilling else work
+        for table in group.tables:
+            table.free()
+        group.tables, group.status = [], "waiting"
+        group.work, group.prefilled, group.recompute_left = work, 0, min(dropped, work)
+        insort(self.waiting, group, key=by_arrival)
+
+    def swap_in(self, group: Group, out: StepResult) -> bool:
+        """Bring swapped ``group`` back to ``running`` if its blocks and every sample's next
+        token fit now; False changes nothing."""
+        self._check_in(group, self.swapped, "swapped")
+        if swap_in_need(group, self.host) > self.device.num_free:
+            return False
+        pairs = swap_in(group, self.device, self.host)
+        out.swap_in_pairs += pairs
+        group.status = "running"
+        self.swapped.remove(group)
+        insort(self.running, group, key=by_arrival)
+        self.blocks_swapped_in += len(pairs)
+        out.swapped_in[group.name] = len(pairs)
+        for sample, table in enumerate(group.tables):
+            self._scheduled(group, sample, table, table.num_tokens)
+        return True
+
+    def _check_in(self, group: Group, queue: list[Group], name: str) -> None:
+        if not any(g is group for g in queue):
+            raise ValueError(
+                f"{getattr(group, 'name', group)!r} is not {name} (it is "
+                f"{getattr(group, 'status', 'no group')})"
+            )
 
     def _complete(self, plan: StepResult, stopped: list[Group]) -> None:
         """Update after the forward: finished groups free their blocks now, not before."""
@@ -288,31 +398,20 @@ class Scheduler:
         self._free_after_step = (self.device.num_free, self.host.num_free)
 
     def _decode(self, out: StepResult, budget: int) -> int:
-        i = 0
-        while i < len(self.running):
-            group = self.running[i]
+        """Decode the running groups oldest first within ``budget``, preempting the most
+        recent while a token does not fit; returns the budget left."""
+        for group in [g for g in self.running if not g.prefilling]:
+            if group.status != "running":
+                continue  # preempted for an older group's token
             n = len(group.tables)
-            if group.prefilling:
-                i += 1
-                continue
             if budget < n:
                 break
-            while self.device.num_free < self._append_need(group):
+            while not self.decode(group, out):
                 victim = self.running[-1]
                 self._preempt(victim, out)
                 if victim is group:
                     return budget
-            position = group.num_tokens
-            for sample, table in enumerate(group.tables):
-                self._append(group, sample, table, position, 1, out, decode=True)
-            group.generated += 1
             budget -= n
-            out.decode_tokens += n
-            out.decoded.append(group.name)
-            if group.generated == group.request.output_len:
-                self._finish(group, out)
-            else:
-                i += 1
         return budget
 
     def _append(
@@ -363,12 +462,9 @@ class Scheduler:
             group = self.waiting[0]
             if out.admitted and group.work > budget:
                 break
-            r = group.request
-            need = prefill_need(r.prompt_len, group.generated, r.num_samples, self.block_size)
-            if need > self.device.num_free:
+            if not self.admit(group, out):
                 break
-            self._start(group, out)
-            budget -= self._prefill(group, out, group.work, may_preempt=False)
+            budget -= group.prefilled
         return bool(out.admitted)
 
     def _admit_chunks(self, out: StepResult, budget: int) -> None:
@@ -427,30 +523,17 @@ class Scheduler:
 
     # --- preemption (§4.5) -------------------------------------------------------------------
     def _preempt(self, group: Group, out: StepResult) -> None:
-        """Evict all of running ``group``: swap it out, or drop its K/V for recompute.
+        """Evict all of running ``group``: swapped out in ``mode="swap"`` if it can be (the
+        host has room, and it got no work this step: its tables would hold positions no
+        forward computes), else recomputed."""
+        if not (self.mode == "swap" and self.swap_out(group, out)):
+            self.recompute(group, out)
 
-        A group already given work in this plan (chunked prefill preempting ``running[-1]``
-        after it decoded) first takes it back (:meth:`_unschedule`); its tables then hold
-        positions no forward will compute, so it is recomputed, never swapped.
-        """
+    def _preempted(self, group: Group, out: StepResult) -> None:
         self.running.remove(group)
         group.preemptions += 1
         self.preemptions += 1
         out.preempted.append(group.name)
-        scheduled = group.name in self._before
-        if scheduled:
-            self._unschedule(group, out)
-        elif self.mode == "swap" and len(group.device_blocks()) <= self.host.num_free:
-            self._swap_out(group, out)
-            return
-        work = group.request.prompt_len + group.request.num_samples * group.generated
-        # K/V dropped now: everything computed, plus what an earlier drop left to redo.
-        dropped = group.prefilled + group.recompute_left if group.prefilling else work
-        for table in group.tables:
-            table.free()
-        group.tables, group.status = [], "waiting"
-        group.work, group.prefilled, group.recompute_left = work, 0, min(dropped, work)
-        insort(self.waiting, group, key=by_arrival)
 
     def _unschedule(self, group: Group, out: StepResult) -> None:
         """Take ``group``'s work, copies and counters of this step back out of the plan."""
@@ -467,30 +550,6 @@ class Scheduler:
 
     def _dropped(self, group: Group, work: list[Work]) -> None:
         """``work`` of ``group`` left the plan (its K/V will not be written): a subclass's hook."""
-
-    def _swap_out(self, group: Group, out: StepResult) -> None:
-        pairs = swap_out(group, self.host)
-        out.swap_out_pairs += pairs
-        group.status = "swapped"
-        insort(self.swapped, group, key=by_arrival)
-        self.blocks_swapped_out += len(pairs)
-        out.swapped_out[group.name] = len(pairs)
-
-    def _swap_in_ready(self, out: StepResult) -> None:
-        """Bring swapped groups back, oldest first, while their blocks and next token fit."""
-        while self.swapped:
-            group = self.swapped[0]
-            if swap_in_need(group, self.host) > self.device.num_free:
-                return
-            pairs = swap_in(group, self.device, self.host)
-            out.swap_in_pairs += pairs
-            group.status = "running"
-            self.swapped.remove(group)
-            insort(self.running, group, key=by_arrival)
-            self.blocks_swapped_in += len(pairs)
-            out.swapped_in[group.name] = len(pairs)
-            for sample, table in enumerate(group.tables):
-                self._scheduled(group, sample, table, table.num_tokens)
 
     # --- how many blocks -----------------------------------------------------------------------
     def _fit(self, table: BlockTable | None, want: int) -> int:

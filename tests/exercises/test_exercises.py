@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import threading
-from bisect import insort
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from pagedlab.exercises import EXERCISES, forget_results, in_notebook, progress, solution, stub
 from pagedlab.exercises.core import FAILED, PASSED, TODO, CheckResult
-from pagedlab.exercises.nb09 import PARTS, StepState
+from pagedlab.exercises.nb09 import PARTS
 from pagedlab.memory.prefix_cache import ROOT_HASH, block_hashes, chain_hash
+from pagedlab.memory.requests import StepResult
+from pagedlab.memory.scheduler import Scheduler
 
 NOTEBOOKS = [
     "01_why_paging",
@@ -722,86 +723,55 @@ def test_every_parameter_is_varied_by_some_case(name: str) -> None:
     assert all(case.why for case in cases if case.kind == "fixed"), name
 
 
-# scheduler_step (notebook 09's capstone): the wrong steps a learner writes first
-def _sched_step(**wrong: bool) -> Callable[[StepState], None]:
-    """A step with the switches in ``wrong`` set (the right one with none)."""
+# scheduler_step (notebook 09's capstone): the wrong policies a learner writes first
+def _sched_step(**wrong: bool) -> type[Scheduler]:
+    """A subclass of the real Scheduler whose policy has the switches in ``wrong`` set (the
+    right one with none)."""
     on = {k: wrong.get(k, False) for k in (
-        "oldest", "back", "skip_ahead", "newest_first", "admit_after", "keep_finished",
-        "lose_victim", "admit_while_swapped", "swap_in_first", "swap_in_newest", "no_fallback",
-        "swap_in_after_preempt")}  # fmt: skip
-    prefill_only, release = wrong.get("prefill_only", True), wrong.get("release", True)
+        "oldest", "back", "skip_ahead", "newest_first", "admit_after", "lose_victim",
+        "admit_while_swapped", "swap_in_first", "swap_in_newest", "swap_in_after_preempt",
+        "ignore_mode")}  # fmt: skip
+    prefill_only = wrong.get("prefill_only", True)
 
-    def step(state: StepState) -> None:
-        def admit() -> bool:
-            k, admitted = 0, False
-            while k < len(state.waiting) and (on["admit_while_swapped"] or not state.swapped):
-                group = state.waiting[k]
-                if not state.prefill_fits(group):
+    class MyScheduler(Scheduler):
+        def admit_all(self, out: StepResult) -> None:
+            k = 0
+            while k < len(self.waiting) and (on["admit_while_swapped"] or not self.swapped):
+                if not self.admit(self.waiting[k], out):
                     if not on["skip_ahead"]:
-                        break
+                        return
                     k += 1
-                    continue
-                state.waiting.pop(k)
-                state.prefill(group)
-                insort(state.running, group, key=lambda g: g.order)
-                admitted = True
-            return admitted
 
-        def swap_in() -> None:
-            while state.swapped:
-                group = state.swapped[-1 if on["swap_in_newest"] else 0]
-                if not state.swap_in_fits(group):
+        def swap_in_all(self, out: StepResult) -> None:
+            while self.swapped and self.swap_in(
+                self.swapped[-1 if on["swap_in_newest"] else 0], out
+            ):
+                pass
+
+        def policy(self, out: StepResult) -> None:
+            if not on["admit_after"]:
+                self.admit_all(out)
+                if out.admitted and prefill_only:
                     return
-                state.swapped.remove(group)
-                state.swap_in(group)
-                insort(state.running, group, key=lambda g: g.order)
+            if on["swap_in_first"]:
+                self.swap_in_all(out)
+            for group in list(self.running)[:: -1 if on["newest_first"] else 1]:
+                if group.name in out.admitted or group.name in out.swapped_in:
+                    continue
+                while group in self.running and not self.decode(group, out):
+                    victim = self.running[0 if on["oldest"] else -1]
+                    swap = self.mode == "swap" or on["ignore_mode"]
+                    if not (swap and self.swap_out(victim, out)):
+                        self.recompute(victim, out)
+                        if on["back"] or on["lose_victim"]:
+                            self.waiting.remove(victim)
+                            self.waiting += [victim] if on["back"] else []
+            if on["admit_after"] and not out.preempted:
+                self.admit_all(out)
+            if not on["swap_in_first"] and (on["swap_in_after_preempt"] or not out.preempted):
+                self.swap_in_all(out)
 
-        if not on["admit_after"] and admit() and prefill_only:
-            return
-        if on["swap_in_first"]:
-            swap_in()
-        finishing: list[Any] = []  # freed at the end of the step (its forward writes them)
-
-        def finish() -> None:
-            for group in finishing:
-                if release:
-                    state.release(group)
-                state.finished.append(group)
-
-        for group in list(state.running)[:: -1 if on["newest_first"] else 1]:
-            if group not in state.running or group.name in state.did["admitted"]:
-                continue
-            if group.name in state.did["swapped_in"]:
-                continue
-            while not state.decode_fits(group):
-                victim = state.running.pop(0 if on["oldest"] else -1)
-                swap = state.mode == "swap" and (on["no_fallback"] or state.swap_out_fits(victim))
-                if swap:
-                    state.swap_out(victim)
-                    insort(state.swapped, victim, key=lambda g: g.order)
-                else:
-                    state.drop(victim)
-                    if on["back"]:
-                        state.waiting.append(victim)
-                    elif not on["lose_victim"]:
-                        insort(state.waiting, victim, key=lambda g: g.order)
-                if victim is group:
-                    return finish()
-            state.decode(group)
-            if group.generated == group.request.output_len:
-                if on["keep_finished"]:
-                    if release:
-                        state.release(group)
-                else:
-                    state.running.remove(group)
-                    finishing.append(group)
-        if on["admit_after"] and not state.did["preempted"]:
-            admit()
-        if not on["swap_in_first"] and (on["swap_in_after_preempt"] or not state.did["preempted"]):
-            swap_in()
-        finish()
-
-    return step
+    return MyScheduler
 
 
 WRONG_STEPS = [
@@ -809,31 +779,20 @@ WRONG_STEPS = [
     (_sched_step(back=True), "a preempted group arrived before everything still waiting"),
     (_sched_step(prefill_only=False), "a step that admits runs its prefills only"),
     (_sched_step(skip_ahead=True), "why:      admission is FCFS: B does not fit"),
-    (
-        _sched_step(release=False),
-        "after step 3: finished: expected ['A', 'B'], got []; free list",
-    ),  # never freed
     (_sched_step(newest_first=True), "decoded: expected ['A', 'B'], got ['B', 'A']"),
-    (
-        _sched_step(admit_after=True),
-        "after step 3: decoded: expected [], got ['B']",
-    ),  # admits after decoding
-    (
-        _sched_step(keep_finished=True),
-        "raised ValueError: A holds no blocks",
-    ),  # finished, still running
-    (
-        _sched_step(lose_victim=True),
-        "after step 5: waiting: expected ['C'], got []",
-    ),  # dropped, never queued
+    (_sched_step(admit_after=True), "after step 3: decoded: expected [], got ['B']"),
+    (_sched_step(lose_victim=True), "after step 5: waiting: expected ['C'], got []"),
     (_sched_step(admit_while_swapped=True), "nothing new is admitted"),  # the Mistake's hint
     (
         _sched_step(swap_in_first=True),
         "after step 16: running groups' blocks: expected [[[0, 2]], [[1]]], got [[[0, 1]], [[2]]]",
     ),
     (_sched_step(swap_in_newest=True), "swapped_in: expected ['B', 'C'], got ['C', 'B']"),
-    (_sched_step(no_fallback=True), "raised ValueError: B holds no blocks or does not fit"),
     (_sched_step(swap_in_after_preempt=True), "after step 7: swapped_in: expected [], got ['D']"),
+    (
+        _sched_step(ignore_mode=True),
+        "swapped_out: expected [], got ['C']",
+    ),  # swaps in recompute mode
 ]
 
 
@@ -848,7 +807,7 @@ def test_a_wrong_scheduler_step_is_rejected_at_the_first_step_it_gets_wrong(inde
     assert result.status == FAILED, f"scheduler_step accepted wrong step #{index}"
     for part in ("why:", "inputs:", "expected:", "got:", words):
         assert part in result.message, f"{part!r} not in:\n{result.message}"
-    assert "state.running.pop()" not in result.message  # names what differed, not the code
+    assert "self.running[-1]" not in result.message  # names what differed, not the code
 
 
 def test_the_scheduler_step_cases_show_what_their_why_says() -> None:
@@ -880,52 +839,45 @@ def test_the_scheduler_step_cases_show_what_their_why_says() -> None:
     assert any(s[at["preempted"]] for s in by_why("blocks of 3 (not a power of two), preemp"))
 
 
-def test_the_step_state_refuses_what_cannot_happen() -> None:
-    state = StepState(4, 4, [("A", 6, 1, 1), ("B", 12, 1, 1)])
-    a, b = state.waiting
-    state.prefill(a)
-    with pytest.raises(ValueError, match="A already holds blocks"):
-        state.prefill(a)
-    with pytest.raises(ValueError, match="B's prefill does not fit 2 blocks"):
-        state.prefill(b)
-    with pytest.raises(ValueError, match="B holds no blocks"):
-        state.decode(b)
-    state.decode(a)
-    with pytest.raises(ValueError, match="A already generated all 1 tokens"):
-        state.decode(a)
-    state.release(a)
-    assert state.num_free == 4 and state.did["finished"] == ["A"]
+def test_the_scheduler_step_driver_refuses_what_is_not_a_policy_of_its_own() -> None:
+    from pagedlab.exercises.drivers import adapt_scheduler
+
+    class Lazy(Scheduler):
+        pass
+
+    class Delegates(Scheduler):
+        def policy(self, out: StepResult) -> None:
+            super().policy(out)
+
+    for learner, words in [
+        (Lazy, "Lazy does not define policy(self, out): write it"),
+        (Delegates, "Delegates.policy calls Scheduler's own policy: write it yourself"),
+        (Scheduler, "Scheduler does not define policy(self, out)"),
+        (len, "pass the class itself (MyScheduler)"),
+        (int, "int must subclass Scheduler (class MyScheduler(Scheduler))"),
+    ]:
+        with pytest.raises(TypeError, match=re.escape(words)):
+            adapt_scheduler(learner)
+        result = EXERCISES["scheduler_step"].check(learner)
+        assert result.status == FAILED and words in result.message, result.message
 
 
 @pytest.mark.parametrize("mode", ["recompute", "swap"])
 def test_the_reference_step_is_the_scheduler_on_many_seeded_traces(mode: str) -> None:
-    """The grader's two sides agree well past its cases: solution() is the Scheduler's policy."""
+    """The grader's two sides agree well past its cases: the solution's policy is the
+    Scheduler's with whole prefills and no token budget."""
     import random
 
-    from pagedlab.exercises.nb09 import _generated_specs, replay_steps, scheduler_step
+    from pagedlab.exercises.nb09 import MyScheduler, _generated_specs, replay_steps
 
     rng = random.Random(20 if mode == "swap" else 21)
     preempted = 0
     for _ in range(80):
         num_blocks, size, specs = _generated_specs(rng)
-        expected = replay_steps(None, num_blocks, size, specs, mode)
-        assert replay_steps(scheduler_step, num_blocks, size, specs, mode) == expected, specs
+        expected = replay_steps(Scheduler, num_blocks, size, specs, mode)
+        assert replay_steps(MyScheduler, num_blocks, size, specs, mode) == expected, specs
         preempted += any(s[PARTS.index("preempted")] for s in expected)
     assert preempted >= 20  # the traces do exercise preemption
-
-
-def test_the_step_state_refuses_a_swap_that_cannot_happen() -> None:
-    state = StepState(4, 4, [("A", 8, 4, 1)], mode="swap")
-    (a,) = state.waiting
-    with pytest.raises(ValueError, match="A holds no blocks"):
-        state.swap_out(a)
-    with pytest.raises(ValueError, match="A is not swapped out"):
-        state.swap_in(a)
-    state.prefill(a)
-    state.swap_out(a)
-    assert state.num_free == 4 and state.host.num_free == 2 and state.did["swapped_out"] == ["A"]
-    state.swap_in(a)
-    assert state.num_free == 2 and state.host.num_free == 4 and state.did["swapped_in"] == ["A"]
 
 
 def test_cases_builds_fixed_then_seeded_cases_and_refuses_a_fixed_case_without_why() -> None:

@@ -39,6 +39,8 @@ def _helpers(fn: Any, seen: set[str]) -> list[str]:
         else [m.__code__ for m in vars(fn).values() if isinstance(m, types.FunctionType)]
     )
     out: list[str] = []
+    if isinstance(fn, type):  # a subclass of a pagedlab class (the capstone's Scheduler)
+        out += [f"from {b.__module__} import {b.__name__}" for b in fn.__bases__ if b is not object]
     for code in codes:
         names = set(code.co_names)
         names |= {n for c in code.co_consts if isinstance(c, types.CodeType) for n in c.co_names}
@@ -269,6 +271,9 @@ def test_source_rules() -> None:
     assert "decorator" in source_problem(
         cells("import functools\n@functools.cache\ndef my_f(x): ...\n"), "my_f", "function"
     )
+    capstone = "from pagedlab.memory.scheduler import Scheduler\nclass MyT(Scheduler):\n    pass\n"
+    assert source_problem(cells(capstone), "MyT", "class", "Scheduler") == ""  # its driver's base
+    assert "subclasses Scheduler" in source_problem(cells(capstone), "MyT", "class")
 
 
 def test_replies_load_no_class() -> None:

@@ -313,3 +313,25 @@ def test_paged_kernel_that_writes_the_next_heads_output_in_bounds() -> None:
             return launch
 
     _fails_on("paged_kernel", Scribbler(), "with only the programs of heads 0 .. 0 launched")
+
+
+def test_scheduler_that_never_swaps() -> None:
+    """A policy that preempts the right group, always by recompute: the swap-mode case shows
+    it (the host pool had room)."""
+    from pagedlab.memory.requests import StepResult
+    from pagedlab.memory.scheduler import Scheduler
+
+    class MyScheduler(Scheduler):
+        def policy(self, out: StepResult) -> None:
+            if not self.swapped:
+                while self.waiting and self.admit(self.waiting[0], out):
+                    pass
+                if out.admitted:
+                    return
+            for group in list(self.running):
+                while group in self.running and not self.decode(group, out):
+                    self.recompute(self.running[-1], out)  # never swap_out
+            while not out.preempted and self.swapped and self.swap_in(self.swapped[0], out):
+                pass
+
+    _fails_on("scheduler_step", MyScheduler, "swap mode: C is swapped out at step 4")

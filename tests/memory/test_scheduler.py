@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +13,7 @@ from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.requests import Request, StepResult
 from pagedlab.memory.scheduler import Scheduler
+from tests.refuses import refuses
 
 SCENE = [("A", 10, 14, 1), ("B", 6, 10, 2), ("C", 14, 8, 1), ("D", 5, 12, 1), ("E", 8, 9, 1)]
 
@@ -453,3 +456,38 @@ def test_a_table_grown_behind_the_scheduler_is_refused() -> None:
     ):
         s.step()
     assert state_of(s) == before
+
+
+def test_policy_is_the_seam_a_subclass_overrides_and_its_blocks_refuse_a_group_elsewhere() -> None:
+    """step() decides through policy(out); the building blocks refuse a group that is not in
+    the queue they work on, changing nothing; False from a block that does not fit, too."""
+    calls: list[int] = []
+
+    class Idle(Scheduler):
+        def policy(self, out: StepResult) -> None:
+            calls.append(out.step)
+
+    s = Idle(BlockAllocator(4, 4))
+    s.add(Request("A", 4, 2))
+    s.step()
+    assert calls == [1] and [g.name for g in s.waiting] == ["A"] and s.device.num_free == 4
+
+    s = Scheduler(BlockAllocator(4, 4))  # A takes 3 blocks; B needs 2: it does not fit beside A
+    s.add(Request("A", 12, 2))
+    s.add(Request("B", 6, 1))
+    out = s.schedule()
+    a, b = s.groups["A"], s.groups["B"]
+
+    def state() -> tuple[object, ...]:
+        names = [g.name for g in s.waiting], [g.name for g in s.running]
+        return (*names, repr(out), s.device.num_free)
+
+    for call, words in [
+        (lambda: s.decode(b, out), "'B' is not running (it is waiting)"),
+        (lambda: s.admit(a, out), "'A' is not waiting (it is running)"),
+        (lambda: s.swap_in(a, out), "'A' is not swapped (it is running)"),
+        (lambda: s.recompute(b, out), "'B' is not running"),
+        (lambda: s.swap_out(b, out), "'B' is not running"),
+    ]:
+        refuses(call, ValueError, match=re.escape(words), state=state)
+    assert s.admit(b, out) is False and state() == (["B"], ["A"], repr(out), 1)
