@@ -415,7 +415,7 @@ class Worker:
             reply = receive(self.replies, time.monotonic() + seconds + GRACE_S)
             if not (isinstance(reply, tuple) and len(reply) == 2 and reply[0] == nonce):
                 raise Gone("something else wrote to the grader's pipe")
-            return _outcome(reply[1])
+            return outcome_of(reply[1])
         except BaseException as error:  # the child died, hung, lied, or we were interrupted
             timed_out = isinstance(error, Gone) and str(error) == "timeout"
             why = ENDED if not isinstance(error, Gone) or "ended" in str(error) else Raised(
@@ -448,7 +448,8 @@ class Worker:
         self.close()
 
 
-def _outcome(reply: Any) -> Outcome:
+def outcome_of(reply: Any) -> Outcome:
+    """A child's reply (a dict of plain values) as an :class:`Outcome`."""
     if not isinstance(reply, dict):
         return Outcome(raised=Raised("SystemExit", "an unreadable reply", "", False))
     raised = reply.get("raised")
