@@ -85,24 +85,13 @@ def stub(name: str) -> str:
     exercise = _exercise(name)
     if exercise.stub_code:
         return exercise.stub_code
-    doc = "\n    ".join(_wrap(exercise.task, 88))
+    doc = "\n    ".join(textwrap.wrap(exercise.task, 88, break_on_hyphens=False))
     setup = f"{exercise.setup}\n\n\n" if exercise.setup else ""
     return setup + (
         f"def my_{exercise.name}({', '.join(exercise.params)}):\n"
         f'    """{doc}"""\n'
         f"    ...  # your code here; the answer is {with_article(exercise.returns)}\n"
     )
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    lines, line = [], ""
-    for word in text.split():
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}".strip()
-    return [*lines, line]
 
 
 @dataclass(frozen=True)

@@ -255,10 +255,8 @@ def cases(fixed: Sequence[Spec], generate: Callable[[random.Random], Sequence[An
 
 @dataclass
 class Exercise:
-    """One graded exercise; see the module docstring for what ``check`` promises. The base of
-    the three kinds: :class:`Function` (the learner's function, called on each case),
-    :class:`Replay` (the learner's object, run through an event trace beside pagedlab's own)
-    and :class:`Kernel` (the learner's ``@triton.jit`` kernel, launched in fenced buffers)."""
+    """One graded exercise, the base of the three kinds (the module docstring says what
+    ``check`` promises)."""
 
     name: str
     notebook: str  # the notebook's file stem, e.g. "01_why_paging"
@@ -448,15 +446,12 @@ class Exercise:
             return "work this case out by hand and compare each step with your code."
         return "what this case exists to catch (the why above) is where your answer goes wrong."
 
-    def _mistake_answer(self, mistake: Mistake, case: Case) -> Any:
+    def _answers_like(self, mistake: Mistake, case: Case, got: Any) -> bool:
+        """Whether ``got`` (the learner's answer to ``case``) is the one ``mistake`` gives."""
         outcome = run_limited(mistake.answer, copy.deepcopy(case.args), self.budget_s)
         if outcome.raised is not None or outcome.timed_out:
-            return WrongKind("error", "(the mistake raised)")
-        like = case.expected if self.convert else None
-        return to_plain(outcome.value, like) if like is not None else outcome.value
-
-    def _answers_like(self, mistake: Mistake, case: Case, got: Any) -> bool:
-        value = self._mistake_answer(mistake, case)
+            return False
+        value = to_plain(outcome.value, case.expected) if self.convert else outcome.value
         if isinstance(value, WrongKind):
             return False
         try:

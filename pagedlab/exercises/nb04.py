@@ -4,30 +4,20 @@ ladder and the Triton puzzle.
 - ``valid_slots``, ``kv_head``: answers read off
   :func:`pagedlab.attention.kernel_steps.paged_attention_steps` and
   :func:`pagedlab.reference_attention`.
-- The ladder (:func:`make_ladder`), three small kernels before the puzzle: ``masked_copy``
-  (the last program's lanes past ``n`` neither load nor store; ``x`` past ``n`` holds NaN),
-  ``gather_rows`` (``out[i] = x[index[i]]``: a load through an index table, as the paged kernel
-  loads through the block table), ``block_softmax`` (one block's scaled scores and softmax,
-  the slots past ``n`` masked, the max subtracted: a case scores 100 after scaling). On a miss
-  the ``where`` line says what each program touched, drawn as a text grid (:func:`draw_copy`,
-  :func:`draw_gather`: one row per program).
-- The puzzle (:func:`make_puzzle`): the loop body of a paged kernel, one program per
-  (sequence, query head): the table lookup, masked K/V loads, scores and the online-softmax
-  fold; compared with :func:`pagedlab.reference_attention` on fixed batches (each saying why
-  it exists) and seeded ones. Every slot of the caches no sequence owns holds NaN (the empty
-  tail of each last block included: vLLM's CUDA kernel zeroes exactly those V values "since
-  they may contain NaNs"), and the caches and the table sit between NaN (-1) guard blocks, so
-  an unmasked load, a padding entry followed or a block too far reads NaN. On a miss the
-  sequence is rerun cut after 1, 2, ... blocks to name the first block whose fold goes wrong.
-  Layout (all contiguous): ``q``, ``out`` ``[num_seqs, NUM_HEADS, HEAD_DIM]``; ``k``, ``v``
-  ``[num_blocks, BLOCK_SIZE, NUM_KV_HEADS, HEAD_DIM]``; ``table`` int32 ``[num_seqs,
-  max_blocks]`` padded with -1; ``seq_lens`` int32. ``BLOCK_SIZE`` and ``HEAD_DIM`` are powers
-  of two in every case.
+- The ladder (:func:`make_ladder`): ``masked_copy``, ``gather_rows`` (a load through an index
+  table, as the paged kernel loads through the block table) and ``block_softmax``; each task
+  and starter cell says what it computes. On a miss the ``where`` line draws what each
+  program touched (:func:`draw_copy`, :func:`draw_gather`: one row per program).
+- The puzzle (:func:`make_puzzle`): the loop body of a paged kernel, compared with
+  :func:`pagedlab.reference_attention`. Every slot of the caches no sequence owns holds NaN
+  (the empty tail of each last block included: vLLM's CUDA kernel zeroes exactly those V
+  values "since they may contain NaNs"), so an unmasked load, a padding entry followed or a
+  block too far reads NaN. On a miss the sequence is rerun cut after 1, 2, ... blocks to name
+  the first block whose fold goes wrong. ``BLOCK_SIZE`` and ``HEAD_DIM`` are powers of two.
 
-The kernels are :class:`~pagedlab.exercises.core.Kernel` exercises, launched by
-:mod:`pagedlab.exercises.kernel_drivers` in fenced buffers, watched for loads past the valid
-region and for stores into another program's part of ``out``; they need triton
-(``pagedlab.exercises`` registers them where the backend has it).
+The kernels are :class:`~pagedlab.exercises.core.Kernel` exercises, launched in fenced, watched
+buffers by :mod:`pagedlab.exercises.kernel_drivers`; they need triton (``pagedlab.exercises``
+registers them where the backend has it).
 """
 
 from __future__ import annotations
@@ -275,12 +265,7 @@ def _copy_cases() -> list[Case]:
 def _gather_cases() -> list[Case]:
     specs = [
         (6, 4, [4, 1], "rows [4, 1] (the example's blocks): row 0 of out is row 4 of x"),
-        (
-            4,
-            4,
-            [0, 1, 2, 3],
-            "the identity: every row where it was",
-        ),
+        (4, 4, [0, 1, 2, 3], "the identity: every row where it was"),
         (8, 16, [7, 0, 5], "rows of 16 floats: the row stride is D"),
         (5, 2, [3, 3, 1], "the same row twice"),
     ]
@@ -446,58 +431,29 @@ def _masked_equal(expected: Any, got: Any) -> bool:
     )
 
 
+RUNGS = [  # (name, driver, task, params, cases, diagnosis, starter cell)
+    ("masked_copy", "copy", "Ladder, rung 1: a masked load and store. Complete my_masked_copy: "
+     "program p copies x[p * BLOCK + j] to out for the lanes j whose element is below n, and "
+     "touches nothing past n.", ("x", "n", "BLOCK"), _copy_cases, _copy_where, COPY_STUB),
+    ("gather_rows", "gather", "Ladder, rung 2: a gather through an index table. Complete "
+     "my_gather_rows: program i copies row index[i] of x into row i of out.", ("x", "index"),
+     _gather_cases, _gather_where, GATHER_STUB),
+    ("block_softmax", "softmax", "Ladder, rung 3: one block's scores and softmax. Complete "
+     "my_block_softmax: the softmax of the scores of the first n slots (scaled), 0 for the "
+     "others.", ("q", "k", "n", "scale"), _softmax_cases, _softmax_where, SOFTMAX_STUB),
+]  # fmt: skip
+
+
 def make_ladder() -> list[Kernel]:
-    copy, gather, softmax = _solutions()
     on_cpu = backend.device().type == "cpu"  # in a child on a CPU; CUDA does not survive a fork
-    common: dict[str, Any] = {"notebook": NB04, "compare": _masked_equal, "isolate": on_cpu}
     return [
-        Kernel(
-            name="masked_copy",
-            task="Ladder, rung 1: a masked load and store. Complete my_masked_copy: program p "
-            "copies x[p * BLOCK + j] to out for the lanes j whose element is below n, and "
-            "touches nothing past n.",
-            params=("x", "n", "BLOCK"),
-            returns="kernel output",
-            cases=_copy_cases,
-            solution=copy,
-            driver="copy",
-            diagnose=_copy_where,
-            stub_code=COPY_STUB,
-            entry="my_masked_copy",
-            todo="Write the kernel's body",
-            **common,
-        ),
-        Kernel(
-            name="gather_rows",
-            task="Ladder, rung 2: a gather through an index table. Complete my_gather_rows: "
-            "program i copies row index[i] of x into row i of out.",
-            params=("x", "index"),
-            returns="kernel output",
-            cases=_gather_cases,
-            solution=gather,
-            driver="gather",
-            diagnose=_gather_where,
-            stub_code=GATHER_STUB,
-            entry="my_gather_rows",
-            todo="Write the kernel's body",
-            **common,
-        ),
-        Kernel(
-            name="block_softmax",
-            task="Ladder, rung 3: one block's scores and softmax. Complete my_block_softmax: "
-            "the softmax of the scores of the first n slots (scaled), 0 for the others.",
-            params=("q", "k", "n", "scale"),
-            returns="kernel output",
-            cases=_softmax_cases,
-            solution=softmax,
-            driver="softmax",
-            diagnose=_softmax_where,
-            stub_code=SOFTMAX_STUB,
-            entry="my_block_softmax",
-            todo="Write the kernel's body",
-            **common,
-        ),
-    ]
+        Kernel(name=name, notebook=NB04, task=task, params=params, returns="kernel output",
+               cases=build, solution=solution, compare=_masked_equal, isolate=on_cpu,
+               driver=driver, diagnose=where, stub_code=stub, entry=f"my_{name}",
+               todo="Write the kernel's body")
+        for (name, driver, task, params, build, where, stub), solution
+        in zip(RUNGS, _solutions(), strict=True)
+    ]  # fmt: skip
 
 
 # --- the Triton puzzle ---------------------------------------------------------------------
