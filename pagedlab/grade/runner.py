@@ -7,7 +7,9 @@ salt (:func:`pagedlab.exercises.core.held_back`: the generated cases, and the se
 every case, differ from anything a notebook ever printed). The learner's code runs in a child
 interpreter (:mod:`pagedlab.grade.child`) that gets only each case's arguments, one case after
 another in one process (state carries from case to case as it does in real use), and answers
-with plain values; the comparison happens here.
+with plain values; the comparison happens here, with the same verdict, hints and message as
+the notebook's check (:meth:`pagedlab.exercises.core.Exercise._verdict`), less the diagnosis
+(it would run the learner's code here).
 
 Invariants
     * Nothing the submission does reaches this process: its answers are unpickled with a
