@@ -141,7 +141,7 @@ def _step_cases() -> list[Case]:
         return folds[rng.randrange(len(folds))][:-1]
 
     # a spec ends with the real fold's state after the block: the expected answer
-    return cases(fixed, generate, 12, 302, expect=lambda *spec: spec[-1],
+    return cases(fixed, generate, 30, 302, expect=lambda *spec: spec[-1],
                  given=lambda *spec: spec[:-1])  # fmt: skip
 
 
