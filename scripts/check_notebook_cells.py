@@ -15,7 +15,7 @@ Exit status 1 if it reports anything, else 0. Per notebook NN, it checks:
   cell calling ``EXERCISES["name"].check(my_name)`` (or its ``entry``); no check cell names
   an exercise of another notebook; the last code cell is ``progress("NN")``. (00 has no
   exercises of its own: its check cells show how one works, and are not checked.)
-- ``predict("NN")`` is called if and only if ``pagedlab.exercises.predictions`` has a
+- ``predict("NN")`` is called if and only if ``pagedlab.explorers.predictions`` has a
   prediction for NN, and no other notebook's prediction is.
 
 The prose (the Exercises intro, tasks, hints, what follows a check, a Predict cell's comment)
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pagedlab.exercises import EXERCISES, in_notebook, stub
-from pagedlab.exercises.predictions import PREDICTIONS
+from pagedlab.explorers.predictions import PREDICTIONS
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 CHECK_CALL = re.compile(r'EXERCISES\["(\w+)"\]\.check\(')
@@ -140,7 +140,7 @@ def _predict_problems(cells: list[Cell], number: str) -> list[Problem]:
         for other in sorted(calls - {number})
     ]
     if number in PREDICTIONS and number not in calls:
-        cell = f'from pagedlab.exercises.predictions import predict\n\npredict("{number}")'
+        cell = f'from pagedlab.explorers.predictions import predict\n\npredict("{number}")'
         found.append((f'no Predict cell (pagedlab has a prediction for "{number}")', cell))
     if number not in PREDICTIONS and number in calls:
         found.append((f'calls predict("{number}"), but pagedlab has no prediction for it', ""))

@@ -9,10 +9,9 @@ source. ``progress("01")`` counts the exercises of notebook 01 passed in this ke
 Each notebook 01-10 has two or more exercises, in the notebook's order, in a module of its
 own (``nb01`` ... ``nb10``; notebook 09's torch-priced decision in ``nb09_cost``); ``stub(name)``
 is the starter cell a notebook holds. Importing this package imports torch when it is
-installed, never ipywidgets (``pagedlab.exercises.predict`` holds the predict-then-reveal
-widget). Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose
-graders need no torch (``nb01``, ``nb02``, ``nb05``, ``nb06``, ``nb07``, ``nb09``); the others
-need torch to import at all.
+installed, never ipywidgets (the predict-then-reveal widget is in ``pagedlab.explorers``).
+Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose graders need
+no torch (``nb01``, ``nb02``, ``nb05``, ``nb06``, ``nb07``, ``nb09``); the others need torch.
 
 - :mod:`~pagedlab.exercises.core`           ``cases(...)``, the three kinds of exercise
   (``Function``, ``Replay``, ``Kernel``), the verdict and its message
@@ -20,8 +19,6 @@ need torch to import at all.
 - :mod:`~pagedlab.exercises.drivers`        THE replay and its worlds (no case, no answer)
 - :mod:`~pagedlab.exercises.kernel_drivers` kernel launchers in fenced, watched buffers
 - :mod:`~pagedlab.exercises.nb01` ... :mod:`~pagedlab.exercises.nb10` one per notebook
-- :mod:`~pagedlab.exercises.predict`, :mod:`~pagedlab.exercises.predictions` predict, then
-  reveal: the widget and each notebook's question
 """
 
 from __future__ import annotations
@@ -88,24 +85,13 @@ def stub(name: str) -> str:
     exercise = _exercise(name)
     if exercise.stub_code:
         return exercise.stub_code
-    doc = "\n    ".join(_wrap(exercise.task, 88))
+    doc = "\n    ".join(textwrap.wrap(exercise.task, 88, break_on_hyphens=False))
     setup = f"{exercise.setup}\n\n\n" if exercise.setup else ""
     return setup + (
         f"def my_{exercise.name}({', '.join(exercise.params)}):\n"
         f'    """{doc}"""\n'
         f"    ...  # your code here; the answer is {with_article(exercise.returns)}\n"
     )
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    lines, line = [], ""
-    for word in text.split():
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}".strip()
-    return [*lines, line]
 
 
 @dataclass(frozen=True)

@@ -255,10 +255,8 @@ def cases(fixed: Sequence[Spec], generate: Callable[[random.Random], Sequence[An
 
 @dataclass
 class Exercise:
-    """One graded exercise; see the module docstring for what ``check`` promises. The base of
-    the three kinds: :class:`Function` (the learner's function, called on each case),
-    :class:`Replay` (the learner's object, run through an event trace beside pagedlab's own)
-    and :class:`Kernel` (the learner's ``@triton.jit`` kernel, launched in fenced buffers)."""
+    """One graded exercise, the base of the three kinds (the module docstring says what
+    ``check`` promises)."""
 
     name: str
     notebook: str  # the notebook's file stem, e.g. "01_why_paging"
@@ -311,7 +309,7 @@ class Exercise:
         mark = {PASSED: "✓", FAILED: "✗", TODO: "…"}[status]
         return CheckResult(self.name, status, f"{mark} {self.name}: {text}", passed)
 
-    def _convert(self, case: Case, outcome: Outcome) -> Outcome:
+    def answer_of(self, case: Case, outcome: Outcome) -> Outcome:
         """The answer as a plain value of the case's expected kind (when ``convert``)."""
         value = outcome.value
         if self.convert and value is not None and not isinstance(value, WrongKind):
@@ -336,34 +334,24 @@ class Exercise:
             cases = self.cases()
             answers: dict[int, Outcome] = {}
             for number, case in enumerate(cases, start=1):
-                outcome = self._convert(case, worker.call(case.args, self.budget_s))
+                outcome = self.answer_of(case, worker.call(case.args, self.budget_s))
                 answers[id(case)] = outcome
                 if outcome.printed:
                     print(outcome.printed, end="" if outcome.printed.endswith("\n") else "\n")
                 if outcome.raised is not None and outcome.raised.stub:
                     return self._todo(fn_name)
-                returned_none = outcome.raised is None and not outcome.timed_out
-                returned_none = returned_none and outcome.value is None
-                returned_none = returned_none and case.expected is not None
-                if returned_none and body_is_empty(fn):
+                if _returned_none(case, outcome) and body_is_empty(fn):
                     return self._todo(fn_name, returned_none=True)
-                if self._verdict(case, outcome, returned_none) is None:
+                if self._verdict(case, outcome) is None:
                     continue
                 for later in cases[number:]:  # the hint reads the fixed cases' answers too
                     if later.kind == "fixed" and worker.gone is None:
-                        answers[id(later)] = self._convert(
+                        answers[id(later)] = self.answer_of(
                             later, worker.call(later.args, self.budget_s)
                         )
                 worker.close()
-                verdict = self._verdict(case, outcome, returned_none, make, cases, answers)
-                where = case.label or _call_label(fn_name, self.params, case.args)
-                why = case.why or (GENERATED_WHY if case.kind == "generated" else "")
-                text = (
-                    f"case {number} of {len(cases)} ({case.kind}) is wrong\n"
-                    + (f"  why:      {why}\n" if why else "")
-                    + f"  inputs:   {where}\n"
-                    f"  expected: {short(case.expected)}\n{verdict}"
-                )
+                verdict = self._verdict(case, outcome, cases, answers, make) or ""
+                text = self.failure(number, cases, fn_name, verdict)
                 return self._result(FAILED, text, number - 1)
         return self._result(PASSED, f"passed {len(cases)} cases", len(cases))
 
@@ -373,17 +361,35 @@ class Exercise:
         text = f"not done yet: {fn_name} {why}. {todo}, then run this cell again."
         return self._result(TODO, text, 0)
 
+    def failure(self, number: int, cases: Sequence[Case], fn_name: str, verdict: str,
+                hidden: bool = False) -> str:  # fmt: skip
+        """A wrong case in words: which, why it exists, its inputs and expected answer (none of
+        them for a ``hidden`` one: a held-back case), then the ``verdict``'s lines."""
+        case, total = cases[number - 1], len(cases)
+        if hidden:
+            head = "held back: its inputs and answer are not shown"
+            return f"case {number} of {total} ({head}) is wrong\n{verdict}"
+        where = case.label or _call_label(fn_name, self.params, case.args)
+        why = case.why or (GENERATED_WHY if case.kind == "generated" else "")
+        return (
+            f"case {number} of {total} ({case.kind}) is wrong\n"
+            + (f"  why:      {why}\n" if why else "")
+            + f"  inputs:   {where}\n"
+            f"  expected: {short(case.expected)}\n{verdict}"
+        )
+
     def _verdict(
         self,
         case: Case,
         outcome: Outcome,
-        returned_none: bool,
-        make: Callable[[], Callable[..., Any]] | None = None,
         cases: Sequence[Case] = (),
         answers: dict[int, Outcome] | None = None,
+        make: Callable[[], Callable[..., Any]] | None = None,
     ) -> str | None:
-        """None if the answer is right, else the 'got' and 'hint' lines (``make`` given:
-        with the hint and the diagnosis, run in a child of its own)."""
+        """None if the answer (converted: :meth:`answer_of`) is right, else the 'got' lines;
+        with ``answers`` (id of a case -> its outcome) the hint too, and with ``make`` the
+        diagnosis, run in a child of its own. The notebook's check and the instructor's
+        grader (:mod:`pagedlab.grade.runner`) both say a wrong answer with it."""
         if outcome.timed_out:
             return (
                 f"  got:      no answer within {self.budget_s:g} s (stopped)\n"
@@ -392,7 +398,7 @@ class Exercise:
         if outcome.raised is not None:
             return self._raised(outcome.raised)
         got = outcome.value
-        if returned_none:
+        if _returned_none(case, outcome):
             return "  got:      None\n  hint:     did you forget `return`?"
         try:
             right = bool(self.compare(case.expected, got))
@@ -400,12 +406,10 @@ class Exercise:
             right = False
         if right:
             return None
-        if make is None:
+        if answers is None:
             return ""
-        text = (
-            f"  got:      {short(got)}\n  hint:     {self._hint(case, got, cases, answers or {})}"
-        )
-        if self.narrows:
+        text = f"  got:      {short(got)}\n  hint:     {self._hint(case, got, cases, answers)}"
+        if make is not None and self.narrows:
 
             def where() -> str:
                 return self.where(make(), case)
@@ -442,15 +446,12 @@ class Exercise:
             return "work this case out by hand and compare each step with your code."
         return "what this case exists to catch (the why above) is where your answer goes wrong."
 
-    def _mistake_answer(self, mistake: Mistake, case: Case) -> Any:
+    def _answers_like(self, mistake: Mistake, case: Case, got: Any) -> bool:
+        """Whether ``got`` (the learner's answer to ``case``) is the one ``mistake`` gives."""
         outcome = run_limited(mistake.answer, copy.deepcopy(case.args), self.budget_s)
         if outcome.raised is not None or outcome.timed_out:
-            return WrongKind("error", "(the mistake raised)")
-        like = case.expected if self.convert else None
-        return to_plain(outcome.value, like) if like is not None else outcome.value
-
-    def _answers_like(self, mistake: Mistake, case: Case, got: Any) -> bool:
-        value = self._mistake_answer(mistake, case)
+            return False
+        value = to_plain(outcome.value, case.expected) if self.convert else outcome.value
         if isinstance(value, WrongKind):
             return False
         try:
@@ -463,6 +464,12 @@ class Exercise:
         if outcome is None or outcome.raised is not None or outcome.timed_out:
             return False
         return self._answers_like(mistake, case, outcome.value)
+
+
+def _returned_none(case: Case, outcome: Outcome) -> bool:
+    """An answer of None where one is due (a missing ``return``, or a body not written)."""
+    answered = outcome.raised is None and not outcome.timed_out
+    return answered and outcome.value is None and case.expected is not None
 
 
 def _same_nans(a: Any, b: Any) -> bool:

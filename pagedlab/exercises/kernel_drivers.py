@@ -40,16 +40,17 @@ def _device() -> Any:
     return backend.device()
 
 
-def _quiet(launch: Callable[[], None]) -> None:
+def _quiet(launch: Callable[..., None], *args: Any) -> None:
     with warnings.catch_warnings():  # NaN read where it must not be: numpy warns, we report it
         warnings.simplefilter("ignore", RuntimeWarning)
-        launch()
+        launch(*args)
 
 
-def _fenced(shape: tuple[int, ...], fill: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _fenced(shape: tuple[int, ...], fill: float,
+            dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """(buffer, out): ``out`` of ``shape`` filled with ``fill``, the middle of a buffer with
     GUARD more leading entries of ``fill`` on each side: the fence a stray store hits."""
-    buffer = torch.full((shape[0] + 2 * GUARD, *shape[1:]), fill, device=_device())
+    buffer = torch.full((shape[0] + 2 * GUARD, *shape[1:]), fill, dtype=dtype, device=_device())
     return buffer, buffer[GUARD : GUARD + shape[0]]
 
 
@@ -149,9 +150,7 @@ def _foreign_writes(launch: Launch, grid: tuple[int, ...], shape: tuple[int, ...
         for k in range(1, size):
             cut = tuple(k if a == axis else g for a, g in enumerate(grid))
             buffer, out = _fenced(shape, fill)
-            with warnings.catch_warnings():  # NaN read where it must not be: reported below
-                warnings.simplefilter("ignore", RuntimeWarning)
-                launch(cut, out)
+            _quiet(launch, cut, out)
             _fence_intact(buffer, fill)
             rest = out.cpu().narrow(axis, k, size - k)
             kept = torch.isnan(rest) if fill != fill else rest == fill
@@ -220,19 +219,14 @@ def adapt_softmax(kernel: Any) -> Callable[..., Any]:
 
 
 def _guarded(t: torch.Tensor, fill: float) -> torch.Tensor:
-    """``t`` copied into the middle of a buffer with GUARD extra leading-dim entries each side."""
-    shape = (t.shape[0] + 2 * GUARD, *t.shape[1:])
-    buffer = torch.full(shape, fill, dtype=t.dtype, device=t.device)
-    buffer[GUARD : GUARD + t.shape[0]] = t
-    return buffer[GUARD : GUARD + t.shape[0]]
+    """``t`` copied into the middle of a fence of ``fill`` (:func:`_fenced`)."""
+    return _fenced(tuple(t.shape), fill, t.dtype)[1].copy_(t)
 
 
 def launch(kernel: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
            tables: torch.Tensor, seq_lens: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """Run the learner's kernel on one batch; returns ``out`` (NaN where nothing was stored)."""
-    if not hasattr(kernel, "__getitem__"):
-        raise TypeError(f"pass the @triton.jit kernel itself, got {type(kernel).__name__}")
-    device = backend.device()
+    kernel, device = _kernel_of(kernel), _device()
     num_seqs, num_heads = query.shape[:2]
     q = query.to(device).contiguous()
     k, v = (_guarded(t.to(device).contiguous(), float("nan")) for t in (key, value))
@@ -262,13 +256,8 @@ def _launch(kernel: Any, grid: tuple[int, ...], out: torch.Tensor, q: torch.Tens
     )  # fmt: skip
 
 
-def adapt_paged(kernel: Any) -> Any:
-    def run(*args: Any) -> torch.Tensor:
-        return launch(kernel, *args)
-
-    inner = getattr(kernel, "fn", kernel)  # a @triton.jit kernel wraps a Python function
-    run.__name__ = str(getattr(inner, "__name__", None) or type(kernel).__name__)
-    return run
+def adapt_paged(kernel: Any) -> Callable[..., Any]:
+    return _named(kernel, lambda *args: launch(kernel, *args))
 
 
 ADAPTERS.update(copy=adapt_copy, gather=adapt_gather, softmax=adapt_softmax, paged=adapt_paged)

@@ -17,7 +17,7 @@ import torch
 from pagedlab.attention.kernel_steps import paged_attention_steps
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Case, Function, Mistake, cases, seed_of, seeded
+from pagedlab.exercises.core import Case, Function, Mistake, cases, seed_of
 
 NB03 = "03_same_data_any_layout"
 
@@ -107,36 +107,42 @@ def _gather_cases() -> list[Case]:
     return cases(GATHERS, generate, 12, 301, expect=expect, label=label, given=given)
 
 
+STEP_SEQUENCES = [(5, 4, 1, 1), (9, 4, 2, 2), (12, 4, 3, 3), (7, 3, 2, 4)]  # (tokens,
+# block size, head_dim, seed): every block of each is a fixed case
+
+
+def _folds(n: int, size: int, dim: int, seed: int) -> list[tuple[Any, ...]]:
+    """Each block of a seeded sequence (one head): (m, l_sum, acc before it, its scores and
+    values, the state after it, alpha), read off the kernel's loop (paged_attention_steps)."""
+    blocks = list(range(ceil_div(n, size)))[::-1]
+    cache = filled_cache(blocks, n, size, 1, dim, seed)
+    query = torch.randn(1, dim, generator=torch.Generator().manual_seed(seed_of(seed))) * 3
+    before: tuple[Any, ...] = (-math.inf, 0.0, [0.0] * dim)
+    folds = []
+    for step in paged_attention_steps(query, cache.key, cache.value, blocks, n):
+        values = cache.value[step.physical, : len(step.positions), 0].tolist()
+        after = (step.m_new, step.l_sum, list(step.acc))
+        folds.append((*before, list(step.scores), values, after, step.alpha))
+        before = (step.m_new, step.l_sum, list(step.acc))
+    return folds
+
+
 def _step_cases() -> list[Case]:
-    specs = [(5, 4, 1, 1, 1), (9, 4, 1, 2, 2), (12, 4, 1, 3, 3), (7, 3, 1, 2, 4)]
-    rng = seeded(302)
-    specs += [
-        (rng.randint(2, 20), rng.choice([2, 3, 4]), 1, rng.randint(1, 4), 10 + k) for k in range(6)
-    ]
-    cases = []
-    for i, (n, size, heads, dim, seed) in enumerate(specs):
-        blocks = list(range(ceil_div(n, size)))[::-1]
-        cache = filled_cache(blocks, n, size, heads, dim, seed)
-        query = torch.randn(1, dim, generator=torch.Generator().manual_seed(seed_of(seed))) * 3
-        steps = paged_attention_steps(query, cache.key, cache.value, blocks, n)
-        for j, step in enumerate(steps):
-            before = (
-                (-math.inf, 0.0, [0.0] * dim)
-                if j == 0
-                else (steps[j - 1].m_new, steps[j - 1].l_sum, list(steps[j - 1].acc))
-            )
-            values = cache.value[step.physical, : len(step.positions), 0].tolist()
-            args = (*before, list(step.scores), values)
-            expected = (step.m_new, step.l_sum, list(step.acc))
-            why = _STEP_WHY[0] if j == 0 else _STEP_WHY[1] if step.alpha < 1.0 else _STEP_WHY[2]
-            catches = () if j == 0 else ("no_rescale", "inverted") if step.alpha < 1.0 else ()
-            fixed = i < 4
-            cases.append(
-                Case(args, expected, kind="fixed" if fixed else "generated",
-                     why=why if fixed else "", catches=catches if fixed else ())
-            )  # fmt: skip
-    cases.sort(key=lambda c: c.kind != "fixed")  # stable: the fixed cases first, in order
-    return cases
+    fixed = []
+    for sequence in STEP_SEQUENCES:
+        for j, (*args, alpha) in enumerate(_folds(*sequence)):
+            rescaled = j > 0 and alpha < 1.0
+            why = _STEP_WHY[0] if j == 0 else _STEP_WHY[1] if rescaled else _STEP_WHY[2]
+            fixed.append((*args, why, ("no_rescale", "inverted") if rescaled else ()))
+
+    def generate(rng: random.Random) -> tuple[Any, ...]:  # one block of a seeded sequence
+        folds = _folds(rng.randint(2, 20), rng.choice([2, 3, 4]), rng.randint(1, 4),
+                       rng.randrange(10, 1000))  # fmt: skip
+        return folds[rng.randrange(len(folds))][:-1]
+
+    # a spec ends with the real fold's state after the block: the expected answer
+    return cases(fixed, generate, 30, 302, expect=lambda *spec: spec[-1],
+                 given=lambda *spec: spec[:-1])  # fmt: skip
 
 
 _STEP_WHY = (

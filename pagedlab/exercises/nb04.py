@@ -4,30 +4,20 @@ ladder and the Triton puzzle.
 - ``valid_slots``, ``kv_head``: answers read off
   :func:`pagedlab.attention.kernel_steps.paged_attention_steps` and
   :func:`pagedlab.reference_attention`.
-- The ladder (:func:`make_ladder`), three small kernels before the puzzle: ``masked_copy``
-  (the last program's lanes past ``n`` neither load nor store; ``x`` past ``n`` holds NaN),
-  ``gather_rows`` (``out[i] = x[index[i]]``: a load through an index table, as the paged kernel
-  loads through the block table), ``block_softmax`` (one block's scaled scores and softmax,
-  the slots past ``n`` masked, the max subtracted: a case scores 100 after scaling). On a miss
-  the ``where`` line says what each program touched, drawn as a text grid (:func:`draw_copy`,
-  :func:`draw_gather`: one row per program).
-- The puzzle (:func:`make_puzzle`): the loop body of a paged kernel, one program per
-  (sequence, query head): the table lookup, masked K/V loads, scores and the online-softmax
-  fold; compared with :func:`pagedlab.reference_attention` on fixed batches (each saying why
-  it exists) and seeded ones. Every slot of the caches no sequence owns holds NaN (the empty
-  tail of each last block included: vLLM's CUDA kernel zeroes exactly those V values "since
-  they may contain NaNs"), and the caches and the table sit between NaN (-1) guard blocks, so
-  an unmasked load, a padding entry followed or a block too far reads NaN. On a miss the
-  sequence is rerun cut after 1, 2, ... blocks to name the first block whose fold goes wrong.
-  Layout (all contiguous): ``q``, ``out`` ``[num_seqs, NUM_HEADS, HEAD_DIM]``; ``k``, ``v``
-  ``[num_blocks, BLOCK_SIZE, NUM_KV_HEADS, HEAD_DIM]``; ``table`` int32 ``[num_seqs,
-  max_blocks]`` padded with -1; ``seq_lens`` int32. ``BLOCK_SIZE`` and ``HEAD_DIM`` are powers
-  of two in every case.
+- The ladder (:func:`make_ladder`): ``masked_copy``, ``gather_rows`` (a load through an index
+  table, as the paged kernel loads through the block table) and ``block_softmax``; each task
+  and starter cell says what it computes. On a miss the ``where`` line draws what each
+  program touched (:func:`draw_copy`, :func:`draw_gather`: one row per program).
+- The puzzle (:func:`make_puzzle`): the loop body of a paged kernel, compared with
+  :func:`pagedlab.reference_attention`. Every slot of the caches no sequence owns holds NaN
+  (the empty tail of each last block included: vLLM's CUDA kernel zeroes exactly those V
+  values "since they may contain NaNs"), so an unmasked load, a padding entry followed or a
+  block too far reads NaN. On a miss the sequence is rerun cut after 1, 2, ... blocks to name
+  the first block whose fold goes wrong. ``BLOCK_SIZE`` and ``HEAD_DIM`` are powers of two.
 
-The kernels are :class:`~pagedlab.exercises.core.Kernel` exercises, launched by
-:mod:`pagedlab.exercises.kernel_drivers` in fenced buffers, watched for loads past the valid
-region and for stores into another program's part of ``out``; they need triton
-(``pagedlab.exercises`` registers them where the backend has it).
+The kernels are :class:`~pagedlab.exercises.core.Kernel` exercises, launched in fenced, watched
+buffers by :mod:`pagedlab.exercises.kernel_drivers`; they need triton (``pagedlab.exercises``
+registers them where the backend has it).
 """
 
 from __future__ import annotations
@@ -42,7 +32,7 @@ from pagedlab.attention import backend
 from pagedlab.attention.kernel_steps import paged_attention_steps
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Case, Function, Kernel, Mistake, cases, seed_of, seeded
+from pagedlab.exercises.core import Case, Function, Kernel, Mistake, cases, seed_of
 from pagedlab.exercises.kernel_drivers import SENTINEL
 from pagedlab.exercises.nb03 import filled_cache, tensors_equal
 
@@ -85,40 +75,36 @@ def _masked_past(seq_len: int, logical: int, size: int) -> int:
     return len(steps[logical].positions)
 
 
+KV_GROUPS = [  # (num_heads, num_kv_heads, why, catches): one fixed case per query head
+    (8, 2, "8 query heads on 2 kv heads: heads 0-3 read kv head 0, 4-7 kv head 1",
+     ("interleaved", "by_kv_heads")),
+    (4, 4, "as many kv heads as query heads: each reads its own", ()),
+    (4, 1, "one kv head (multi-query attention): every head reads it", ()),
+    (6, 3, "6 query heads on 3 kv heads (a group of 2)", ("interleaved", "by_kv_heads")),
+    (32, 8, "Llama-style: 32 query heads on 8 kv heads", ("interleaved", "by_kv_heads")),
+    (12, 4, "12 on 4: groups of 3 (not a power of two)", ()),
+]  # fmt: skip
+
+
+def _kv_read(head: int, num_heads: int, kv_heads: int) -> int:
+    """The kv head query head ``head`` reads in reference_attention (kv head h holds h)."""
+    value = torch.arange(kv_heads, dtype=torch.float32)[None, None, :, None]
+    out = reference_attention(torch.ones(1, num_heads, 1), torch.zeros(1, 1, kv_heads, 1),
+                              value.contiguous(), block_tables_tensor([[0]]),
+                              torch.tensor([1], dtype=torch.int32))  # fmt: skip
+    return int(out[0, head, 0])
+
+
+def _kv_draw(rng: random.Random) -> tuple[int, int, int]:
+    """A seeded grouping and one query head of it."""
+    kv_heads = rng.choice([1, 2, 3, 4, 8])
+    num_heads = kv_heads * rng.randint(1, 6)
+    return rng.randrange(num_heads), num_heads, kv_heads
+
+
 def _kv_head_cases() -> list[Case]:
-    specs: list[tuple[int, int, str, tuple[str, ...]]] = [
-        (8, 2, "8 query heads on 2 kv heads: heads 0-3 read kv head 0, 4-7 kv head 1",
-         ("interleaved", "by_kv_heads")),
-        (4, 4, "as many kv heads as query heads: each reads its own", ()),
-        (4, 1, "one kv head (multi-query attention): every head reads it", ()),
-        (6, 3, "6 query heads on 3 kv heads (a group of 2)", ("interleaved", "by_kv_heads")),
-        (32, 8, "Llama-style: 32 query heads on 8 kv heads", ("interleaved", "by_kv_heads")),
-        (12, 4, "12 on 4: groups of 3 (not a power of two)", ()),
-    ]  # fmt: skip
-    rng = seeded(402)
-    for _ in range(6):  # seeded groupings; one head of each
-        kv_heads = rng.choice([1, 2, 3, 4, 8])
-        specs.append((kv_heads * rng.randint(1, 6), kv_heads, "", ()))
-    cases = []
-    for num_heads, kv_heads, why, catches in specs:
-        # kv head h holds value h everywhere: the output of query head i names the kv head it read
-        value = torch.arange(kv_heads, dtype=torch.float32)[None, None, :, None].expand(
-            1, 1, kv_heads, 1
-        )
-        out = reference_attention(
-            torch.ones(1, num_heads, 1),
-            torch.zeros(1, 1, kv_heads, 1),
-            value.contiguous(),
-            block_tables_tensor([[0]]),
-            torch.tensor([1], dtype=torch.int32),
-        )
-        heads = range(num_heads) if why else [rng.randrange(num_heads)]
-        for head in heads:
-            cases.append(
-                Case((head, num_heads, kv_heads), int(out[0, head, 0]),
-                     kind="fixed" if why else "generated", why=why, catches=catches)
-            )  # fmt: skip
-    return cases
+    fixed = [(h, n, k, why, catches) for n, k, why, catches in KV_GROUPS for h in range(n)]
+    return cases(fixed, _kv_draw, 6, 402, expect=_kv_read)
 
 
 EXERCISES_04 = [
@@ -254,42 +240,52 @@ def _solutions() -> tuple[Any, Any, Any]:
 
 
 # --- rung 1 ------------------------------------------------------------------------------------
+COPIES = [  # (n, BLOCK, x's first value, why): x = first, first + 1, ...
+    (5, 4, 0.0, "5 elements in programs of 4: the second program's last 3 lanes are past n"),
+    (8, 8, 0.5, "8 elements, one full program: nothing to mask"),
+    (1, 16, 1.0, "1 element in a program of 16: 15 lanes masked"),
+    (37, 16, 1.5, "37 elements in 3 programs of 16"),
+]
+
+
 def _copy_cases() -> list[Case]:
-    specs = [
-        (5, 4, "5 elements in programs of 4: the second program's last 3 lanes are past n"),
-        (8, 8, "8 elements, one full program: nothing to mask"),
-        (1, 16, "1 element in a program of 16: 15 lanes masked"),
-        (37, 16, "37 elements in 3 programs of 16"),
-    ]
-    cases = []
-    for k, (n, block, why) in enumerate(specs):
-        x = torch.arange(n, dtype=torch.float32) + 0.5 * k
-        expected = torch.full((n + block,), SENTINEL)
-        expected[:n] = x
-        label = f"x = {x.tolist()[:8]}{' ...' if n > 8 else ''} (n={n}), BLOCK={block}"
-        cases.append(Case((x, n, block), expected, label, why=why))
-    return cases
+    def given(n: int, block: int, first: float) -> tuple[Any, ...]:
+        return torch.arange(n, dtype=torch.float32) + first, n, block
+
+    def expect(n: int, block: int, first: float) -> torch.Tensor:
+        out = torch.full((n + block,), SENTINEL)  # past n: untouched
+        out[:n] = given(n, block, first)[0]
+        return out
+
+    def label(n: int, block: int, first: float) -> str:
+        x = given(n, block, first)[0].tolist()
+        return f"x = {x[:8]}{' ...' if n > 8 else ''} (n={n}), BLOCK={block}"
+
+    return cases(COPIES, expect=expect, label=label, given=given)
 
 
 # --- rung 2 ------------------------------------------------------------------------------------
+GATHERS = [  # (rows of x, D, index, why): x's row r holds r*D .. r*D + D - 1
+    (6, 4, [4, 1], "rows [4, 1] (the example's blocks): row 0 of out is row 4 of x"),
+    (4, 4, [0, 1, 2, 3], "the identity: every row where it was"),
+    (8, 16, [7, 0, 5], "rows of 16 floats: the row stride is D"),
+    (5, 2, [3, 3, 1], "the same row twice"),
+]
+
+
+def _gather_x(rows: int, d: int) -> torch.Tensor:
+    return torch.arange(rows * d, dtype=torch.float32).reshape(rows, d)
+
+
 def _gather_cases() -> list[Case]:
-    specs = [
-        (6, 4, [4, 1], "rows [4, 1] (the example's blocks): row 0 of out is row 4 of x"),
-        (
-            4,
-            4,
-            [0, 1, 2, 3],
-            "the identity: every row where it was",
+    return cases(
+        GATHERS,
+        expect=lambda rows, d, index: _gather_x(rows, d)[index],
+        label=lambda rows, d, index: (
+            f"x: {rows} rows of D={d} (row r holds r*D .. r*D + D - 1), index={index}"
         ),
-        (8, 16, [7, 0, 5], "rows of 16 floats: the row stride is D"),
-        (5, 2, [3, 3, 1], "the same row twice"),
-    ]
-    cases = []
-    for rows, d, index, why in specs:
-        x = torch.arange(rows * d, dtype=torch.float32).reshape(rows, d)
-        label = f"x: {rows} rows of D={d} (row r holds r*D .. r*D + D - 1), index={index}"
-        cases.append(Case((x, index), x[index], label, why=why))
-    return cases
+        given=lambda rows, d, index: (_gather_x(rows, d), index),
+    )
 
 
 # --- rung 3 ------------------------------------------------------------------------------------
@@ -299,32 +295,34 @@ def _softmax_expected(q: torch.Tensor, k: torch.Tensor, n: int, scale: float) ->
     return weights
 
 
+SOFTMAXES = [  # (BLOCK_SIZE, HEAD_DIM, n, scale (None: 1/sqrt(HEAD_DIM)), one big score, why)
+    (4, 4, 4, None, None, "a full block of 4, small scores"),
+    (4, 4, 3, None, None, "3 of 4 slots hold keys; the fourth holds NaN: mask it (score -inf)"),
+    (8, 16, 5, None, None, "blocks of 8, head_dim 16, 5 keys"),
+    (4, 4, 4, None, 100.0, "one score of 100 after scaling: exp(100) overflows float32 unless "
+     "the max is subtracted first"),
+    (1, 4, 1, None, None, "a block of 1: its weight is 1"),
+    (4, 4, 4, 2.0, None, "scale=2.0, not 1/sqrt(HEAD_DIM): the kernel multiplies by its scale "
+     "argument"),
+]  # fmt: skip
+
+
 def _softmax_cases() -> list[Case]:
-    generator = torch.Generator().manual_seed(seed_of(404))
-    specs = [
-        (4, 4, 4, None, "a full block of 4, small scores"),
-        (4, 4, 3, None, "3 of 4 slots hold keys; the fourth holds NaN: mask it (score -inf)"),
-        (8, 16, 5, None, "blocks of 8, head_dim 16, 5 keys"),
-        (4, 4, 4, 100.0, "one score of 100 after scaling: exp(100) overflows float32 unless "
-         "the max is subtracted first"),
-        (1, 4, 1, None, "a block of 1: its weight is 1"),
-        (4, 4, 4, -2.0, "scale=2.0, not 1/sqrt(HEAD_DIM): the kernel multiplies by its scale "
-         "argument"),
-    ]  # fmt: skip
-    cases = []
-    for block, dim, n, big, why in specs:
-        scale = -big if big is not None and big < 0 else dim**-0.5
-        big = big if big is not None and big > 0 else None
+    generator = torch.Generator().manual_seed(seed_of(404))  # drawn from in the cases' order
+    fixed = []
+    for block, dim, n, scale, big, why in SOFTMAXES:
         q = torch.randn(dim, generator=generator)
         k = torch.randn(block, dim, generator=generator)
-        if big is not None:
+        if big is not None:  # q . k[0] * scale = big
             q = torch.ones(dim)
             k[0] = big / (dim * dim**-0.5)
         k[n:] = float("nan")
-        label = f"q of {dim}, k [{block}, {dim}] (slots {n}.. hold NaN), n={n}, scale={scale:g}"
-        expected = _softmax_expected(q, k, n, scale)
-        cases.append(Case((q, k, n, scale), expected, label, why=why))
-    return cases
+        fixed.append((q, k, n, dim**-0.5 if scale is None else scale, why))
+
+    def label(q: torch.Tensor, k: torch.Tensor, n: int, scale: float) -> str:
+        return f"q of {len(q)}, k {list(k.shape)} (slots {n}.. hold NaN), n={n}, scale={scale:g}"
+
+    return cases(fixed, expect=_softmax_expected, label=label)
 
 
 def _copy_where(fn: Callable[..., Any], case: Case) -> str:
@@ -446,58 +444,29 @@ def _masked_equal(expected: Any, got: Any) -> bool:
     )
 
 
+RUNGS = [  # (name, driver, task, params, cases, diagnosis, starter cell)
+    ("masked_copy", "copy", "Ladder, rung 1: a masked load and store. Complete my_masked_copy: "
+     "program p copies x[p * BLOCK + j] to out for the lanes j whose element is below n, and "
+     "touches nothing past n.", ("x", "n", "BLOCK"), _copy_cases, _copy_where, COPY_STUB),
+    ("gather_rows", "gather", "Ladder, rung 2: a gather through an index table. Complete "
+     "my_gather_rows: program i copies row index[i] of x into row i of out.", ("x", "index"),
+     _gather_cases, _gather_where, GATHER_STUB),
+    ("block_softmax", "softmax", "Ladder, rung 3: one block's scores and softmax. Complete "
+     "my_block_softmax: the softmax of the scores of the first n slots (scaled), 0 for the "
+     "others.", ("q", "k", "n", "scale"), _softmax_cases, _softmax_where, SOFTMAX_STUB),
+]  # fmt: skip
+
+
 def make_ladder() -> list[Kernel]:
-    copy, gather, softmax = _solutions()
     on_cpu = backend.device().type == "cpu"  # in a child on a CPU; CUDA does not survive a fork
-    common: dict[str, Any] = {"notebook": NB04, "compare": _masked_equal, "isolate": on_cpu}
     return [
-        Kernel(
-            name="masked_copy",
-            task="Ladder, rung 1: a masked load and store. Complete my_masked_copy: program p "
-            "copies x[p * BLOCK + j] to out for the lanes j whose element is below n, and "
-            "touches nothing past n.",
-            params=("x", "n", "BLOCK"),
-            returns="kernel output",
-            cases=_copy_cases,
-            solution=copy,
-            driver="copy",
-            diagnose=_copy_where,
-            stub_code=COPY_STUB,
-            entry="my_masked_copy",
-            todo="Write the kernel's body",
-            **common,
-        ),
-        Kernel(
-            name="gather_rows",
-            task="Ladder, rung 2: a gather through an index table. Complete my_gather_rows: "
-            "program i copies row index[i] of x into row i of out.",
-            params=("x", "index"),
-            returns="kernel output",
-            cases=_gather_cases,
-            solution=gather,
-            driver="gather",
-            diagnose=_gather_where,
-            stub_code=GATHER_STUB,
-            entry="my_gather_rows",
-            todo="Write the kernel's body",
-            **common,
-        ),
-        Kernel(
-            name="block_softmax",
-            task="Ladder, rung 3: one block's scores and softmax. Complete my_block_softmax: "
-            "the softmax of the scores of the first n slots (scaled), 0 for the others.",
-            params=("q", "k", "n", "scale"),
-            returns="kernel output",
-            cases=_softmax_cases,
-            solution=softmax,
-            driver="softmax",
-            diagnose=_softmax_where,
-            stub_code=SOFTMAX_STUB,
-            entry="my_block_softmax",
-            todo="Write the kernel's body",
-            **common,
-        ),
-    ]
+        Kernel(name=name, notebook=NB04, task=task, params=params, returns="kernel output",
+               cases=build, solution=solution, compare=_masked_equal, isolate=on_cpu,
+               driver=driver, diagnose=where, stub_code=stub, entry=f"my_{name}",
+               todo="Write the kernel's body")
+        for (name, driver, task, params, build, where, stub), solution
+        in zip(RUNGS, _solutions(), strict=True)
+    ]  # fmt: skip
 
 
 # --- the Triton puzzle ---------------------------------------------------------------------
@@ -619,23 +588,17 @@ def _case_specs() -> list[tuple[str, tuple[Any, ...]]]:
     ]  # fmt: skip
 
 
+GENERATED = [([5, 8, 1], 4, 2, 1, 4, 48), ([3, 9, 16], 8, 2, 2, 2, 49)]  # _batch's, seeded
+
+
 def _cases() -> list[Case]:
-    specs = _case_specs()
-    generated = [
-        _batch([5, 8, 1], 4, 2, 1, 4, seed=48),
-        _batch([3, 9, 16], 8, 2, 2, 2, seed=49),
-    ]
-    cases = []
-    for k, (why, args) in enumerate(specs):
-        expected = reference_attention(*args)
-        cases.append(Case(args, expected, _label(args), "fixed", why, CATCHES.get(k, ())))
-    for args in generated:
-        cases.append(Case(args, reference_attention(*args), _label(args), "generated"))
-    return cases
+    fixed = [(*args, why, CATCHES.get(k, ())) for k, (why, args) in enumerate(_case_specs())]
+    batches = (_batch(*spec) for spec in GENERATED)
+    return cases(fixed, lambda _rng: next(batches), len(GENERATED), expect=reference_attention,
+                 label=_label)  # fmt: skip
 
 
-def _label(args: tuple[Any, ...]) -> str:
-    query, key, _value, tables, seq_lens = args
+def _label(query: Any, key: Any, _value: Any, tables: Any, seq_lens: Any) -> str:
     heads, dim = query.shape[1], query.shape[2]
     return (
         f"{len(seq_lens)} sequence(s) of lengths {seq_lens.tolist()}, blocks {tables.tolist()} "

@@ -366,16 +366,9 @@ ENDED = Raised("SystemExit", "the function ended the process", "", False)
 
 
 class Worker:
-    """Calls of one learner function, in order, in ONE forked child (state carries from call to
-    call, as in real use); in this process (:func:`run_limited`) where there is no fork.
-
-    ``make()`` builds the function in the child (a learner object's ``__getattr__`` runs
-    there, not here). The child is forked before the caller computes any expected value, gets
-    only each call's arguments, runs in a session of its own (killed whole, grandchildren
-    too, at ``budget + GRACE_S``) and answers with :func:`plain` values read here with
-    :class:`PlainUnpickler`. Once the child has died or been killed, every later call returns
-    the same outcome. Printed output comes back bounded (:data:`PRINT_LIMIT`).
-    """
+    """Calls of one learner function in ONE forked child, as the module docstring says;
+    ``make()`` builds the function there (a learner object's ``__getattr__`` runs there, not
+    here). Once the child has died or been killed, every later call returns that outcome."""
 
     def __init__(self, make: Callable[[], Callable[..., Any]], isolate: bool = True) -> None:
         self.make = make
@@ -415,7 +408,7 @@ class Worker:
             reply = receive(self.replies, time.monotonic() + seconds + GRACE_S)
             if not (isinstance(reply, tuple) and len(reply) == 2 and reply[0] == nonce):
                 raise Gone("something else wrote to the grader's pipe")
-            return _outcome(reply[1])
+            return outcome_of(reply[1])
         except BaseException as error:  # the child died, hung, lied, or we were interrupted
             timed_out = isinstance(error, Gone) and str(error) == "timeout"
             why = ENDED if not isinstance(error, Gone) or "ended" in str(error) else Raised(
@@ -448,7 +441,8 @@ class Worker:
         self.close()
 
 
-def _outcome(reply: Any) -> Outcome:
+def outcome_of(reply: Any) -> Outcome:
+    """A child's reply (a dict of plain values) as an :class:`Outcome`."""
     if not isinstance(reply, dict):
         return Outcome(raised=Raised("SystemExit", "an unreadable reply", "", False))
     raised = reply.get("raised")

@@ -7,7 +7,9 @@ salt (:func:`pagedlab.exercises.core.held_back`: the generated cases, and the se
 every case, differ from anything a notebook ever printed). The learner's code runs in a child
 interpreter (:mod:`pagedlab.grade.child`) that gets only each case's arguments, one case after
 another in one process (state carries from case to case as it does in real use), and answers
-with plain values; the comparison happens here.
+with plain values; the comparison happens here, with the same verdict, hints and message as
+the notebook's check (:meth:`pagedlab.exercises.core.Exercise._verdict`), less the diagnosis
+(it would run the learner's code here).
 
 Invariants
     * Nothing the submission does reaches this process: its answers are unpickled with a
@@ -45,14 +47,7 @@ from typing import Any
 from pagedlab.exercises import EXERCISES, Exercise
 from pagedlab.exercises.core import Case, Kernel, held_back, short
 from pagedlab.exercises.drivers import BASES
-from pagedlab.exercises.sandbox import (
-    Gone,
-    WrongKind,
-    receive,
-    send,
-    to_plain,
-    unplain,
-)
+from pagedlab.exercises.sandbox import Gone, Outcome, Raised, outcome_of, receive, send
 
 GRACE_S = 5.0  # past a case's budget before the child is killed (it also starts torch)
 CELL_BUDGET_S = 120.0  # one cell's top-level code (imports of torch and triton included)
@@ -241,15 +236,6 @@ class Verdict:
         return {"name": self.name, "score": self.score, "max_score": 1.0, "output": self.output}
 
 
-@dataclass
-class _Answer:
-    got: Any = None
-    raised: tuple[Any, ...] | None = None
-    timed_out: bool = False
-    died: str = ""
-    printed: str = ""
-
-
 class Grader:
     """Grades exercises one after another with one child (a fresh one after a failure)."""
 
@@ -321,109 +307,34 @@ class Grader:
         return Verdict(exercise.name, exercise.notebook, 0.0, 0, total, f"✗ {why}")
 
     def _run_cases(self, exercise: Exercise, entry: str, cases: list[Case]) -> Verdict:
-        driver = exercise.driver
-        answers: list[_Answer] = []
+        """Every case in order (until one finds no answer), then the first wrong one said by
+        the notebook's own :meth:`~pagedlab.exercises.core.Exercise._verdict`, held-back
+        cases without their inputs and answer."""
+        answers: dict[int, Outcome] = {}
         for case in cases:
-            answer = self._one(entry, driver, case, exercise.budget_s)
-            answers.append(answer)
-            if answer.died or answer.timed_out:
+            outcome = self._one(entry, exercise.driver, case, exercise.budget_s)
+            answers[id(case)] = exercise.answer_of(case, outcome)
+            if outcome.timed_out or self.child is None:  # no answer: no later case runs
                 break
-        for number, (case, answer) in enumerate(zip(cases, answers, strict=False), start=1):
-            wrong = self._wrong(exercise, case, answer, cases, answers)
-            if wrong:
-                text = _failure(exercise, number, len(cases), case, answer, wrong)
+        for number, case in enumerate(cases[: len(answers)], start=1):
+            outcome = answers[id(case)]
+            wrong = exercise._verdict(case, outcome, cases, answers)
+            if wrong is not None:
+                text = "✗ " + exercise.failure(number, cases, entry, wrong, case.kind != "fixed")
+                text += f"\n  printed:  {outcome.printed[:2000]}" if outcome.printed else ""
                 return Verdict(exercise.name, exercise.notebook, 0.0, number - 1, len(cases), text)
         fixed = sum(c.kind == "fixed" for c in cases)
         text = f"✓ passed all {len(cases)} cases ({fixed} fixed, {len(cases) - fixed} held back)"
         return Verdict(exercise.name, exercise.notebook, 1.0, len(cases), len(cases), text)
 
-    def _one(self, entry: str, driver: str, case: Case, budget: float) -> _Answer:
+    def _one(self, entry: str, driver: str, case: Case, budget: float) -> Outcome:
         try:
             reply = self._ask(("case", entry, driver, case.args, budget), budget + GRACE_S)
         except ChildGone as gone:
             if str(gone) == "timeout":
-                return _Answer(timed_out=True)
-            return _Answer(died=str(gone))
-        if not isinstance(reply, dict):
-            return _Answer(died="an unreadable reply")
-        raised = reply.get("raised")
-        return _Answer(
-            got=unplain(reply.get("value")),
-            raised=tuple(raised) if isinstance(raised, (list, tuple)) else None,
-            timed_out=reply.get("timed_out") is True,
-            printed=str(reply.get("printed", ""))[: 64 * 1024],
-        )
-
-    def _wrong(self, exercise: Exercise, case: Case, answer: _Answer,
-               cases: list[Case], answers: list[_Answer]) -> str:  # fmt: skip
-        """ "" if the answer is right, else the got (and hint) lines."""
-        if answer.died:
-            return f"  got:      no answer: {answer.died}"
-        if answer.timed_out:
-            return f"  got:      no answer within {exercise.budget_s:g} s (stopped)"
-        if answer.raised is not None:
-            kind, text, where, stub = (list(answer.raised) + ["", "", "", False])[:4]
-            if stub:
-                return "  got:      it raised NotImplementedError: not done yet"
-            at = f"\n            at {where}" if where else ""
-            return f"  got:      it raised {kind}: {text}{at}"
-        got = self._converted(exercise, case, answer.got)
-        if answer.got is None and case.expected is not None:
-            return "  got:      None (not written yet, or a missing `return`?)"
-        try:
-            right = bool(exercise.compare(case.expected, got))
-        except BaseException:
-            right = False
-        if right:
-            return ""
-        text = f"  got:      {short(got)}"
-        hint = self._hint(exercise, case, got, cases, answers) if case.kind == "fixed" else ""
-        return text + (f"\n  hint:     {hint}" if hint else "")
-
-    @staticmethod
-    def _converted(exercise: Exercise, case: Case, got: Any) -> Any:
-        if exercise.convert and not isinstance(got, WrongKind):
-            return to_plain(got, case.expected)
-        return got
-
-    def _hint(self, exercise: Exercise, case: Case, got: Any,
-              cases: list[Case], answers: list[_Answer]) -> str:  # fmt: skip
-        if isinstance(got, WrongKind):
-            return f"the answer should be a {exercise.returns}, got a {got.type_name}."
-        for mistake in exercise.mistakes:
-            if mistake.key not in case.catches or not exercise._answers_like(mistake, case, got):
-                continue
-            others = [
-                (c, a) for c, a in zip(cases, answers, strict=False)
-                if c.kind == "fixed" and c is not case
-            ]  # fmt: skip
-            if all(
-                a.raised is None
-                and not a.died
-                and not a.timed_out
-                and exercise._answers_like(mistake, c, self._converted(exercise, c, a.got))
-                for c, a in others
-            ):
-                return mistake.hint
-        return ""
-
-
-def _failure(exercise: Exercise, number: int, total: int, case: Case, answer: _Answer,
-             wrong: str) -> str:  # fmt: skip
-    if case.kind == "fixed":
-        where = case.label or ", ".join(
-            f"{p}={short(a, 120)}" for p, a in zip(exercise.params, case.args, strict=False)
-        )
-        head = f"✗ case {number} of {total} (fixed) is wrong\n"
-        head += f"  why:      {case.why}\n" if case.why else ""
-        head += f"  inputs:   {where}\n  expected: {short(case.expected)}\n"
-    else:
-        head = (
-            f"✗ case {number} of {total} (held back: its inputs and answer are not shown) "
-            "is wrong\n"
-        )
-    printed = f"\n  printed:  {answer.printed[:2000]}" if answer.printed else ""
-    return head + wrong + printed
+                return Outcome(timed_out=True)
+            return Outcome(raised=Raised("SystemExit", f"no answer: {gone}", "", False))
+        return outcome_of(reply)
 
 
 def select_exercises(cells: list[Cell], notebooks: Iterable[str] = (),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pagedlab.exercises.predict import Predict
+from pagedlab.explorers.predict import Predict
 
 
 def test_starts_unanswered_and_hides_the_answer() -> None:
@@ -74,7 +74,7 @@ def test_odd_guesses_are_not_taken_as_right() -> None:
 
 
 def test_every_prediction_computes_its_answer_from_the_scene() -> None:
-    from pagedlab.exercises.predictions import PREDICTIONS, predict
+    from pagedlab.explorers.predictions import PREDICTIONS, predict
 
     answers = {key: make().answer for key, make in PREDICTIONS.items()}
     assert answers == {"02": 1, "05": [2, 1, 1], "06": 2, "07": "under 30 %", "09": "E"}

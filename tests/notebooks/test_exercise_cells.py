@@ -186,8 +186,8 @@ def test_exercises_import_neither_ipywidgets_nor_matplotlib() -> None:
 @pytest.mark.parametrize("path", NOTEBOOKS[1:], ids=lambda p: p.stem)  # 00 shows how one works
 def test_no_predict_cell_shows_its_answer(path: Path) -> None:
     """Every cell that makes a Predict widget only asks for it: the answer and explanation are
-    computed in pagedlab.exercises.predictions, and the source holds neither."""
-    from pagedlab.exercises.predictions import PREDICTIONS
+    computed in pagedlab.explorers.predictions, and the source holds neither."""
+    from pagedlab.explorers.predictions import PREDICTIONS
 
     cells = json.loads(path.read_text())["cells"]
     sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]

@@ -2,7 +2,7 @@
 are computed here, from the same scene the next cell of the notebook builds (pagedlab.scenes,
 pagedlab.paper), so no notebook cell's source holds an answer.
 
-``predict("05")`` returns the widget of notebook 05 (see :mod:`pagedlab.exercises.predict`).
+``predict("05")`` returns the widget of notebook 05 (see :mod:`pagedlab.explorers.predict`).
 Every answer is read off real objects: a real allocator's free list, real ref counts after a
 real fork and append, a real prefix cache, the paper's measured figure, a real scheduler run.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pagedlab import paper, scenes
-from pagedlab.exercises.predict import Predict
+from pagedlab.explorers.predict import Predict
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import PrefixCache

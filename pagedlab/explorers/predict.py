@@ -8,7 +8,7 @@ guess. Until then the answer is not on the page (a saved notebook shows the unan
 Answers are ints (the guess must be one integer: "4", not "block 4" nor "4.5"), lists of ints
 (integers separated by commas or spaces, optionally in brackets: "2, 1, 1" or "[2 1 1]") or one
 of ``choices`` (exactly). The answer and its explanation are computed in
-:mod:`pagedlab.exercises.predictions` from the real objects, never in a notebook cell's source;
+:mod:`pagedlab.explorers.predictions` from the real objects, never in a notebook cell's source;
 the widget only reads them.
 
 Invariants: a callback changes only this widget's own ``feedback.value`` (no printing, no
