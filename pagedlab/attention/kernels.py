@@ -39,6 +39,16 @@ Paged decode attention, tuned (``paged_attention_kernel``)
     Any ``block_size >= 1`` and ``head_dim >= 1`` work: tiles are padded to the next power
     of two (Triton's ``tl.arange`` needs one) and the padding is masked on load and store.
 
+The interpreter's launch of the tuned loop (``paged_attention_lanes_kernel``)
+    The same loop, the same arithmetic, for ``LANES`` (sequence, kv head) pairs at once:
+    every tile gains a leading lane axis, each lane reads its own sequence's block-table
+    row and its own kv head's K/V, and lanes that finish early (or lanes past the last,
+    which repeat it and are not stored) only add masked slots. Under the interpreter a
+    program costs a few ms whatever its tiles hold, so :mod:`pagedlab.attention.tuning`
+    gives one program all the lanes of a small batch (``lanes_per_program``); compiled, or
+    split, launches always use ``paged_attention_kernel``. Its output equals the one-lane
+    kernel's bit for bit (``tests/attention/test_kernel_grid.py``).
+
 Reshape-and-cache (``reshape_and_cache_kernel``)
     Each new token reads its flat slot ``s`` from the slot mapping, splits it into
     (physical block ``s // block_size``, offset ``s % block_size``) and stores its
@@ -50,8 +60,9 @@ have no bf16, so under the interpreter :mod:`pagedlab.attention.ops` upcasts bf1
 fp32 (exact) before launching and casts the result back; documented there.
 
 Interpreter note: the interpreter executes every ``tl`` call as numpy work, for every
-program of the grid, so its cost is (programs) x (loop steps) x (tl calls per step). The
-kernels keep the grid at (sequences x kv heads) and the loop body short; see
+program of the grid, so its cost is (programs) x (loop steps) x (tl calls per step), nearly
+independent of the tiles' sizes. The interpreter's launch keeps the grid at one program for
+a small batch (the lanes kernel) and the loop body short; see
 ``benchmarks/bench_kernel_cpu.py`` for the measured cost of the example call.
 """
 
