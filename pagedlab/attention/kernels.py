@@ -446,6 +446,8 @@ def launch_paged_attention(
     exactly the steps :func:`pagedlab.paged_attention_steps` records. ``lanes`` > 1
     (the interpreter's default) runs ``paged_attention_lanes_kernel``: the same loop,
     that many (sequence, kv head) lanes per program; 1 runs ``paged_attention_kernel``.
+    The heuristics never pick lanes > 1 for a compiled launch (checked in the interpreter
+    only: no GPU test covers the lanes kernel).
     """
     num_seqs, num_heads, head_dim = query.shape
     _, block_size, num_kv_heads, _ = key_cache.shape
