@@ -16,7 +16,9 @@ reference also rounds its output to fp16).
 
 Both decode kernels run on the grid: the tuned one (``paged_attention``, or its launcher for
 the loop-width and split axes) and the teaching one (``paged_attention_one_page``, one page
-per step; those axes do not apply to it). The teaching kernel refuses a block size or
+per step; those axes do not apply to it). In the interpreter, splits 1 runs the tuned loop
+as ``paged_attention_lanes_kernel`` (every (sequence, kv head) pair in one program), splits
+2 / 3 as ``paged_attention_kernel``. The teaching kernel refuses a block size or
 head_dim that is not a power of two with a ValueError, checked on the cases that have one.
 """
 
