@@ -39,6 +39,16 @@ Paged decode attention, tuned (``paged_attention_kernel``)
     Any ``block_size >= 1`` and ``head_dim >= 1`` work: tiles are padded to the next power
     of two (Triton's ``tl.arange`` needs one) and the padding is masked on load and store.
 
+The interpreter's launch of the tuned loop (``paged_attention_lanes_kernel``)
+    The same loop, the same arithmetic, for ``LANES`` (sequence, kv head) pairs at once:
+    every tile gains a leading lane axis, each lane reads its own sequence's block-table
+    row and its own kv head's K/V, and lanes that finish early (or lanes past the last,
+    which repeat it and are not stored) only add masked slots. Under the interpreter a
+    program costs a few ms whatever its tiles hold, so :mod:`pagedlab.attention.tuning`
+    gives one program all the lanes of a small batch (``lanes_per_program``); compiled, or
+    split, launches always use ``paged_attention_kernel``. Its output equals the one-lane
+    kernel's bit for bit (``tests/attention/test_kernel_grid.py``).
+
 Reshape-and-cache (``reshape_and_cache_kernel``)
     Each new token reads its flat slot ``s`` from the slot mapping, splits it into
     (physical block ``s // block_size``, offset ``s % block_size``) and stores its
@@ -50,8 +60,9 @@ have no bf16, so under the interpreter :mod:`pagedlab.attention.ops` upcasts bf1
 fp32 (exact) before launching and casts the result back; documented there.
 
 Interpreter note: the interpreter executes every ``tl`` call as numpy work, for every
-program of the grid, so its cost is (programs) x (loop steps) x (tl calls per step). The
-kernels keep the grid at (sequences x kv heads) and the loop body short; see
+program of the grid, so its cost is (programs) x (loop steps) x (tl calls per step), nearly
+independent of the tiles' sizes. The interpreter's launch keeps the grid at one program for
+a small batch (the lanes kernel) and the loop body short; see
 ``benchmarks/bench_kernel_cpu.py`` for the measured cost of the example call.
 """
 
@@ -222,6 +233,113 @@ def paged_attention_kernel(
         tl.store(part_ml_ptr + row * 2 + 1, l_sum, mask=g_mask)
 
 
+# The interpreter's launch of the same loop: several (sequence, kv head) lanes per program.
+# The interpreter pays per program and per tl call, hardly per element, so one program
+# that walks every lane of the batch at once costs about what one lane alone costs.
+
+
+@triton.jit
+def paged_attention_lanes_kernel(
+    out_ptr,  # [num_seqs, num_heads, head_dim]
+    q_ptr,  # [num_seqs, num_heads, head_dim]
+    k_cache_ptr,  # [num_blocks, block_size, num_kv_heads, head_dim]
+    v_cache_ptr,  # same shape as k_cache
+    block_tables_ptr,  # int32 [num_seqs, max_blocks_per_seq]
+    seq_lens_ptr,  # int32 [num_seqs]
+    scale,  # float: softmax scale
+    num_lanes,  # int: num_seqs * num_kv_heads
+    max_pages,  # int: the largest ceil(seq_len / block_size) of the batch
+    stride_qs,
+    stride_qh,
+    stride_qd,
+    stride_kb,
+    stride_kt,
+    stride_kh,
+    stride_kd,
+    stride_vb,
+    stride_vt,
+    stride_vh,
+    stride_vd,
+    stride_bts,
+    stride_os,
+    stride_oh,
+    stride_od,
+    NUM_KV_HEADS: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,  # positions per page (any value >= 1)
+    HEAD_DIM: tl.constexpr,  # any value >= 1
+    GROUP: tl.constexpr,  # query heads per kv head
+    PAGES: tl.constexpr,  # pages folded in per loop step
+    BLOCK_T: tl.constexpr,  # next power of two >= BLOCK_SIZE
+    BLOCK_D: tl.constexpr,  # next power of two >= HEAD_DIM
+    BLOCK_G: tl.constexpr,  # next power of two >= GROUP
+    LANES: tl.constexpr,  # (sequence, kv head) pairs per program, a power of two
+):
+    # This program's lanes; lane i is (sequence i // NUM_KV_HEADS, kv head i % NUM_KV_HEADS),
+    # one program of paged_attention_kernel each. Lanes past the last repeat the last one
+    # (so no row is ever empty) and are not stored.
+    first_lane = tl.program_id(0).to(tl.int64) * LANES + tl.arange(0, LANES).to(tl.int64)
+    live = first_lane < num_lanes  # [LANES]
+    lane = tl.minimum(first_lane, num_lanes - 1)
+    seq = lane // NUM_KV_HEADS
+    kv_head = lane % NUM_KV_HEADS
+    seq_len = tl.load(seq_lens_ptr + seq).to(tl.int64)  # [LANES]
+
+    # Each lane's group of query heads: q is [LANES, BLOCK_G, BLOCK_D], fp32, pre-scaled.
+    offs_g = tl.arange(0, BLOCK_G).to(tl.int64)
+    offs_d = tl.arange(0, BLOCK_D).to(tl.int64)
+    head = kv_head[:, None] * GROUP + offs_g[None, :]  # [LANES, BLOCK_G]
+    gd_mask = ((offs_g < GROUP)[:, None] & (offs_d < HEAD_DIM)[None, :])[None, :, :]
+    q_offs = seq[:, None, None] * stride_qs + head[:, :, None] * stride_qh
+    q = tl.load(q_ptr + q_offs + offs_d[None, None, :] * stride_qd, mask=gd_mask, other=0.0)
+    q = q.to(tl.float32) * scale
+
+    # Tile row j of a step is (page j // BLOCK_T, offset j % BLOCK_T), as in the tuned kernel.
+    offs_j = tl.arange(0, PAGES * BLOCK_T).to(tl.int64)
+    page_in_step = offs_j // BLOCK_T
+    offset = offs_j % BLOCK_T
+    in_page = (offset < BLOCK_SIZE)[None, :]
+    d_mask = (offs_d < HEAD_DIM)[None, None, :]
+    table_row = (block_tables_ptr + seq * stride_bts)[:, None]  # [LANES, 1]
+    k_in_page = (kv_head[:, None] * stride_kh + offset[None, :] * stride_kt)[:, :, None]
+    k_in_page += offs_d[None, None, :] * stride_kd  # [LANES, PAGES * BLOCK_T, BLOCK_D]
+    v_in_page = (kv_head[:, None] * stride_vh + offset[None, :] * stride_vt)[:, :, None]
+    v_in_page += offs_d[None, None, :] * stride_vd
+
+    m = tl.full([LANES, BLOCK_G], float("-inf"), tl.float32)  # running max
+    l_sum = tl.full([LANES, BLOCK_G], 0.0, tl.float32)  # running sum of exp(score - m)
+    acc = tl.full([LANES, BLOCK_G, BLOCK_D], 0.0, tl.float32)  # running sum of exp() * v
+    for first in range(0, max_pages, PAGES):
+        logical = (first + page_in_step)[None, :]  # [1, PAGES * BLOCK_T]
+        valid = in_page & (logical * BLOCK_SIZE + offset[None, :] < seq_len[:, None])
+        # The one indirection, per lane: logical block -> physical block (masked: padding
+        # entries past a sequence's last page are never read).
+        physical = tl.load(table_row + logical, mask=valid, other=0).to(tl.int64)[:, :, None]
+        tile_mask = valid[:, :, None] & d_mask
+
+        k = tl.load(k_cache_ptr + physical * stride_kb + k_in_page, mask=tile_mask, other=0.0)
+        k = k.to(tl.float32)  # [LANES, PAGES * BLOCK_T, BLOCK_D]
+        scores = tl.sum(q[:, :, None, :] * k[:, None, :, :], axis=3)  # [LANES, G, T]
+        scores = tl.where(valid[:, None, :], scores, float("-inf"))
+
+        m_new = tl.maximum(m, tl.max(scores, axis=2))  # finite: step 0 has a valid slot
+        alpha = tl.exp(m - m_new)
+        p = tl.exp(scores - m_new[:, :, None])
+        l_sum = l_sum * alpha + tl.sum(p, axis=2)
+
+        v = tl.load(v_cache_ptr + physical * stride_vb + v_in_page, mask=tile_mask, other=0.0)
+        v = v.to(tl.float32)
+        acc = acc * alpha[:, :, None] + tl.sum(p[:, :, :, None] * v[:, None, :, :], axis=2)
+        m = m_new
+
+    out = acc / l_sum[:, :, None]
+    o_offs = seq[:, None, None] * stride_os + head[:, :, None] * stride_oh
+    tl.store(
+        out_ptr + o_offs + offs_d[None, None, :] * stride_od,
+        out.to(out_ptr.dtype.element_ty),
+        mask=live[:, None, None] & gd_mask,
+    )
+
+
 @triton.jit
 def reshape_and_cache_kernel(
     key_ptr,  # [num_tokens, num_kv_heads, head_dim], the new tokens' keys
@@ -317,6 +435,7 @@ def launch_paged_attention(
     pages_per_step: int | None = None,
     num_warps: int | None = None,
     splits: int | None = None,
+    lanes: int | None = None,
 ) -> torch.Tensor:
     """Launch the decode kernel on already validated inputs; returns a new output tensor.
 
@@ -324,7 +443,11 @@ def launch_paged_attention(
     ``pages_per_step`` (a power of two: pages one loop step folds in), ``num_warps`` and
     ``splits`` (> 1: flash-decoding slices, one program each, merged afterwards) default to
     the heuristics of :mod:`pagedlab.attention.tuning`. Pass ``pages_per_step=1`` to run
-    exactly the steps :func:`pagedlab.paged_attention_steps` records.
+    exactly the steps :func:`pagedlab.paged_attention_steps` records. ``lanes`` > 1
+    (the interpreter's default) runs ``paged_attention_lanes_kernel``: the same loop,
+    that many (sequence, kv head) lanes per program; 1 runs ``paged_attention_kernel``.
+    The heuristics never pick lanes > 1 for a compiled launch (checked in the interpreter
+    only: no GPU test covers the lanes kernel).
     """
     num_seqs, num_heads, head_dim = query.shape
     _, block_size, num_kv_heads, _ = key_cache.shape
@@ -342,9 +465,39 @@ def launch_paged_attention(
         pages=pages_per_step,
         warps=num_warps,
         splits=splits,
+        lanes=lanes,
     )
     out = torch.empty_like(query)
     if num_seqs == 0:
+        return out
+    if plan.lanes > 1:
+        num_lanes = num_seqs * num_kv_heads
+        paged_attention_lanes_kernel[(triton.cdiv(num_lanes, plan.lanes),)](
+            out,
+            query,
+            key_cache,
+            value_cache,
+            block_tables,
+            seq_lens,
+            float(scale),
+            num_lanes,
+            max_pages,
+            *query.stride(),
+            *key_cache.stride(),
+            *value_cache.stride(),
+            block_tables.stride(0),
+            *out.stride(),
+            NUM_KV_HEADS=num_kv_heads,
+            BLOCK_SIZE=block_size,
+            HEAD_DIM=head_dim,
+            GROUP=num_heads // num_kv_heads,
+            PAGES=plan.pages_per_step,
+            BLOCK_T=plan.block_t,
+            BLOCK_D=plan.block_d,
+            BLOCK_G=plan.block_g,
+            LANES=plan.lanes,
+            num_warps=plan.num_warps,
+        )
         return out
     if plan.splits == 1:
         part_acc = part_ml = torch.empty(1, device=query.device)  # not read

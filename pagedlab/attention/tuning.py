@@ -21,6 +21,7 @@ MAX_STEP_POSITIONS = 64  # positions one loop step folds in, at most
 COMPILED_STEP_ELEMENTS = 16384  # fp32 [BLOCK_G, positions, BLOCK_D] product per step, compiled
 PROGRAMS_PER_SM = 4  # flash-decoding: aim for this many programs per multiprocessor
 MIN_STEPS_PER_SPLIT = 4  # ... while each slice keeps at least this many loop steps
+INTERPRETER_LANE_ELEMENTS = 1 << 18  # interpreter: [lanes, BLOCK_G, positions, BLOCK_D] cap
 
 
 def next_power_of_two(n: int) -> int:
@@ -39,6 +40,7 @@ class AttentionPlan:
     num_warps: int
     splits: int  # slices of each sequence's pages, one program each (1: no flash-decoding)
     pages_per_split: int  # pages each slice covers, whole steps only when splits > 1
+    lanes: int = 1  # (sequence, kv head) pairs per program (> 1: the interpreter's lanes kernel)
 
 
 def tile_sizes(block_size: int, head_dim: int, group: int) -> tuple[int, int, int]:
@@ -93,6 +95,22 @@ def num_splits(
     return max(1, min(wanted, max_pages // (MIN_STEPS_PER_SPLIT * pages)))
 
 
+def lanes_per_program(interpreter: bool, num_lanes: int, splits: int, step_elements: int) -> int:
+    """(sequence, kv head) pairs one program walks, a power of two.
+
+    - compiled, or split across programs: 1 (``paged_attention_kernel``, one lane each).
+    - interpreter: every lane of the batch, as long as a step's ``[lanes, BLOCK_G,
+      positions, BLOCK_D]`` product (``step_elements`` per lane) stays within 256K
+      elements. The interpreter costs a few ms per program whatever its tiles hold, so
+      one program for the whole batch (``paged_attention_lanes_kernel``) costs about what
+      one lane alone does.
+    """
+    if not interpreter or splits > 1 or num_lanes <= 1:
+        return 1
+    fits = max(1, INTERPRETER_LANE_ELEMENTS // step_elements)
+    return min(next_power_of_two(num_lanes), 1 << (fits.bit_length() - 1))
+
+
 def pages_per_split(max_pages: int, splits: int, pages: int) -> int:
     """Pages each slice covers: all of them for one slice, else whole steps of ``pages``."""
     if splits == 1:
@@ -113,8 +131,10 @@ def plan_attention(
     pages: int | None = None,
     warps: int | None = None,
     splits: int | None = None,
+    lanes: int | None = None,
 ) -> AttentionPlan:
-    """The launch plan; ``pages``, ``warps`` and ``splits`` override the heuristics."""
+    """The launch plan; ``pages``, ``warps``, ``splits`` and ``lanes`` override the
+    heuristics (``lanes`` > 1 needs ``splits == 1``)."""
     block_t, block_d, block_g = tile_sizes(block_size, head_dim, group)
     if pages is None:
         pages = pages_per_step(interpreter, max_pages, block_t, block_d, block_g)
@@ -122,8 +142,20 @@ def plan_attention(
         warps = num_warps(block_t, block_d, block_g, pages)
     if splits is None:
         splits = num_splits(interpreter, sms, num_seqs, num_kv_heads, max_pages, pages)
+    if lanes is None:
+        step = block_g * block_t * pages * block_d
+        lanes = lanes_per_program(interpreter, num_seqs * num_kv_heads, splits, step)
+    if lanes > 1 and splits > 1:
+        raise ValueError(f"lanes={lanes} > 1 needs splits == 1, got splits={splits}")
     return AttentionPlan(
-        block_t, block_d, block_g, pages, warps, splits, pages_per_split(max_pages, splits, pages)
+        block_t,
+        block_d,
+        block_g,
+        pages,
+        warps,
+        splits,
+        pages_per_split(max_pages, splits, pages),
+        lanes,
     )
 
 

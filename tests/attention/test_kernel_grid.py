@@ -16,7 +16,9 @@ reference also rounds its output to fp16).
 
 Both decode kernels run on the grid: the tuned one (``paged_attention``, or its launcher for
 the loop-width and split axes) and the teaching one (``paged_attention_one_page``, one page
-per step; those axes do not apply to it). The teaching kernel refuses a block size or
+per step; those axes do not apply to it). In the interpreter, splits 1 runs the tuned loop
+as ``paged_attention_lanes_kernel`` (every (sequence, kv head) pair in one program), splits
+2 / 3 as ``paged_attention_kernel``. The teaching kernel refuses a block size or
 head_dim that is not a power of two with a ValueError, checked on the cases that have one.
 """
 
@@ -39,6 +41,7 @@ from pagedlab.attention.ops import (
     paged_attention_one_page,
     reference_attention,
 )
+from tests.attention.test_kernel_steps import paged_batch
 
 AXES: dict[str, list] = {
     "num_seqs": [1, 2, 3, 4, 5],
@@ -171,6 +174,21 @@ def test_loop_width_and_splits_do_not_change_the_answer(pages_per_step, splits):
         q, kc, vc, bt, sl, 0.5, 6, pages_per_step=pages_per_step, splits=splits
     )
     torch.testing.assert_close(out, reference_attention(q, kc, vc, bt, sl, scale=0.5))
+
+
+@pytest.mark.parametrize("lanes", [2, 4, 8, 16])
+@pytest.mark.parametrize(("block_size", "heads", "dim"), [(1, (4, 2), 8), (3, (6, 2), 12)])
+def test_lanes_kernel_equals_one_lane_per_program(lanes, block_size, heads, dim):
+    """Several (sequence, kv head) lanes per program, sequences of different lengths (lanes
+    that finish early, padding lanes past the last): the one-lane kernel's output, exactly."""
+    lengths = [1, 9, 4, 17, 2]
+    q, kc, vc, tables, sl = paged_batch(lengths, block_size, *heads, head_dim=dim, seed=lanes)
+    bt = block_tables_tensor(tables)
+    max_pages = max(-(-n // block_size) for n in lengths)
+    one = kernels.launch_paged_attention(q, kc, vc, bt, sl, dim**-0.5, max_pages, lanes=1)
+    out = kernels.launch_paged_attention(q, kc, vc, bt, sl, dim**-0.5, max_pages, lanes=lanes)
+    torch.testing.assert_close(out, one, rtol=0, atol=0)
+    torch.testing.assert_close(out, reference_attention(q, kc, vc, bt, sl))
 
 
 @pytest.mark.parametrize(

@@ -59,3 +59,28 @@ def test_kernel_fits_refuses_tiles_beyond_triton():
     with pytest.raises(ValueError, match="reference_attention"):
         tuning.check_kernel_fits(1, 2**21, 1)
     assert tuning.reshape_and_cache_fits(8, 128) and not tuning.reshape_and_cache_fits(2, 2**20)
+
+
+def test_interpreter_walks_every_lane_in_one_program():
+    """5 sequences x 2 kv heads = 10 lanes: one program of 16 lanes in the interpreter,
+    one lane per program compiled or when the pages are split."""
+    shape = dict(sms=132, num_seqs=5, num_kv_heads=2, block_size=16, head_dim=64, group=4)
+    assert tuning.plan_attention(interpreter=True, max_pages=3, **shape).lanes == 16
+    assert tuning.plan_attention(interpreter=False, max_pages=3, **shape).lanes == 1
+    assert tuning.plan_attention(interpreter=True, max_pages=3, splits=2, **shape).lanes == 1
+
+
+def test_lanes_keep_the_step_within_the_cap():
+    for num_lanes in (2, 3, 64, 1000):
+        for step in (1, 4096, 65536, 1 << 18, 1 << 20):
+            lanes = tuning.lanes_per_program(True, num_lanes, 1, step)
+            assert lanes & (lanes - 1) == 0 and lanes <= tuning.next_power_of_two(num_lanes)
+            assert lanes == 1 or lanes * step <= tuning.INTERPRETER_LANE_ELEMENTS
+
+
+def test_lanes_with_splits_are_refused():
+    with pytest.raises(ValueError, match="splits"):
+        tuning.plan_attention(
+            interpreter=True, sms=0, num_seqs=3, num_kv_heads=2, block_size=4, head_dim=8,
+            group=2, max_pages=5, splits=2, lanes=4,
+        )  # fmt: skip
