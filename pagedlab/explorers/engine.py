@@ -13,6 +13,8 @@ Controls (``set(**controls)`` takes the same names): ``mode`` (recompute / swap)
 The readout says which step it is, what the scheduler did and each request's text, and
 whether every request's tokens equal :func:`pagedlab.model.generate_contiguous`'s (checked
 once the run is computed; pass ``expected`` to compare with tokens the oracle already gave).
+:meth:`EngineExplorer.served` hands out a mode's engine and finished run, so a notebook
+cell can inspect the same run (its steps, its tokens) instead of serving it again.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class EngineExplorer(Explorer):
         self._attention = decode_attention
         self._expected = None if expected is None else [list(e) for e in expected]
         self._runs: dict[str, list[EngineFrame]] = {}
+        self._served: dict[str, tuple[Engine, EngineRun]] = {}
         super().__init__(**initial)
 
     def frames(self, mode: str) -> list[EngineFrame]:
@@ -97,6 +100,13 @@ class EngineExplorer(Explorer):
         if mode not in self._runs:
             self._runs[mode] = self._compute(mode)
         return self._runs[mode]
+
+    def served(self, mode: str) -> tuple[Engine, EngineRun]:
+        """``mode``'s engine and its finished run (the one the frames show; computed on first
+        use, then kept): ``run.steps`` holds every step's record, ``engine.tokens(run, name)``
+        each request's tokens. Treat them as read-only: the frames were drawn from them."""
+        self.frames(mode)
+        return self._served[mode]
 
     def _compute(self, mode: str) -> list[EngineFrame]:
         prompts = self._prompts
@@ -114,6 +124,7 @@ class EngineExplorer(Explorer):
             texts.append(self._texts_of(engine, run))
         oracle = self._expected or [generate_contiguous(self._model, p, self._new) for p in prompts]
         identical = [engine.tokens(run, name) for name in run.names] == oracle
+        self._served[mode] = (engine, run)
         total = len(pictures) - 1
         frames = []
         for step, ((drawing, events), text) in enumerate(zip(pictures, texts, strict=True)):
