@@ -194,28 +194,6 @@ def scheduler_scene(
     return scheduler, store
 
 
-def scheduler_counts_scene(
-    mode: str = "swap",
-    block_size: int = 4,
-    token_budget: int | None = None,
-    chunked_prefill: bool = False,
-) -> Scheduler:
-    """:func:`scheduler_scene`'s scheduler with no K/V behind it: the same requests, pools
-    (a host allocator as large as the device pool) and decisions, so every count it keeps
-    (preemptions, blocks swapped, tokens recomputed) is the same; nothing is copied, so a
-    sweep over many settings costs milliseconds instead of interpreted kernel launches."""
-    scheduler = Scheduler(
-        BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size),
-        mode=mode,
-        token_budget=token_budget,
-        chunked_prefill=chunked_prefill,
-        host=BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size),
-    )
-    for request in SCHEDULER_REQUESTS:
-        scheduler.add(request)
-    return scheduler
-
-
 __all__ = [
     "FIG8_ORDER",
     "FIG8_WORDS",
@@ -242,7 +220,6 @@ __all__ = [
     "make_allocator",
     "partial_block_free_list",
     "prefix_tokens",
-    "scheduler_counts_scene",
     "scheduler_scene",
     "example_free_list",
     "example_history",

@@ -206,10 +206,9 @@ def _check_step(
         raise ArgumentTypeError(f"caches must be a list of PagedKVCache, got {caches!r}")
     if not caches:
         raise ValueError("caches must hold one PagedKVCache per layer, got []")
-    for i, cache in enumerate(caches):
-        check_instance(cache, PagedKVCache, f"caches[{i}]")
     first = caches[0]
     for i, cache in enumerate(caches):
+        check_instance(cache, PagedKVCache, f"caches[{i}]")  # caches[0] first, before its use
         if (cache.num_blocks, cache.block_size, cache.device) != (
             first.num_blocks,
             first.block_size,
