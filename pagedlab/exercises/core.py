@@ -258,13 +258,13 @@ class Exercise:
     """One graded exercise, the base of the three kinds (the module docstring says what
     ``check`` promises)."""
 
-    name: str
+    solution: Callable[..., Any]
     notebook: str  # the notebook's file stem, e.g. "01_why_paging"
     task: str
-    params: tuple[str, ...]
-    returns: str  # the answer's type, in words: "int", "list[int]", "tuple[int, int]"
     cases: Callable[[], list[Case]]
-    solution: Callable[..., Any]
+    name: str = ""  # "": the solution's own name
+    params: tuple[str, ...] = ()  # a case's arguments, named; (): the solution's parameters
+    returns: str = ""  # the answer's type in words ("int", "list[int]"); "": the solution's
     mistakes: Sequence[Mistake] = ()
     budget_s: float = 3.0  # per case
     compare: Callable[[Any, Any], bool] = equal
@@ -277,6 +277,15 @@ class Exercise:
     entry = ""  # the name the starter cell defines, when not my_<name> (a class, a kernel)
     driver = ""  # the driver (drivers.ADAPTERS) that runs the learner's object on a case
     isolate = True  # run the calls in a child process where os.fork exists
+
+    def __post_init__(self) -> None:
+        """Fill ``name``, ``params`` and ``returns`` left empty from the solution's signature
+        (a ``@triton.jit`` kernel's function's): a Function says each of them once."""
+        inner = getattr(self.solution, "fn", self.solution)
+        signature = inspect.signature(inner)
+        self.name = self.name or inner.__name__
+        self.params = self.params or tuple(signature.parameters)
+        self.returns = self.returns or str(signature.return_annotation)
 
     @property
     def adapt(self) -> Callable[[Any], Callable[..., Any]] | None:
@@ -525,6 +534,7 @@ class Replay(Exercise):
     trace run through it and through pagedlab's real one (:func:`drivers.replay`), compared
     after every step; a miss names the first step that differs and the parts that do."""
 
+    returns: str = "replay log"
     compare: Callable[[Any, Any], bool] = same_log
     driver: str = ""
     parts: tuple[str, ...] = ()  # the names of what a log entry holds
@@ -554,6 +564,7 @@ class Kernel(Exercise):
     """The learner writes a ``@triton.jit`` kernel; each case launches it on fenced buffers
     (:mod:`~pagedlab.exercises.kernel_drivers`) and compares its output with torch's."""
 
+    returns: str = "kernel output"
     budget_s: float = 30.0
     driver: str = ""
     stub_code: str = field(default="", repr=False)

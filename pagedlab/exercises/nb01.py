@@ -49,7 +49,9 @@ def reservation_waste(prompt: int, response: int, reserved_slots: int) -> int:
     return reserved_slots - prompt - response
 
 
-def place_newcomer(refcounts: list[int], free_list: list[int], need: int) -> tuple[Any, list[int]]:
+def place_newcomer(
+    refcounts: list[int], free_list: list[int], need: int
+) -> tuple[int | None, list[int]]:
     """(first block of the first run of ``need`` free blocks in address order, or None;
     the blocks paging gives the newcomer: the first ``need`` of the free list)."""
     start, run = None, 0
@@ -194,30 +196,20 @@ def _place_cases() -> list[Any]:
 FORGOT_LAST = "the partly filled last block counts too: a block is taken by its first token."
 
 EXERCISES_01 = [
-    Function(
-        name="blocks_needed",
-        notebook=NB01,
+    Function(blocks_needed, NB01,
         task="How many blocks does a sequence of num_tokens tokens need, block_size per block?",
-        params=("num_tokens", "block_size"),
-        returns="int",
         cases=lambda: cases(BLOCKS, _count, 24, 101,
                             expect=lambda n, b: len(fresh_table(n, b).blocks)),
-        solution=blocks_needed,
         mistakes=[
             Mistake(FORGOT_LAST, lambda n, b: n // b, "forgot_last"),
             Mistake("tokens that fill their blocks exactly take no extra block.",
                     lambda n, b: n // b + 1, "one_too_many"),
         ],
     ),
-    Function(
-        name="empty_slots",
-        notebook=NB01,
+    Function(empty_slots, NB01,
         task="How many slots of its blocks does a sequence of num_tokens tokens leave empty?",
-        params=("num_tokens", "block_size"),
-        returns="int",
         cases=lambda: cases(EMPTY, _count, 24, 101, expect=lambda n, b: (
             fresh_table(n, b).num_slots - n)),
-        solution=empty_slots,
         mistakes=[
             Mistake("a full last block has 0 empty slots, not block_size.",
                     lambda n, b: b - n % b, "full_is_b"),
@@ -226,31 +218,21 @@ EXERCISES_01 = [
             Mistake(FORGOT_LAST, lambda n, b: (n // b) * b - n, "forgot_last"),
         ],
     ),
-    Function(
-        name="reservation_waste",
-        notebook=NB01,
+    Function(reservation_waste, NB01,
         task="A request reserved reserved_slots contiguous slots and ends with prompt + response "
         "tokens. How many reserved slots are never used?",
-        params=("prompt", "response", "reserved_slots"),
-        returns="int",
         cases=lambda: cases(RESERVATIONS, _reservation, 20, 102, expect=_waste),
-        solution=reservation_waste,
         mistakes=[
             Mistake("the prompt's tokens use slots too.", lambda p, r, s: s - r, "no_prompt"),
             Mistake("the response's tokens use slots too.", lambda p, r, s: s - p, "no_response"),
         ],
     ),
-    Function(
-        name="place_newcomer",
-        notebook=NB01,
+    Function(place_newcomer, NB01,
         task="Build both placements. refcounts[b] is 0 for a free block; free_list is the "
         "allocator's free list, front first. Return (the first block of the first run of "
         "`need` free blocks in address order, or None if there is none: where a contiguous "
         "first-fit allocator puts the newcomer; the blocks paging gives it).",
-        params=("refcounts", "free_list", "need"),
-        returns="tuple[int | None, list[int]]",
         cases=_place_cases,
-        solution=place_newcomer,
         mistakes=[
             Mistake("paging does not need the blocks in a row: the newcomer takes the free "
                     "list's front, wherever those blocks are.",

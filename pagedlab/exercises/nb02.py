@@ -218,16 +218,11 @@ def _table_label(num_blocks: int, size: int, order: list[int], events: list[Even
 
 
 EXERCISES_02 = [
-    Function(
-        name="slot",
-        notebook=NB02,
+    Function(slot, NB02,
         task="Where does position pos (0-based) live? Return (physical block, offset) "
         "through the sequence's block list blocks.",
-        params=("pos", "blocks", "block_size"),
-        returns="tuple[int, int]",
         cases=lambda: cases(SLOTS, _slot_args, 24, 201, expect=lambda p, bl, b: table_with(
             bl, len(bl) * b, b).slot(p)),
-        solution=slot,
         mistakes=[
             Mistake("offset counted from 1: offsets run 0 .. block_size - 1.",
                     lambda p, bl, b: (bl[p // b], p % b + 1), "from_one"),
@@ -239,16 +234,11 @@ EXERCISES_02 = [
                     lambda p, bl, b: (bl[(p - 1) // b], (p - 1) % b), "zero_based"),
         ],
     ),
-    Function(
-        name="slot_mapping",
-        notebook=NB02,
+    Function(slot_mapping, NB02,
         task="The flat slot (physical block x block_size + offset) of every position 0 .. "
         "num_tokens - 1, as a list.",
-        params=("blocks", "num_tokens", "block_size"),
-        returns="list[int]",
         cases=lambda: cases(MAPPINGS, _mapping_args, 20, 202, expect=lambda bl, n, b: (
             table_with(bl, n, b).slot_mapping())),
-        solution=slot_mapping,
         mistakes=[
             Mistake("one entry per token, not per slot: the empty slots of the last block get "
                     "none.", lambda bl, n, b: [x * b + o for x in bl for o in range(b)],
@@ -261,17 +251,12 @@ EXERCISES_02 = [
                     "slot.", lambda bl, n, b: [bl[p // b] + p % b for p in range(n)], "added"),
         ],
     ),
-    Function(
-        name="new_blocks",
-        notebook=NB02,
+    Function(new_blocks, NB02,
         task="A table holds num_tokens tokens. How many new blocks does appending n tokens "
         "allocate?",
-        params=("num_tokens", "n", "block_size"),
-        returns="int",
         cases=lambda: cases(APPENDS, lambda rng: (
             rng.randint(0, 100), rng.randint(1, 40), rng.choice([1, 2, 3, 4, 5, 8, 16])),
             24, 203, expect=_appended),
-        solution=new_blocks,
         mistakes=[
             Mistake("the last block may still have room: fill it before allocating.",
                     lambda t, n, b: ceil_div(n, b), "no_room"),
@@ -289,7 +274,6 @@ EXERCISES_02 = [
         "tables and on pagedlab's BlockTable, over real allocators, and compares after every "
         "event: blocks, num_tokens, the free list (its order too) and the ref counts.",
         params=("num_blocks", "block_size", "free_order", "events"),
-        returns="replay log",
         cases=lambda: cases(EVENTS, _trace, 12, 1002, expect=lambda *args: table_log(
             BlockTable, *args), label=_table_label),
         solution=MyBlockTable,

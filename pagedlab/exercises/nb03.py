@@ -177,57 +177,31 @@ def _inverted(m: float, l_sum: float, acc: list[float], scores: list[float], val
 
 
 EXERCISES_03 = [
-    Function(
-        name="gather_kv",
-        notebook=NB03,
+    Function(gather_kv, NB03,
         task="Read one sequence's keys out of key_cache [num_blocks, block_size, num_kv_heads, "
         "head_dim] through its block list: a tensor [num_tokens, num_kv_heads, head_dim] in "
         "logical order. Entries of blocks past its last needed block are padding.",
-        params=("key_cache", "blocks", "num_tokens"),
-        returns="torch.Tensor",
         cases=_gather_cases,
-        solution=gather_kv,
         compare=tensors_equal,
         mistakes=[
-            Mistake(
-                "blocks read in sorted order: logical order is the table's order.",
-                lambda k, bl, n: gather_kv(k, sorted(b for b in bl if b >= 0), n),
-                "sorted",
-            ),
-            Mistake(
-                "physical blocks 0, 1, ... are not this sequence's: go through blocks.",
-                lambda k, bl, n: k[: ceil_div(n, k.shape[1])].flatten(0, 1)[:n],
-                "identity",
-            ),
-            Mistake(
-                "forgot to drop the empty slots of the last block.",
-                lambda k, bl, n: k[bl[: ceil_div(n, k.shape[1])]].flatten(0, 1),
-                "tail",
-            ),
+            Mistake("blocks read in sorted order: logical order is the table's order.",
+                    lambda k, bl, n: gather_kv(k, sorted(b for b in bl if b >= 0), n), "sorted"),
+            Mistake("physical blocks 0, 1, ... are not this sequence's: go through blocks.",
+                    lambda k, bl, n: k[: ceil_div(n, k.shape[1])].flatten(0, 1)[:n], "identity"),
+            Mistake("forgot to drop the empty slots of the last block.",
+                    lambda k, bl, n: k[bl[: ceil_div(n, k.shape[1])]].flatten(0, 1), "tail"),
         ],
     ),
-    Function(
-        name="online_step",
-        notebook=NB03,
+    Function(online_step, NB03,
         task="One online-softmax step: fold a block's scores and values into the running max m, "
         "sum l_sum and accumulator acc; return (m_new, l_new, acc_new).",
-        params=("m", "l_sum", "acc", "scores", "values"),
-        returns="tuple[float, float, list[float]]",
         cases=_step_cases,
-        solution=online_step,
         setup="import math",
         mistakes=[
-            Mistake(
-                "the old sum and acc were summed against the old max: when a block raises the max, "
-                "they must shrink to match the new one.",
-                _no_rescale,
-                "no_rescale",
-            ),
-            Mistake(
-                "the old terms must shrink when the max grows: alpha is at most 1.",
-                _inverted,
-                "inverted",
-            ),
+            Mistake("the old sum and acc were summed against the old max: when a block raises "
+                    "the max, they must shrink to match the new one.", _no_rescale, "no_rescale"),
+            Mistake("the old terms must shrink when the max grows: alpha is at most 1.",
+                    _inverted, "inverted"),
         ],
     ),
-]
+]  # fmt: skip

@@ -108,57 +108,31 @@ def _kv_head_cases() -> list[Case]:
 
 
 EXERCISES_04 = [
-    Function(
-        name="valid_slots",
-        notebook=NB04,
+    Function(valid_slots, NB04,
         task="The kernel reads logical block `logical` of a sequence of seq_len tokens. How many "
         "of its block_size slots hold a token (the others are masked)?",
-        params=("seq_len", "logical", "block_size"),
-        returns="int",
         cases=lambda: cases(_VALID_SPECS, _valid, 20, 401, expect=_masked_past),
-        solution=valid_slots,
         mistakes=[
-            Mistake(
-                "forgot the partly filled last block: its slots past seq_len are masked.",
-                lambda n, i, b: b,
-                "forgot_last",
-            ),
-            Mistake(
-                "a full last block has block_size valid slots, not 0.",
-                lambda n, i, b: n % b if i == (n - 1) // b else b,
-                "full_zero",
-            ),
-            Mistake(
-                "no block holds more than block_size tokens.",
-                lambda n, i, b: n - i * b,
-                "overfull",
-            ),
+            Mistake("forgot the partly filled last block: its slots past seq_len are masked.",
+                    lambda n, i, b: b, "forgot_last"),
+            Mistake("a full last block has block_size valid slots, not 0.",
+                    lambda n, i, b: n % b if i == (n - 1) // b else b, "full_zero"),
+            Mistake("no block holds more than block_size tokens.",
+                    lambda n, i, b: n - i * b, "overfull"),
         ],
     ),
-    Function(
-        name="kv_head",
-        notebook=NB04,
+    Function(kv_head, NB04,
         task="Grouped-query attention: which kv head does query head `head` read, with num_heads "
         "query heads sharing num_kv_heads kv heads?",
-        params=("head", "num_heads", "num_kv_heads"),
-        returns="int",
         cases=_kv_head_cases,
-        solution=kv_head,
         mistakes=[
-            Mistake(
-                "groups are consecutive heads (0-3 share kv head 0), not interleaved.",
-                lambda h, n, k: h % k,
-                "interleaved",
-            ),
-            Mistake(
-                "that divides by the number of kv heads: heads are grouped by how many query heads "
-                "share one kv head.",
-                lambda h, n, k: h // k,
-                "by_kv_heads",
-            ),
+            Mistake("groups are consecutive heads (0-3 share kv head 0), not interleaved.",
+                    lambda h, n, k: h % k, "interleaved"),
+            Mistake("that divides by the number of kv heads: heads are grouped by how many query "
+                    "heads share one kv head.", lambda h, n, k: h // k, "by_kv_heads"),
         ],
     ),
-]
+]  # fmt: skip
 
 
 # --- the Triton ladder ---------------------------------------------------------------------
@@ -460,8 +434,7 @@ RUNGS = [  # (name, driver, task, params, cases, diagnosis, starter cell)
 def make_ladder() -> list[Kernel]:
     on_cpu = backend.device().type == "cpu"  # in a child on a CPU; CUDA does not survive a fork
     return [
-        Kernel(name=name, notebook=NB04, task=task, params=params, returns="kernel output",
-               cases=build, solution=solution, compare=_masked_equal, isolate=on_cpu,
+        Kernel(solution, NB04, task, build, params=params, compare=_masked_equal, isolate=on_cpu,
                driver=driver, diagnose=where, stub_code=stub, entry=f"my_{name}",
                todo="Write the kernel's body")
         for (name, driver, task, params, build, where, stub), solution
@@ -729,7 +702,6 @@ def make_puzzle() -> Kernel:
         task="The Triton puzzle: complete the loop body of my_paged_kernel (table lookup, masked "
         "K/V loads, scores, online-softmax update); checked against reference_attention.",
         params=("query", "key_cache", "value_cache", "block_tables", "seq_lens"),
-        returns="kernel output",
         cases=_cases,
         solution=_solution_kernel(),
         compare=tensors_equal,

@@ -143,17 +143,12 @@ def _forks_label(num_blocks: int, size: int, prompt: int, events: list[ForkEvent
 
 
 EXERCISES_05 = [
-    Function(
-        name="must_copy",
-        notebook=NB05,
+    Function(must_copy, NB05,
         task="A sequence of num_tokens tokens; its last block is held by `holders` tables (its "
         "ref count). Does appending one token copy that block first (copy-on-write)?",
-        params=("num_tokens", "block_size", "holders"),
-        returns="bool",
         cases=lambda: cases(COPIES, lambda rng: (
             rng.randint(1, 40), rng.choice([1, 2, 3, 4, 8]), rng.randint(1, 4)), 24, 501,
             expect=_copied),
-        solution=must_copy,
         mistakes=[
             Mistake("a full last block is never written again: the new token gets a new block.",
                     lambda n, b, h: h > 1, "full_last"),
@@ -163,17 +158,12 @@ EXERCISES_05 = [
                     lambda n, b, h: n % b != 0 and h > 2, "ref2"),
         ],
     ),
-    Function(
-        name="refcounts_after_fork",
-        notebook=NB05,
+    Function(refcounts_after_fork, NB05,
         task="fork_samples(prompt, n) on a prompt of prompt_len tokens, then each sample appends "
         "one token, sample 0 first. The ref counts of the prompt's blocks, in logical order?",
-        params=("prompt_len", "block_size", "n"),
-        returns="list[int]",
         cases=lambda: cases(REFCOUNTS, lambda rng: (
             rng.randint(1, 40), rng.choice([2, 3, 4, 8]), rng.randint(1, 5)), 20, 502,
             expect=_refcounts),
-        solution=refcounts_after_fork,
         mistakes=[
             Mistake("forgot the copy-on-write of the partly filled last block.",
                     lambda p, b, n: [n] * ceil_div(p, b), "no_cow"),
@@ -183,18 +173,13 @@ EXERCISES_05 = [
                     lambda p, b, n: [n] * (ceil_div(p, b) - 1) + [1], "full_copied"),
         ],
     ),
-    Function(
-        name="blocks_held",
-        notebook=NB05,
+    Function(blocks_held, NB05,
         task="n parallel samples of a prompt of prompt_len tokens each generate output_len "
         "tokens. How many blocks do they hold at the end, sharing what can be shared?",
-        params=("prompt_len", "output_len", "n", "block_size"),
-        returns="int",
         cases=lambda: cases(HELD, lambda rng: (
             rng.randint(1, 60), rng.randint(1, 60), rng.randint(1, 6),
             rng.choice([2, 3, 4, 8, 16])), 20, 503,
             expect=lambda p, o, n, b: parallel_savings(p, o, n, b).blocks_with),
-        solution=blocks_held,
         mistakes=[
             Mistake("that is without sharing: the prompt's full blocks are held once.",
                     lambda p, o, n, b: n * ceil_div(p + o, b), "no_sharing"),
@@ -203,19 +188,15 @@ EXERCISES_05 = [
                     "partial_shared"),
         ],
     ),
-    Replay(
-        name="append_cow",
-        notebook=NB05,
+    Replay(append_cow, NB05,
         task="Build copy-on-write: append one token to a table holding `blocks` and "
         "num_tokens tokens, whose blocks other tables (forks) may share; return its new block "
         "list. Use the real allocator: allocator.block_size, allocator.refcount(b), "
         "allocator.allocate() (a new block), allocator.free(b) (drop one reference). check "
         "replays seeded forks and appends on your function and on pagedlab's BlockTable.",
-        params=("allocator", "blocks", "num_tokens"),
         returns="list[int]",
         cases=lambda: cases(FORKS, _forks, 12, 1005, expect=lambda *args: cow_log(None, *args),
                             label=_forks_label),
-        solution=append_cow,
         driver="cow",
         parts=("tables' blocks", "free list", "ref counts"),
         steps=lambda n, b, p, events: [f"event {k} ({kind} T{t})"

@@ -206,17 +206,12 @@ def _hits_with(cached: set[str], hashes: list[str]) -> int:
 
 
 EXERCISES_06 = [
-    Function(
-        name="chain_hashes",
-        notebook=NB06,
+    Function(chain_hashes, NB06,
         task="The chained hash of each full block of tokens: hash(i) = chain_hash(hash(i - 1), "
         "block i's tokens), hash(-1) = ROOT_HASH. A partly filled tail gets no hash.",
-        params=("tokens", "block_size"),
-        returns="list[str]",
         cases=lambda: cases(HASHES, lambda rng: (
             [rng.randint(0, 50) for _ in range(rng.randint(0, 30))], rng.choice([2, 3, 4, 8])),
             16, 601, expect=block_hashes),
-        solution=chain_hashes,
         setup="from pagedlab.memory.prefix_cache import ROOT_HASH, chain_hash",
         mistakes=[
             Mistake("not chained: each hash must cover the previous block's hash too.",
@@ -226,17 +221,12 @@ EXERCISES_06 = [
                     _with_tail, "with_tail"),
         ],
     ),
-    Function(
-        name="prefix_hits",
-        notebook=NB06,
+    Function(prefix_hits, NB06,
         task="`cached` is the set of block hashes a prefix cache holds now (after earlier "
         "requests, and evictions). How many cached blocks does `prompt` start on?",
-        params=("cached", "prompt", "block_size"),
-        returns="int",
         cases=lambda: cases(HITS, _hits_spec, 16, 602, label=_hits_label, given=lambda e, pool,
                             p, b: (set(_cache(e, pool, b).cached_blocks().values()), p, b),
                             expect=lambda e, pool, p, b: len(_cache(e, pool, b).lookup(p)[0])),
-        solution=prefix_hits,
         setup="from pagedlab.memory.prefix_cache import block_hashes  # or my_chain_hashes",
         mistakes=[
             Mistake("the last prompt token is always computed, so its block is never a hit.",
@@ -254,7 +244,6 @@ EXERCISES_06 = [
         "PrefixCache over real allocators and compares every admission's hit blocks and "
         "table.",
         params=("block_size", "admits"),
-        returns="replay log",
         cases=lambda: cases(ADMITS, _admits, 10, 1006, expect=lambda *args: cache_log(
             None, *args), label=_admits_label),
         solution=MyPrefixCache,

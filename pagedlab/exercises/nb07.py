@@ -87,17 +87,12 @@ def _pow2(r: str, p: int, o: int, m: int, value: int) -> int:
 
 
 EXERCISES_07 = [
-    Function(
-        name="reserved_slots",
-        notebook=NB07,
+    Function(reserved_slots, NB07,
         task="How many contiguous slots does an Orca baseline reserve for a request of "
         "prompt_len prompt tokens and output_len output tokens (§6.1)? reserve is \"max\" "
         "(max_len), \"pow2\" (the prompt plus the output rounded up to a power of two, at most "
         "max_len) or \"oracle\" (exactly prompt_len + output_len).",
-        params=("reserve", "prompt_len", "output_len", "max_len"),
-        returns="int",
         cases=lambda: cases(RESERVATIONS, _reservation, 24, 701, expect=orca_reservation),
-        solution=reserved_slots,
         mistakes=[
             Mistake("round only the output up: the prompt is known, so it is reserved exactly.",
                     lambda r, p, o, m: _pow2(r, p, o, m, min(1 << (p + o - 1).bit_length(), m)),
@@ -113,15 +108,10 @@ EXERCISES_07 = [
                 "prompt_free"),
         ],
     ),
-    Function(
-        name="mix_memory",
-        notebook=NB07,
+    Function(mix_memory, NB07,
         task="Requests end with these lengths. Return (slots Orca (Max) reserves for them, "
         "slots paged memory holds for them in blocks of block_size).",
-        params=("lengths", "max_len", "block_size"),
-        returns="tuple[int, int]",
         cases=lambda: cases(MIXES, _mix, 16, 702, expect=_mixed),
-        solution=mix_memory,
         mistakes=[
             Mistake("paging holds whole blocks: round each request up to block_size.",
                     lambda ls, m, b: (len(ls) * m, sum(ls)), "whole_blocks"),

@@ -90,16 +90,11 @@ def _pad_row(t: list[list[int]], fill: int, front: bool) -> list[list[int]]:
 
 
 EXERCISES_08 = [
-    Function(
-        name="pad_block_tables",
-        notebook=NB08,
+    Function(pad_block_tables, NB08,
         task="Pack the block lists of a batch into one rectangle: pad every row with -1 to the "
         "longest row's length.",
-        params=("tables",),
-        returns="list[list[int]]",
         cases=lambda: cases(PADS, _batch, 16, 801, given=lambda ls, b: (_lockstep(ls, b),),
                             expect=lambda ls, b: block_tables_tensor(_lockstep(ls, b)).tolist()),
-        solution=pad_block_tables,
         mistakes=[
             Mistake("pad with -1 (pagedlab's padding): here 0 is a real block id. vLLM pads with "
                     "0 because it reserves block 0 as a null block; pagedlab reserves none.",
@@ -108,17 +103,12 @@ EXERCISES_08 = [
                     lambda t: _pad_row(t, -1, True), "pad_front"),
         ],
     ),
-    Function(
-        name="pack_decode",
-        notebook=NB08,
+    Function(pack_decode, NB08,
         task="One decode step: each sequence has just appended its newest token (num_tokens "
         "counts it). Return (padded block tables, seq_lens, slot mapping with one entry per "
         "sequence: the slot its newest token's K/V is written to).",
-        params=("tables", "num_tokens", "block_size"),
-        returns="tuple[list[list[int]], list[int], list[int]]",
         cases=lambda: cases(PACKS, _batch, 16, 802, expect=_packed,
                             given=lambda ls, b: (_lockstep(ls, b), list(ls), b)),
-        solution=pack_decode,
         mistakes=[
             Mistake("off by one: the newest token is at position num_tokens - 1.",
                     lambda t, n, b: (pad_block_tables(t), list(n), [

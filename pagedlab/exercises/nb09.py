@@ -319,17 +319,12 @@ def _variant(**wrong: bool) -> Any:
 
 
 EXERCISES_09 = [
-    Function(
-        name="pick_victim",
-        notebook=NB09,
+    Function(pick_victim, NB09,
         task="No block is free for a running request's next token. running lists the running "
         "requests as (name, arrival order) pairs, in no particular order. Which one does the "
         "scheduler preempt?",
-        params=("running",),
-        returns="str",
         cases=lambda: cases(VICTIMS, _victims, 12, 901, expect=_victim,
                             given=lambda names, shown: ([(names[i], i) for i in shown],)),
-        solution=pick_victim,
         mistakes=[
             Mistake("the list is in no particular order: go by arrival order, not by position.",
                     lambda r: r[-1][0], "last_listed"),
@@ -337,18 +332,13 @@ EXERCISES_09 = [
                     "earliest.", lambda r: min(r, key=lambda pair: pair[1])[0], "first"),
         ],
     ),
-    Function(
-        name="tokens_to_recompute",
-        notebook=NB09,
+    Function(tokens_to_recompute, NB09,
         task="A request with a prompt of prompt_len tokens and num_samples parallel samples is "
         "preempted by recompute after each sample generated `generated` tokens. How many "
         "tokens does its next prefill compute?",
-        params=("prompt_len", "num_samples", "generated"),
-        returns="int",
         cases=lambda: cases(RECOMPUTES, lambda rng: (
             rng.randint(1, 40), rng.randint(1, 4), rng.randint(0, 20)), 12, 902,
             expect=_recomputed),
-        solution=tokens_to_recompute,
         mistakes=[
             Mistake("every sample's generated tokens were dropped, not one sample's.",
                     lambda p, n, g: p + g, "one_sample"),
@@ -357,16 +347,11 @@ EXERCISES_09 = [
                     lambda p, n, g: n * (p + g), "prompt_each"),
         ],
     ),
-    Function(
-        name="can_swap_in",
-        notebook=NB09,
+    Function(can_swap_in, NB09,
         task="A swapped-out group holds, per sample, (its host blocks in logical order, its "
         "tokens); samples may share blocks. The device has num_free free blocks. Can it be "
         "swapped in now, with room for each sample's next token?",
-        params=("samples", "block_size", "num_free"),
-        returns="bool",
         cases=lambda: cases(SWAPS, _swapped_group, 16, 903, expect=_swappable),
-        solution=can_swap_in,
         mistakes=[
             Mistake("a last block with room takes the next token without a new block.",
                     lambda s, b, f: _need(s, b, always=True) <= f, "next_always"),
@@ -389,7 +374,6 @@ EXERCISES_09 = [
         "and compares after every step: who was admitted, decoded, preempted, swapped out or "
         "in and finished, the queues in order, the running groups' blocks and both free lists.",
         params=("num_blocks", "block_size", "requests", "mode"),
-        returns="replay log",
         cases=_step_cases,
         solution=MyScheduler,
         mistakes=[

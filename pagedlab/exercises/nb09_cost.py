@@ -7,6 +7,7 @@ so this grader needs torch to import (the live site leaves it to JupyterLab).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from pagedlab.attention.swap_cost import CostModel
 from pagedlab.exercises.core import Function, Mistake, cases
@@ -59,63 +60,45 @@ def _decision(rng: random.Random) -> tuple[int, int, float]:
             rng.choice([4000.0, 8000.0, 10000.0, 20000.0]))  # fmt: skip
 
 
+def _one_way(n: int, b: int, r: float) -> tuple[str, str]:
+    model = CostModel(prefill_tokens_per_s=r)
+    if model.swap_s(n, b) < model.recompute_s(n):
+        return "swap", "prefill"
+    return _decision_expected(n, b, r)
+
+
+def _reason_always(reason: str) -> Callable[[int, int, float], tuple[str, str]]:
+    """The right choice, but ``reason`` whenever it is recompute (a mistake's answer)."""
+
+    def answer(n: int, b: int, r: float) -> tuple[str, str]:
+        choice = _decision_expected(n, b, r)[0]
+        return (choice, reason) if choice == "recompute" else ("swap", "prefill")
+
+    return answer
+
+
 EXERCISES_09_DECISION = [
-    Function(
-        name="swap_or_recompute",
-        notebook=NB09,
+    Function(swap_or_recompute, NB09,
         task="A system decision, with its reason. One preempted sequence of num_tokens tokens "
         "in blocks of block_size, a prefill of prefill_tokens_per_s; costs from "
         "CostModel(prefill_tokens_per_s=...) (swap_s one way, recompute_s). Return (the "
         'cheaper choice, "swap" or "recompute"; the reason: "prefill" if swap wins, '
         '"latency" if recompute wins only because of the per-transfer latency (moving the '
         'bytes alone would be cheaper), "bandwidth" if even the bytes cost more).',
-        params=("num_tokens", "block_size", "prefill_tokens_per_s"),
-        returns="tuple[str, str]",
         cases=lambda: cases(DECISIONS, _decision, 12, 904, expect=_decision_expected),
-        solution=swap_or_recompute,
         setup="from pagedlab.attention.swap_cost import CostModel",
         mistakes=[
-            Mistake(
-                "swap moves the blocks out and back in: count both ways.",
-                lambda n, b, r: _one_way(n, b, r),
-                "one_way",
-            ),
-            Mistake(
-                "recompute is not always cheaper: with big blocks the copies are few and large.",
-                lambda n, b, r: ("recompute", _decision_expected(n, b, r)[1]),
-                "always_recompute",
-            ),
-            Mistake(
-                "swap is not always cheaper: small blocks mean many transfers, each with its "
-                "latency.",
-                lambda n, b, r: ("swap", "prefill"),
-                "always_swap",
-            ),
-            Mistake(
-                "the reason: would moving the bytes alone (no latency) beat recomputing?",
-                lambda n, b, r: (
-                    (_decision_expected(n, b, r)[0], "bandwidth")
-                    if _decision_expected(n, b, r)[0] == "recompute"
-                    else ("swap", "prefill")
-                ),
-                "no_reason",
-            ),
-            Mistake(
-                "the reason: here even the bytes alone cost more than recomputing (bandwidth).",
-                lambda n, b, r: (
-                    (_decision_expected(n, b, r)[0], "latency")
-                    if _decision_expected(n, b, r)[0] == "recompute"
-                    else ("swap", "prefill")
-                ),
-                "latency_always",
-            ),
+            Mistake("swap moves the blocks out and back in: count both ways.", _one_way,
+                    "one_way"),
+            Mistake("recompute is not always cheaper: with big blocks the copies are few and "
+                    "large.", lambda n, b, r: ("recompute", _decision_expected(n, b, r)[1]),
+                    "always_recompute"),
+            Mistake("swap is not always cheaper: small blocks mean many transfers, each with its "
+                    "latency.", lambda n, b, r: ("swap", "prefill"), "always_swap"),
+            Mistake("the reason: would moving the bytes alone (no latency) beat recomputing?",
+                    _reason_always("bandwidth"), "no_reason"),
+            Mistake("the reason: here even the bytes alone cost more than recomputing "
+                    "(bandwidth).", _reason_always("latency"), "latency_always"),
         ],
     ),
-]
-
-
-def _one_way(n: int, b: int, r: float) -> tuple[str, str]:
-    model = CostModel(prefill_tokens_per_s=r)
-    if model.swap_s(n, b) < model.recompute_s(n):
-        return "swap", "prefill"
-    return _decision_expected(n, b, r)
+]  # fmt: skip

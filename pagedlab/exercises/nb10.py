@@ -141,84 +141,45 @@ def _share_cases_salted(salt: str) -> tuple[Case, ...]:
 
 
 EXERCISES_10 = [
-    Function(
-        name="orca_vs_paged_slots",
-        notebook=NB10,
+    Function(orca_vs_paged_slots, NB10,
         task="Requests with prompts of prompt_lens tokens, max_new_tokens new tokens each, are "
         "all admitted and prefilled in the engine's first step (blocks of block_size). Right "
         "after it, how many slots does an Orca (Oracle) reservation hold, and how many slots "
         "do the pages hold? Return (orca_slots, paged_slots).",
-        params=("prompt_lens", "max_new_tokens", "block_size"),
-        returns="tuple[int, int]",
         cases=lambda: list(_orca_cases()),
-        solution=orca_vs_paged_slots,
         mistakes=[
-            Mistake(
-                "the reservation is for the request's whole length, prompt included.",
-                lambda ls, m, b: (len(ls) * m, orca_vs_paged_slots(ls, m, b)[1]),
-                "new_only",
-            ),
-            Mistake(
-                "Orca (Oracle) reserves room for the new tokens too, from the start.",
-                lambda ls, m, b: (sum(ls), orca_vs_paged_slots(ls, m, b)[1]),
-                "prompt_only",
-            ),
-            Mistake(
-                "the pages hold whole blocks: count the slots of every block taken.",
-                lambda ls, m, b: (orca_vs_paged_slots(ls, m, b)[0], sum(ls)),
-                "tokens",
-            ),
-            Mistake(
-                "a block is taken as soon as one token needs it.",
-                lambda ls, m, b: (orca_vs_paged_slots(ls, m, b)[0], sum(p // b * b for p in ls)),
-                "floor",
-            ),
-            Mistake(
-                "the first new token comes from the prefill's logits, but its K/V is written "
-                "by the next step, not this one.",
-                lambda ls, m, b: (
-                    orca_vs_paged_slots(ls, m, b)[0],
-                    sum(ceil_div(p + 1, b) * b for p in ls),
-                ),
-                "first_token",
-            ),
+            Mistake("the reservation is for the request's whole length, prompt included.",
+                    lambda ls, m, b: (len(ls) * m, orca_vs_paged_slots(ls, m, b)[1]),
+                    "new_only"),
+            Mistake("Orca (Oracle) reserves room for the new tokens too, from the start.",
+                    lambda ls, m, b: (sum(ls), orca_vs_paged_slots(ls, m, b)[1]), "prompt_only"),
+            Mistake("the pages hold whole blocks: count the slots of every block taken.",
+                    lambda ls, m, b: (orca_vs_paged_slots(ls, m, b)[0], sum(ls)), "tokens"),
+            Mistake("a block is taken as soon as one token needs it.", lambda ls, m, b: (
+                orca_vs_paged_slots(ls, m, b)[0], sum(p // b * b for p in ls)), "floor"),
+            Mistake("the first new token comes from the prefill's logits, but its K/V is written "
+                    "by the next step, not this one.", lambda ls, m, b: (
+                        orca_vs_paged_slots(ls, m, b)[0],
+                        sum(ceil_div(p + 1, b) * b for p in ls)), "first_token"),
         ],
-        budget_s=3.0,
     ),
-    Function(
-        name="samples_share",
-        notebook=NB10,
+    Function(samples_share, NB10,
         task="One prompt of prompt_len tokens, n parallel samples (§4.4), blocks of block_size. "
         "How many distinct blocks does the request hold right after the prefill forks the n "
         "samples, and after every sample's first decode? Return (after_fork, after_decode).",
-        params=("prompt_len", "n", "block_size"),
-        returns="tuple[int, int]",
         cases=lambda: list(_share_cases()),
-        solution=samples_share,
         mistakes=[
-            Mistake(
-                "a fork copies no block: the samples share every prompt block.",
-                lambda p, n, b: (n * ceil_div(p, b), n * ceil_div(p, b) + (n - 1) * (p % b != 0)),
-                "no_sharing",
-            ),
-            Mistake(
-                "the last sample to write into the shared block finds it no longer shared: it "
-                "writes in place, without a copy.",
-                lambda p, n, b: (ceil_div(p, b), ceil_div(p, b) + n),
-                "all_copy",
-            ),
-            Mistake(
-                "a full shared block is never copied: a sample whose next token starts a new "
-                "block takes a new block.",
-                lambda p, n, b: (ceil_div(p, b), ceil_div(p, b) + n - 1),
-                "aligned_copy",
-            ),
-            Mistake(
-                "a block is taken as soon as one token needs it.",
-                lambda p, n, b: (p // b, p // b + n),
-                "floor",
-            ),
+            Mistake("a fork copies no block: the samples share every prompt block.",
+                    lambda p, n, b: (n * ceil_div(p, b),
+                                     n * ceil_div(p, b) + (n - 1) * (p % b != 0)), "no_sharing"),
+            Mistake("the last sample to write into the shared block finds it no longer shared: "
+                    "it writes in place, without a copy.",
+                    lambda p, n, b: (ceil_div(p, b), ceil_div(p, b) + n), "all_copy"),
+            Mistake("a full shared block is never copied: a sample whose next token starts a new "
+                    "block takes a new block.",
+                    lambda p, n, b: (ceil_div(p, b), ceil_div(p, b) + n - 1), "aligned_copy"),
+            Mistake("a block is taken as soon as one token needs it.",
+                    lambda p, n, b: (p // b, p // b + n), "floor"),
         ],
-        budget_s=3.0,
     ),
-]
+]  # fmt: skip
