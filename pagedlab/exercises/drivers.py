@@ -16,7 +16,8 @@ load it (alone) in the interpreter that runs a learner's submission. Torch-free.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from pagedlab.memory.allocator import BlockAllocator
@@ -250,17 +251,42 @@ MAX_STEPS = 500
 
 
 def adapt_scheduler(cls: Any) -> Callable[..., Any]:
-    """A learner's Scheduler subclass -> its replay; refused unless it is one that decides
-    with a ``policy`` of its own (not Scheduler's, nor calling it)."""
+    """A learner's Scheduler subclass -> its replay; refused unless it defines a ``policy`` of
+    its own, and failing (TypeError) once that policy reaches Scheduler's (:func:`own_policy`)."""
     if not issubclass(_needs_class(cls, "MyScheduler"), Scheduler):
         raise TypeError(f"{cls.__name__} must subclass Scheduler (class MyScheduler(Scheduler))")
-    policy = getattr(cls, "policy", Scheduler.policy)
-    code = getattr(policy, "__code__", None)
-    if policy is Scheduler.policy or code is None:
+    if getattr(cls, "policy", Scheduler.policy) is Scheduler.policy:
         raise TypeError(f"{cls.__name__} does not define policy(self, out): write it")
-    if "policy" in code.co_names:
-        raise TypeError(f"{cls.__name__}.policy calls Scheduler's own policy: write it yourself")
-    return _named(cls, lambda *args: replay_steps(cls, *args))
+
+    def run(*args: Any) -> Log:
+        with own_policy():
+            return replay_steps(cls, *args)
+
+    return _named(cls, run)
+
+
+#: Scheduler's policy and the routines only it calls (the building blocks never do).
+POLICY_ONLY = ("policy", "_admit_whole", "_decode", "_admit_chunks")
+
+
+def _refused(self: Any, *args: Any, **kwargs: Any) -> None:  # runs as their code: builtins only
+    raise TypeError(f"{type(self).__name__}.policy calls Scheduler's own policy: write it yourself")
+
+
+@contextmanager
+def own_policy() -> Iterator[None]:
+    """Inside: Scheduler's :data:`POLICY_ONLY` functions raise TypeError when run. Their code is
+    swapped, not their names, so ``super().policy(out)``, ``Scheduler.policy(self, out)`` and a
+    reference saved before the replay all reach it; on the way out it is restored."""
+    functions = [getattr(Scheduler, name) for name in POLICY_ONLY]
+    codes = [function.__code__ for function in functions]
+    try:
+        for function in functions:
+            function.__code__ = _refused.__code__
+        yield
+    finally:
+        for function, code in zip(functions, codes, strict=True):
+            function.__code__ = code
 
 
 #: Driver name -> the pagedlab class whose subclass (with a method of the learner's own) it

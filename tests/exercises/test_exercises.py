@@ -16,6 +16,7 @@ import pytest
 from pagedlab.exercises import EXERCISES, forget_results, in_notebook, progress, solution, stub
 from pagedlab.exercises.core import FAILED, PASSED, TODO, CheckResult
 from pagedlab.exercises.nb09 import PARTS
+from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import ROOT_HASH, block_hashes, chain_hash
 from pagedlab.memory.requests import StepResult
 from pagedlab.memory.scheduler import Scheduler
@@ -849,9 +850,19 @@ def test_the_scheduler_step_driver_refuses_what_is_not_a_policy_of_its_own() -> 
         def policy(self, out: StepResult) -> None:
             super().policy(out)
 
+    saved = getattr(Scheduler, "pol" + "icy")  # a reference taken before the replay
+
+    class Hidden(Scheduler):  # neither the name policy nor super() in its code
+        def policy(self, out: StepResult) -> None:
+            saved(self, out)
+
+    class Internal(Scheduler):  # the routines Scheduler's policy calls, called directly
+        def policy(self, out: StepResult) -> None:
+            if not self._admit_whole(out, 1 << 62):
+                self._decode(out, 1 << 62)
+
     for learner, words in [
         (Lazy, "Lazy does not define policy(self, out): write it"),
-        (Delegates, "Delegates.policy calls Scheduler's own policy: write it yourself"),
         (Scheduler, "Scheduler does not define policy(self, out)"),
         (len, "pass the class itself (MyScheduler)"),
         (int, "int must subclass Scheduler (class MyScheduler(Scheduler))"),
@@ -860,6 +871,14 @@ def test_the_scheduler_step_driver_refuses_what_is_not_a_policy_of_its_own() -> 
             adapt_scheduler(learner)
         result = EXERCISES["scheduler_step"].check(learner)
         assert result.status == FAILED and words in result.message, result.message
+    for learner in (Delegates, Hidden, Internal):
+        result = EXERCISES["scheduler_step"].check(learner)
+        words = f"{learner.__name__}.policy calls Scheduler's own policy: write it yourself"
+        assert result.status == FAILED and words in result.message, result.message
+    with pytest.raises(TypeError, match="Hidden.policy calls Scheduler's own policy"):
+        adapt_scheduler(Hidden)(6, 4, [("A", 6, 8, 1)], "recompute")  # in this process
+    assert Scheduler.policy.__code__.co_name == "policy"  # restored on the way out
+    assert Scheduler(BlockAllocator(4, 4)).step() is not None
 
 
 @pytest.mark.parametrize("mode", ["recompute", "swap"])
