@@ -492,16 +492,20 @@ class Scheduler:
         return sample, prompt + offset, group.generated - offset
 
     def _prefill(self, group: Group, out: StepResult, budget: int, may_preempt: bool) -> int:
-        """Prefill up to ``budget`` tokens of ``group`` into its tables; returns tokens done."""
-        done = 0
-        while budget > done and group.prefilling:
+        """Prefill up to ``budget`` tokens of ``group`` into its tables; returns the budget it
+        used: tokens done, less the tokens this step had given the groups it preempted (taken
+        back out of the plan, they return to the budget, as in vLLM V1's scheduler)."""
+        done = refunded = 0
+        while budget + refunded > done and group.prefilling:
             sample, first, left = self._piece(group)
             table = group.tables[sample]
-            count = min(budget - done, left, self._fit(table, left))
+            count = min(budget + refunded - done, left, self._fit(table, left))
             if count == 0:
                 victim = self.running[-1]
                 if not may_preempt or victim is group:
                     break
+                refunded += out.prefill_tokens.get(victim.name, 0)
+                refunded += len(victim.tables) if victim.name in out.decoded else 0
                 self._preempt(victim, out)
                 continue
             self._append(group, sample, table, first, count, out)
@@ -519,7 +523,7 @@ class Scheduler:
             out.prefill_tokens[group.name] = out.prefill_tokens.get(group.name, 0) + done
         if not group.prefilling and group.generated == group.request.output_len:
             self._finish(group, out)  # output_len = 0: the prefill was all of it
-        return done
+        return done - refunded
 
     # --- preemption (§4.5) -------------------------------------------------------------------
     def _preempt(self, group: Group, out: StepResult) -> None:

@@ -240,3 +240,22 @@ def test_prefix_cache_forget_drops_a_block_and_what_was_computed_after_it() -> N
     assert cache.forget(table.blocks[1]) == 2  # block 1 and block 2, computed after it
     assert set(cache.cached_blocks()) == {table.blocks[0]}
     assert cache.forget(table.blocks[1]) == 0
+
+
+def test_a_preempted_groups_tokens_return_to_the_token_budget() -> None:
+    """vLLM V1's scheduler gives a preempted request's scheduled tokens back to the token
+    budget. Here, in step 12, B and D decode (1 + 2 tokens), then C's prefill needs D's
+    blocks: D is preempted, its 2 tokens leave the plan, and C prefills 8, so the step uses
+    all 9 tokens of its budget (without the refund C got 6 and 2 tokens went unused)."""
+    scheduler = Scheduler(BlockAllocator(10, 4), mode="swap", token_budget=9, chunked_prefill=True)
+    specs = [("A", 15, 7, 2), ("B", 9, 6, 1), ("C", 17, 1, 1), ("D", 8, 6, 2), ("E", 7, 9, 2),
+             ("F", 20, 4, 3)]  # fmt: skip
+    for spec in specs:
+        scheduler.add(Request(*spec))
+    for _ in range(11):
+        scheduler.step()
+    plan = scheduler.step()
+    assert plan.preempted == ["D"] and plan.decoded == ["B"]
+    assert plan.prefill_tokens == {"C": 8}
+    assert plan.decode_tokens + sum(plan.prefill_tokens.values()) == 9
+    scheduler.check_invariants()
