@@ -35,8 +35,14 @@ def _decision_expected(num_tokens: int, block_size: int, rate: float) -> tuple[s
     model = CostModel(prefill_tokens_per_s=rate)
     if 2 * model.swap_s(num_tokens, block_size) < model.recompute_s(num_tokens):
         return "swap", "prefill"
+    return _recompute_because(num_tokens, block_size, rate)
+
+
+def _recompute_because(num_tokens: int, block_size: int, rate: float) -> tuple[str, str]:
+    """("recompute", why): "latency" if moving the bytes alone would be cheaper."""
     no_latency = CostModel(prefill_tokens_per_s=rate, transfer_latency_s=0.0)
-    cheaper_bytes = 2 * no_latency.swap_s(num_tokens, block_size) < model.recompute_s(num_tokens)
+    recompute = no_latency.recompute_s(num_tokens)
+    cheaper_bytes = 2 * no_latency.swap_s(num_tokens, block_size) < recompute
     return "recompute", "latency" if cheaper_bytes else "bandwidth"
 
 
@@ -91,8 +97,7 @@ EXERCISES_09_DECISION = [
             Mistake("swap moves the blocks out and back in: count both ways.", _one_way,
                     "one_way"),
             Mistake("recompute is not always cheaper: with big blocks the copies are few and "
-                    "large.", lambda n, b, r: ("recompute", _decision_expected(n, b, r)[1]),
-                    "always_recompute"),
+                    "large.", _recompute_because, "always_recompute"),
             Mistake("swap is not always cheaper: small blocks mean many transfers, each with its "
                     "latency.", lambda n, b, r: ("swap", "prefill"), "always_swap"),
             Mistake("the reason: would moving the bytes alone (no latency) beat recomputing?",

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pagedlab.exercises import EXERCISES, forget_results, in_notebook, progress, solution, stub
-from pagedlab.exercises.core import FAILED, PASSED, TODO, CheckResult
+from pagedlab.exercises.core import FAILED, PASSED, TODO, CheckResult, Function
 from pagedlab.exercises.nb09 import PARTS
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import ROOT_HASH, block_hashes, chain_hash
@@ -224,6 +224,7 @@ WRONG = {
     ],
     "swap_or_recompute": [
         (lambda n, b, r: ("recompute", "bandwidth"), "why:      big blocks and a slow prefill"),
+        (lambda n, b, r: _decide(n, b, r, ways=10**9), "recompute is not always cheaper"),
         (lambda n, b, r: ("swap", "prefill"), "small blocks mean many transfers"),  # right on case 1
         (lambda n, b, r: _decide(n, b, r, ways=1), "count both ways"),
         (lambda n, b, r: _decide(n, b, r, reason="bandwidth"), "moving the bytes alone"),
@@ -525,6 +526,20 @@ class _Weird:
         raise RuntimeError("no repr either")
 
     __hash__ = None  # type: ignore[assignment]
+
+
+FUNCTIONS = [name for name, e in EXERCISES.items() if isinstance(e, Function)]
+
+
+@pytest.mark.parametrize(
+    ("name", "key"), [(name, m.key) for name in FUNCTIONS for m in EXERCISES[name].mistakes]
+)
+def test_a_mistake_written_out_gets_its_own_hint(name: str, key: str) -> None:
+    """Each Mistake is a wrong answer a learner writes: written out as the learner's function,
+    it fails on a case designed against it, and the message gives its hint."""
+    mistake = next(m for m in EXERCISES[name].mistakes if m.key == key)
+    result = EXERCISES[name].check(mistake.answer)
+    assert result.status == FAILED and f"hint:     {mistake.hint}" in result.message, result.message
 
 
 @pytest.mark.parametrize("name", PLAIN)
