@@ -4,7 +4,7 @@ Each test is a learner's mistake or trick that broke the notebook before: state 
 first call gets right, a grandchild left running, settings changed for the session, a
 process ended, an answer whose ``repr``/``==`` never returns, a ``__reduce__`` aimed at the
 notebook, 1 MB printed, a ``__getattr__`` that never returns, a capstone that patches pagedlab
-from its diagnosis, a Triton kernel that reads far out of bounds.
+from its diagnosis, a Triton kernel that reads far out of bounds, a segfault.
 """
 
 from __future__ import annotations
@@ -200,3 +200,14 @@ def test_a_kernel_that_reads_far_out_of_bounds_fails_its_case() -> None:
 
     result = EXERCISES["gather_rows"].check(my_gather_rows)
     assert result.status == FAILED
+
+
+def test_a_segfault_in_the_learners_code_fails_the_case_and_the_notebook_lives() -> None:
+    """A crash in C code (here a read of address 0, as an out-of-bounds pointer in Triton's
+    interpreter does) ends the child only: the case fails, said in words, and checks go on."""
+    import ctypes
+
+    result = EXERCISES["blocks_needed"].check(lambda n, b: ctypes.string_at(0))
+    assert result.status == FAILED and "case 1 of" in result.message, result.message
+    assert "ended the process" in result.message, result.message
+    assert EXERCISES["blocks_needed"].check(EXERCISES["blocks_needed"].solution).passed
