@@ -7,7 +7,8 @@ raises. ``EXERCISES[name].solution`` is a reference solution; ``solution(name)``
 source. ``progress("01")`` counts the exercises of notebook 01 passed in this kernel.
 
 Each notebook 01-10 has two or more exercises, in the notebook's order, in a module of its
-own (``nb01`` ... ``nb10``; notebook 09's torch-priced decision in ``nb09_cost``); ``stub(name)``
+own (``nb01`` ... ``nb10``; notebook 04's Triton ladder and puzzle in ``nb04_ladder`` and
+``nb04_puzzle``, notebook 09's torch-priced decision in ``nb09_cost``); ``stub(name)``
 is the starter cell a notebook holds. Importing this package imports torch when it is
 installed, never ipywidgets (the predict-then-reveal widget is in ``pagedlab.explorers``).
 Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose graders need
@@ -42,12 +43,12 @@ _ALL: list[Exercise] = [
 ]
 if HAS_TORCH:  # the data plane's exercises, in the notebooks' order
     from pagedlab.attention import backend
-    from pagedlab.exercises import nb03, nb04, nb08, nb09_cost, nb10
+    from pagedlab.exercises import nb03, nb04, nb04_ladder, nb04_puzzle, nb08, nb09_cost, nb10
 
     _at = _ALL.index(nb02.EXERCISES_02[-1]) + 1
     _ALL[_at:_at] = [*nb03.EXERCISES_03, *nb04.EXERCISES_04]
     if backend.BACKEND != "unavailable":  # the Triton ladder and puzzle need triton
-        _ALL[_at + 4 : _at + 4] = [*nb04.make_ladder(), nb04.make_puzzle()]
+        _ALL[_at + 4 : _at + 4] = [*nb04_ladder.make_ladder(), nb04_puzzle.make_puzzle()]
     _at = _ALL.index(nb09.EXERCISES_09[0])
     _ALL[_at:_at] = nb08.EXERCISES_08
     _ALL += nb09_cost.EXERCISES_09_DECISION
