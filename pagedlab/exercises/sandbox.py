@@ -208,10 +208,8 @@ def run_limited(
             if like is not None:
                 value = to_plain(value, like)
         return Outcome(value=value)
-    except _OutOfTime:
-        return Outcome(timed_out=True)
     except BaseException as error:  # the learner's code may raise anything
-        if _in_chain(error, _OutOfTime):
+        if any(isinstance(e, _OutOfTime) for e in _chain(error)):
             return Outcome(timed_out=True)
         return Outcome(raised=describe(error))
 
@@ -519,19 +517,19 @@ def describe(error: BaseException) -> Raised:
     except BaseException:  # an exception whose __str__ raises
         text = "(its message could not be read)"
     text = text if len(text) <= 200 else text[:196] + " ..."
-    stub = _in_chain(error, NotImplementedError) or "NotImplementedError" in text
+    stub = any(isinstance(e, NotImplementedError) for e in _chain(error))
+    stub = stub or "NotImplementedError" in text
     return Raised(type(error).__name__, text, raised_at(error), stub)
 
 
-def _in_chain(error: BaseException, kind: type[BaseException]) -> bool:
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """``error``, then its cause (else its context), and so on: each exception once."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
-        if isinstance(current, kind):
-            return True
         seen.add(id(current))
+        yield current
         current = current.__cause__ or current.__context__
-    return False
 
 
 def raised_at(error: BaseException) -> str:
@@ -540,13 +538,9 @@ def raised_at(error: BaseException) -> str:
     cell's is a temporary path that changes from run to run."""
     library = (Path(__file__).resolve().parents[1], "site-packages", "/lib/python")
     found = ""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _chain(error):
         for frame in traceback.extract_tb(current.__traceback__):
             here = str(Path(frame.filename).resolve()) if frame.filename else ""
             if here and not any(str(part) in here for part in library):
                 found = f"line {frame.lineno}: {(frame.line or '').strip()}"
-        current = current.__cause__ or current.__context__
     return found
