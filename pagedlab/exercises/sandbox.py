@@ -47,7 +47,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -422,16 +422,7 @@ class Worker:
                     break
                 sink = Bounded()
                 sys.stdout = sys.stderr = sink  # a kernel's output streams do not work here
-                outcome = self._here(args, seconds)
-                raised = outcome.raised
-                reply = {
-                    "value": outcome.value,
-                    "raised": None if raised is None else
-                    (raised.kind, raised.text, raised.where, raised.stub),
-                    "timed_out": outcome.timed_out,
-                    "printed": sink.text(),
-                }  # fmt: skip
-                send(replies, (nonce, reply))
+                send(replies, (nonce, reply_of(self._here(args, seconds), sink.text())))
         finally:
             os._exit(0)
 
@@ -456,6 +447,14 @@ class Worker:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def reply_of(outcome: Outcome, printed: str) -> dict[str, Any]:
+    """A child's reply: ``outcome`` (its value already :func:`plain`) as plain values, with
+    what the call ``printed``; :func:`outcome_of` reads it back."""
+    raised = None if outcome.raised is None else astuple(outcome.raised)
+    return {"value": outcome.value, "raised": raised, "timed_out": outcome.timed_out,
+            "printed": printed}  # fmt: skip
 
 
 def outcome_of(reply: Any) -> Outcome:
