@@ -139,12 +139,6 @@ def _is_tensor(x: Any) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-def _is_bool(x: Any) -> bool:
-    return isinstance(x, bool) or (
-        getattr(x, "ndim", 0) == 0 and str(getattr(x, "dtype", "")) in ("bool", "torch.bool")
-    )
-
-
 def _wrong(got: Any) -> WrongKind:
     try:
         text = repr(got)
@@ -243,9 +237,10 @@ def plain(value: Any, depth: int = 0) -> Any:
                              dict.items(value)]}  # fmt: skip
         if isinstance(value, str):
             return str.__str__(value)
-        if _is_bool(value):
+        dtype = str(getattr(value, "dtype", ""))  # numpy's (or a deep tensor's) scalars
+        if dtype in ("bool", "torch.bool") and getattr(value, "ndim", 0) == 0:
             return bool(value)
-        if isinstance(value, float) or "float" in str(getattr(value, "dtype", "")):
+        if isinstance(value, float) or "float" in dtype:
             return float(value)
         if hasattr(type(value), "__index__"):
             return int(operator.index(value))
