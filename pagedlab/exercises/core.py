@@ -37,7 +37,6 @@ Invariants
 
 from __future__ import annotations
 
-import copy
 import dis
 import hashlib
 import html
@@ -320,9 +319,7 @@ class Exercise:
 
     def answer_of(self, case: Case, outcome: Outcome) -> Outcome:
         """The answer as a plain value of the case's expected kind (when ``convert``)."""
-        value = outcome.value
-        if self.convert and value is not None and not isinstance(value, WrongKind):
-            value = to_plain(value, case.expected)
+        value = to_plain(outcome.value, case.expected) if self.convert else outcome.value
         return Outcome(value, outcome.raised, outcome.timed_out, outcome.printed)
 
     def _check(self, fn: Any) -> CheckResult:
@@ -457,7 +454,7 @@ class Exercise:
 
     def _answers_like(self, mistake: Mistake, case: Case, got: Any) -> bool:
         """Whether ``got`` (the learner's answer to ``case``) is the one ``mistake`` gives."""
-        outcome = run_limited(mistake.answer, copy.deepcopy(case.args), self.budget_s)
+        outcome = run_isolated(mistake.answer, case.args, self.budget_s, isolate=False)
         if outcome.raised is not None or outcome.timed_out:
             return False
         value = to_plain(outcome.value, case.expected) if self.convert else outcome.value

@@ -15,7 +15,8 @@ Two ways to run it:
   runs here; printed output comes back cut at :data:`PRINT_LIMIT`. :func:`run_isolated` is one
   call in a Worker of its own (a check's diagnosis).
 * :func:`run_limited` runs in this process (Pyodide has no fork; a CUDA context does not
-  survive one, so the Triton exercises run here on a GPU). In the main thread with ``SIGALRM``
+  survive one, so the Triton exercises run here on a GPU); a Worker without a child calls
+  through it. In the main thread with ``SIGALRM``
   a real-time alarm interrupts the code and fires again every 0.1 s after the budget, so one
   swallowed alarm is not enough to escape it; elsewhere a ``sys.settrace`` hook raises on
   every line past the deadline. A function that swallows *every* interruption forever cannot
@@ -24,6 +25,9 @@ Two ways to run it:
 The alarm and the previous signal handler (or trace function) are restored on the way out,
 whatever happens. Invariant of both: they never raise, and what they return is an
 :class:`Outcome` holding either a value, a :class:`Raised` (the error in words) or a timeout.
+A Worker's answer, in a child or in this process, is made :func:`plain` inside the call's time
+budget (a repr or ``__index__`` may never return) and rebuilt by :func:`unplain`: what
+:func:`to_plain` sees is always a plain value, never a learner's object.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,74 +91,52 @@ class Outcome:
 
 # --- plain values -------------------------------------------------------------------------------
 def to_plain(got: Any, like: Any) -> Any:
-    """``got`` as a plain value of the kind ``like`` is, or a :class:`WrongKind`.
+    """``got``, a plain value (what :func:`unplain` gives), as one of the kind ``like`` is, or
+    a :class:`WrongKind`.
 
-    bool: a bool (numpy / torch bools too); int: ``operator.index`` of it, never a float or a
-    bool; float: ``float`` of any number but a bool; str: an exact ``str``; list / tuple: the
-    same container, each element converted like the matching element of ``like``; a tensor:
-    a plain ``torch.Tensor``; ``None`` stays ``None`` (a missing ``return``); anything else
-    (``like`` is None, a dict ...): itself.
+    bool: a bool; int: an int, never a bool or a float; float: an int or a float, as a float
+    (a 0-d tensor counts as its number for these three); str: a str; list / tuple: the same
+    container, each element converted like the matching element of ``like``; a tensor: a
+    tensor; ``None`` stays ``None`` (a missing ``return``) and a WrongKind stays itself;
+    anything else (``like`` is None, a dict ...): itself. Any other object (one that did not
+    pass :func:`plain`) is a WrongKind: no method of it but its repr runs.
     """
-    if got is None:
-        return None
-    if isinstance(like, bool):
-        if not _is_bool(got):
-            return _wrong(got)
-        return bool(got)
-    if isinstance(like, int):
-        if _is_bool(got) or isinstance(got, float) or getattr(got, "ndim", 0) != 0:
-            return _wrong(got)
-        try:
-            return int(operator.index(got))
-        except TypeError:
-            return _wrong(got)
-    if isinstance(like, float):
-        if _is_bool(got) or isinstance(got, (str, bytes)) or getattr(got, "ndim", 0) != 0:
-            return _wrong(got)
-        try:
-            return float(got)
-        except (TypeError, ValueError):
-            return _wrong(got)
+    if got is None or isinstance(got, WrongKind):
+        return got
+    if isinstance(like, (bool, int, float)):
+        number = got.item() if _is_tensor(got) and got.ndim == 0 else got
+        if isinstance(like, bool):
+            return number if type(number) is bool else _wrong(got)
+        if isinstance(like, int):
+            return number if type(number) is int else _wrong(got)
+        return float(number) if type(number) in (int, float) else _wrong(got)
     if isinstance(like, str):
-        return str.__str__(got) if isinstance(got, str) else _wrong(got)
+        return got if type(got) is str else _wrong(got)
     if isinstance(like, (list, tuple)):
-        if not isinstance(got, type(like)):
+        if type(got) is not type(like):
             return _wrong(got)
-        items = list.__iter__(got) if isinstance(got, list) else tuple.__iter__(got)
         converted = []
-        for i, item in enumerate(items):
+        for i, item in enumerate(got):
             model = like[i] if i < len(like) else (like[-1] if like else None)
             converted.append(to_plain(item, model) if model is not None else _generic(item))
         return converted if isinstance(like, list) else tuple(converted)
     if _is_tensor(like):
-        if not _is_tensor(got):
-            return _wrong(got)
-        return got.detach().cpu().clone().as_subclass(type(like))
+        return got.as_subclass(type(like)) if _is_tensor(got) else _wrong(got)
     return got
 
 
 def _generic(got: Any) -> Any:
-    """A plain copy of a value whose expected kind is not known (None expected: an element
-    that is None in this case, another kind in others): exact ints, floats, bools, strs and
-    containers of them; anything else is a WrongKind."""
-    if got is None or type(got) in (bool, int, float, str):
-        return got
-    if isinstance(got, bool) or isinstance(got, int) and not _is_bool(got):
-        return to_plain(got, 0)
-    if isinstance(got, (list, tuple)):
+    """A plain value whose expected kind is not known (None expected: an element that is None
+    in this case, another kind in others): None, a bool, int, float or str, or a list or tuple
+    of them; anything else is a WrongKind."""
+    if type(got) in (list, tuple):
         return to_plain(got, type(got)())
-    return _wrong(got)
+    return got if got is None or type(got) in (bool, int, float, str) else _wrong(got)
 
 
 def _is_tensor(x: Any) -> bool:
     torch = sys.modules.get("torch")  # never imported here: no torch, no tensors
     return torch is not None and isinstance(x, torch.Tensor)
-
-
-def _is_bool(x: Any) -> bool:
-    return isinstance(x, bool) or (
-        getattr(x, "ndim", 0) == 0 and str(getattr(x, "dtype", "")) in ("bool", "torch.bool")
-    )
 
 
 def _wrong(got: Any) -> WrongKind:
@@ -198,20 +180,13 @@ def time_budget(seconds: float) -> Iterator[None]:
         sys.settrace(previous_trace)
 
 
-def run_limited(
-    fn: Callable[..., Any], args: Sequence[Any], seconds: float, like: Any = None
-) -> Outcome:
-    """``fn(*args)`` within ``seconds`` in this process, converted like ``like`` when given."""
+def run_limited(fn: Callable[..., Any], args: Sequence[Any], seconds: float) -> Outcome:
+    """``fn(*args)`` within ``seconds`` in this process (its value as it is)."""
     try:
         with time_budget(seconds):
-            value = fn(*args)
-            if like is not None:
-                value = to_plain(value, like)
-        return Outcome(value=value)
-    except _OutOfTime:
-        return Outcome(timed_out=True)
+            return Outcome(value=fn(*args))
     except BaseException as error:  # the learner's code may raise anything
-        if _in_chain(error, _OutOfTime):
+        if any(isinstance(e, _OutOfTime) for e in _chain(error)):
             return Outcome(timed_out=True)
         return Outcome(raised=describe(error))
 
@@ -262,9 +237,10 @@ def plain(value: Any, depth: int = 0) -> Any:
                              dict.items(value)]}  # fmt: skip
         if isinstance(value, str):
             return str.__str__(value)
-        if _is_bool(value):
+        dtype = str(getattr(value, "dtype", ""))  # numpy's (or a deep tensor's) scalars
+        if dtype in ("bool", "torch.bool") and getattr(value, "ndim", 0) == 0:
             return bool(value)
-        if isinstance(value, float) or "float" in str(getattr(value, "dtype", "")):
+        if isinstance(value, float) or "float" in dtype:
             return float(value)
         if hasattr(type(value), "__index__"):
             return int(operator.index(value))
@@ -385,21 +361,17 @@ class Worker:
         if pid == 0:  # the child: serve calls until the parent closes the pipe, then leave
             os.close(self.requests)
             os.close(self.replies)
-            _serve(make, requests_r, replies_w)
+            self._serve(requests_r, replies_w)
         os.close(requests_r)
         os.close(replies_w)
         self.pid = pid
 
     def call(self, args: Sequence[Any], seconds: float) -> Outcome:
-        """``fn(*args)`` within ``seconds``: a plain value (a tensor rebuilt), or what went
-        wrong. In this process: the value itself, unconverted."""
-        if not self.pid:
-            if self.fn is None:
-                made = run_limited(self.make, (), seconds)
-                if made.raised is not None or made.timed_out:
-                    return made
-                self.fn = made.value
-            return run_limited(self.fn, copy.deepcopy(list(args)), seconds)
+        """``fn(*args)`` within ``seconds``: a plain value (:func:`unplain`: a tensor rebuilt),
+        or what went wrong; the same whether a child or this process ran it."""
+        if not self.pid:  # no child: the call the child would make, here on a copy of args
+            outcome = self._here(copy.deepcopy(list(args)), seconds)
+            return replace(outcome, value=unplain(outcome.value))
         if self.gone is not None:
             return self.gone
         nonce = os.urandom(8).hex()
@@ -417,6 +389,37 @@ class Worker:
             self.gone = Outcome(timed_out=True) if stopped else Outcome(raised=why)
             self.close()
             return self.gone
+
+    def _here(self, args: Sequence[Any], seconds: float) -> Outcome:
+        """One call where the calls run (the child, or this process without one): ``make()``
+        first while there is no function yet (its failure is the outcome), then the answer
+        made :func:`plain` inside the budget (a repr may never return)."""
+        if self.fn is None:
+            made = run_limited(self.make, (), seconds)
+            if made.raised is not None or made.timed_out:
+                return made
+            self.fn = made.value
+        fn = self.fn
+        return run_limited(lambda *given: plain(fn(*given)), args, seconds)
+
+    def _serve(self, requests: int, replies: int) -> None:
+        """The child's loop (never returns): one reply per request, until the pipe closes."""
+        try:
+            os.setsid()  # a session of its own: the parent kills it whole
+            faulthandler.disable()  # a crash is a failed case, said in the check's message
+            torch = sys.modules.get("torch")
+            if torch is not None:  # the parent's intra-op thread pool did not survive the fork
+                torch.set_num_threads(1)
+            while True:
+                try:
+                    nonce, args, seconds = receive(requests, trusted=True)
+                except Gone:
+                    break
+                sink = Bounded()
+                sys.stdout = sys.stderr = sink  # a kernel's output streams do not work here
+                send(replies, (nonce, reply_of(self._here(args, seconds), sink.text())))
+        finally:
+            os._exit(0)
 
     def close(self) -> None:
         """Kill the child's whole session and reap it (nothing is left running)."""
@@ -441,6 +444,14 @@ class Worker:
         self.close()
 
 
+def reply_of(outcome: Outcome, printed: str) -> dict[str, Any]:
+    """A child's reply: ``outcome`` (its value already :func:`plain`) as plain values, with
+    what the call ``printed``; :func:`outcome_of` reads it back."""
+    raised = None if outcome.raised is None else astuple(outcome.raised)
+    return {"value": outcome.value, "raised": raised, "timed_out": outcome.timed_out,
+            "printed": printed}  # fmt: skip
+
+
 def outcome_of(reply: Any) -> Outcome:
     """A child's reply (a dict of plain values) as an :class:`Outcome`."""
     if not isinstance(reply, dict):
@@ -460,54 +471,11 @@ def outcome_of(reply: Any) -> Outcome:
     )
 
 
-def _serve(make: Callable[[], Callable[..., Any]], requests: int, replies: int) -> None:
-    """The child's loop (never returns): build the function, then one reply per request."""
-    try:
-        os.setsid()  # a session of its own: the parent kills it whole
-        faulthandler.disable()  # a crash is a failed case, said in the check's message
-        torch = sys.modules.get("torch")
-        if torch is not None:  # the parent's intra-op thread pool did not survive the fork
-            torch.set_num_threads(1)
-        fn: Callable[..., Any] | None = None
-        while True:
-            try:
-                nonce, args, seconds = receive(requests, trusted=True)
-            except Gone:
-                break
-            sink = Bounded()
-            sys.stdout = sys.stderr = sink  # a kernel's output streams do not work in a child
-            if fn is None:
-                made = run_limited(make, (), seconds)
-                fn = made.value if made.raised is None and not made.timed_out else None
-                outcome = made if fn is None else run_limited(_plainly(fn), args, seconds)
-            else:
-                outcome = run_limited(_plainly(fn), args, seconds)
-            raised = outcome.raised
-            reply = {
-                "value": outcome.value,
-                "raised": None if raised is None else
-                (raised.kind, raised.text, raised.where, raised.stub),
-                "timed_out": outcome.timed_out,
-                "printed": sink.text(),
-            }  # fmt: skip
-            send(replies, (nonce, reply))
-    finally:
-        os._exit(0)
-
-
-def _plainly(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` whose answer is made plain inside the time budget (a repr may never return)."""
-
-    def call(*args: Any) -> Any:
-        return plain(fn(*args))
-
-    return call
-
-
-def run_isolated(fn: Callable[..., Any], args: Sequence[Any], seconds: float) -> Outcome:
-    """One call of ``fn(*args)`` in a :class:`Worker` of its own (in this process where there
-    is no fork)."""
-    with Worker(lambda: fn) as worker:
+def run_isolated(fn: Callable[..., Any], args: Sequence[Any], seconds: float,
+                 isolate: bool = True) -> Outcome:  # fmt: skip
+    """One call of ``fn(*args)`` in a :class:`Worker` of its own: in a child, or in this
+    process (not ``isolate``, or no fork); either way its answer is a plain value."""
+    with Worker(lambda: fn, isolate) as worker:
         return worker.call(args, seconds)
 
 
@@ -519,19 +487,19 @@ def describe(error: BaseException) -> Raised:
     except BaseException:  # an exception whose __str__ raises
         text = "(its message could not be read)"
     text = text if len(text) <= 200 else text[:196] + " ..."
-    stub = _in_chain(error, NotImplementedError) or "NotImplementedError" in text
+    stub = any(isinstance(e, NotImplementedError) for e in _chain(error))
+    stub = stub or "NotImplementedError" in text
     return Raised(type(error).__name__, text, raised_at(error), stub)
 
 
-def _in_chain(error: BaseException, kind: type[BaseException]) -> bool:
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """``error``, then its cause (else its context), and so on: each exception once."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
-        if isinstance(current, kind):
-            return True
         seen.add(id(current))
+        yield current
         current = current.__cause__ or current.__context__
-    return False
 
 
 def raised_at(error: BaseException) -> str:
@@ -540,13 +508,9 @@ def raised_at(error: BaseException) -> str:
     cell's is a temporary path that changes from run to run."""
     library = (Path(__file__).resolve().parents[1], "site-packages", "/lib/python")
     found = ""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _chain(error):
         for frame in traceback.extract_tb(current.__traceback__):
             here = str(Path(frame.filename).resolve()) if frame.filename else ""
             if here and not any(str(part) in here for part in library):
                 found = f"line {frame.lineno}: {(frame.line or '').strip()}"
-        current = current.__cause__ or current.__context__
     return found

@@ -127,29 +127,23 @@ def entry_problem(obj: Any, kind: str, base: type | None = None) -> str:
 
 
 def _case(drivers: Any, obj: Any, driver: str, args: Any, budget: float) -> dict[str, Any]:
-    from pagedlab.exercises.sandbox import Bounded, describe, plain, time_budget
+    from pagedlab.exercises.sandbox import Bounded, plain, reply_of, run_limited
+
+    def run() -> Any:  # the driver is built inside the budget too
+        call = obj
+        if driver:
+            if driver not in drivers.ADAPTERS:
+                import pagedlab.exercises.kernel_drivers  # noqa: F401 (joins ADAPTERS)
+            call = drivers.ADAPTERS[driver](obj)
+        return plain(call(*args))
 
     sink = Bounded()
     sys.stdout = sys.stderr = sink
-    reply: dict[str, Any] = {"value": None, "raised": None, "timed_out": False}
     try:
-        with time_budget(budget):
-            run = obj
-            if driver:
-                if driver not in drivers.ADAPTERS:
-                    import pagedlab.exercises.kernel_drivers  # noqa: F401 (joins ADAPTERS)
-                run = drivers.ADAPTERS[driver](obj)
-            reply["value"] = plain(run(*args))
-    except BaseException as error:
-        if type(error).__name__ == "_OutOfTime":
-            reply["timed_out"] = True
-        else:
-            raised = describe(error)
-            reply["raised"] = (raised.kind, raised.text, raised.where, raised.stub)
+        outcome = run_limited(run, (), budget)
     finally:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-    reply["printed"] = sink.text()
-    return reply
+    return reply_of(outcome, sink.text())
 
 
 def main(argv: list[str]) -> int:

@@ -704,19 +704,44 @@ def test_a_written_body_without_return_is_asked_about_it() -> None:
     assert result.status == FAILED and "did you forget `return`?" in result.message
 
 
-def test_answers_are_plain_values_never_the_learners_eq() -> None:
-    from pagedlab.exercises.sandbox import WrongKind, to_plain
+class _LyingList(list):  # type: ignore[type-arg]
+    def __iter__(self) -> Any:
+        return iter([99])
 
-    assert (
-        to_plain(_YesTuple((1, 2)), (0, 0)) == (1, 2)
-        and type(to_plain(_YesTuple((1, 2)), (0, 0))) is tuple
-    )
-    assert isinstance(to_plain(_Yes(), 3), WrongKind)
-    assert isinstance(to_plain(True, 3), WrongKind) and isinstance(to_plain(1, True), WrongKind)
-    assert isinstance(to_plain([1], (1,)), WrongKind) and to_plain([1, 2.0], [1, 1]) == [
-        1,
-        WrongKind("float", "2.0"),
-    ]
+
+class _Hangs:
+    def __repr__(self) -> str:
+        while True:
+            pass
+
+
+@pytest.mark.parametrize("isolate", [True, False], ids=["child", "in-process"])
+def test_answers_are_plain_values_never_the_learners_eq(isolate: bool) -> None:
+    """In a child or in this process, an answer is made plain where it is made, so the
+    learner's ``==``, ``__iter__`` or ``__index__`` never decides what it is compared as."""
+    import numpy as np
+    import torch
+
+    from pagedlab.exercises.sandbox import Worker, WrongKind, to_plain
+
+    def settled(answer: Any, like: Any, seconds: float = 3.0) -> Any:
+        with Worker(lambda: lambda: answer, isolate) as worker:
+            return to_plain(worker.call((), seconds).value, like)
+
+    assert settled(_YesTuple((1, 2)), (0, 0)) == (1, 2)
+    assert type(settled(_YesTuple((1, 2)), (0, 0))) is tuple
+    assert settled(_LyingList([1, 2]), [0]) == [1, 2]
+    assert isinstance(settled(_Yes(), 3), WrongKind)
+    assert isinstance(settled(True, 3), WrongKind) and isinstance(settled(1, True), WrongKind)
+    assert isinstance(settled(2.0, 3), WrongKind) and isinstance(settled([1], (1,)), WrongKind)
+    assert settled([1, 2.0], [1, 1]) == [1, WrongKind("float", "2.0")]
+    assert settled(np.int64(3), 0) == 3 and settled(torch.tensor(3), 0) == 3
+    assert settled(np.bool_(True), False) is True and settled(torch.tensor(True), False) is True
+    assert settled(np.float32(0.5), 1.0) == 0.5 and settled(torch.tensor(2), 1.0) == 2.0
+    assert isinstance(settled(torch.tensor(2.0), 3), WrongKind)
+    assert torch.equal(settled(torch.arange(3), torch.zeros(3)), torch.arange(3))
+    assert isinstance(to_plain(_YesTuple((1, 2)), (0, 0)), WrongKind)  # never made plain
+    assert settled(_Hangs(), 3, 0.2) is None or isinstance(settled(_Hangs(), 3, 0.2), WrongKind)
 
 
 def test_what_the_learner_prints_in_a_child_still_shows(capsys: pytest.CaptureFixture[str]) -> None:
