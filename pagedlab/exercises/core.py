@@ -57,7 +57,6 @@ from pagedlab.exercises.sandbox import (
     Worker,
     WrongKind,
     run_isolated,
-    run_limited,
     to_plain,
 )
 
@@ -170,28 +169,16 @@ def short(value: Any, limit: int = 300) -> str:
 
 
 def equal(expected: Any, got: Any) -> bool:
-    """Equal plain values of the same kind: a bool is not an int, an int not a float, a list
-    not a tuple (``got`` is what :func:`to_plain` made of the learner's answer).
-
-    Floats compare with a relative tolerance of 1e-4 (and NaN never matches).
-    """
-    if isinstance(got, WrongKind):
-        return False
-    if isinstance(expected, bool) or isinstance(got, bool):
-        return type(got) is bool and isinstance(expected, bool) and expected == got
-    if isinstance(expected, float):
-        return type(got) in (int, float) and _close(expected, float(got))
-    if isinstance(expected, int):
-        return type(got) is int and expected == got
+    """Equal plain values of the same type (``got`` is what :func:`to_plain` made of the
+    learner's answer, like ``expected``: a bool is not an int, an int not a float, a list not a
+    tuple, a :class:`WrongKind` nothing). Floats compare with a relative tolerance of 1e-4
+    (NaN never matches)."""
     if isinstance(expected, (list, tuple)):
-        return (
-            type(got) is type(expected)
-            and len(got) == len(expected)
-            and all(equal(e, g) for e, g in zip(expected, got, strict=True))
-        )
-    if isinstance(expected, str):
-        return type(got) is str and expected == got
-    return bool(expected == got)
+        return type(got) is type(expected) and len(got) == len(expected) and all(
+            equal(e, g) for e, g in zip(expected, got, strict=True))  # fmt: skip
+    if type(expected) is float and type(got) is float:
+        return _close(expected, got)
+    return type(got) is type(expected) and bool(expected == got)
 
 
 def _close(a: float, b: float) -> bool:
@@ -420,8 +407,7 @@ class Exercise:
             def where() -> str:
                 return self.where(make(), case)
 
-            found = run_isolated(where, (), 3 * self.budget_s) if self.isolate else (
-                run_limited(where, (), 3 * self.budget_s))  # fmt: skip
+            found = run_isolated(where, (), 3 * self.budget_s, self.isolate)
             extra = found.value if isinstance(found.value, str) else "(could not narrow it down)"
             if extra:
                 text += "\n  where:    " + extra
