@@ -52,6 +52,7 @@ from typing import Any
 
 from pagedlab.exercises.drivers import ADAPTERS
 from pagedlab.exercises.sandbox import (
+    ENDED,
     Outcome,
     Raised,
     Worker,
@@ -415,6 +416,12 @@ class Exercise:
 
     @staticmethod
     def _raised(raised: Raised) -> str:
+        if raised == ENDED:  # no exception to show: the child process is gone
+            return (
+                "  got:      no answer: the process running it ended (os._exit, a crash in C "
+                "code or in Triton's interpreter, or a signal)\n"
+                "  hint:     look for os._exit, or a pointer or an index past a buffer's end."
+            )
         at = f"\n            at {raised.where}" if raised.where else ""
         return (
             f"  got:      it raised {raised.kind}: {raised.text}{at}\n"

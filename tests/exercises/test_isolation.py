@@ -95,7 +95,7 @@ def test_os_exit_and_a_swallowed_alarm_fail_the_case() -> None:
                 continue
 
     ended = EXERCISES["gather_kv"].check(exits)
-    assert ended.status == FAILED and "ended the process" in ended.message
+    assert ended.status == FAILED and "the process running it ended" in ended.message
     stopped = hurried("gather_kv").check(swallows)
     assert stopped.status == FAILED and "no answer within" in stopped.message
 
@@ -209,5 +209,5 @@ def test_a_segfault_in_the_learners_code_fails_the_case_and_the_notebook_lives()
 
     result = EXERCISES["blocks_needed"].check(lambda n, b: ctypes.string_at(0))
     assert result.status == FAILED and "case 1 of" in result.message, result.message
-    assert "ended the process" in result.message, result.message
+    assert "the process running it ended" in result.message, result.message
     assert EXERCISES["blocks_needed"].check(EXERCISES["blocks_needed"].solution).passed
