@@ -1,6 +1,6 @@
 """Build the static site: one HTML page per notebook whose explorers still move, no kernel.
 
-Usage: python scripts/build_site.py [--out site] [notebooks/NN_name.ipynb ...]
+Usage: python scripts/build_site.py [--out site] [--jobs N] [notebooks/NN_name.ipynb ...]
 
 For each notebook: execute it in a fresh kernel in which ``pagedlab.site.static`` is
 enabled, so every explorer is displayed as its static view (frames drawn now, chosen in the
@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -174,9 +175,21 @@ def write_index(out: Path, pages: list[tuple[str, str]]) -> None:
     )
 
 
+def build_page(path: Path, out: Path) -> tuple[str, str, str]:
+    """Execute ``path`` statically and write its page into ``out``: (number, page, timing)."""
+    begin = time.perf_counter()
+    notebook = execute_static(path)
+    page = path.with_suffix(".html").name
+    (out / page).write_text(export_page(notebook, path.stem.replace("_", " ")))
+    size = (out / page).stat().st_size / 2**20
+    return path.name[:2], page, f"{page}: {size:.1f} MiB in {time.perf_counter() - begin:.1f} s"
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "site"))
+    jobs = min(2, os.cpu_count() or 1)
+    parser.add_argument("--jobs", type=int, default=jobs, help="notebooks executed at once")
     parser.add_argument("notebooks", nargs="*")
     args = parser.parse_args(argv)
     paths = [Path(p) for p in args.notebooks] or sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -189,14 +202,11 @@ def main(argv: list[str]) -> int:
     install_assets()
     copy_assets(out)
     pages = []
-    for path in paths:
-        begin = time.perf_counter()
-        notebook = execute_static(path)
-        page = path.with_suffix(".html").name
-        (out / page).write_text(export_page(notebook, path.stem.replace("_", " ")))
-        pages.append((path.name[:2], page))
-        size = (out / page).stat().st_size / 2**20
-        print(f"{page}: {size:.1f} MiB in {time.perf_counter() - begin:.1f} s")
+    # Each page is its own kernel and file: the pages do not depend on each other's order.
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for number, page, timing in pool.map(build_page, paths, [out] * len(paths)):
+            pages.append((number, page))
+            print(timing)
     write_index(out, pages)
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / 2**20
     print(
