@@ -57,6 +57,7 @@ from pagedlab.exercises.sandbox import (
     Raised,
     Worker,
     WrongKind,
+    printable,
     run_isolated,
     to_plain,
 )
@@ -198,7 +199,8 @@ _EMPTY_OPS = {"RESUME", "NOP", "CACHE", "LOAD_CONST", "RETURN_CONST", "RETURN_VA
 
 def body_is_empty(fn: Any) -> bool:
     """True for a function whose body does nothing (``...``, ``pass``, a docstring): a stub."""
-    code = fn.__code__ if isinstance(fn, types.FunctionType) else None
+    code = fn.__code__ if type(fn) is types.FunctionType else None  # not isinstance: a
+    # learner's object can claim any __class__ (and then run code when its attributes are read)
     if code is None:
         return False
     try:
@@ -303,7 +305,8 @@ class Exercise:
 
     def _result(self, status: str, text: str, passed: int) -> CheckResult:
         mark = {PASSED: "✓", FAILED: "✗", TODO: "…"}[status]
-        return CheckResult(self.name, status, f"{mark} {self.name}: {text}", passed)
+        message = printable(f"{mark} {self.name}: {text}")  # a learner's name may hold anything
+        return CheckResult(self.name, status, message, passed)
 
     def answer_of(self, case: Case, outcome: Outcome) -> Outcome:
         """The answer as a plain value of the case's expected kind (when ``convert``)."""
@@ -314,7 +317,7 @@ class Exercise:
         fn_name = _name_of(fn)
         if self.adapt is None and not callable(fn):
             return self._result(
-                FAILED, f"expected a function, got {short(fn)} ({type(fn).__name__})", 0
+                FAILED, f"expected a function, got {_said(fn)} ({type_name(fn)})", 0
             )
         if self.adapt is not None and body_is_empty(fn):
             return self._todo(fn_name, returned_none=True)
@@ -484,12 +487,25 @@ def _same_nans(a: Any, b: Any) -> bool:
 def _name_of(fn: Any) -> str:
     """The name of a learner's object, read without running any of its code (a function's
     or a plain class's own name, a @triton.jit kernel's function's, else its type's)."""
-    if isinstance(fn, types.FunctionType) or type(fn) is type:
+    if type(fn) is types.FunctionType or type(fn) is type:
         return str(fn.__name__)
     inner = inspect.getattr_static(fn, "fn", None)  # a @triton.jit kernel wraps a function
-    if isinstance(inner, types.FunctionType):
+    if type(inner) is types.FunctionType:
         return str(inner.__name__)
-    return type(fn).__name__
+    return type_name(fn)
+
+
+def type_name(value: Any) -> str:
+    """The name of ``value``'s type, read off the type object itself (a metaclass's
+    ``__name__`` property, learner code, never runs)."""
+    return str(type.__dict__["__name__"].__get__(type(value)))
+
+
+def _said(value: Any) -> str:
+    """``value`` in words without running its code: a plain scalar's repr, else its type."""
+    if value is None or type(value) in (bool, int, float, str, bytes):
+        return short(value)
+    return f"a {type_name(value)} object"
 
 
 def with_article(noun: str) -> str:

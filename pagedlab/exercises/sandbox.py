@@ -271,7 +271,7 @@ def unplain(value: Any) -> Any:
                 return WrongKind("dict", "a dict")
         if set(value) == {"other"}:
             type_name, text = value["other"]
-            return WrongKind(str(type_name), str(text))
+            return WrongKind(printable(type_name), printable(text))
     return value if value is None or type(value) in (bool, int, float, str) else None
 
 
@@ -459,7 +459,7 @@ def outcome_of(reply: Any) -> Outcome:
     raised = reply.get("raised")
     if isinstance(raised, tuple) and len(raised) == 4:
         kind, text, where, stub = raised
-        raised = Raised(str(kind), str(text), str(where), stub is True)
+        raised = Raised(printable(kind), printable(text), printable(where), stub is True)
     else:
         raised = None
     printed = reply.get("printed")
@@ -467,8 +467,15 @@ def outcome_of(reply: Any) -> Outcome:
         value=unplain(reply.get("value")),
         raised=raised,
         timed_out=reply.get("timed_out") is True,
-        printed=printed if isinstance(printed, str) else "",
+        printed=printable(printed) if isinstance(printed, str) else "",
     )
+
+
+def printable(text: Any) -> str:
+    """``text`` (a str from a child) with what UTF-8 cannot encode (a lone surrogate)
+    escaped: a child's words never break the printing or the JSON that shows them."""
+    return str.__str__(text).encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(
+        text, str) else ""  # fmt: skip
 
 
 def run_isolated(fn: Callable[..., Any], args: Sequence[Any], seconds: float,

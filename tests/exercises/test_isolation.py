@@ -13,6 +13,7 @@ import dataclasses
 import os
 import signal
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -211,3 +212,57 @@ def test_a_segfault_in_the_learners_code_fails_the_case_and_the_notebook_lives()
     assert result.status == FAILED and "case 1 of" in result.message, result.message
     assert "the process running it ended" in result.message, result.message
     assert EXERCISES["blocks_needed"].check(EXERCISES["blocks_needed"].solution).passed
+
+
+def test_an_object_that_lies_about_its_class_runs_no_code_here() -> None:
+    """An object may claim to be a function (a ``__class__`` property) and hang once its
+    ``__name__`` or ``__code__`` is read: the check reads neither here, and no property of
+    it runs in the notebook's process (its calls run in the child)."""
+    ran: list[str] = []
+
+    class Liar:
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:
+            ran.append("__class__")
+            return types.FunctionType
+
+        @property
+        def __name__(self) -> str:
+            ran.append("__name__")
+            while True:
+                time.sleep(0.1)
+
+        @property
+        def __code__(self) -> Any:
+            ran.append("__code__")
+            while True:
+                time.sleep(0.1)
+
+        def __call__(self, num_tokens: int, block_size: int) -> int:
+            return -(-num_tokens // block_size)
+
+    result = EXERCISES["blocks_needed"].check(Liar())
+    assert result.status == PASSED, result.message
+    assert ran == []
+
+
+def test_text_utf8_cannot_encode_is_shown_escaped() -> None:
+    """A lone surrogate printed, raised or in a function's name reaches the message escaped: the
+    notebook (and the instructor's results.json) can always print and encode it."""
+
+    def prints(num_tokens: int, block_size: int) -> int:
+        print("\ud800 printed")
+        return 0
+
+    def raises(num_tokens: int, block_size: int) -> int:
+        raise ValueError("bad \udcff")
+
+    def named(num_tokens: int, block_size: int) -> int:
+        return 0
+
+    named.__name__ = "named\ud801"
+    for learner, shown in [(prints, "got:      0"), (raises, "bad \\udcff"),
+                           (named, "named\\ud801(num_tokens=5")]:  # fmt: skip
+        result = EXERCISES["blocks_needed"].check(learner)
+        assert result.status == FAILED and shown in result.message, result.message
+        result.message.encode("utf-8")  # never raises
