@@ -133,6 +133,13 @@ def _holes_3_then_2() -> BlockAllocator:
     return pool
 
 
+def _tail_hole() -> BlockAllocator:
+    """Blocks 0-1 held, 2-3 free: the one hole ends at the pool's last block."""
+    pool = BlockAllocator(4, 4)
+    BlockTable(pool).append_tokens(8)
+    return pool
+
+
 def _random_pool(rng: random.Random) -> BlockAllocator:
     pool = BlockAllocator(rng.randint(6, 16), 4)
     tables = []
@@ -184,6 +191,8 @@ def _place_cases() -> list[Any]:
         (*_placement(_fragmented(6, 1), 1), "holes of 1 block"),
         (*_placement(_holes_3_then_2(), 2), "holes of 3 and then of 2 blocks, a newcomer of 2: "
          "first fit takes the first hole"),
+        (*_placement(_tail_hole(), 2), "the only hole long enough ends at the pool's last "
+         "block: first fit looks there too"),
     ]  # fmt: skip
 
     def generate(rng: random.Random) -> tuple[Any, ...]:

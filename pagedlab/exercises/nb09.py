@@ -148,6 +148,10 @@ SWAPS = [
     ([([0, 1, 2], 9), ([0, 1, 3], 9), ([0, 1, 3], 9)], 3, 6,
      "blocks of 3 (not a power of two): three samples, two of them sharing their last block",
      ("per_sample",)),
+    ([([0, 1], 6)], 3, 2, "6 tokens fill 2 blocks of 3 exactly: the next token needs a new "
+     "block", ("no_next",)),
+    ([([0, 1], 5)] * 3, 4, 3, "3 samples share a partly filled last block: the first two to "
+     "write each copy it (2 blocks + 2 copies > 3 free)", ("copies_once",)),
 ]  # fmt: skip
 
 
@@ -208,7 +212,7 @@ def _swapped_group(rng: random.Random) -> tuple[Any, ...]:
 
 
 def _need(samples: list[tuple[list[int], int]], b: int, cow: bool = True, nxt: bool = True,
-          per_sample: bool = False, always: bool = False) -> int:  # fmt: skip
+          per_sample: bool = False, always: bool = False, once: bool = False) -> int:  # fmt: skip
     """The blocks a swap-in needs, counted with one mistake (a switch) or none."""
     need = len({x for blocks, _ in samples for x in blocks})
     need = sum(len(blocks) for blocks, _ in samples) if per_sample else need
@@ -219,7 +223,7 @@ def _need(samples: list[tuple[list[int], int]], b: int, cow: bool = True, nxt: b
             need += 1
         elif nxt and cow and holders[blocks[-1]] > 1:
             need += 1
-            holders[blocks[-1]] -= 1
+            holders[blocks[-1]] = 1 if once else holders[blocks[-1]] - 1
     return need
 
 
@@ -361,6 +365,9 @@ EXERCISES_09 = [
                     lambda s, b, f: _need(s, b, per_sample=True) <= f, "per_sample"),
             Mistake("samples sharing a partly filled last block copy it (copy-on-write) to "
                     "write.", lambda s, b, f: _need(s, b, cow=False) <= f, "no_cow"),
+            Mistake("every sample but the last to write into a shared partly filled block "
+                    "copies it: one copy per sharer, not one per block.",
+                    lambda s, b, f: _need(s, b, once=True) <= f, "copies_once"),
         ],
     ),
     Replay(

@@ -77,6 +77,8 @@ ORCA_SPECS = [
     ([3, 3, 3], 10, 1, "blocks of 1: the pages hold exactly the prompt tokens", ("new_only",)),
     ([5, 12], 2, 16, "blocks of 16 longer than the prompts; two new tokens each",
      ("floor", "prompt_only")),
+    ([10, 7], 4, 3, "blocks of 3 (not a power of two), each prompt's last block partly filled",
+     ("floor", "tokens")),
 ]  # fmt: skip
 
 
@@ -126,6 +128,8 @@ SHARE_SPECS = [
      ("no_sharing", "all_copy", "floor")),
     (6, 2, 1, "blocks of 1 are always full: no copy-on-write ever", ("aligned_copy",)),
     (3, 5, 16, "a short prompt in one big block, 5 samples", ("no_sharing", "all_copy")),
+    (7, 2, 3, "blocks of 3 (not a power of two): the third block is partly filled and shared",
+     ("no_sharing", "all_copy", "floor")),
 ]  # fmt: skip
 
 

@@ -202,6 +202,7 @@ WRONG = {
         (lambda r, f, n: (_first_fit(r, n), f[-n:]), "why:      notebook 1's pool"),
         (lambda r, f, n: (_first_fit(r, n, last=True), f[:n]), "first run that is long enough"),
         (lambda r, f, n: [_first_fit(r, n), f[:n]], "got a list"),
+        (lambda r, f, n: (_first_fit(r[:-1], n), f[:n]), "ends at the pool's last block"),
     ],
     "pick_victim": [
         (lambda r: r[-1][0], "no particular order"),
@@ -221,6 +222,8 @@ WRONG = {
         (lambda s, b, f: _swap_need(s, b, per_sample=True) <= f, "comes back once"),
         (lambda s, b, f: _swap_need(s, b, cow=False) <= f, "copy-on-write"),
         (lambda s, b, f: _swap_need(s, b) < f, "why:      2 blocks"),  # off by one: < not <=
+        (lambda s, b, f: _swap_need(s, b, once=True) <= f, "one copy per sharer"),
+        (lambda s, b, f: _swap_need(s, b, pow2=True) <= f, "fill 2 blocks of 3 exactly"),  # t & (b - 1)
     ],
     "swap_or_recompute": [
         (lambda n, b, r: ("recompute", "bandwidth"), "why:      big blocks and a slow prefill"),
@@ -247,6 +250,7 @@ WRONG = {
         (lambda ls, m, b: (sum(ls) + len(ls) * m, sum(_ceil(p, b) for p in ls)), "why:      notebook 10"),  # blocks, not slots
         (lambda ls, m, b: (sum(ls) + len(ls) * m, sum(_ceil(p, 8) * 8 for p in ls)), GENERIC),  # block_size ignored
         (lambda ls, m, b: [sum(ls) + len(ls) * m, sum(_ceil(p, b) * b for p in ls)], "tuple"),
+        (lambda ls, m, b: (sum(ls) + len(ls) * m, sum(_pow2_ceil(p, b) * b for p in ls)), "blocks of 3"),
     ],
     "samples_share": [
         (lambda p, n, b: (n * _ceil(p, b), n * _ceil(p, b) + (n - 1) * (p % b != 0)), "copies no block"),
@@ -256,6 +260,7 @@ WRONG = {
         (lambda p, n, b: (_ceil(p, b), _ceil(p, b)), "expected:"),  # no block for the new tokens
         (lambda p, n, b: (_ceil(p, b), n * _ceil(p + 1, b)), "expected:"),  # copies every block
         (lambda p, n, b: (_ceil(p, b), _ceil(p, b) + n - 1 if p % b else _ceil(p, b) + 1), "expected:"),
+        (lambda p, n, b: (_pow2_ceil(p, b), _pow2_ceil(p, b) + (n - 1 if p & (b - 1) else n)), "blocks of 3"),
     ],
 }  # fmt: skip
 
@@ -442,7 +447,12 @@ def test_a_table_class_passes_and_an_instance_is_refused() -> None:
     assert result.status == FAILED and "pass the class itself" in result.message
 
 
-def _swap_need(samples, b, cow=True, per_sample=False):  # type: ignore[no-untyped-def]
+def _pow2_ceil(a, b):  # type: ignore[no-untyped-def]
+    """ceil(a / b) by shifting: right for powers of two only."""
+    return (a + b - 1) >> (b.bit_length() - 1)
+
+
+def _swap_need(samples, b, cow=True, per_sample=False, once=False, pow2=False):  # type: ignore[no-untyped-def]
     from collections import Counter
 
     if per_sample:
@@ -451,11 +461,11 @@ def _swap_need(samples, b, cow=True, per_sample=False):  # type: ignore[no-untyp
         need = len({x for blocks, _ in samples for x in blocks})
     holders = Counter(blocks[-1] for blocks, _ in samples)
     for blocks, tokens in samples:
-        if tokens % b == 0:
+        if (tokens & (b - 1) if pow2 else tokens % b) == 0:
             need += 1
         elif cow and holders[blocks[-1]] > 1:
             need += 1
-            holders[blocks[-1]] -= 1
+            holders[blocks[-1]] = 1 if once else holders[blocks[-1]] - 1
     return need
 
 
