@@ -64,6 +64,13 @@ from pagedlab.exercises.sandbox import (
 
 PASSED, FAILED, TODO = "passed", "failed", "not done"
 GENERATED_WHY = "a seeded random case: the fixed cases passed, so try these inputs by hand"
+GENERATED_HINT = "work this case out by hand and compare each step with your code."
+FIXED_HINT = "what this case exists to catch (the why above) is where your answer goes wrong."
+STATE_HINT = (
+    "run alone, in a fresh process, this case gets the right answer: your code keeps "
+    "something from an earlier case (a class or module attribute, a default argument, a list "
+    "it changes). Each call must start from what it is given."
+)
 
 
 _SALT: list[str] = []  # while grading held back (python -m pagedlab.grade): the secret salt
@@ -405,7 +412,11 @@ class Exercise:
             return None
         if answers is None:
             return ""
-        text = f"  got:      {short(got)}\n  hint:     {self._hint(case, got, cases, answers)}"
+        hint = self._hint(case, got, cases, answers)
+        if make is not None and hint in (GENERATED_HINT, FIXED_HINT) and self._alone_right(
+                make, case):  # fmt: skip
+            hint = STATE_HINT
+        text = f"  got:      {short(got)}\n  hint:     {hint}"
         if make is not None and self.narrows:
 
             def where() -> str:
@@ -444,9 +455,13 @@ class Exercise:
             fixed = [c for c in cases if c.kind == "fixed" and c is not case]
             if all(self._same_on(mistake, c, answers.get(id(c))) for c in fixed):
                 return mistake.hint  # it answers as that mistake does on every fixed case
-        if case.kind == "generated":
-            return "work this case out by hand and compare each step with your code."
-        return "what this case exists to catch (the why above) is where your answer goes wrong."
+        return GENERATED_HINT if case.kind == "generated" else FIXED_HINT
+
+    def _alone_right(self, make: Callable[[], Callable[..., Any]], case: Case) -> bool:
+        """Whether ``case``, run alone in a fresh child, gets the right answer: then the miss
+        came from something the earlier cases left behind."""
+        alone = run_isolated(lambda *args: make()(*args), case.args, self.budget_s, self.isolate)
+        return self._verdict(case, self.answer_of(case, alone)) is None
 
     def _answers_like(self, mistake: Mistake, case: Case, got: Any) -> bool:
         """Whether ``got`` (the learner's answer to ``case``) is the one ``mistake`` gives."""

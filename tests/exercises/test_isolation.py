@@ -266,3 +266,37 @@ def test_text_utf8_cannot_encode_is_shown_escaped() -> None:
         result = EXERCISES["blocks_needed"].check(learner)
         assert result.status == FAILED and shown in result.message, result.message
         result.message.encode("utf-8")  # never raises
+
+
+def test_a_miss_from_state_an_earlier_case_left_is_said_so() -> None:
+    """A mutable default argument, or a class attribute shared by every table: the case that
+    fails is answered right alone, so the hint names the state, not the case's purpose."""
+
+    def my_slot_mapping(blocks: list[int], num_tokens: int, block_size: int,
+                        out: list[int] = []) -> list[int]:  # noqa: B006  # fmt: skip
+        out += [blocks[p // block_size] * block_size + p % block_size for p in range(num_tokens)]
+        return out
+
+    class MyBlockTable:
+        blocks: list[int] = []  # one list for every table: the mistake
+
+        def __init__(self, allocator: Any) -> None:
+            self.allocator, self.num_tokens = allocator, 0
+
+        def append_tokens(self, n: int) -> None:
+            while len(self.blocks) * self.allocator.block_size < self.num_tokens + n:
+                self.blocks.append(self.allocator.allocate())
+            self.num_tokens += n
+
+        def free(self) -> None:
+            for block in reversed(self.blocks):
+                self.allocator.free(block)
+            self.blocks.clear()
+            self.num_tokens = 0
+
+    for name, learner in [("slot_mapping", my_slot_mapping), ("block_table", MyBlockTable)]:
+        result = EXERCISES[name].check(learner)
+        assert result.status == FAILED and "case 2 of" in result.message, result.message
+        assert "keeps something from an earlier case" in result.message, result.message
+    wrong = EXERCISES["slot_mapping"].check(lambda bl, n, b: list(range(n)))  # no state
+    assert "keeps something" not in wrong.message, wrong.message
