@@ -16,7 +16,7 @@ load it (alone) in the interpreter that runs a learner's submission. Torch-free.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -105,7 +105,11 @@ def table_log(make: Any, num_blocks: int, size: int, order: list[int], events: l
 
 
 def adapt_table(cls: Any) -> Callable[..., Any]:
-    return _named(cls, lambda *args: table_log(_needs_class(cls, "MyBlockTable"), *args))
+    def run(*args: Any) -> Log:
+        with refused([BlockTable.__init__], _builds_block_table):  # wrapped is not written
+            return table_log(_needs_class(cls, "MyBlockTable"), *args)
+
+    return _named(cls, run)
 
 
 # --- copy-on-write: forks and one-token appends ------------------------------------------------
@@ -155,7 +159,12 @@ def cow_log(append: Any, num_blocks: int, size: int, prompt: int, events: list[F
 
 
 def adapt_cow(fn: Any) -> Callable[..., Any]:
-    return _named(fn, lambda *args: cow_log(_needs_function(fn, "function"), *args))
+    def run(num_blocks: int, size: int, prompt: int, events: list[ForkEvent]) -> Log:
+        world = Forks(_needs_function(fn, "function"), num_blocks, size, prompt)
+        with refused([BlockTable.__init__], _builds_block_table):  # its copy-on-write is not
+            return replay(world, events)  # the learner's
+
+    return _named(fn, run)
 
 
 # --- a prefix cache: prompts admitted in turn ------------------------------------------------
@@ -198,7 +207,11 @@ def cache_log(make: Any, block_size: int, admits: list[Admit]) -> Log:
 
 
 def adapt_cache(cls: Any) -> Callable[..., Any]:
-    return _named(cls, lambda *args: cache_log(_needs_class(cls, "MyPrefixCache"), *args))
+    def run(*args: Any) -> Log:
+        with refused([PrefixCache.__init__], _builds_prefix_cache):
+            return cache_log(_needs_class(cls, "MyPrefixCache"), *args)
+
+    return _named(cls, run)
 
 
 # --- scheduler steps: pagedlab's Scheduler, or a learner's subclass with its own policy -------
@@ -252,14 +265,14 @@ MAX_STEPS = 500
 
 def adapt_scheduler(cls: Any) -> Callable[..., Any]:
     """A learner's Scheduler subclass -> its replay; refused unless it defines a ``policy`` of
-    its own, and failing (TypeError) once that policy reaches Scheduler's (:func:`own_policy`)."""
+    its own, and failing (TypeError) once that policy reaches Scheduler's (:func:`refused`)."""
     if not issubclass(_needs_class(cls, "MyScheduler"), Scheduler):
         raise TypeError(f"{cls.__name__} must subclass Scheduler (class MyScheduler(Scheduler))")
     if getattr(cls, "policy", Scheduler.policy) is Scheduler.policy:
         raise TypeError(f"{cls.__name__} does not define policy(self, out): write it")
 
     def run(*args: Any) -> Log:
-        with own_policy():
+        with refused([getattr(Scheduler, name) for name in POLICY_ONLY], _calls_policy):
             return replay_steps(cls, *args)
 
     return _named(cls, run)
@@ -269,20 +282,29 @@ def adapt_scheduler(cls: Any) -> Callable[..., Any]:
 POLICY_ONLY = ("policy", "_admit_whole", "_decode", "_admit_chunks")
 
 
-def _refused(self: Any, *args: Any, **kwargs: Any) -> None:  # runs as their code: builtins only
+# What runs instead of pagedlab's own code while a learner's replay runs (:func:`refused`): as
+# that code, with its module's globals, so they name only constants and builtins.
+def _calls_policy(self: Any, *args: Any, **kwargs: Any) -> None:
     raise TypeError(f"{type(self).__name__}.policy calls Scheduler's own policy: write it yourself")
 
 
+def _builds_block_table(*args: Any, **kwargs: Any) -> None:
+    raise TypeError("your code builds pagedlab's BlockTable: the exercise is to write it yourself")
+
+
+def _builds_prefix_cache(*args: Any, **kwargs: Any) -> None:
+    raise TypeError("your code builds pagedlab's PrefixCache: the exercise is to write it yourself")
+
+
 @contextmanager
-def own_policy() -> Iterator[None]:
-    """Inside: Scheduler's :data:`POLICY_ONLY` functions raise TypeError when run. Their code is
-    swapped, not their names, so ``super().policy(out)``, ``Scheduler.policy(self, out)`` and a
-    reference saved before the replay all reach it; on the way out it is restored."""
-    functions = [getattr(Scheduler, name) for name in POLICY_ONLY]
+def refused(functions: Sequence[Callable[..., Any]], instead: Callable[..., Any]) -> Iterator[None]:
+    """Inside: each of ``functions`` runs ``instead``'s code (which raises TypeError). The code
+    is swapped, not the names, so a call through a subclass, ``super()``, a wrapper or a
+    reference saved before all reach it; on the way out each gets its own code back."""
     codes = [function.__code__ for function in functions]
     try:
         for function in functions:
-            function.__code__ = _refused.__code__
+            function.__code__ = instead.__code__
         yield
     finally:
         for function, code in zip(functions, codes, strict=True):

@@ -335,3 +335,51 @@ def test_scheduler_that_never_swaps() -> None:
                 pass
 
     _fails_on("scheduler_step", MyScheduler, "swap mode: C is swapped out at step 4")
+
+
+def test_wrapping_pagedlabs_own_class_is_not_writing_it() -> None:
+    """A capstone that hands the work to pagedlab's own BlockTable or PrefixCache (wrapped,
+    not subclassed) fails; the classes work again once the check is over."""
+    from pagedlab.memory.allocator import BlockAllocator
+    from pagedlab.memory.block_table import BlockTable
+    from pagedlab.memory.prefix_cache import PrefixCache
+
+    class MyBlockTable:
+        def __init__(self, allocator: Any) -> None:
+            self._table = BlockTable(allocator)
+
+        def append_tokens(self, n: int) -> None:
+            self._table.append_tokens(n)
+
+        def free(self) -> None:
+            self._table.free()
+
+        blocks = property(lambda self: self._table.blocks)
+        num_tokens = property(lambda self: self._table.num_tokens)
+
+    class MyPrefixCache:
+        def __init__(self, block_size: int) -> None:
+            self._cache = PrefixCache(BlockAllocator(256, block_size))
+
+        def lookup(self, tokens: list[int]) -> list[int]:
+            return list(self._cache.lookup(tokens)[0])
+
+        def register(self, blocks: list[int], tokens: list[int]) -> None:
+            pass
+
+    def my_append_cow(allocator: Any, blocks: list[int], num_tokens: int) -> list[int]:
+        table = BlockTable(allocator)
+        table.blocks, table.num_tokens = list(blocks), num_tokens
+        table.append_tokens(1)
+        return list(table.blocks)
+
+    for name, learner, words in [
+        ("block_table", MyBlockTable, "builds pagedlab's BlockTable"),
+        ("prefix_cache", MyPrefixCache, "builds pagedlab's PrefixCache"),
+        ("append_cow", my_append_cow, "builds pagedlab's BlockTable"),
+    ]:
+        result = EXERCISES[name].check(learner)
+        assert result.status == FAILED and words in result.message, result.message
+    table = BlockTable(BlockAllocator(4, 4))  # in this process, as before
+    table.append_tokens(5)
+    assert table.blocks == [0, 1]
