@@ -273,6 +273,7 @@ class Exercise:
     entry = ""  # the name the starter cell defines, when not my_<name> (a class, a kernel)
     driver = ""  # the driver (drivers.ADAPTERS) that runs the learner's object on a case
     isolate = True  # run the calls in a child process where os.fork exists
+    convert = True  # an answer is made a plain value like the expected one (not a log, a tensor)
 
     def __post_init__(self) -> None:
         """Fill ``name``, ``params`` and ``returns`` left empty from the solution's signature
@@ -287,11 +288,6 @@ class Exercise:
     def adapt(self) -> Callable[[Any], Callable[..., Any]] | None:
         """The learner's object -> a function of a case's arguments (None: a plain call)."""
         return ADAPTERS[self.driver] if self.driver else None
-
-    @property
-    def convert(self) -> bool:
-        """Whether an answer is turned into a plain value like the expected one first."""
-        return not self.driver
 
     def where(self, fn: Callable[..., Any], case: Case) -> str:
         """Extra words on a miss (run in a child): where the answer goes wrong."""
@@ -539,9 +535,11 @@ def forget_results() -> None:
 
 @dataclass
 class Function(Exercise):
-    """The learner writes a function; each case calls it and compares its answer."""
+    """The learner writes a function; each case calls it and compares its answer (through a
+    ``driver`` when one is named: ``"unchanged"`` fails a call that changes its arguments)."""
 
     setup: str = ""
+    driver: str = ""
 
 
 def same_log(expected: Any, got: Any) -> bool:
@@ -556,6 +554,7 @@ class Replay(Exercise):
     after every step; a miss names the first step that differs and the parts that do."""
 
     returns: str = "replay log"
+    convert = False
     compare: Callable[[Any, Any], bool] = same_log
     driver: str = ""
     parts: tuple[str, ...] = ()  # the names of what a log entry holds
@@ -586,6 +585,7 @@ class Kernel(Exercise):
     (:mod:`~pagedlab.exercises.kernel_drivers`) and compares its output with torch's."""
 
     returns: str = "kernel output"
+    convert = False
     budget_s: float = 30.0
     driver: str = ""
     stub_code: str = field(default="", repr=False)

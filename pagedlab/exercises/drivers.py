@@ -16,6 +16,7 @@ load it (alone) in the interpreter that runs a learner's submission. Torch-free.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -65,6 +66,23 @@ def _needs_function(obj: Any, what: str) -> Any:
     if not callable(obj):
         raise TypeError(f"pass your {what}, got {type(obj).__name__}")
     return obj
+
+
+def adapt_unchanged(fn: Any) -> Callable[..., Any]:
+    """A learner's function that must leave its arguments as they were (they are the caller's
+    live state, an engine's block tables): a call that changes them raises ValueError."""
+
+    def run(*args: Any) -> Any:
+        before = copy.deepcopy(args)
+        answer = _needs_function(fn, "function")(*args)
+        if args != before:
+            raise ValueError(
+                "your function changed the lists it was given: build new ones and leave the "
+                "caller's as they were (they are the engine's own block tables)"
+            )
+        return answer
+
+    return _named(fn, run)
 
 
 # --- block tables: appends and frees on tables sharing one pool --------------------------------
@@ -318,6 +336,7 @@ BASES: dict[str, type] = {"scheduler": Scheduler}
 #: Driver name -> adapter (learner object -> a function of a case's arguments); the kernel
 #: drivers join it when :mod:`pagedlab.exercises.kernel_drivers` is imported.
 ADAPTERS: dict[str, Callable[[Any], Callable[..., Any]]] = {
+    "unchanged": adapt_unchanged,
     "table": adapt_table,
     "cow": adapt_cow,
     "cache": adapt_cache,

@@ -90,7 +90,7 @@ def _pad_row(t: list[list[int]], fill: int, front: bool) -> list[list[int]]:
 
 
 EXERCISES_08 = [
-    Function(pad_block_tables, NB08,
+    Function(pad_block_tables, NB08, driver="unchanged",
         task="Pack the block lists of a batch into one rectangle: pad every row with -1 to the "
         "longest row's length.",
         cases=lambda: cases(PADS, _batch, 16, 801, given=lambda ls, b: (_lockstep(ls, b),),
@@ -103,7 +103,7 @@ EXERCISES_08 = [
                     lambda t: _pad_row(t, -1, True), "pad_front"),
         ],
     ),
-    Function(pack_decode, NB08,
+    Function(pack_decode, NB08, driver="unchanged",
         task="One decode step: each sequence has just appended its newest token (num_tokens "
         "counts it). Return (padded block tables, seq_lens, slot mapping with one entry per "
         "sequence: the slot its newest token's K/V is written to).",

@@ -383,3 +383,25 @@ def test_wrapping_pagedlabs_own_class_is_not_writing_it() -> None:
     table = BlockTable(BlockAllocator(4, 4))  # in this process, as before
     table.append_tokens(5)
     assert table.blocks == [0, 1]
+
+
+def test_padding_the_callers_tables_in_place() -> None:
+    """pad_block_tables and pack_decode get an engine's live block tables: padding those rows
+    in place (and returning them) gives the right answer and breaks the engine's tables."""
+
+    def my_pad_block_tables(tables: list[list[int]]) -> list[list[int]]:
+        width = max(len(row) for row in tables)
+        for row in tables:
+            row += [-1] * (width - len(row))
+        return tables
+
+    def my_pack_decode(tables: list[list[int]], num_tokens: list[int], block_size: int) -> Any:
+        slots = [row[(n - 1) // block_size] * block_size + (n - 1) % block_size
+                 for row, n in zip(tables, num_tokens, strict=True)]  # fmt: skip
+        return my_pad_block_tables(tables), list(num_tokens), slots
+
+    for name, learner in [("pad_block_tables", my_pad_block_tables),
+                          ("pack_decode", my_pack_decode)]:  # fmt: skip
+        result = EXERCISES[name].check(learner)
+        assert result.status == FAILED, result.message
+        assert "changed the lists it was given" in result.message, result.message
