@@ -65,7 +65,10 @@ from pagedlab.exercises.sandbox import (
 PASSED, FAILED, TODO = "passed", "failed", "not done"
 GENERATED_WHY = "a seeded random case: the fixed cases passed, so try these inputs by hand"
 GENERATED_HINT = "work this case out by hand and compare each step with your code."
-FIXED_HINT = "what this case exists to catch (the why above) is where your answer goes wrong."
+FIXED_HINT = (
+    "the why above says what this case was built to catch: compare your answer with the "
+    "expected one, step by step."
+)
 STATE_HINT = (
     "run alone, in a fresh process, this case gets the right answer: your code keeps "
     "something from an earlier case (a class or module attribute, a default argument, a list "

@@ -79,7 +79,7 @@ def _ceil(a: int, b: int) -> int:
 
 # name -> [(wrong implementation, words its message must hold[, words it must not hold])]:
 # the wrong answers a learner writes first, and hostile ones
-GENERIC = "where your answer goes wrong"
+GENERIC = "what this case was built to catch"
 WRONG = {
     "blocks_needed": [
         (lambda n, b: n // b, "partly filled last block counts"),
