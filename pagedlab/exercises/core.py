@@ -28,7 +28,11 @@ Invariants
     * Cases are the same on every run (fixed cases, then cases generated from a seeded
       ``random.Random``), so a saved notebook output is deterministic.
     * The learner's function gets a copy of each case's arguments: it cannot change a case,
-      the expected answer or a later case. State it keeps carries from case to case.
+      the expected answer or a later case. State it keeps carries from case to case; a miss
+      that the same case, run alone in a fresh child, gets right is blamed on that state.
+    * No code of the learner's object runs in the notebook's process where a child exists:
+      its name and stub-ness are read off ``type(fn) is FunctionType`` objects only, and every
+      word a child sends is made printable (:func:`~pagedlab.exercises.sandbox.printable`).
     * Under :func:`held_back` (``python -m pagedlab.grade``) the generated cases and the
       seeded data come from a secret salt: no answer a notebook printed helps there.
     * A function whose body is still empty (``...``) or that raises ``NotImplementedError`` is

@@ -8,6 +8,8 @@ pagedlab's real objects or the learner's: block tables (:class:`Tables`), forks
 Scheduler class, or a learner's subclass deciding with its own ``policy``). The kernels are
 launched by :mod:`pagedlab.exercises.kernel_drivers`.
 The same replays, given pagedlab's own classes, produce the expected logs in the grader.
+While a learner's capstone runs, the pagedlab code it is meant to replace is :func:`refused`
+(BlockTable's and PrefixCache's constructors, Scheduler's policy): wrapping it is not writing it.
 
 Invariant: this module holds no expected value, no case and no reference solution, and
 imports nothing of :mod:`pagedlab.exercises` but itself, so ``python -m pagedlab.grade`` can
