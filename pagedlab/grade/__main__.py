@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from pagedlab.grade.reaper import kill_descendants, set_subreaper
 from pagedlab.grade.runner import grade
 
 
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         "(default: a fresh random one per run); never publish it",
     )
     args = parser.parse_args(argv)
+    set_subreaper()  # every orphan a submission leaves comes to this process (Linux)
     for path in args.submissions:
         if not path.is_file():
             parser.error(f"no such notebook: {path}")
@@ -43,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         results = grade(args.submissions, args.notebook, args.exercise, args.salt)
     except ValueError as error:
         parser.error(str(error))
+    kill_descendants()  # nothing the submission started may outlive grading, nor write this
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     return 0

@@ -16,9 +16,10 @@ Invariants
       class-free unpickler (:class:`PlainUnpickler`), tensors rebuilt here from plain lists;
       no method of a learner object runs here.
     * A case that runs past its budget (plus :data:`GRACE_S`), or a child that dies, fails
-      that case; the child's whole process group is killed and a fresh child, with the same
-      cells loaded, grades the next exercise. A cell whose top-level code hangs or ends the
-      process is left out, and said so.
+      that case; the child's whole process group is killed, then every other process it
+      started (one that left the group with ``setsid`` too: :mod:`pagedlab.grade.reaper`),
+      and a fresh child, with the same cells loaded, grades the next exercise. A cell whose
+      top-level code hangs or ends the process is left out, and said so.
     * An exercise scores 1 only if its entry is the submission's own (a plain ``def``, a
       ``class`` of its own, or a ``@triton.jit`` kernel: checked on the source here, and on the
       object in the child) and every case passes; else 0. A held-back case's expected
@@ -39,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ from pagedlab.exercises import EXERCISES, Exercise
 from pagedlab.exercises.core import Case, Kernel, held_back, short
 from pagedlab.exercises.drivers import BASES
 from pagedlab.exercises.sandbox import Gone, Outcome, Raised, outcome_of, receive, send
+from pagedlab.grade.reaper import kill_descendants, reaping
 
 GRACE_S = 5.0  # past a case's budget before the child is killed (it also starts torch)
 CELL_BUDGET_S = 120.0  # one cell's top-level code (imports of torch and triton included)
@@ -167,9 +169,13 @@ class ChildGone(Exception):
 
 
 class Child:
-    """One grading child in its own session; every call has a deadline, then it is killed."""
+    """One grading child in its own session; every call has a deadline, then it is killed,
+    and with it every process it started but those in ``spare`` (:func:`kill_descendants`)."""
 
-    def __init__(self, workdir: str, ready_s: float = CELL_BUDGET_S) -> None:
+    def __init__(
+        self, workdir: str, ready_s: float = CELL_BUDGET_S, spare: Collection[int] = ()
+    ) -> None:
+        self._spare = spare
         to_child, self._requests = os.pipe()
         self._replies, from_child = os.pipe()
         self._log = open(os.path.join(workdir, "child.log"), "ab")  # noqa: SIM115
@@ -208,12 +214,14 @@ class Child:
             raise ChildGone(str(error)) from error
 
     def kill(self) -> None:
-        """Kill the child's whole process group (grandchildren too) and reap it."""
+        """Kill the child's whole process group (grandchildren too) and reap it, then every
+        other descendant of this process (those that left the group) but the spared."""
         if self._log.closed:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
+        kill_descendants(self._spare)
         for fd in (self._requests, self._replies):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -240,9 +248,15 @@ class Grader:
     """Grades exercises one after another with one child (a fresh one after a failure)."""
 
     def __init__(
-        self, cells: list[Cell], salt: str, workdir: str, cell_budget_s: float = CELL_BUDGET_S
+        self,
+        cells: list[Cell],
+        salt: str,
+        workdir: str,
+        cell_budget_s: float = CELL_BUDGET_S,
+        spare: Collection[int] = (),
     ) -> None:
         self.cells = cells
+        self.spare = spare  # this process's children from before grading: never killed
         self.cell_budget_s = cell_budget_s
         self.salt = salt
         self.workdir = workdir
@@ -257,7 +271,7 @@ class Grader:
     def _ready(self) -> Child:
         """A child with every cell loaded (in order) but those that hang or end it."""
         while self.child is None:
-            child = Child(self.workdir, max(self.cell_budget_s, 60.0))
+            child = Child(self.workdir, max(self.cell_budget_s, 60.0), self.spare)
             try:
                 for cell in self.cells:
                     if cell.index in self.left_out:
@@ -375,8 +389,8 @@ def grade(
     exercises = select_exercises(cells, notebooks, names)
     salt = salt or secrets.token_hex(16)
     verdicts = []
-    with tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir:
-        grader = Grader(cells, salt, workdir, cell_budget_s)
+    with reaping() as spare, tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir:
+        grader = Grader(cells, salt, workdir, cell_budget_s, spare)
         try:
             for exercise in exercises:
                 try:

@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 import types
 from pathlib import Path
 from typing import Any
@@ -293,3 +294,62 @@ def test_cli_refuses_a_missing_notebook(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
     assert run.returncode == 2 and "no such notebook" in run.stderr
+
+
+def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m pagedlab.grade ARGS`` from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", "pagedlab.grade", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+    )  # fmt: skip
+
+
+# a cell that leaves a daemon behind: it forks, leaves the child's process group (setsid), forks
+# again, then waits for the grader to exit and rewrites results.json to full marks
+DAEMON = """import json, os, time
+_grader, _started, _pwned = os.getppid(), {started!r}, {pwned!r}
+_pid = os.fork()
+if _pid == 0:
+    try:
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                open(_started, "w").close()
+                while True:
+                    try:
+                        os.kill(_grader, 0)
+                    except ProcessLookupError:
+                        break
+                    time.sleep(0.005)
+                open(_pwned, "w").close()
+                path = {results!r}
+                r = json.load(open(path))
+                for t in r["tests"]:
+                    t["score"] = t["max_score"]
+                r["score"] = float(len(r["tests"]))
+                open(path, "w").write(json.dumps(r))
+    finally:
+        os._exit(0)
+os.waitpid(_pid, 0)
+while not os.path.exists(_started):
+    time.sleep(0.005)
+
+
+def my_blocks_needed(num_tokens, block_size):
+    return 0
+"""
+
+
+def test_a_daemon_the_submission_leaves_dies_with_grading(tmp_path: Path) -> None:
+    """S1: a process that left the child's process group (setsid) is killed before the grader
+    writes results.json, so it never rewrites it after the grader exits."""
+    started, pwned, out = tmp_path / "started", tmp_path / "pwned", tmp_path / "results.json"
+    cell = DAEMON.format(started=str(started), pwned=str(pwned), results=str(out))
+    path = notebook(tmp_path / "daemon.ipynb", [cell])
+    run = _cli(str(path), "--exercise", "blocks_needed", "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    time.sleep(1.0)  # the daemon polls every 5 ms for the grader's exit
+    assert started.exists(), "the daemon never started: the test tests nothing"
+    assert not pwned.exists(), "a process the submission started outlived the grader"
+    results = json.loads(out.read_text())
+    assert results["score"] == 0.0 and results["tests"][0]["score"] == 0.0, results
