@@ -20,6 +20,8 @@ Invariants
       started (one that left the group with ``setsid`` too: :mod:`pagedlab.grade.reaper`),
       and a fresh child, with the same cells loaded, grades the next exercise. A cell whose
       top-level code hangs or ends the process is left out, and said so.
+    * Every string that reaches the table or results.json is encodable UTF-8 (:func:`safe`: a
+      learner's lone surrogate is written as ``\\udXXX``).
     * An exercise scores 1 only if its entry is the submission's own (a plain ``def``, a
       ``class`` of its own, or a ``@triton.jit`` kernel: checked on the source here, and on the
       object in the child) and every case passes; else 0. A held-back case's expected
@@ -57,6 +59,17 @@ REPLY_LIMIT = 64 * 1024 * 1024  # bytes of one reply; a larger one fails the cas
 DEFINES = re.compile(r"^(?:def|class)\s+(\w+)", re.MULTILINE)
 
 
+class UsageError(ValueError):
+    """The grader was asked for something it cannot do (an exercise that does not exist):
+    the command line's error, not the submission's."""
+
+
+def safe(text: str) -> str:
+    """``text`` with whatever UTF-8 cannot encode (a lone surrogate the learner's code printed
+    or raised) written as a backslash escape: every string the grader writes goes through it."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 # --- the submission's cells ------------------------------------------------------------------
 @dataclass
 class Cell:
@@ -80,7 +93,7 @@ def read_cells(paths: Sequence[Path], entries: set[str]) -> list[Cell]:
             notebook = json.loads(Path(path).read_text(encoding="utf-8"))
             raw = notebook["cells"]
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"{path}: not a readable notebook ({error})") from error
+            raise UsageError(safe(f"{path}: not a readable notebook ({error})")) from error
         for number, cell in enumerate(raw):
             if not isinstance(cell, dict) or cell.get("cell_type") != "code":
                 continue
@@ -240,6 +253,9 @@ class Verdict:
     total: int
     output: str
 
+    def __post_init__(self) -> None:
+        self.output = safe(self.output)  # it holds what the learner's code printed or raised
+
     def test(self) -> dict[str, Any]:
         return {"name": self.name, "score": self.score, "max_score": 1.0, "output": self.output}
 
@@ -280,10 +296,12 @@ class Grader:
                         error = child.ask(("cell", cell.index, cell.source), self.cell_budget_s)
                     except ChildGone as gone:
                         why = "ran too long" if str(gone) == "timeout" else f"failed: {gone}"
-                        self.left_out[cell.index] = f"{cell.where}: its top-level code {why}"
+                        why = f"{cell.where}: its top-level code {why}"
+                        self.left_out[cell.index] = safe(why)
                         raise
                     if error:
-                        self.left_out.setdefault(cell.index, f"{cell.where} raised {error}")
+                        why = safe(f"{cell.where} raised {error}")
+                        self.left_out.setdefault(cell.index, why)
                 self.child = child
             except ChildGone:
                 continue
@@ -357,7 +375,7 @@ def select_exercises(cells: list[Cell], notebooks: Iterable[str] = (),
     names, notebooks = list(names), list(notebooks)
     unknown = [n for n in names if n not in EXERCISES]
     if unknown:
-        raise ValueError(f"no exercise named {unknown}; there are: {', '.join(EXERCISES)}")
+        raise UsageError(f"no exercise named {unknown}; there are: {', '.join(EXERCISES)}")
     if not names and not notebooks:
         defined = set().union(*(c.defines for c in cells)) if cells else set()
         notebooks = sorted({e.notebook for e in EXERCISES.values() if entry_of(e) in defined})
@@ -366,7 +384,7 @@ def select_exercises(cells: list[Cell], notebooks: Iterable[str] = (),
         if e.name in names or any(e.notebook.startswith(n) for n in notebooks)
     ]  # fmt: skip
     if not picked:
-        raise ValueError("nothing to grade: the submission defines no exercise (my_<name>)")
+        raise UsageError("nothing to grade: the submission defines no exercise (my_<name>)")
     return picked
 
 
@@ -399,9 +417,9 @@ def grade(
                     verdicts.append(grader._zero(exercise, f"the grader failed: {short(error)}"))
         finally:
             grader.close()
-    say(table(verdicts, files))
+    say(safe(table(verdicts, files)))
     for text in grader.left_out.values():
-        say(f"note: {text} (left out)")
+        say(safe(f"note: {text} (left out)"))
     return {
         "score": float(sum(v.score for v in verdicts)),
         "tests": [v.test() for v in verdicts],

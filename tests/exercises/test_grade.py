@@ -353,3 +353,38 @@ def test_a_daemon_the_submission_leaves_dies_with_grading(tmp_path: Path) -> Non
     assert not pwned.exists(), "a process the submission started outlived the grader"
     results = json.loads(out.read_text())
     assert results["score"] == 0.0 and results["tests"][0]["score"] == 0.0, results
+
+
+def test_a_lone_surrogate_in_learner_text_grades_to_zero(tmp_path: Path) -> None:
+    """S3: text that UTF-8 cannot encode (a print, an exception's message, a cell's error)
+    is written escaped; results.json is valid and those exercises score 0."""
+    cells = [
+        'def my_blocks_needed(num_tokens, block_size):\n    print("\\ud800 hello")\n    return 0\n',
+        'def my_empty_slots(num_tokens, block_size):\n    raise ValueError("bad \\udcff")\n',
+        'raise RuntimeError("cell \\udfff")\n\n\ndef my_slot(pos, blocks, block_size):\n'
+        "    return (0, 0)\n",
+    ]
+    path = notebook(tmp_path / "surrogates.ipynb", cells)
+    out = tmp_path / "results.json"
+    names = ["--exercise", "blocks_needed", "--exercise", "empty_slots", "--exercise", "slot"]
+    run = _cli(str(path), *names, "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    results = json.loads(out.read_text(encoding="utf-8"))
+    assert [t["score"] for t in results["tests"]] == [0.0, 0.0, 0.0], results
+    outputs = {t["name"]: t["output"] for t in results["tests"]}
+    assert "\\ud800 hello" in outputs["blocks_needed"]
+    assert "bad \\udcff" in outputs["empty_slots"]
+    assert "cell \\udfff" in run.stdout  # the cell's error, in the notes
+
+
+def test_results_are_replaced_whole_or_not_at_all(tmp_path: Path) -> None:
+    """A results.json that cannot be written leaves the one before untouched, and no stray
+    temporary file."""
+    from pagedlab.grade.__main__ import write_results
+
+    out = tmp_path / "results.json"
+    write_results(out, {"score": 1.0, "tests": []})
+    with pytest.raises(UnicodeEncodeError):
+        write_results(out, {"score": 0.0, "tests": [], "output": "\ud800"})
+    assert json.loads(out.read_text()) == {"score": 1.0, "tests": []}
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
