@@ -68,7 +68,13 @@ def main(argv: list[str] | None = None) -> int:
         if not path.is_file():
             parser.error(f"no such notebook: {path}")
     try:
-        results = grade(args.submissions, args.notebook, args.exercise, args.salt)
+        results = grade(
+            args.submissions,
+            args.notebook,
+            args.exercise,
+            args.salt,
+            started=None if args.json is None else lambda first: write_results(args.json, first),
+        )
     except UsageError as error:
         parser.error(str(error))
     kill_descendants()  # nothing the submission started may outlive grading, nor write this

@@ -56,6 +56,7 @@ from pagedlab.grade.reaper import kill_descendants, reaping
 GRACE_S = 5.0  # past a case's budget before the child is killed (it also starts torch)
 CELL_BUDGET_S = 120.0  # one cell's top-level code (imports of torch and triton included)
 REPLY_LIMIT = 64 * 1024 * 1024  # bytes of one reply; a larger one fails the case
+UNFINISHED = "✗ grading did not finish (the grader was stopped before it could judge this)"
 DEFINES = re.compile(r"^(?:def|class)\s+(\w+)", re.MULTILINE)
 
 
@@ -85,24 +86,39 @@ def _code(source: str) -> str:
     )
 
 
-def read_cells(paths: Sequence[Path], entries: set[str]) -> list[Cell]:
-    """The code cells of ``paths`` that define (top level ``def``/``class``) an entry."""
+def read_cells(
+    paths: Sequence[Path], entries: set[str], unreadable: list[str] | None = None
+) -> list[Cell]:
+    """The code cells of ``paths`` that define (top level ``def``/``class``) an entry.
+
+    A notebook that cannot be read (not JSON, no cells, nested too deep ...) raises
+    ValueError, or, given an ``unreadable`` list, is said there and skipped (none of its cells
+    is kept)."""
     cells: list[Cell] = []
     for path in paths:
         try:
-            notebook = json.loads(Path(path).read_text(encoding="utf-8"))
-            raw = notebook["cells"]
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise UsageError(safe(f"{path}: not a readable notebook ({error})")) from error
-        for number, cell in enumerate(raw):
-            if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-                continue
-            source = cell.get("source", "")
-            source = source if isinstance(source, str) else "".join(map(str, source))
-            names = set(DEFINES.findall(_code(source))) & entries
-            if names:
-                where = f"{Path(path).name}, cell {number}"
-                cells.append(Cell(len(cells), where, source, names))
+            found = _cells_of(Path(path), entries, len(cells))
+        except Exception as error:  # whatever the file holds (nested too deep: RecursionError)
+            why = safe(f"{Path(path).name}: not a readable notebook ({short(error)})")
+            if unreadable is None:
+                raise ValueError(why) from error
+            unreadable.append(why)
+            continue
+        cells += found
+    return cells
+
+
+def _cells_of(path: Path, entries: set[str], first: int) -> list[Cell]:
+    cells: list[Cell] = []
+    raw = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    for number, cell in enumerate(raw):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = source if isinstance(source, str) else "".join(map(str, source))
+        names = set(DEFINES.findall(_code(source))) & entries
+        if names:
+            cells.append(Cell(first + len(cells), f"{path.name}, cell {number}", source, names))
     return cells
 
 
@@ -371,20 +387,22 @@ class Grader:
 
 def select_exercises(cells: list[Cell], notebooks: Iterable[str] = (),
                      names: Iterable[str] = ()) -> list[Exercise]:  # fmt: skip
-    """The exercises asked for, else every exercise of each notebook the cells touch."""
+    """The exercises asked for, else every exercise of each notebook the cells touch (none if
+    they touch none: the submission's problem, not the command's)."""
     names, notebooks = list(names), list(notebooks)
     unknown = [n for n in names if n not in EXERCISES]
     if unknown:
         raise UsageError(f"no exercise named {unknown}; there are: {', '.join(EXERCISES)}")
-    if not names and not notebooks:
+    asked = bool(names or notebooks)
+    if not asked:
         defined = set().union(*(c.defines for c in cells)) if cells else set()
         notebooks = sorted({e.notebook for e in EXERCISES.values() if entry_of(e) in defined})
     picked = [
         e for e in EXERCISES.values()
         if e.name in names or any(e.notebook.startswith(n) for n in notebooks)
     ]  # fmt: skip
-    if not picked:
-        raise UsageError("nothing to grade: the submission defines no exercise (my_<name>)")
+    if asked and not picked:
+        raise UsageError(f"no exercise in notebook {notebooks}: nothing to grade")
     return picked
 
 
@@ -395,16 +413,27 @@ def grade(
     salt: str | None = None,
     say: Callable[[str], Any] = print,
     cell_budget_s: float = CELL_BUDGET_S,
+    started: Callable[[dict[str, Any]], Any] | None = None,
 ) -> dict[str, Any]:
-    """Grade the submission; returns Gradescope's ``{"score", "tests"}`` (and prints a table).
+    """Grade the submission; returns Gradescope's ``{"score", "tests"}`` (and prints a table),
+    with ``"output"`` too when something concerns the whole submission (a notebook that cannot
+    be read, no exercise defined: score 0).
 
     ``salt`` None draws a fresh secret one (the held-back cases differ on every run);
-    a fixed salt makes a run repeatable (keep it secret: cases follow from it).
+    a fixed salt makes a run repeatable (keep it secret: cases follow from it). ``started``,
+    before any learner code runs, gets provisional results: every exercise 0, "grading did not
+    finish" (what stands if the submission kills this process).
     """
     files = [Path(p) for p in paths]
     entries = {entry_of(e) for e in EXERCISES.values()}
-    cells = read_cells(files, entries)
+    notes: list[str] = []
+    cells = read_cells(files, entries, notes)
     exercises = select_exercises(cells, notebooks, names)
+    if not exercises:
+        notes.append("nothing to grade: the submission defines no exercise (my_<name>)")
+    if started is not None:
+        unfinished = [Verdict(e.name, e.notebook, 0.0, 0, 0, UNFINISHED) for e in exercises]
+        started(_results(unfinished, notes))
     salt = salt or secrets.token_hex(16)
     verdicts = []
     with reaping() as spare, tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir:
@@ -420,10 +449,20 @@ def grade(
     say(safe(table(verdicts, files)))
     for text in grader.left_out.values():
         say(safe(f"note: {text} (left out)"))
-    return {
+    for text in notes:
+        say(f"note: {text}")
+    return _results(verdicts, notes)
+
+
+def _results(verdicts: Sequence[Verdict], notes: Sequence[str]) -> dict[str, Any]:
+    """Gradescope's results.json: the score and one test per exercise (and the notes)."""
+    results: dict[str, Any] = {
         "score": float(sum(v.score for v in verdicts)),
         "tests": [v.test() for v in verdicts],
     }
+    if notes:
+        results["output"] = safe("\n".join(notes))
+    return results
 
 
 def table(verdicts: Sequence[Verdict], paths: Sequence[Path]) -> str:

@@ -388,3 +388,42 @@ def test_results_are_replaced_whole_or_not_at_all(tmp_path: Path) -> None:
         write_results(out, {"score": 0.0, "tests": [], "output": "\ud800"})
     assert json.loads(out.read_text()) == {"score": 1.0, "tests": []}
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+def test_a_notebook_nested_too_deep_is_unreadable_and_scores_zero(tmp_path: Path) -> None:
+    """M1: JSON nested past Python's recursion limit is an unreadable notebook: said so, the
+    exercises asked for score 0, results.json written (no traceback)."""
+    deep = "[" * 200_000 + "]" * 200_000
+    cell = '{"cell_type": "code", "source": "def my_blocks_needed(n, b):\\n    return 0\\n", '
+    text = '{"cells": [' + cell + '"metadata": {"x": ' + deep + "}}]}"
+    path = tmp_path / "deep.ipynb"
+    path.write_text(text)
+    out = tmp_path / "results.json"
+    run = _cli(str(path), "--exercise", "blocks_needed", "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    results = json.loads(out.read_text())
+    assert results["score"] == 0.0 and results["tests"][0]["score"] == 0.0, results
+    assert "deep.ipynb: not a readable notebook" in results["output"]
+    assert "not a readable notebook" in run.stdout
+    # nothing asked for and nothing readable: still a results.json with 0, not a usage error
+    run = _cli(str(path), "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    results = json.loads(out.read_text())
+    assert results["score"] == 0.0 and results["tests"] == []
+    assert "nothing to grade" in results["output"]
+
+
+def test_a_submission_that_kills_the_grader_leaves_a_zero(tmp_path: Path) -> None:
+    """M2: results.json is written (every exercise 0, "did not finish") before any learner
+    code runs, so a cell that SIGKILLs the grader leaves that, not nothing."""
+    cell = (
+        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n\n\n"
+        "def my_blocks_needed(num_tokens, block_size):\n    return 0\n"
+    )
+    path = notebook(tmp_path / "kill.ipynb", [cell])
+    out = tmp_path / "results.json"
+    run = _cli(str(path), "--exercise", "blocks_needed", "--json", str(out))
+    assert run.returncode == -9, (run.returncode, run.stderr)
+    results = json.loads(out.read_text())
+    assert results["score"] == 0.0 and len(results["tests"]) == 1, results
+    assert "grading did not finish" in results["tests"][0]["output"]
