@@ -22,6 +22,8 @@ Invariants
       top-level code hangs or ends the process is left out, and said so.
     * Every string that reaches the table or results.json is encodable UTF-8 (:func:`safe`: a
       learner's lone surrogate is written as ``\\udXXX``).
+    * The child checks its import guard before and after each case
+      (:class:`pagedlab.grade.child._Guard`); an exercise whose guard fell scores 0.
     * An exercise scores 1 only if its entry is the submission's own (a plain ``def``, a
       ``class`` of its own, or a ``@triton.jit`` kernel: checked on the source here, and on the
       object in the child) and every case passes; else 0. A held-back case's expected
@@ -193,6 +195,11 @@ def _definition_problem(node: ast.AST, entry: str, kind: str, classes: set[str])
 
 
 # --- the child --------------------------------------------------------------------------------
+class GuardGone(Exception):
+    """The child says its import guard fell (the submission removed it, or loaded a grader):
+    the exercise fails, and that child grades nothing more."""
+
+
 class ChildGone(Exception):
     """The child died, sent something unreadable, or ran past the deadline (it is killed)."""
 
@@ -359,8 +366,12 @@ class Grader:
         the notebook's own :meth:`~pagedlab.exercises.core.Exercise._verdict`, held-back
         cases without their inputs and answer."""
         answers: dict[int, Outcome] = {}
-        for case in cases:
-            outcome = self._one(entry, exercise.driver, case, exercise.budget_s)
+        for number, case in enumerate(cases, start=1):
+            try:
+                outcome = self._one(entry, exercise.driver, case, exercise.budget_s)
+            except GuardGone as gone:  # that child is the learner's now: a fresh one goes on
+                self.close()
+                return self._zero(exercise, f"{entry}: {gone} (case {number})", len(cases))
             answers[id(case)] = exercise.answer_of(case, outcome)
             if outcome.timed_out or self.child is None:  # no answer: no later case runs
                 break
@@ -382,6 +393,8 @@ class Grader:
             if str(gone) == "timeout":
                 return Outcome(timed_out=True)
             return Outcome(raised=Raised("SystemExit", f"no answer: {gone}", "", False))
+        if isinstance(reply, str):
+            raise GuardGone(reply)
         return outcome_of(reply)
 
 

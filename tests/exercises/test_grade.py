@@ -427,3 +427,35 @@ def test_a_submission_that_kills_the_grader_leaves_a_zero(tmp_path: Path) -> Non
     results = json.loads(out.read_text())
     assert results["score"] == 0.0 and len(results["tests"]) == 1, results
     assert "grading did not finish" in results["tests"][0]["output"]
+
+
+def test_undoing_the_import_guard_fails_the_exercise(tmp_path: Path) -> None:
+    """S2 (the easy way only): a cell that drops the child's import guard to import a
+    reference solution, or a function that does it during a case and puts it back, fails
+    with a clear message; a fresh child grades the next exercise."""
+    one_line = (
+        "import sys, importlib\n"
+        'sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_Refuse"]\n'
+        '_nb01 = importlib.import_module("pagedlab.exercises.nb01")\n\n\n'
+        "def my_blocks_needed(num_tokens, block_size):\n"
+        "    return _nb01.blocks_needed(num_tokens, block_size)\n"
+    )
+    results = grade(
+        [notebook(tmp_path / "a.ipynb", [one_line])], names=["blocks_needed"], say=lambda text: None
+    )
+    output = results["tests"][0]["output"]
+    assert results["score"] == 0.0 and "removed the grader's import guard" in output, results
+    during = (
+        "import sys, importlib\n\n\n"
+        "def my_empty_slots(num_tokens, block_size):\n"
+        "    saved = sys.meta_path[:]\n"
+        '    sys.meta_path[:] = [f for f in saved if type(f).__name__ != "_Refuse"]\n'
+        '    solution = importlib.import_module("pagedlab.exercises.nb01").empty_slots\n'
+        "    sys.meta_path[:] = saved\n"
+        "    return solution(num_tokens, block_size)\n"
+    )
+    path = notebook(tmp_path / "b.ipynb", [during, right_answer("pick_victim")])
+    results = grade([path], names=["empty_slots", "pick_victim"], say=lambda text: None)
+    scores = {t["name"]: t["score"] for t in results["tests"]}
+    assert scores == {"empty_slots": 0.0, "pick_victim": 1.0}, results
+    assert "the submission imported pagedlab.exercises." in results["tests"][0]["output"]
