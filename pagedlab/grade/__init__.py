@@ -4,6 +4,7 @@ The learner's exercise cells (those defining ``my_<name>`` or an exercise's clas
 fresh interpreter (:mod:`pagedlab.grade.child`) that holds no expected value and no grader;
 this process builds every case (the notebook's fixed cases and held-back ones drawn from a
 secret salt), sends only the arguments, and compares the plain values that come back
-(:mod:`pagedlab.grade.runner`); :mod:`pagedlab.grade.__main__` is the command line. This
+(:mod:`pagedlab.grade.runner`); :mod:`pagedlab.grade.reaper` kills whatever processes the
+submission leaves behind; :mod:`pagedlab.grade.__main__` is the command line. This
 ``__init__`` imports nothing: the child imports it too.
 """

@@ -1,14 +1,41 @@
 """``python -m pagedlab.grade SUBMISSION.ipynb [...] [--json results.json]``: see README.md,
-"For instructors". Exit status 0 when grading ran (whatever the score), 2 on bad usage."""
+"For instructors". Exit status 0 when grading ran (whatever the score), 2 on bad usage.
+results.json is replaced whole (written aside, then renamed): never left empty or partial."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
-from pagedlab.grade.runner import grade
+from pagedlab.grade.reaper import kill_descendants, set_subreaper
+from pagedlab.grade.runner import UsageError, grade
+
+
+def write_results(path: Path, results: dict[str, Any]) -> None:
+    """Write ``results`` as JSON to ``path`` atomically: a temporary file in the same folder,
+    then ``os.replace``; on any failure ``path`` keeps what it held before."""
+    text = json.dumps(results, indent=2, ensure_ascii=False) + "\n"
+    folder = path.parent
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(temporary, 0o666 & ~mask)  # as a plain open() would have made it
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,15 +63,23 @@ def main(argv: list[str] | None = None) -> int:
         "(default: a fresh random one per run); never publish it",
     )
     args = parser.parse_args(argv)
+    set_subreaper()  # every orphan a submission leaves comes to this process (Linux)
     for path in args.submissions:
         if not path.is_file():
             parser.error(f"no such notebook: {path}")
     try:
-        results = grade(args.submissions, args.notebook, args.exercise, args.salt)
-    except ValueError as error:
+        results = grade(
+            args.submissions,
+            args.notebook,
+            args.exercise,
+            args.salt,
+            started=None if args.json is None else lambda first: write_results(args.json, first),
+        )
+    except UsageError as error:
         parser.error(str(error))
+    kill_descendants()  # nothing the submission started may outlive grading, nor write this
     if args.json is not None:
-        args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+        write_results(args.json, results)
     return 0
 
 

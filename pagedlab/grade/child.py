@@ -15,7 +15,8 @@ driver)``
 or ``("case", entry, driver, args, budget_s)``; the child answers each with ``(nonce,
 reply)`` (a reply with another nonce, or anything more on the pipe, is something the
 learner's code wrote there: the parent fails that case), made of plain values only (None, bool,
-int, float, str, list, tuple, dict): the parent unpickles it with a restricted unpickler that
+int, float, str, list, tuple, dict; a ``case`` reply is a str when the import guard fell,
+:class:`_Guard`): the parent unpickles it with a restricted unpickler that
 loads no class at all, so no learner ``__reduce__`` runs there. A tensor travels as
 ``{"tensor": (dtype, shape, values)}``, any other object as ``{"other": (type, repr)}``.
 """
@@ -43,6 +44,37 @@ class _Refuse(importlib.abc.MetaPathFinder):
         if graders and name not in ALLOWED and name != "pagedlab.exercises":
             raise ImportError(f"{name} is not importable while a submission is graded")
         return None
+
+
+GUARD_GONE = "the submission removed the grader's import guard"
+GRADERS = ("pagedlab.exercises", "pagedlab.grade")
+
+
+class _Guard:
+    """The :class:`_Refuse` finder put first in ``sys.meta_path``, and a check that it is still
+    there (the same object, its method unchanged) and that no grader module got loaded since.
+    A learner's code can undo all of it (it runs in this process, with its rights): this stops
+    the easy way to the answers (one line that drops the finder) and says so, no more."""
+
+    def __init__(self) -> None:
+        self.finder = _Refuse()
+        self.find_spec = _Refuse.__dict__["find_spec"]
+        sys.meta_path.insert(0, self.finder)
+        self.loaded = {name for name in sys.modules if name.startswith(GRADERS)}
+
+    def problem(self) -> str:
+        """Empty while the guard stands, else what the submission did (the exercise fails)."""
+        finder = self.finder
+        if not any(f is finder for f in sys.meta_path) or type(finder) is not _Refuse:
+            return GUARD_GONE
+        if _Refuse.__dict__.get("find_spec") is not self.find_spec or vars(finder):
+            return GUARD_GONE
+        new = sorted(
+            name
+            for name in list(sys.modules)
+            if name.startswith(GRADERS) and name not in self.loaded and name not in ALLOWED
+        )
+        return f"the submission imported {new[0]}, a grader" if new else ""
 
 
 class _Absent(dict[str, Any]):
@@ -151,7 +183,7 @@ def main(argv: list[str]) -> int:
     drivers = _load_drivers()
     from pagedlab.exercises.sandbox import Gone, receive, send
 
-    sys.meta_path.insert(0, _Refuse())
+    guard = _Guard()
     namespace: dict[str, Any] = {"__name__": NAMESPACE, "__builtins__": __builtins__}
     send(replies, ("ready",))
     while True:
@@ -164,13 +196,19 @@ def main(argv: list[str]) -> int:
             send(replies, (nonce, _run_cell(message[1], message[2], namespace)))
         elif kind == "entry":
             name, entry_kind, base = message[1], message[2], drivers.BASES.get(message[3])
-            if name not in namespace:
+            if guard.problem():
+                send(replies, (nonce, guard.problem()))
+            elif name not in namespace:
                 send(replies, (nonce, f"the submission defines no {name}"))
             else:
                 send(replies, (nonce, entry_problem(namespace[name], entry_kind, base)))
-        elif kind == "case":
+        elif kind == "case":  # a str reply: the guard fell (before or during the call)
             _, name, driver, args, budget = message
-            send(replies, (nonce, _case(drivers, namespace.get(name), driver, args, budget)))
+            reply: Any = guard.problem()
+            if not reply:
+                reply = _case(drivers, namespace.get(name), driver, args, budget)
+                reply = guard.problem() or reply
+            send(replies, (nonce, reply))
 
 
 if __name__ == "__main__":

@@ -16,9 +16,14 @@ Invariants
       class-free unpickler (:class:`PlainUnpickler`), tensors rebuilt here from plain lists;
       no method of a learner object runs here.
     * A case that runs past its budget (plus :data:`GRACE_S`), or a child that dies, fails
-      that case; the child's whole process group is killed and a fresh child, with the same
-      cells loaded, grades the next exercise. A cell whose top-level code hangs or ends the
-      process is left out, and said so.
+      that case; the child's whole process group is killed, then every other process it
+      started (one that left the group with ``setsid`` too: :mod:`pagedlab.grade.reaper`),
+      and a fresh child, with the same cells loaded, grades the next exercise. A cell whose
+      top-level code hangs or ends the process is left out, and said so.
+    * Every string that reaches the table or results.json is encodable UTF-8 (:func:`safe`: a
+      learner's lone surrogate is written as ``\\udXXX``).
+    * The child checks its import guard before and after each case
+      (:class:`pagedlab.grade.child._Guard`); an exercise whose guard fell scores 0.
     * An exercise scores 1 only if its entry is the submission's own (a plain ``def``, a
       ``class`` of its own, or a ``@triton.jit`` kernel: checked on the source here, and on the
       object in the child) and every case passes; else 0. A held-back case's expected
@@ -39,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,11 +53,24 @@ from pagedlab.exercises import EXERCISES, Exercise
 from pagedlab.exercises.core import Case, Kernel, held_back, short
 from pagedlab.exercises.drivers import BASES
 from pagedlab.exercises.sandbox import Gone, Outcome, Raised, outcome_of, receive, send
+from pagedlab.grade.reaper import kill_descendants, reaping
 
 GRACE_S = 5.0  # past a case's budget before the child is killed (it also starts torch)
 CELL_BUDGET_S = 120.0  # one cell's top-level code (imports of torch and triton included)
 REPLY_LIMIT = 64 * 1024 * 1024  # bytes of one reply; a larger one fails the case
+UNFINISHED = "✗ grading did not finish (the grader was stopped before it could judge this)"
 DEFINES = re.compile(r"^(?:def|class)\s+(\w+)", re.MULTILINE)
+
+
+class UsageError(ValueError):
+    """The grader was asked for something it cannot do (an exercise that does not exist):
+    the command line's error, not the submission's."""
+
+
+def safe(text: str) -> str:
+    """``text`` with whatever UTF-8 cannot encode (a lone surrogate the learner's code printed
+    or raised) written as a backslash escape: every string the grader writes goes through it."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # --- the submission's cells ------------------------------------------------------------------
@@ -70,24 +88,39 @@ def _code(source: str) -> str:
     )
 
 
-def read_cells(paths: Sequence[Path], entries: set[str]) -> list[Cell]:
-    """The code cells of ``paths`` that define (top level ``def``/``class``) an entry."""
+def read_cells(
+    paths: Sequence[Path], entries: set[str], unreadable: list[str] | None = None
+) -> list[Cell]:
+    """The code cells of ``paths`` that define (top level ``def``/``class``) an entry.
+
+    A notebook that cannot be read (not JSON, no cells, nested too deep ...) raises
+    ValueError, or, given an ``unreadable`` list, is said there and skipped (none of its cells
+    is kept)."""
     cells: list[Cell] = []
     for path in paths:
         try:
-            notebook = json.loads(Path(path).read_text(encoding="utf-8"))
-            raw = notebook["cells"]
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"{path}: not a readable notebook ({error})") from error
-        for number, cell in enumerate(raw):
-            if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-                continue
-            source = cell.get("source", "")
-            source = source if isinstance(source, str) else "".join(map(str, source))
-            names = set(DEFINES.findall(_code(source))) & entries
-            if names:
-                where = f"{Path(path).name}, cell {number}"
-                cells.append(Cell(len(cells), where, source, names))
+            found = _cells_of(Path(path), entries, len(cells))
+        except Exception as error:  # whatever the file holds (nested too deep: RecursionError)
+            why = safe(f"{Path(path).name}: not a readable notebook ({short(error)})")
+            if unreadable is None:
+                raise ValueError(why) from error
+            unreadable.append(why)
+            continue
+        cells += found
+    return cells
+
+
+def _cells_of(path: Path, entries: set[str], first: int) -> list[Cell]:
+    cells: list[Cell] = []
+    raw = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    for number, cell in enumerate(raw):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = source if isinstance(source, str) else "".join(map(str, source))
+        names = set(DEFINES.findall(_code(source))) & entries
+        if names:
+            cells.append(Cell(first + len(cells), f"{path.name}, cell {number}", source, names))
     return cells
 
 
@@ -162,14 +195,23 @@ def _definition_problem(node: ast.AST, entry: str, kind: str, classes: set[str])
 
 
 # --- the child --------------------------------------------------------------------------------
+class GuardGone(Exception):
+    """The child says its import guard fell (the submission removed it, or loaded a grader):
+    the exercise fails, and that child grades nothing more."""
+
+
 class ChildGone(Exception):
     """The child died, sent something unreadable, or ran past the deadline (it is killed)."""
 
 
 class Child:
-    """One grading child in its own session; every call has a deadline, then it is killed."""
+    """One grading child in its own session; every call has a deadline, then it is killed,
+    and with it every process it started but those in ``spare`` (:func:`kill_descendants`)."""
 
-    def __init__(self, workdir: str, ready_s: float = CELL_BUDGET_S) -> None:
+    def __init__(
+        self, workdir: str, ready_s: float = CELL_BUDGET_S, spare: Collection[int] = ()
+    ) -> None:
+        self._spare = spare
         to_child, self._requests = os.pipe()
         self._replies, from_child = os.pipe()
         self._log = open(os.path.join(workdir, "child.log"), "ab")  # noqa: SIM115
@@ -208,12 +250,14 @@ class Child:
             raise ChildGone(str(error)) from error
 
     def kill(self) -> None:
-        """Kill the child's whole process group (grandchildren too) and reap it."""
+        """Kill the child's whole process group (grandchildren too) and reap it, then every
+        other descendant of this process (those that left the group) but the spared."""
         if self._log.closed:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
+        kill_descendants(self._spare)
         for fd in (self._requests, self._replies):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -232,6 +276,9 @@ class Verdict:
     total: int
     output: str
 
+    def __post_init__(self) -> None:
+        self.output = safe(self.output)  # it holds what the learner's code printed or raised
+
     def test(self) -> dict[str, Any]:
         return {"name": self.name, "score": self.score, "max_score": 1.0, "output": self.output}
 
@@ -240,9 +287,15 @@ class Grader:
     """Grades exercises one after another with one child (a fresh one after a failure)."""
 
     def __init__(
-        self, cells: list[Cell], salt: str, workdir: str, cell_budget_s: float = CELL_BUDGET_S
+        self,
+        cells: list[Cell],
+        salt: str,
+        workdir: str,
+        cell_budget_s: float = CELL_BUDGET_S,
+        spare: Collection[int] = (),
     ) -> None:
         self.cells = cells
+        self.spare = spare  # this process's children from before grading: never killed
         self.cell_budget_s = cell_budget_s
         self.salt = salt
         self.workdir = workdir
@@ -257,7 +310,7 @@ class Grader:
     def _ready(self) -> Child:
         """A child with every cell loaded (in order) but those that hang or end it."""
         while self.child is None:
-            child = Child(self.workdir, max(self.cell_budget_s, 60.0))
+            child = Child(self.workdir, max(self.cell_budget_s, 60.0), self.spare)
             try:
                 for cell in self.cells:
                     if cell.index in self.left_out:
@@ -266,10 +319,12 @@ class Grader:
                         error = child.ask(("cell", cell.index, cell.source), self.cell_budget_s)
                     except ChildGone as gone:
                         why = "ran too long" if str(gone) == "timeout" else f"failed: {gone}"
-                        self.left_out[cell.index] = f"{cell.where}: its top-level code {why}"
+                        why = f"{cell.where}: its top-level code {why}"
+                        self.left_out[cell.index] = safe(why)
                         raise
                     if error:
-                        self.left_out.setdefault(cell.index, f"{cell.where} raised {error}")
+                        why = safe(f"{cell.where} raised {error}")
+                        self.left_out.setdefault(cell.index, why)
                 self.child = child
             except ChildGone:
                 continue
@@ -311,8 +366,12 @@ class Grader:
         the notebook's own :meth:`~pagedlab.exercises.core.Exercise._verdict`, held-back
         cases without their inputs and answer."""
         answers: dict[int, Outcome] = {}
-        for case in cases:
-            outcome = self._one(entry, exercise.driver, case, exercise.budget_s)
+        for number, case in enumerate(cases, start=1):
+            try:
+                outcome = self._one(entry, exercise.driver, case, exercise.budget_s)
+            except GuardGone as gone:  # that child is the learner's now: a fresh one goes on
+                self.close()
+                return self._zero(exercise, f"{entry}: {gone} (case {number})", len(cases))
             answers[id(case)] = exercise.answer_of(case, outcome)
             if outcome.timed_out or self.child is None:  # no answer: no later case runs
                 break
@@ -334,25 +393,29 @@ class Grader:
             if str(gone) == "timeout":
                 return Outcome(timed_out=True)
             return Outcome(raised=Raised("SystemExit", f"no answer: {gone}", "", False))
+        if isinstance(reply, str):
+            raise GuardGone(reply)
         return outcome_of(reply)
 
 
 def select_exercises(cells: list[Cell], notebooks: Iterable[str] = (),
                      names: Iterable[str] = ()) -> list[Exercise]:  # fmt: skip
-    """The exercises asked for, else every exercise of each notebook the cells touch."""
+    """The exercises asked for, else every exercise of each notebook the cells touch (none if
+    they touch none: the submission's problem, not the command's)."""
     names, notebooks = list(names), list(notebooks)
     unknown = [n for n in names if n not in EXERCISES]
     if unknown:
-        raise ValueError(f"no exercise named {unknown}; there are: {', '.join(EXERCISES)}")
-    if not names and not notebooks:
+        raise UsageError(f"no exercise named {unknown}; there are: {', '.join(EXERCISES)}")
+    asked = bool(names or notebooks)
+    if not asked:
         defined = set().union(*(c.defines for c in cells)) if cells else set()
         notebooks = sorted({e.notebook for e in EXERCISES.values() if entry_of(e) in defined})
     picked = [
         e for e in EXERCISES.values()
         if e.name in names or any(e.notebook.startswith(n) for n in notebooks)
     ]  # fmt: skip
-    if not picked:
-        raise ValueError("nothing to grade: the submission defines no exercise (my_<name>)")
+    if asked and not picked:
+        raise UsageError(f"no exercise in notebook {notebooks}: nothing to grade")
     return picked
 
 
@@ -363,20 +426,31 @@ def grade(
     salt: str | None = None,
     say: Callable[[str], Any] = print,
     cell_budget_s: float = CELL_BUDGET_S,
+    started: Callable[[dict[str, Any]], Any] | None = None,
 ) -> dict[str, Any]:
-    """Grade the submission; returns Gradescope's ``{"score", "tests"}`` (and prints a table).
+    """Grade the submission; returns Gradescope's ``{"score", "tests"}`` (and prints a table),
+    with ``"output"`` too when something concerns the whole submission (a notebook that cannot
+    be read, no exercise defined: score 0).
 
     ``salt`` None draws a fresh secret one (the held-back cases differ on every run);
-    a fixed salt makes a run repeatable (keep it secret: cases follow from it).
+    a fixed salt makes a run repeatable (keep it secret: cases follow from it). ``started``,
+    before any learner code runs, gets provisional results: every exercise 0, "grading did not
+    finish" (what stands if the submission kills this process).
     """
     files = [Path(p) for p in paths]
     entries = {entry_of(e) for e in EXERCISES.values()}
-    cells = read_cells(files, entries)
+    notes: list[str] = []
+    cells = read_cells(files, entries, notes)
     exercises = select_exercises(cells, notebooks, names)
+    if not exercises:
+        notes.append("nothing to grade: the submission defines no exercise (my_<name>)")
+    if started is not None:
+        unfinished = [Verdict(e.name, e.notebook, 0.0, 0, 0, UNFINISHED) for e in exercises]
+        started(_results(unfinished, notes))
     salt = salt or secrets.token_hex(16)
     verdicts = []
-    with tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir:
-        grader = Grader(cells, salt, workdir, cell_budget_s)
+    with reaping() as spare, tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir:
+        grader = Grader(cells, salt, workdir, cell_budget_s, spare)
         try:
             for exercise in exercises:
                 try:
@@ -385,13 +459,23 @@ def grade(
                     verdicts.append(grader._zero(exercise, f"the grader failed: {short(error)}"))
         finally:
             grader.close()
-    say(table(verdicts, files))
+    say(safe(table(verdicts, files)))
     for text in grader.left_out.values():
-        say(f"note: {text} (left out)")
-    return {
+        say(safe(f"note: {text} (left out)"))
+    for text in notes:
+        say(f"note: {text}")
+    return _results(verdicts, notes)
+
+
+def _results(verdicts: Sequence[Verdict], notes: Sequence[str]) -> dict[str, Any]:
+    """Gradescope's results.json: the score and one test per exercise (and the notes)."""
+    results: dict[str, Any] = {
         "score": float(sum(v.score for v in verdicts)),
         "tests": [v.test() for v in verdicts],
     }
+    if notes:
+        results["output"] = safe("\n".join(notes))
+    return results
 
 
 def table(verdicts: Sequence[Verdict], paths: Sequence[Path]) -> str:

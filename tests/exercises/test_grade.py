@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 import types
 from pathlib import Path
 from typing import Any
@@ -293,3 +294,168 @@ def test_cli_refuses_a_missing_notebook(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
     assert run.returncode == 2 and "no such notebook" in run.stderr
+
+
+def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m pagedlab.grade ARGS`` from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", "pagedlab.grade", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+    )  # fmt: skip
+
+
+# a cell that leaves a daemon behind: it forks, leaves the child's process group (setsid), forks
+# again, then waits for the grader to exit and rewrites results.json to full marks
+DAEMON = """import json, os, time
+_grader, _started, _pwned = os.getppid(), {started!r}, {pwned!r}
+_pid = os.fork()
+if _pid == 0:
+    try:
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                open(_started, "w").close()
+                while True:
+                    try:
+                        os.kill(_grader, 0)
+                    except ProcessLookupError:
+                        break
+                    time.sleep(0.005)
+                open(_pwned, "w").close()
+                path = {results!r}
+                r = json.load(open(path))
+                for t in r["tests"]:
+                    t["score"] = t["max_score"]
+                r["score"] = float(len(r["tests"]))
+                open(path, "w").write(json.dumps(r))
+    finally:
+        os._exit(0)
+os.waitpid(_pid, 0)
+while not os.path.exists(_started):
+    time.sleep(0.005)
+
+
+def my_blocks_needed(num_tokens, block_size):
+    return 0
+"""
+
+
+def test_a_daemon_the_submission_leaves_dies_with_grading(tmp_path: Path) -> None:
+    """S1: a process that left the child's process group (setsid) is killed before the grader
+    writes results.json, so it never rewrites it after the grader exits."""
+    started, pwned, out = tmp_path / "started", tmp_path / "pwned", tmp_path / "results.json"
+    cell = DAEMON.format(started=str(started), pwned=str(pwned), results=str(out))
+    path = notebook(tmp_path / "daemon.ipynb", [cell])
+    run = _cli(str(path), "--exercise", "blocks_needed", "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    time.sleep(1.0)  # the daemon polls every 5 ms for the grader's exit
+    assert started.exists(), "the daemon never started: the test tests nothing"
+    assert not pwned.exists(), "a process the submission started outlived the grader"
+    results = json.loads(out.read_text())
+    assert results["score"] == 0.0 and results["tests"][0]["score"] == 0.0, results
+
+
+def test_a_lone_surrogate_in_learner_text_grades_to_zero(tmp_path: Path) -> None:
+    """S3: text that UTF-8 cannot encode (a print, an exception's message, a cell's error)
+    is written escaped; results.json is valid and those exercises score 0."""
+    cells = [
+        'def my_blocks_needed(num_tokens, block_size):\n    print("\\ud800 hello")\n    return 0\n',
+        'def my_empty_slots(num_tokens, block_size):\n    raise ValueError("bad \\udcff")\n',
+        'raise RuntimeError("cell \\udfff")\n\n\ndef my_slot(pos, blocks, block_size):\n'
+        "    return (0, 0)\n",
+    ]
+    path = notebook(tmp_path / "surrogates.ipynb", cells)
+    out = tmp_path / "results.json"
+    names = ["--exercise", "blocks_needed", "--exercise", "empty_slots", "--exercise", "slot"]
+    run = _cli(str(path), *names, "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    results = json.loads(out.read_text(encoding="utf-8"))
+    assert [t["score"] for t in results["tests"]] == [0.0, 0.0, 0.0], results
+    outputs = {t["name"]: t["output"] for t in results["tests"]}
+    assert "\\ud800 hello" in outputs["blocks_needed"]
+    assert "bad \\udcff" in outputs["empty_slots"]
+    assert "cell \\udfff" in run.stdout  # the cell's error, in the notes
+
+
+def test_results_are_replaced_whole_or_not_at_all(tmp_path: Path) -> None:
+    """A results.json that cannot be written leaves the one before untouched, and no stray
+    temporary file."""
+    from pagedlab.grade.__main__ import write_results
+
+    out = tmp_path / "results.json"
+    write_results(out, {"score": 1.0, "tests": []})
+    with pytest.raises(UnicodeEncodeError):
+        write_results(out, {"score": 0.0, "tests": [], "output": "\ud800"})
+    assert json.loads(out.read_text()) == {"score": 1.0, "tests": []}
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+def test_a_notebook_nested_too_deep_is_unreadable_and_scores_zero(tmp_path: Path) -> None:
+    """M1: JSON nested past Python's recursion limit is an unreadable notebook: said so, the
+    exercises asked for score 0, results.json written (no traceback)."""
+    deep = "[" * 200_000 + "]" * 200_000
+    cell = '{"cell_type": "code", "source": "def my_blocks_needed(n, b):\\n    return 0\\n", '
+    text = '{"cells": [' + cell + '"metadata": {"x": ' + deep + "}}]}"
+    path = tmp_path / "deep.ipynb"
+    path.write_text(text)
+    out = tmp_path / "results.json"
+    run = _cli(str(path), "--exercise", "blocks_needed", "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    results = json.loads(out.read_text())
+    assert results["score"] == 0.0 and results["tests"][0]["score"] == 0.0, results
+    assert "deep.ipynb: not a readable notebook" in results["output"]
+    assert "not a readable notebook" in run.stdout
+    # nothing asked for and nothing readable: still a results.json with 0, not a usage error
+    run = _cli(str(path), "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    results = json.loads(out.read_text())
+    assert results["score"] == 0.0 and results["tests"] == []
+    assert "nothing to grade" in results["output"]
+
+
+def test_a_submission_that_kills_the_grader_leaves_a_zero(tmp_path: Path) -> None:
+    """M2: results.json is written (every exercise 0, "did not finish") before any learner
+    code runs, so a cell that SIGKILLs the grader leaves that, not nothing."""
+    cell = (
+        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n\n\n"
+        "def my_blocks_needed(num_tokens, block_size):\n    return 0\n"
+    )
+    path = notebook(tmp_path / "kill.ipynb", [cell])
+    out = tmp_path / "results.json"
+    run = _cli(str(path), "--exercise", "blocks_needed", "--json", str(out))
+    assert run.returncode == -9, (run.returncode, run.stderr)
+    results = json.loads(out.read_text())
+    assert results["score"] == 0.0 and len(results["tests"]) == 1, results
+    assert "grading did not finish" in results["tests"][0]["output"]
+
+
+def test_undoing_the_import_guard_fails_the_exercise(tmp_path: Path) -> None:
+    """S2 (the easy way only): a cell that drops the child's import guard to import a
+    reference solution, or a function that does it during a case and puts it back, fails
+    with a clear message; a fresh child grades the next exercise."""
+    one_line = (
+        "import sys, importlib\n"
+        'sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_Refuse"]\n'
+        '_nb01 = importlib.import_module("pagedlab.exercises.nb01")\n\n\n'
+        "def my_blocks_needed(num_tokens, block_size):\n"
+        "    return _nb01.blocks_needed(num_tokens, block_size)\n"
+    )
+    results = grade(
+        [notebook(tmp_path / "a.ipynb", [one_line])], names=["blocks_needed"], say=lambda text: None
+    )
+    output = results["tests"][0]["output"]
+    assert results["score"] == 0.0 and "removed the grader's import guard" in output, results
+    during = (
+        "import sys, importlib\n\n\n"
+        "def my_empty_slots(num_tokens, block_size):\n"
+        "    saved = sys.meta_path[:]\n"
+        '    sys.meta_path[:] = [f for f in saved if type(f).__name__ != "_Refuse"]\n'
+        '    solution = importlib.import_module("pagedlab.exercises.nb01").empty_slots\n'
+        "    sys.meta_path[:] = saved\n"
+        "    return solution(num_tokens, block_size)\n"
+    )
+    path = notebook(tmp_path / "b.ipynb", [during, right_answer("pick_victim")])
+    results = grade([path], names=["empty_slots", "pick_victim"], say=lambda text: None)
+    scores = {t["name"]: t["score"] for t in results["tests"]}
+    assert scores == {"empty_slots": 0.0, "pick_victim": 1.0}, results
+    assert "the submission imported pagedlab.exercises." in results["tests"][0]["output"]
