@@ -405,3 +405,33 @@ def test_padding_the_callers_tables_in_place() -> None:
         result = EXERCISES[name].check(learner)
         assert result.status == FAILED, result.message
         assert "changed the lists it was given" in result.message, result.message
+
+
+def test_refused_code_comes_back_even_if_interrupted_while_restoring(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In-process (no fork), a budget's alarm can land in refused()'s own ``finally``: the
+    restore is retried until it holds, so pagedlab's class never stays refused."""
+    import pagedlab.exercises.drivers as drivers
+    from pagedlab.memory.allocator import BlockAllocator
+    from pagedlab.memory.block_table import BlockTable
+
+    class Alarm(BaseException):
+        pass
+
+    attempts: list[int] = []
+
+    def interrupted_once(*args: Any) -> Any:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise Alarm
+        return map(*args)
+
+    monkeypatch.setattr(drivers, "map", interrupted_once, raising=False)
+    refusing = drivers.refused([BlockTable.__init__], drivers._builds_block_table)
+    with refusing, pytest.raises(TypeError, match="builds pagedlab's BlockTable"):
+        BlockTable(BlockAllocator(4, 4))
+    assert len(attempts) == 2
+    table = BlockTable(BlockAllocator(4, 4))
+    table.append_tokens(5)
+    assert table.blocks == [0, 1]
