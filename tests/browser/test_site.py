@@ -41,7 +41,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     out = tmp_path_factory.mktemp("site") / "site"
     start = time.perf_counter()
     build = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "build_site.py"), "--out", str(out)],
+        # one notebook at a time: the other test worker already has the second core
+        [sys.executable, str(REPO / "scripts" / "build_site.py"), "--out", str(out), "--jobs", "1"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONHASHSEED": "0"},
