@@ -119,3 +119,30 @@ def other_bad_call_refused(
     """``call`` raises ``kind`` matching the regex ``message`` and changes nothing."""
     s = scene()
     refuses(lambda: call(s), kind, match=message, state=s.state)
+
+
+OtherCall = tuple[Callable[[Scene], object], type[BaseException], str]
+Test = Callable[..., None]
+
+
+def misuse_tests(int_arguments: list[tuple[str, IntCall]],
+                 other_calls: list[OtherCall]) -> tuple[Test, Test, Test]:  # fmt: skip
+    """One module's three misuse tests over its rows, for its test file to bind to ``test_``
+    names: wrong kinds and wrong values of each integer argument, then its other bad calls."""
+
+    @pytest.mark.parametrize("bad", WRONG_KINDS, ids=repr)
+    @pytest.mark.parametrize(("name", "call"), int_arguments, ids=ids(int_arguments))
+    def wrong_kinds(name: str, call: IntCall, bad: object) -> None:
+        wrong_kind_refused(name, call, bad)
+
+    @pytest.mark.parametrize("bad", WRONG_VALUES, ids=repr)
+    @pytest.mark.parametrize(("name", "call"), int_arguments, ids=ids(int_arguments))
+    def wrong_values(name: str, call: IntCall, bad: object) -> None:
+        wrong_value_refused(name, call, bad)
+
+    @pytest.mark.parametrize(("call", "kind", "message"), other_calls)
+    def other_calls_refused(call: Callable[[Scene], object], kind: type[BaseException],
+                            message: str) -> None:  # fmt: skip
+        other_bad_call_refused(call, kind, message)
+
+    return wrong_kinds, wrong_values, other_calls_refused

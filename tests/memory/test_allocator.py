@@ -9,18 +9,13 @@ test_free_rules.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
 from pagedlab import BlockAllocator, BlockTable
 from tests.memory.bad_calls import (
-    WRONG_KINDS,
-    WRONG_VALUES,
     IntCall,
-    ids,
-    other_bad_call_refused,
-    wrong_kind_refused,
-    wrong_value_refused,
+    OtherCall,
+    misuse_tests,
 )
 from tests.refuses import refuses
 
@@ -40,44 +35,32 @@ INT_ARGUMENTS: list[tuple[str, IntCall]] = [
 ]
 
 
-@pytest.mark.parametrize("bad", WRONG_KINDS, ids=repr)
-@pytest.mark.parametrize(("name", "call"), INT_ARGUMENTS, ids=ids(INT_ARGUMENTS))
-def test_wrong_kinds_are_type_errors(name: str, call: IntCall, bad: object) -> None:
-    wrong_kind_refused(name, call, bad)
-
-
-@pytest.mark.parametrize("bad", WRONG_VALUES, ids=repr)
-@pytest.mark.parametrize(("name", "call"), INT_ARGUMENTS, ids=ids(INT_ARGUMENTS))
-def test_wrong_values_are_value_errors(name: str, call: IntCall, bad: object) -> None:
-    wrong_value_refused(name, call, bad)
-
-
-@pytest.mark.parametrize(
-    ("call", "kind", "message"),
-    [
-        (lambda s: BlockAllocator(2**20 + 1, 1), ValueError, "num_blocks must be <= 1048576"),
-        (lambda s: BlockAllocator(2**20, 2**12), ValueError, "exceeds 2\\*\\*31 - 1"),
-        (lambda s: BlockAllocator(3, 4, free_order="012"), TypeError, "free_order must be"),
-        (lambda s: BlockAllocator(3, 4, free_order=3), TypeError, "free_order must be"),
-        (
-            lambda s: BlockAllocator(3, 4, free_order=[0, 1, 1]),
-            ValueError,
-            r"permutation of range\(3\), got \[0, 1, 1\]",
-        ),
-        (lambda s: BlockAllocator(3, 4, free_order=[0, 1]), ValueError, "permutation"),
-        (lambda s: BlockAllocator(3, 4, free_order=[0, 1, "x"]), ValueError, "permutation"),
-        (lambda s: BlockAllocator(0, 4), ValueError, "num_blocks must be >= 1, got 0"),
-        (lambda s: BlockAllocator(4, -2), ValueError, "block_size must be >= 1, got -2"),
-        (lambda s: BlockAllocator(4, 2.5), TypeError, "block_size must be an integer, got 2.5"),
-        (lambda s: s.alloc.subscribe(5), TypeError, "listener must be callable"),
-        (lambda s: s.alloc.copy_on_write(0, None), TypeError, "owner must be an Owner"),
-        (lambda s: s.alloc.free_many([7, 7]), ValueError, "repeat a block"),
-        (lambda s: s.alloc.free_many(torch.tensor(3)), TypeError, "blocks must be a sequence"),
-        (lambda s: BlockAllocator(1, 1, free_order=np.array(0)), TypeError, "free_order must"),
-    ],
-)
-def test_other_bad_arguments(call, kind, message) -> None:  # type: ignore[no-untyped-def]
-    other_bad_call_refused(call, kind, message)
+OTHER_CALLS: list[OtherCall] = [
+    (lambda s: BlockAllocator(2**20 + 1, 1), ValueError, "num_blocks must be <= 1048576"),
+    (lambda s: BlockAllocator(2**20, 2**12), ValueError, "exceeds 2\\*\\*31 - 1"),
+    (lambda s: BlockAllocator(3, 4, free_order="012"), TypeError, "free_order must be"),
+    (lambda s: BlockAllocator(3, 4, free_order=3), TypeError, "free_order must be"),
+    (
+        lambda s: BlockAllocator(3, 4, free_order=[0, 1, 1]),
+        ValueError,
+        r"permutation of range\(3\), got \[0, 1, 1\]",
+    ),
+    (lambda s: BlockAllocator(3, 4, free_order=[0, 1]), ValueError, "permutation"),
+    (lambda s: BlockAllocator(3, 4, free_order=[0, 1, "x"]), ValueError, "permutation"),
+    (lambda s: BlockAllocator(0, 4), ValueError, "num_blocks must be >= 1, got 0"),
+    (lambda s: BlockAllocator(4, -2), ValueError, "block_size must be >= 1, got -2"),
+    (lambda s: BlockAllocator(4, 2.5), TypeError, "block_size must be an integer, got 2.5"),
+    (lambda s: s.alloc.subscribe(5), TypeError, "listener must be callable"),
+    (lambda s: s.alloc.copy_on_write(0, None), TypeError, "owner must be an Owner"),
+    (lambda s: s.alloc.free_many([7, 7]), ValueError, "repeat a block"),
+    (lambda s: s.alloc.free_many(torch.tensor(3)), TypeError, "blocks must be a sequence"),
+    (lambda s: BlockAllocator(1, 1, free_order=np.array(0)), TypeError, "free_order must"),
+]
+(
+    test_wrong_kinds_are_type_errors,
+    test_wrong_values_are_value_errors,
+    test_other_bad_arguments,
+) = misuse_tests(INT_ARGUMENTS, OTHER_CALLS)
 
 
 def test_anonymous_references_are_dropped_before_a_tables() -> None:

@@ -8,14 +8,10 @@ import pytest
 from pagedlab import BlockAllocator, BlockTable, CopyOnWrite, OutOfBlocksError
 from pagedlab.memory.block_table import blocks_to_append
 from tests.memory.bad_calls import (
-    WRONG_KINDS,
-    WRONG_VALUES,
     IntCall,
-    ids,
-    other_bad_call_refused,
+    OtherCall,
+    misuse_tests,
     scene,
-    wrong_kind_refused,
-    wrong_value_refused,
 )
 from tests.refuses import refuses
 
@@ -232,30 +228,18 @@ INT_ARGUMENTS: list[tuple[str, IntCall]] = [
 ]
 
 
-@pytest.mark.parametrize("bad", WRONG_KINDS, ids=repr)
-@pytest.mark.parametrize(("name", "call"), INT_ARGUMENTS, ids=ids(INT_ARGUMENTS))
-def test_wrong_kinds_are_type_errors(name: str, call: IntCall, bad: object) -> None:
-    wrong_kind_refused(name, call, bad)
-
-
-@pytest.mark.parametrize("bad", WRONG_VALUES, ids=repr)
-@pytest.mark.parametrize(("name", "call"), INT_ARGUMENTS, ids=ids(INT_ARGUMENTS))
-def test_wrong_values_are_value_errors(name: str, call: IntCall, bad: object) -> None:
-    wrong_value_refused(name, call, bad)
-
-
-@pytest.mark.parametrize(
-    ("call", "kind", "message"),
-    [
-        (lambda s: BlockTable(s.cache), TypeError, "BlockTable needs a BlockAllocator"),
-        (lambda s: s.table.hold_prefix(5), TypeError, "blocks must be a sequence"),
-        (lambda s: BlockTable(s.alloc).hold_prefix([3, 3]), ValueError, "repeat a block"),
-        (lambda s: BlockTable(s.alloc).hold_prefix([8]), ValueError, "block 8 is out of range"),
-        (lambda s: BlockTable(s.alloc).hold_prefix(np.array(1)), TypeError, "blocks must be"),
-    ],
-)
-def test_other_bad_arguments(call, kind, message) -> None:  # type: ignore[no-untyped-def]
-    other_bad_call_refused(call, kind, message)
+OTHER_CALLS: list[OtherCall] = [
+    (lambda s: BlockTable(s.cache), TypeError, "BlockTable needs a BlockAllocator"),
+    (lambda s: s.table.hold_prefix(5), TypeError, "blocks must be a sequence"),
+    (lambda s: BlockTable(s.alloc).hold_prefix([3, 3]), ValueError, "repeat a block"),
+    (lambda s: BlockTable(s.alloc).hold_prefix([8]), ValueError, "block 8 is out of range"),
+    (lambda s: BlockTable(s.alloc).hold_prefix(np.array(1)), TypeError, "blocks must be"),
+]
+(
+    test_wrong_kinds_are_type_errors,
+    test_wrong_values_are_value_errors,
+    test_other_bad_arguments,
+) = misuse_tests(INT_ARGUMENTS, OTHER_CALLS)
 
 
 def test_a_table_whose_block_was_freed_behind_its_back_refuses_fork_and_append() -> None:

@@ -13,14 +13,10 @@ import torch
 from pagedlab import BlockAllocator, BlockTable, OutOfBlocksError
 from pagedlab.memory.prefix_cache import ROOT_HASH, PrefixCache, block_hashes, chain_hash
 from tests.memory.bad_calls import (
-    WRONG_KINDS,
-    WRONG_VALUES,
     IntCall,
-    ids,
-    other_bad_call_refused,
+    OtherCall,
+    misuse_tests,
     scene,
-    wrong_kind_refused,
-    wrong_value_refused,
 )
 from tests.refuses import refuses
 
@@ -186,49 +182,37 @@ INT_ARGUMENTS: list[tuple[str, IntCall]] = [
 ]
 
 
-@pytest.mark.parametrize("bad", WRONG_KINDS, ids=repr)
-@pytest.mark.parametrize(("name", "call"), INT_ARGUMENTS, ids=ids(INT_ARGUMENTS))
-def test_wrong_kinds_are_type_errors(name: str, call: IntCall, bad: object) -> None:
-    wrong_kind_refused(name, call, bad)
-
-
-@pytest.mark.parametrize("bad", WRONG_VALUES, ids=repr)
-@pytest.mark.parametrize(("name", "call"), INT_ARGUMENTS, ids=ids(INT_ARGUMENTS))
-def test_wrong_values_are_value_errors(name: str, call: IntCall, bad: object) -> None:
-    wrong_value_refused(name, call, bad)
-
-
-@pytest.mark.parametrize(
-    ("call", "kind", "message"),
-    [
-        (lambda s: PrefixCache(None), TypeError, "PrefixCache needs a BlockAllocator"),
-        (lambda s: s.cache.block_for(["x"]), TypeError, "block_hash must be a hex string"),
-        (
-            lambda s: s.cache.admit("abc"),
-            TypeError,
-            "tokens must be a sequence of integer token ids, got 'abc'",
-        ),
-        (lambda s: s.cache.admit(5), TypeError, "tokens must be a sequence"),
-        (lambda s: s.cache.lookup(torch.tensor(3)), TypeError, "tokens must be a sequence"),
-        (lambda s: s.cache.admit(np.array(3)), TypeError, "tokens must be a sequence"),
-        (
-            lambda s: s.cache.admit([]),
-            ValueError,
-            "tokens must hold at least one token id, got none",
-        ),
-        (lambda s: s.cache.admit([1, 2.5]), TypeError, "token id must be an integer, got 2.5"),
-        (
-            lambda s: s.cache.admit([2**64]),
-            ValueError,
-            "token id 18446744073709551616 does not fit",
-        ),
-        (lambda s: s.cache.register("t", [1]), TypeError, "table must be a BlockTable"),
-        (lambda s: chain_hash(None, [1]), TypeError, "parent must be a hex hash string"),
-        (lambda s: chain_hash("", [2**64]), ValueError, "does not fit in 64 bits"),
-    ],
-)
-def test_other_bad_arguments(call, kind, message) -> None:  # type: ignore[no-untyped-def]
-    other_bad_call_refused(call, kind, message)
+OTHER_CALLS: list[OtherCall] = [
+    (lambda s: PrefixCache(None), TypeError, "PrefixCache needs a BlockAllocator"),
+    (lambda s: s.cache.block_for(["x"]), TypeError, "block_hash must be a hex string"),
+    (
+        lambda s: s.cache.admit("abc"),
+        TypeError,
+        "tokens must be a sequence of integer token ids, got 'abc'",
+    ),
+    (lambda s: s.cache.admit(5), TypeError, "tokens must be a sequence"),
+    (lambda s: s.cache.lookup(torch.tensor(3)), TypeError, "tokens must be a sequence"),
+    (lambda s: s.cache.admit(np.array(3)), TypeError, "tokens must be a sequence"),
+    (
+        lambda s: s.cache.admit([]),
+        ValueError,
+        "tokens must hold at least one token id, got none",
+    ),
+    (lambda s: s.cache.admit([1, 2.5]), TypeError, "token id must be an integer, got 2.5"),
+    (
+        lambda s: s.cache.admit([2**64]),
+        ValueError,
+        "token id 18446744073709551616 does not fit",
+    ),
+    (lambda s: s.cache.register("t", [1]), TypeError, "table must be a BlockTable"),
+    (lambda s: chain_hash(None, [1]), TypeError, "parent must be a hex hash string"),
+    (lambda s: chain_hash("", [2**64]), ValueError, "does not fit in 64 bits"),
+]
+(
+    test_wrong_kinds_are_type_errors,
+    test_wrong_values_are_value_errors,
+    test_other_bad_arguments,
+) = misuse_tests(INT_ARGUMENTS, OTHER_CALLS)
 
 
 def test_a_closed_prefix_cache_answers_nothing() -> None:

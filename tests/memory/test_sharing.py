@@ -21,14 +21,10 @@ from pagedlab.memory.savings import (
 from pagedlab.memory.sharing import beam_step, can_beam_step, fork_samples, holders
 from pagedlab.scenes import FIG9_STEP, figure8, figure9_before
 from tests.memory.bad_calls import (
-    WRONG_KINDS,
-    WRONG_VALUES,
     IntCall,
-    ids,
-    other_bad_call_refused,
+    OtherCall,
+    misuse_tests,
     scene,
-    wrong_kind_refused,
-    wrong_value_refused,
 )
 from tests.refuses import refuses
 
@@ -346,40 +342,28 @@ INT_ARGUMENTS: list[tuple[str, IntCall]] = [
 ]
 
 
-@pytest.mark.parametrize("bad", WRONG_KINDS, ids=repr)
-@pytest.mark.parametrize(("name", "call"), INT_ARGUMENTS, ids=ids(INT_ARGUMENTS))
-def test_wrong_kinds_are_type_errors(name: str, call: IntCall, bad: object) -> None:
-    wrong_kind_refused(name, call, bad)
-
-
-@pytest.mark.parametrize("bad", WRONG_VALUES, ids=repr)
-@pytest.mark.parametrize(("name", "call"), INT_ARGUMENTS, ids=ids(INT_ARGUMENTS))
-def test_wrong_values_are_value_errors(name: str, call: IntCall, bad: object) -> None:
-    wrong_value_refused(name, call, bad)
-
-
-@pytest.mark.parametrize(
-    ("call", "kind", "message"),
-    [
-        (lambda s: fork_samples(None, 2), TypeError, "prompt must be a BlockTable"),
-        (lambda s: fork_samples(s.table, 10**9), ValueError, "must be <= 1024"),
-        (lambda s: beam_step(s.table, [0]), TypeError, "beams must be a list"),
-        (lambda s: beam_step([s.table], "0"), TypeError, "parents must be a sequence"),
-        (lambda s: beam_step([s.table], 0), TypeError, "parents must be a sequence"),
-        (lambda s: beam_step([s.table, s.table], [0]), ValueError, "repeat a table"),
-        (lambda s: beam_step(["x"], [0]), TypeError, "beams must hold BlockTables"),
-        (lambda s: beam_step([s.table], [0] * 1025), ValueError, "must be <= 1024"),
-        (lambda s: beam_step([s.table], [1]), ValueError, "out of range"),
-        (lambda s: holders([None]), TypeError, "tables must hold BlockTables"),
-        (lambda s: alpaca_savings(["beam"], 2), TypeError, "mode must be"),
-        (lambda s: alpaca_savings("greedy", 2), ValueError, "mode must be"),
-        (lambda s: parallel_savings(4096, 4096, 64, 1), ValueError, "at most 4096"),
-        (lambda s: savings_table(widths=4), TypeError, "widths must be a tuple"),
-        (lambda s: format_savings([None]), TypeError, "rows must hold Savings"),
-    ],
-)
-def test_other_bad_arguments(call, kind, message) -> None:  # type: ignore[no-untyped-def]
-    other_bad_call_refused(call, kind, message)
+OTHER_CALLS: list[OtherCall] = [
+    (lambda s: fork_samples(None, 2), TypeError, "prompt must be a BlockTable"),
+    (lambda s: fork_samples(s.table, 10**9), ValueError, "must be <= 1024"),
+    (lambda s: beam_step(s.table, [0]), TypeError, "beams must be a list"),
+    (lambda s: beam_step([s.table], "0"), TypeError, "parents must be a sequence"),
+    (lambda s: beam_step([s.table], 0), TypeError, "parents must be a sequence"),
+    (lambda s: beam_step([s.table, s.table], [0]), ValueError, "repeat a table"),
+    (lambda s: beam_step(["x"], [0]), TypeError, "beams must hold BlockTables"),
+    (lambda s: beam_step([s.table], [0] * 1025), ValueError, "must be <= 1024"),
+    (lambda s: beam_step([s.table], [1]), ValueError, "out of range"),
+    (lambda s: holders([None]), TypeError, "tables must hold BlockTables"),
+    (lambda s: alpaca_savings(["beam"], 2), TypeError, "mode must be"),
+    (lambda s: alpaca_savings("greedy", 2), ValueError, "mode must be"),
+    (lambda s: parallel_savings(4096, 4096, 64, 1), ValueError, "at most 4096"),
+    (lambda s: savings_table(widths=4), TypeError, "widths must be a tuple"),
+    (lambda s: format_savings([None]), TypeError, "rows must hold Savings"),
+]
+(
+    test_wrong_kinds_are_type_errors,
+    test_wrong_values_are_value_errors,
+    test_other_bad_arguments,
+) = misuse_tests(INT_ARGUMENTS, OTHER_CALLS)
 
 
 def test_beam_parents_may_be_a_numpy_array() -> None:
