@@ -29,11 +29,13 @@ def swap_or_recompute(
     return "recompute", "latency" if moving < recompute else "bandwidth"
 
 
-def _decision_expected(num_tokens: int, block_size: int, rate: float) -> tuple[str, str]:
+def _decision_expected(num_tokens: int, block_size: int, rate: float,
+                       ways: int = 2) -> tuple[str, str]:  # fmt: skip
     """The same decision read off CostModel's own swap_s and recompute_s, with the latency
-    term taken out (transfer_latency_s = 0) to see whether it is what tips it."""
+    term taken out (transfer_latency_s = 0) to see whether it is what tips it; ``ways=1`` is
+    the mistake of pricing the swap one way only."""
     model = CostModel(prefill_tokens_per_s=rate)
-    if 2 * model.swap_s(num_tokens, block_size) < model.recompute_s(num_tokens):
+    if ways * model.swap_s(num_tokens, block_size) < model.recompute_s(num_tokens):
         return "swap", "prefill"
     return _recompute_because(num_tokens, block_size, rate)
 
@@ -66,13 +68,6 @@ def _decision(rng: random.Random) -> tuple[int, int, float]:
             rng.choice([4000.0, 8000.0, 10000.0, 20000.0]))  # fmt: skip
 
 
-def _one_way(n: int, b: int, r: float) -> tuple[str, str]:
-    model = CostModel(prefill_tokens_per_s=r)
-    if model.swap_s(n, b) < model.recompute_s(n):
-        return "swap", "prefill"
-    return _decision_expected(n, b, r)
-
-
 def _reason_always(reason: str) -> Callable[[int, int, float], tuple[str, str]]:
     """The right choice, but ``reason`` whenever it is recompute (a mistake's answer)."""
 
@@ -94,8 +89,8 @@ EXERCISES_09_DECISION = [
         cases=lambda: cases(DECISIONS, _decision, 12, 904, expect=_decision_expected),
         setup="from pagedlab.attention.swap_cost import CostModel",
         mistakes=[
-            Mistake("swap moves the blocks out and back in: count both ways.", _one_way,
-                    "one_way"),
+            Mistake("swap moves the blocks out and back in: count both ways.",
+                    lambda n, b, r: _decision_expected(n, b, r, ways=1), "one_way"),
             Mistake("recompute is not always cheaper: with big blocks the copies are few and "
                     "large.", _recompute_because, "always_recompute"),
             Mistake("swap is not always cheaper: small blocks mean many transfers, each with its "
