@@ -20,8 +20,8 @@ Invariants
       started (one that left the group with ``setsid`` too: :mod:`pagedlab.grade.reaper`),
       and a fresh child, with the same cells loaded, grades the next exercise. A cell whose
       top-level code hangs or ends the process is left out, and said so.
-    * Every string that reaches the table or results.json is encodable UTF-8 (:func:`safe`: a
-      learner's lone surrogate is written as ``\\udXXX``).
+    * Every string that reaches the table or results.json is encodable UTF-8
+      (:func:`~pagedlab.exercises.sandbox.printable`: a lone surrogate is written ``\\udXXX``).
     * The child checks its import guard before and after each case
       (:class:`pagedlab.grade.child._Guard`); an exercise whose guard fell scores 0.
     * An exercise scores 1 only if its entry is the submission's own (a plain ``def``, a
@@ -52,7 +52,15 @@ from typing import Any
 from pagedlab.exercises import EXERCISES, Exercise
 from pagedlab.exercises.core import Case, Kernel, held_back, short
 from pagedlab.exercises.drivers import BASES
-from pagedlab.exercises.sandbox import Gone, Outcome, Raised, outcome_of, receive, send
+from pagedlab.exercises.sandbox import (
+    Gone,
+    Outcome,
+    Raised,
+    outcome_of,
+    printable,
+    receive,
+    send,
+)
 from pagedlab.grade.reaper import kill_descendants, reaping
 
 GRACE_S = 5.0  # past a case's budget before the child is killed (it also starts torch)
@@ -65,12 +73,6 @@ DEFINES = re.compile(r"^(?:def|class)\s+(\w+)", re.MULTILINE)
 class UsageError(ValueError):
     """The grader was asked for something it cannot do (an exercise that does not exist):
     the command line's error, not the submission's."""
-
-
-def safe(text: str) -> str:
-    """``text`` with whatever UTF-8 cannot encode (a lone surrogate the learner's code printed
-    or raised) written as a backslash escape: every string the grader writes goes through it."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # --- the submission's cells ------------------------------------------------------------------
@@ -101,7 +103,7 @@ def read_cells(
         try:
             found = _cells_of(Path(path), entries, len(cells))
         except Exception as error:  # whatever the file holds (nested too deep: RecursionError)
-            why = safe(f"{Path(path).name}: not a readable notebook ({short(error)})")
+            why = printable(f"{Path(path).name}: not a readable notebook ({short(error)})")
             if unreadable is None:
                 raise ValueError(why) from error
             unreadable.append(why)
@@ -277,7 +279,7 @@ class Verdict:
     output: str
 
     def __post_init__(self) -> None:
-        self.output = safe(self.output)  # it holds what the learner's code printed or raised
+        self.output = printable(self.output)  # it holds what the learner's code printed or raised
 
     def test(self) -> dict[str, Any]:
         return {"name": self.name, "score": self.score, "max_score": 1.0, "output": self.output}
@@ -320,10 +322,10 @@ class Grader:
                     except ChildGone as gone:
                         why = "ran too long" if str(gone) == "timeout" else f"failed: {gone}"
                         why = f"{cell.where}: its top-level code {why}"
-                        self.left_out[cell.index] = safe(why)
+                        self.left_out[cell.index] = printable(why)
                         raise
                     if error:
-                        why = safe(f"{cell.where} raised {error}")
+                        why = printable(f"{cell.where} raised {error}")
                         self.left_out.setdefault(cell.index, why)
                 self.child = child
             except ChildGone:
@@ -459,9 +461,9 @@ def grade(
                     verdicts.append(grader._zero(exercise, f"the grader failed: {short(error)}"))
         finally:
             grader.close()
-    say(safe(table(verdicts, files)))
+    say(printable(table(verdicts, files)))
     for text in grader.left_out.values():
-        say(safe(f"note: {text} (left out)"))
+        say(printable(f"note: {text} (left out)"))
     for text in notes:
         say(f"note: {text}")
     return _results(verdicts, notes)
@@ -474,7 +476,7 @@ def _results(verdicts: Sequence[Verdict], notes: Sequence[str]) -> dict[str, Any
         "tests": [v.test() for v in verdicts],
     }
     if notes:
-        results["output"] = safe("\n".join(notes))
+        results["output"] = printable("\n".join(notes))
     return results
 
 
