@@ -49,6 +49,14 @@ def check_int(
     return number
 
 
+def check_bool(value: object, name: str) -> bool:
+    """``value`` is ``True`` or ``False`` (not 1, not a numpy bool); else an
+    :class:`ArgumentTypeError` naming ``name`` and the value."""
+    if not isinstance(value, bool):
+        raise ArgumentTypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def _is_bool_like(value: object) -> bool:
     """numpy bools and 0-d torch bool tensors: ``operator.index`` would take them as 0 / 1."""
     dtype = getattr(value, "dtype", None)

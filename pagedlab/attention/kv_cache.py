@@ -46,7 +46,7 @@ from pagedlab.attention.validate import (
     require_integers,
     require_tensor,
 )
-from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
+from pagedlab.checks import ArgumentTypeError, ceil_div, check_bool, check_int
 
 SlotsLike = Sequence[int] | torch.Tensor
 
@@ -87,8 +87,7 @@ class PagedKVCache:
             raise ArgumentTypeError(f"dtype must be float16, bfloat16 or float32, got {dtype}")
         self._dtype = dtype
         self._device = check_device(device) or backend.device()
-        if not isinstance(pin_memory, bool):
-            raise ArgumentTypeError(f"pin_memory must be True or False, got {pin_memory!r}")
+        check_bool(pin_memory, "pin_memory")
         if pin_memory and (self._device.type != "cpu" or not torch.cuda.is_available()):
             raise ValueError(
                 f"pin_memory=True needs a CPU cache on a CUDA machine, got device {self._device}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.checks import ArgumentTypeError, check_bool, check_int
 from pagedlab.memory.scheduler import MODES
 from pagedlab.model.llama import TinyLlama
 
@@ -38,12 +38,10 @@ def check_engine_settings(
     whether prefills are chunked (default: when there is a budget) and the host blocks."""
     if not isinstance(model, TinyLlama):
         raise ArgumentTypeError(f"model must be a TinyLlama, got {type(model).__name__}")
-    if not isinstance(batch_invariant, bool):
-        raise ArgumentTypeError(f"batch_invariant must be True or False, got {batch_invariant!r}")
+    check_bool(batch_invariant, "batch_invariant")
     if preemption not in MODES:
         raise ValueError(f"preemption must be one of {MODES}, got {preemption!r}")
-    if not isinstance(prefix_caching, bool):
-        raise ArgumentTypeError(f"prefix_caching must be True or False, got {prefix_caching!r}")
+    check_bool(prefix_caching, "prefix_caching")
     budget = None if token_budget is None else check_int(token_budget, "token_budget", 1)
     if chunked_prefill is None:
         chunked_prefill = budget is not None

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.checks import ArgumentTypeError, check_bool, check_int
 from pagedlab.model.checks import (
-    check_bool,
     check_instance,
     check_prompt,
     check_qkv,

@@ -1,4 +1,5 @@
-"""The model's argument checks, from which each public function's one guard is built.
+"""The model's argument checks (with :mod:`pagedlab.checks`' ``check_int`` and ``check_bool``),
+from which each public function's one guard is built.
 
 Every public function and method of :mod:`pagedlab.model` starts with one named guard (a
 ``_check_...`` beside it, made of these), then runs its mechanism; nothing is validated
@@ -42,13 +43,6 @@ def check_instance(value: object, kind: type[T], name: str) -> T:
     """``value`` is a ``kind``; else an ArgumentTypeError naming ``name`` and the type given."""
     if not isinstance(value, kind):
         raise ArgumentTypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
-    return value
-
-
-def check_bool(value: object, name: str) -> bool:
-    """``value`` is ``True`` or ``False`` (not 1, not a numpy bool)."""
-    if not isinstance(value, bool):
-        raise ArgumentTypeError(f"{name} must be True or False, got {value!r}")
     return value
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.checks import ArgumentTypeError, check_bool, check_int
 
 INT_FIELDS = (
     "vocab_size",
@@ -83,10 +83,7 @@ def llama_config(config: Mapping[str, object]) -> dict[str, int | float]:
             raise ValueError(f"{name} must be a positive finite number, got {value!r}")
         out[name] = float(value)
     for name in BOOL_FIELDS:
-        flag = config.get(name, False)
-        if not isinstance(flag, bool):
-            raise ArgumentTypeError(f"{name} must be True or False, got {flag!r}")
-        out[name] = flag
+        out[name] = check_bool(config.get(name, False), name)
     heads, kv_heads = int(out["num_attention_heads"]), int(out["num_key_value_heads"])
     if int(out["hidden_size"]) % heads:
         raise ValueError(

@@ -27,8 +27,8 @@ from typing import Protocol
 
 import torch
 
-from pagedlab.checks import check_int
-from pagedlab.model.checks import check_bool, check_qkv
+from pagedlab.checks import check_bool, check_int
+from pagedlab.model.checks import check_qkv
 
 KEY_TILE = 64
 """Keys per tile in :func:`invariant_attention`: a query's reduction shapes depend only on

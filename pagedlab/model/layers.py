@@ -22,8 +22,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pagedlab.checks import ArgumentTypeError, check_int
-from pagedlab.model.checks import check_bool, check_instance, check_store
+from pagedlab.checks import ArgumentTypeError, check_bool, check_int
+from pagedlab.model.checks import check_instance, check_store
 from pagedlab.model.config import llama_config
 from pagedlab.model.kv import KVStore
 

@@ -37,8 +37,8 @@ import torch
 
 from pagedlab.attention import PagedKVCache, backend, block_tables_tensor, paged_attention
 from pagedlab.attention.ops import attend_pages
-from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
-from pagedlab.model.checks import check_bool, check_instance, check_qkv
+from pagedlab.checks import ArgumentTypeError, ceil_div, check_bool, check_int
+from pagedlab.model.checks import check_instance, check_qkv
 from pagedlab.model.kv import causal_attention, invariant_attention
 
 DecodeAttention = Callable[..., torch.Tensor]
