@@ -23,11 +23,18 @@ Returns **the new tokens only**, ``max_new_tokens`` per prompt (fewer when the p
   greedy outputs allow exactly this); everywhere else the tokens are the same.
 
 The engine keeps its promise under misuse: a request no pool could hold is a ValueError
-before anything runs; an error (or an interrupt) mid-generation frees every block it held
-and leaves the engine usable; concurrent calls from several threads run one after the
-other (a lock), and a run left unfinished by :meth:`Engine.start` refuses a second one
-clearly; when the model's weights change (``load_state_dict``, an in-place edit, a new
-tensor) the prefix cache is emptied, so no K/V computed with the old weights is served.
+before anything runs. An error or an interrupt (Ctrl-C: any ``BaseException``) anywhere in
+``generate``, ``sample``, ``start`` or ``step`` aborts the live run: one run holds every
+block, so the pools and the prefix cache are rebuilt empty (nothing half-done survives) and
+the engine is ready for the next call. Calls from several threads run one after the other
+(a lock); each run keeps its own ``max_new_tokens`` and its answer is read under the lock,
+so no call changes another's. A run left unfinished by :meth:`Engine.start` refuses a second
+one clearly. Stale K/V are never served: each call compares the weights' content with what
+the cached K/V were computed with (:func:`~pagedlab.engine.guard.weights_content`: any
+in-place edit, ``.data.copy_`` and numpy writes included) and empties the prefix cache if
+they differ; a step refuses to go on if a tracked edit happened mid-run;
+:meth:`Engine.reset_prefix_cache` forgets it by hand. A model made under
+``torch.inference_mode()`` is served too (the pages are allocated outside it).
 
 ``sample(prompts, max_new_tokens, n, temperature, seed)``: ``n`` seeded samples per prompt
 (§4.4 parallel sampling), one request of ``num_samples = n`` each: the prompt is prefilled
@@ -53,14 +60,15 @@ before anything runs.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import torch
 
 from pagedlab.attention import PagedKVCache
 from pagedlab.attention.swap import host_cache
 from pagedlab.checks import ArgumentTypeError, check_int
-from pagedlab.engine.guard import check_engine_settings, weights_fingerprint
+from pagedlab.engine.guard import check_engine_settings, weights_content, weights_identity
 from pagedlab.engine.model_kv import ForwardStats, ModelKV
 from pagedlab.engine.prefix import PrefixCachingScheduler
 from pagedlab.memory.allocator import BlockAllocator
@@ -96,6 +104,7 @@ class EngineRun:
 
     scheduler: Scheduler
     names: list[str]  # "A", "B", ... in prompt order
+    max_new_tokens: int  # this run's own: ``tokens`` slices by it
     steps: list[StepRecord] = field(default_factory=list)
 
     aborted: bool = False  # an error ended it: its blocks were freed, it cannot step
@@ -145,32 +154,29 @@ class Engine:
             chunked_prefill,
             host_blocks,
         )
-        self.model = model
+        self.model, self.batch_invariant = model, batch_invariant
         self.allocator = BlockAllocator(num_blocks, block_size)  # validates both
         self.preemption, self.token_budget = preemption, budget
         self.chunked_prefill, self.prefix_caching = chunked_prefill, prefix_caching
         self.host = BlockAllocator(num_blocks if host_blocks is None else host_blocks, block_size)
-        param = next(model.parameters())
-        shape = (block_size, model.num_kv_heads, model.head_dim)
-        self.caches = [
-            PagedKVCache(num_blocks, *shape, dtype=param.dtype, device=param.device)
-            for _ in range(model.num_layers)
-        ]
-        host_caches = (
-            [
-                host_cache(self.host.num_blocks, *shape, dtype=param.dtype)
+        param, shape = next(model.parameters()), (block_size, model.num_kv_heads, model.head_dim)
+        with torch.inference_mode(False):  # the pages are written outside inference mode too
+            self.caches = [
+                PagedKVCache(num_blocks, *shape, dtype=param.dtype, device=param.device)
                 for _ in range(model.num_layers)
             ]
-            if preemption == "swap"
-            else []
-        )
-        self.batch_invariant = batch_invariant
+            swap = preemption == "swap"
+            host_caches = [
+                host_cache(self.host.num_blocks, *shape, dtype=param.dtype)
+                for _ in range(model.num_layers if swap else 0)
+            ]
         self.kv = ModelKV(model, self.caches, host_caches, decode_attention, batch_invariant)
         self.prefix_cache = PrefixCache(self.allocator) if prefix_caching else None
         self.last_run: EngineRun | None = None
         self._active: EngineRun | None = None  # the run holding blocks now, if any
         self._lock = threading.RLock()  # one call at a time: generate, sample, start, step
-        self._weights = weights_fingerprint(model)  # what the cached K/V were computed with
+        self._content: list[int] = []  # the weights the cached K/V were computed with
+        self._identity = weights_identity(model)  # the weights the live run started with
 
     @property
     def block_size(self) -> int:
@@ -199,11 +205,14 @@ class Engine:
         """Queue ``prompts`` on a new scheduler (validated first); step it with :meth:`step`.
 
         ``n`` samples per prompt at ``temperature`` (0: greedy), seeded by ``seed``."""
-        checked, new, samples, temp, seed = self._check_start(
-            prompts, max_new_tokens, n, temperature, seed
-        )
+        args = self._check_start(prompts, max_new_tokens, n, temperature, seed)
         with self._lock:
-            return self._start(checked, new, samples, temp, seed)
+            self._check_idle()
+            try:
+                return self._start(*args)
+            except BaseException:
+                self._recover()
+                raise
 
     def _check_start(
         self,
@@ -239,15 +248,22 @@ class Engine:
                 )
         return checked, new, samples, temp, seed
 
-    def _start(
-        self, checked: list[list[int]], new: int, samples: int, temp: float, seed: int
-    ) -> EngineRun:
+    def _check_idle(self) -> None:
         if self._active is not None:
             raise RuntimeError(
                 "the engine is still running an earlier run (started with start()): step it "
                 "until run.scheduler.done, or call engine.abort(run), before starting another"
             )
-        self._follow_weights()
+
+    def _start(
+        self, checked: list[list[int]], new: int, samples: int, temp: float, seed: int
+    ) -> EngineRun:
+        """A new run on a new scheduler; its callers hold the lock and recover on an error."""
+        content = weights_content(self.model)  # once per call: every in-place edit shows
+        if content != self._content:
+            self._reset_prefix_cache()  # none of its blocks was computed with these weights
+            self._content = content
+        self._identity = weights_identity(self.model)
         scheduler = self._scheduler()
         self.kv.reset(temp)  # this call's requests only
         names = []
@@ -257,77 +273,75 @@ class Engine:
             self.kv.track(name, generators)
             scheduler.add(Request(name, len(ids), new - 1, samples, prompt=tuple(ids)))
             names.append(name)
-        self._max_new = new
-        self.last_run = EngineRun(scheduler, names)
-        self._active = self.last_run
+        self.last_run = self._active = EngineRun(scheduler, names, new)
         return self.last_run
 
-    def _follow_weights(self) -> None:
-        """Empty the prefix cache if the model's weights changed since it was filled."""
-        now = weights_fingerprint(self.model)
-        if now != self._weights:
-            if self.prefix_cache is not None:
-                self.prefix_cache.close()  # forgets every block: none was computed with these
-                self.prefix_cache = PrefixCache(self.allocator)
-            self._weights = now
+    def reset_prefix_cache(self) -> None:
+        """Forget every cached prefix block (the next calls compute their K/V again).
+
+        The engine does it itself when the weights' content changes (module doc); call it
+        after an edit its fingerprint cannot see. RuntimeError while a run is unfinished."""
+        with self._lock:
+            self._check_idle()
+            self._reset_prefix_cache()
+
+    def _reset_prefix_cache(self) -> None:
+        if self.prefix_cache is not None:
+            self.prefix_cache.close()
+            self.prefix_cache = PrefixCache(self.allocator)
 
     def abort(self, run: EngineRun) -> None:
         """End ``run`` now and free every block it holds (device and host); idempotent.
 
-        The pages' cached prefixes are forgotten too (a forward cut short may have written
-        some of them half-way). The engine is then ready for the next call."""
+        The pools and the prefix cache are rebuilt empty (a forward cut short may have
+        written some cached blocks half-way). The engine is then ready for the next call."""
+        if not isinstance(run, EngineRun):
+            raise ArgumentTypeError(
+                f"run must be an EngineRun (what start() returns, or engine.last_run after a "
+                f"call), got {run!r}"
+            )
         with self._lock:
-            if run is not self._active:
-                return
-            self._active = None
-            run.aborted = True
-            for group in run.scheduler.groups.values():
-                for table in group.tables:
-                    table.free()
-                group.tables = []
-                group.host, group.host_tokens = [], []
-            if self.prefix_cache is not None:
-                self.prefix_cache.close()
-                self.prefix_cache = PrefixCache(self.allocator)
-            for pool in (self.allocator, self.host):  # whatever a half-done step still held
-                for block, refs in enumerate(pool.refcounts()):
-                    for _ in range(refs):
-                        pool.free(block)
+            if run is self._active:
+                self._recover()
 
-    @contextmanager
-    def _guarded(self, run: EngineRun) -> Iterator[None]:
-        """Run a piece of ``run``; on any error (an interrupt too) abort it, then re-raise."""
-        try:
-            yield
-        except BaseException:
-            self.abort(run)
-            raise
+    def _recover(self) -> None:
+        """After an error or an interrupt inside a call: end the live run, if any, and rebuild
+        both pools and the prefix cache empty. Only the live run held blocks, so nothing else
+        is lost, and bookkeeping an interrupt left half-done (a block neither free nor held)
+        is gone with the old pools."""
+        if self._active is not None:
+            self._active.aborted = True
+        self._active = None
+        self.allocator = BlockAllocator(self.allocator.num_blocks, self.block_size)
+        self.host = BlockAllocator(self.host.num_blocks, self.block_size)
+        self.prefix_cache = PrefixCache(self.allocator) if self.prefix_caching else None
 
     def step(self, run: EngineRun, eos_token_id: int | None = None) -> StepRecord:
         """One step of ``run``: the scheduler's plan, executed in one forward, then updated.
 
-        A request whose new token is ``eos_token_id`` ends there (its blocks are freed)."""
+        A request whose new token is ``eos_token_id`` ends there (its blocks are freed). An
+        error or an interrupt inside it aborts the run (module doc)."""
         with self._lock:
-            eos = self._check_step(run, eos_token_id)
-            with self._guarded(run):
-                record = self._step(run, eos)
-                if run.scheduler.done:
-                    self._active = None
-                return record
+            if not isinstance(run, EngineRun) or run.aborted or run is not self._active:
+                raise RuntimeError("this run has ended (finished or aborted): start a new one")
+            eos = self._check_eos(eos_token_id)
+            try:
+                return self._advance(run, eos)
+            except BaseException:
+                self._recover()
+                raise
 
-    def _check_step(self, run: object, eos_token_id: object) -> int | None:
-        """The run is the live one, ``eos_token_id`` a token id, and the weights are those its
-        K/V were computed with (if not, the run is aborted). Returns the EOS id."""
-        if not isinstance(run, EngineRun) or run.aborted or run is not self._active:
-            raise RuntimeError("this run has ended (finished or aborted): start a new one")
-        eos = self._check_eos(eos_token_id)
-        if weights_fingerprint(self.model) != self._weights:
-            self.abort(run)
+    def _advance(self, run: EngineRun, eos_token_id: int | None) -> StepRecord:
+        """One step, if the weights are still those the run started with."""
+        if weights_identity(self.model) != self._identity:
             raise RuntimeError(
                 "the model's weights changed during this run: its K/V were computed with "
                 "the old ones (the run is aborted; start a new one)"
             )
-        return eos
+        record = self._step(run, eos_token_id)
+        if run.scheduler.done:
+            self._active = None
+        return record
 
     def _step(self, run: EngineRun, eos_token_id: int | None) -> StepRecord:
         """Decide (the scheduler's plan), execute (swaps, copies, one forward), update (new
@@ -348,7 +362,7 @@ class Engine:
         used = len({b for t in tables for b in t.blocks})
         slots_used = sum(t.num_tokens for t in tables)
         reserved = sum(
-            g.request.num_samples * (g.request.prompt_len + self._max_new)
+            g.request.num_samples * (g.request.prompt_len + run.max_new_tokens)
             for g in scheduler.running
         )
         held = self.allocator.num_blocks - self.allocator.num_free
@@ -362,9 +376,7 @@ class Engine:
         """Greedy: each prompt's new tokens (prompt excluded), in order: ``max_new_tokens``
         of them, or up to and including the first ``eos_token_id`` when one is given."""
         eos = self._check_eos(eos_token_id)
-        with self._lock:
-            run = self._run(self.start(prompts, max_new_tokens), eos_token_id=eos)
-            return [self.tokens(run, name, eos_token_id=eos) for name in run.names]
+        return [samples[0] for samples in self._serve(prompts, max_new_tokens, 1, 0.0, 0, eos)]
 
     def sample(
         self,
@@ -380,42 +392,58 @@ class Engine:
         ``result[i] == sample_contiguous(model, prompts[i], max_new_tokens, n, temperature,
         seed, request=i)``. ``temperature = 0``: every sample is the greedy tokens.
         """
+        return self._serve(prompts, max_new_tokens, n, temperature, seed, None)
+
+    def _serve(
+        self,
+        prompts: object,
+        max_new_tokens: object,
+        n: object,
+        temperature: object,
+        seed: object,
+        eos: int | None,
+        limit: int = 100_000,
+    ) -> list[list[list[int]]]:
+        """A run from start to end, and its answer read, all under the lock: any error or
+        interrupt aborts it (module doc)."""
+        args = self._check_start(prompts, max_new_tokens, n, temperature, seed)
         with self._lock:
-            run = self._run(self.start(prompts, max_new_tokens, n, temperature, seed))
-        groups = run.scheduler.groups
-        return [
-            [self.tokens(run, name, s) for s in range(groups[name].request.num_samples)]
-            for name in run.names
-        ]
+            self._check_idle()
+            try:
+                run = self._start(*args)
+                while not run.scheduler.done:
+                    if len(run.steps) == limit:
+                        raise RuntimeError(f"not done after {limit} steps")
+                    self._advance(run, eos)
+                groups = run.scheduler.groups
+                return [
+                    [self._tokens(groups[name], s, run.max_new_tokens, eos) for s in range(args[2])]
+                    for name in run.names
+                ]
+            except BaseException:
+                self._recover()
+                raise
 
     def _check_eos(self, eos_token_id: object) -> int | None:
         if eos_token_id is None:
             return None
         return check_int(eos_token_id, "eos_token_id", 0, self.model.vocab_size - 1)
 
-    def _run(
-        self, run: EngineRun, limit: int = 100_000, eos_token_id: int | None = None
-    ) -> EngineRun:
-        """Step ``run`` to the end; its callers hold the lock."""
-        while not run.scheduler.done:
-            if len(run.steps) == limit:
-                self.abort(run)
-                raise RuntimeError(f"not done after {limit} steps")
-            self.step(run, eos_token_id)
-        return run
-
     def tokens(
         self, run: EngineRun, name: str, sample: int = 0, eos_token_id: int | None = None
     ) -> list[int]:
-        """The new tokens of ``sample`` of request ``name`` so far (at most max_new_tokens,
-        and none after the first ``eos_token_id`` if one is given)."""
+        """The new tokens of ``sample`` of request ``name`` so far (at most the run's
+        ``max_new_tokens``, and none after the first ``eos_token_id`` if one is given)."""
         group = self._check_tokens(run, name, sample)
-        known = group.token_ids[sample]
+        eos = self._check_eos(eos_token_id)
+        with self._lock:
+            return self._tokens(group, sample, run.max_new_tokens, eos)
+
+    @staticmethod
+    def _tokens(group: Group, sample: int, max_new: int, eos: int | None) -> list[int]:
         prompt = group.request.prompt_len
-        new = known[prompt : prompt + self._max_new]
-        if eos_token_id is not None and eos_token_id in new:
-            new = new[: new.index(eos_token_id) + 1]
-        return new
+        new = group.token_ids[sample][prompt : prompt + max_new]
+        return new[: new.index(eos) + 1] if eos is not None and eos in new else new
 
     def _check_tokens(self, run: object, name: object, sample: object) -> Group:
         if not isinstance(run, EngineRun):

@@ -2,16 +2,24 @@
 
 :func:`check_engine_settings` is ``Engine.__init__``'s guard (each refusal names the value).
 
-Cached K/V are a function of the weights that computed them. :func:`weights_fingerprint`
-identifies the weights a model holds now: each parameter's storage (a new tensor:
-``param.data = ...``, ``.to(...)``) and its version counter, which torch bumps on every
-in-place change (``load_state_dict``'s ``copy_``, ``mul_`` under ``no_grad``, an optimiser
-step). Equal fingerprints: the same tensors, unchanged since. Cheap (one tuple of a few
-hundred ints), so the engine checks it at every step.
+Cached K/V are a function of the weights that computed them. Two fingerprints say whether
+the weights a model holds now are those:
+
+- :func:`weights_content`, checked once per ``generate`` / ``sample`` / ``start``: per tensor,
+  the sum of its bytes read as 64-bit integers. An edit of any element changes it, however
+  it was made: ``load_state_dict``, ``p.data.copy_``, ``p.data.mul_``, a write through a
+  numpy view (none of the last three bumps torch's version counter). Only edits that cancel
+  out exactly (elements moved within a tensor, + d here and - d there) escape: after such,
+  call ``Engine.reset_prefix_cache()``. It reads every weight once (SmolLM2-135M: see
+  ``benchmarks/bench_engine.py``), a small share of a call;
+- :func:`weights_identity`, checked at every step of a run: each tensor's storage and
+  version counter (a new tensor, an in-place op that torch tracks). A few hundred ints.
+  Inference tensors have no version counter: -1.
 """
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from pagedlab.checks import ArgumentTypeError, check_bool, check_int
@@ -19,10 +27,21 @@ from pagedlab.memory.scheduler import MODES
 from pagedlab.model.llama import TinyLlama
 
 
-def weights_fingerprint(model: nn.Module) -> tuple[tuple[int, int, int], ...]:
+def weights_identity(model: nn.Module) -> tuple[tuple[int, int, int], ...]:
     """``(id, data_ptr, version)`` of every parameter and buffer of ``model``, in order."""
     tensors = [*model.parameters(), *model.buffers()]
-    return tuple((id(t), t.data_ptr(), t._version) for t in tensors)
+    return tuple((id(t), t.data_ptr(), -1 if t.is_inference() else t._version) for t in tensors)
+
+
+def weights_content(model: nn.Module) -> list[int]:
+    """Per parameter and buffer, in order: the sum of its bytes as int64 words (wrapping),
+    plus its last ``size % 8`` bytes (torch sums int64 fastest)."""
+    sums = []
+    for t in (*model.parameters(), *model.buffers()):
+        raw = t.detach().reshape(-1).view(torch.uint8)
+        end = raw.numel() // 8 * 8
+        sums.append(raw[:end].view(torch.int64).sum() + raw[end:].sum(dtype=torch.int64))
+    return torch.stack(sums).tolist() if sums else []
 
 
 def check_engine_settings(
