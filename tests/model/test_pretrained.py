@@ -9,6 +9,7 @@ conftest.py keeps both modules on one xdist worker.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -207,8 +208,16 @@ def flip_middle_byte(path: Path) -> None:
         file.write(bytes([byte[0] ^ 0xFF]))
 
 
+def edit_config(entry: Path) -> None:
+    """The issue's edit: rope_theta set to 10 (a model that answers blank lines)."""
+    manifest = json.loads((entry / "manifest.json").read_text())
+    manifest["config"]["rope_theta"] = 10.0
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+
+
 CORRUPTIONS = {
     "a byte of the weights": lambda entry: flip_middle_byte(entry / "weights.pt"),
+    "the manifest's config edited": edit_config,
     "a byte of the tokenizer": lambda entry: flip_middle_byte(entry / "tokenizer.json"),
     "truncated weights": lambda entry: os.truncate(entry / "weights.pt", 1000),
     "no manifest": lambda entry: (entry / "manifest.json").unlink(),
@@ -223,8 +232,8 @@ def test_a_damaged_cache_entry_is_detected_and_rebuilt(
     monkeypatch: pytest.MonkeyPatch,
     damage: str,
 ) -> None:
-    """Written once, read back (no GGUF read), damaged, then read in a new process (the CRC
-    check runs once per process): detected, rebuilt from the GGUF once, used as it is after."""
+    """Written once, read back (no GGUF read), damaged, then read in the same process and in
+    a new one: detected (a warning), rebuilt from the GGUF each time, used as it is after."""
     first, _ = pretrained()
     entry = smollm2.cache_entry(smollm2.gguf_path())
     assert len(tiny_cache) == 1 and (entry / "manifest.json").is_file()
@@ -232,16 +241,38 @@ def test_a_damaged_cache_entry_is_detected_and_rebuilt(
     again, _ = pretrained()
     assert len(tiny_cache) == 1 and torch.equal(again.model.norm.weight, first.model.norm.weight)
     CORRUPTIONS[damage](entry)
-    monkeypatch.setattr(smollm2, "_verified", set())
-    rebuilt, _ = pretrained()
+    with pytest.warns(UserWarning, match="failed its check"):
+        pretrained()  # the same process sees the file changed since its check
     assert len(tiny_cache) == 2
+    CORRUPTIONS[damage](entry)
+    monkeypatch.setattr(smollm2, "_verified", set())  # a new process
+    with pytest.warns(UserWarning, match="rebuilding it from the GGUF file"):
+        rebuilt, _ = pretrained()
+    assert len(tiny_cache) == 3
     for a, b in zip(rebuilt.state_dict().values(), first.state_dict().values(), strict=True):
         assert torch.equal(a, b)
     monkeypatch.setattr(smollm2, "_verified", set())
     _, tokenizer = pretrained()
-    assert len(tiny_cache) == 2  # the rebuilt entry passes its check
+    assert len(tiny_cache) == 3  # the rebuilt entry passes its check
     text = "The capital of France is Paris."
     assert tokenizer.encode(text) == ours[1].encode(text)
+
+
+def test_a_loaded_model_does_not_follow_its_cache_file(tiny_cache: list[Path]) -> None:
+    """Its weights are read, not memory-mapped: rewriting or truncating the file afterwards
+    changes nothing in it (and cannot kill the process with SIGBUS)."""
+    pretrained()
+    model, _ = pretrained()  # from the cache
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    weights = smollm2.cache_entry(smollm2.gguf_path()) / "weights.pt"
+    size = weights.stat().st_size
+    with weights.open("r+b") as file:  # every byte of the file rewritten in place
+        file.write(bytes(b ^ 0x55 for b in weights.read_bytes()))
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    os.truncate(weights, size // 3)
+    assert sum(float(v.sum()) for v in model.state_dict().values()) == sum(
+        float(v.sum()) for v in before.values()
+    )
 
 
 def test_the_cache_is_keyed_by_the_gguf_bytes(
