@@ -3,7 +3,9 @@
 Usage: python scripts/execute_notebooks.py notebooks/*.ipynb
 
 Outputs are deterministic (seeded code, PYTHONHASHSEED=0, no timing metadata), so a re-run
-after a change to pagedlab only changes what the change changed. Widget state is stored so
+after a change to pagedlab only changes what the change changed. The kernels compute with
+``pagedlab.model.threads.thread_env()``'s threads (one on a 2-core machine). Each notebook's
+time is printed, and the total. Widget state is stored so
 that a trusted notebook shows its sliders and pictures before it is run.
 """
 
@@ -18,6 +20,8 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+from pagedlab.model.threads import thread_env
 
 VOLATILE_CELL_METADATA = ("execution", "collapsed", "scrolled")
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -112,9 +116,14 @@ def main(paths: list[str]) -> int:
         print(__doc__)
         return 2
     os.environ["PYTHONHASHSEED"] = "0"  # the kernel inherits it: set iteration order is stable
+    os.environ.update(thread_env())
+    print(f"executing {len(paths)} notebook(s), {os.environ['OMP_NUM_THREADS']} thread(s) each")
+    total = 0.0
     for name in paths:
         seconds = execute(Path(name))
-        print(f"{name}: executed in {seconds:.1f} s")
+        total += seconds
+        print(f"{name}: executed in {seconds:.1f} s", flush=True)
+    print(f"{len(paths)} notebook(s) in {total:.0f} s")
     return 0
 
 

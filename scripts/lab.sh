@@ -18,5 +18,9 @@ if [ "$(id -u)" -eq 0 ]; then
     "without which Jupyter refuses to start; it still listens on 127.0.0.1 only, token required"
   args+=(--allow-root)
 fi
+# One compute thread per notebook kernel on a 2-core machine (pagedlab/model/threads.py says why)
+threads="$("$BIN/python" pagedlab/model/threads.py)"
+export $threads
+echo "lab: notebook kernels compute with $threads (pagedlab/model/threads.py)"
 "$BIN/jupyter" trust notebooks/*.ipynb
 exec "$BIN/jupyter" lab "${args[@]}" "$@"
