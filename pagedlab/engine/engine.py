@@ -22,19 +22,15 @@ Returns **the new tokens only**, ``max_new_tokens`` per prompt (fewer when the p
   two logits are within about 1e-5 the argmax can pick the other one (vLLM's own tests of
   greedy outputs allow exactly this); everywhere else the tokens are the same.
 
-The engine keeps its promise under misuse: a request no pool could hold is a ValueError
-before anything runs. An error or an interrupt (Ctrl-C: any ``BaseException``) anywhere in
-``generate``, ``sample``, ``start`` or ``step`` aborts the live run: one run holds every
-block, so the pools and the prefix cache are rebuilt empty (nothing half-done survives) and
-the engine is ready for the next call. Calls from several threads run one after the other
-(a lock); each run keeps its own ``max_new_tokens`` and its answer is read under the lock,
-so no call changes another's. A run left unfinished by :meth:`Engine.start` refuses a second
-one clearly. Stale K/V are never served: each call compares the weights' content with what
-the cached K/V were computed with (:func:`~pagedlab.engine.guard.weights_content`: any
-in-place edit, ``.data.copy_`` and numpy writes included) and empties the prefix cache if
-they differ; a step refuses to go on if a tracked edit happened mid-run;
-:meth:`Engine.reset_prefix_cache` forgets it by hand. A model made under
-``torch.inference_mode()`` is served too (the pages are allocated outside it).
+The promise holds under misuse. A request no pool could hold is a ValueError before anything
+runs. Any error or interrupt (Ctrl-C) in ``generate``, ``sample``, ``start`` or ``step``
+aborts the live run; it held every block, so the pools and prefix cache are rebuilt empty
+and the engine serves the next call. Threads are served one after the other (a lock); a run
+keeps its own ``max_new_tokens`` and answers are read under the lock. A run left unfinished
+by ``start`` refuses a second clearly. No stale K/V: each call compares the weights' content
+(:mod:`pagedlab.engine.guard`; in-place edits count) with what the prefix cache was filled
+with and empties it if they differ (``reset_prefix_cache()`` by hand); a step refuses a
+tracked edit made mid-run. Models made under ``torch.inference_mode()`` are served.
 
 ``sample(prompts, max_new_tokens, n, temperature, seed)``: ``n`` seeded samples per prompt
 (§4.4 parallel sampling), one request of ``num_samples = n`` each: the prompt is prefilled
@@ -60,26 +56,27 @@ before anything runs.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import torch
 
 from pagedlab.attention import PagedKVCache
 from pagedlab.attention.swap import host_cache
 from pagedlab.checks import ArgumentTypeError, check_int
-from pagedlab.engine.guard import check_engine_settings, weights_content, weights_identity
+from pagedlab.engine import guard
 from pagedlab.engine.model_kv import ForwardStats, ModelKV
 from pagedlab.engine.prefix import PrefixCachingScheduler
 from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.capacity import prefill_need
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Group, Request, StepResult
 from pagedlab.memory.scheduler import Scheduler
-from pagedlab.model.generate import check_length, check_prompt
 from pagedlab.model.llama import TinyLlama
 from pagedlab.model.paged import DecodeAttention
-from pagedlab.model.sampling import check_temperature, sample_generator
+from pagedlab.model.sampling import sample_generator
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -145,14 +142,9 @@ class Engine:
         :func:`pagedlab.paged_attention` to run the kernel here, in Triton's interpreter);
         ``host_blocks``: the swap space, default as many blocks as the device pool (§4.5's
         bound); ``batch_invariant``: every token bit-identical to the oracle's (module doc)."""
-        budget, chunked_prefill, host_blocks = check_engine_settings(
-            model,
-            preemption,
-            token_budget,
-            prefix_caching,
-            batch_invariant,
-            chunked_prefill,
-            host_blocks,
+        settings = (preemption, token_budget, prefix_caching, batch_invariant, chunked_prefill)
+        budget, chunked_prefill, host_blocks = guard.check_engine_settings(
+            model, *settings, host_blocks
         )
         self.model, self.batch_invariant = model, batch_invariant
         self.allocator = BlockAllocator(num_blocks, block_size)  # validates both
@@ -176,7 +168,7 @@ class Engine:
         self._active: EngineRun | None = None  # the run holding blocks now, if any
         self._lock = threading.RLock()  # one call at a time: generate, sample, start, step
         self._content: list[int] = []  # the weights the cached K/V were computed with
-        self._identity = weights_identity(model)  # the weights the live run started with
+        self._identity = guard.weights_identity(model)  # the weights the live run started with
 
     @property
     def block_size(self) -> int:
@@ -205,48 +197,27 @@ class Engine:
         """Queue ``prompts`` on a new scheduler (validated first); step it with :meth:`step`.
 
         ``n`` samples per prompt at ``temperature`` (0: greedy), seeded by ``seed``."""
-        args = self._check_start(prompts, max_new_tokens, n, temperature, seed)
+        return self._call(
+            self._start, *self._check_start(prompts, max_new_tokens, n, temperature, seed)
+        )
+
+    def _call(self, fn: Callable[..., T], *args: Any, live: object = None) -> T:
+        """``fn(*args)`` under the lock, when no run is unfinished (or ``live`` is the one);
+        on any error or interrupt the live run is aborted and the pools rebuilt, then it
+        re-raises (:meth:`_recover`)."""
         with self._lock:
-            self._check_idle()
+            if live is None:
+                self._check_idle()
+            elif not isinstance(live, EngineRun) or live.aborted or live is not self._active:
+                raise RuntimeError("this run has ended (finished or aborted): start a new one")
             try:
-                return self._start(*args)
+                return fn(*args)
             except BaseException:
                 self._recover()
                 raise
 
-    def _check_start(
-        self,
-        prompts: object,
-        max_new_tokens: object,
-        n: object,
-        temperature: object,
-        seed: object,
-    ) -> tuple[list[list[int]], int, int, float, int]:
-        """``start``'s arguments, checked (every prompt fits the pool, the model and the
-        budget); returns them converted."""
-        if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence) or not prompts:
-            raise ValueError(f"prompts must be a non-empty list of token-id lists, got {prompts!r}")
-        checked = [check_prompt(self.model, p, f"prompts[{i}]") for i, p in enumerate(prompts)]
-        new = check_int(max_new_tokens, "max_new_tokens", minimum=1)
-        samples = check_int(n, "n", minimum=1)
-        temp, seed = check_temperature(temperature), check_int(seed, "seed", minimum=0)
-        if self.token_budget is not None and samples > self.token_budget:
-            raise ValueError(
-                f"n = {samples} samples decode {samples} tokens a step, more than "
-                f"token_budget = {self.token_budget}"
-            )
-        for i, ids in enumerate(checked):
-            check_length(self.model, ids, new, f"prompts[{i}]")
-            need = prefill_need(len(ids), new - 1, samples, self.block_size)
-            if need > self.allocator.num_blocks:
-                what = f" x {samples} samples" if samples > 1 else ""
-                raise ValueError(
-                    f"prompts[{i}] ({len(ids)} tokens) + max_new_tokens {new}{what} stores "
-                    f"{len(ids) + new - 1} positions of K/V (the last new token's are never "
-                    f"stored): {need} blocks of {self.block_size}, more than the pool's "
-                    f"{self.allocator.num_blocks}"
-                )
-        return checked, new, samples, temp, seed
+    def _check_start(self, *args: object) -> tuple[list[list[int]], int, int, float, int]:
+        return guard.check_start(self.model, self.allocator, self.token_budget, *args)
 
     def _check_idle(self) -> None:
         if self._active is not None:
@@ -259,11 +230,11 @@ class Engine:
         self, checked: list[list[int]], new: int, samples: int, temp: float, seed: int
     ) -> EngineRun:
         """A new run on a new scheduler; its callers hold the lock and recover on an error."""
-        content = weights_content(self.model)  # once per call: every in-place edit shows
+        content = guard.weights_content(self.model)  # once per call: every in-place edit shows
         if content != self._content:
             self._reset_prefix_cache()  # none of its blocks was computed with these weights
             self._content = content
-        self._identity = weights_identity(self.model)
+        self._identity = guard.weights_identity(self.model)
         scheduler = self._scheduler()
         self.kv.reset(temp)  # this call's requests only
         names = []
@@ -321,19 +292,11 @@ class Engine:
 
         A request whose new token is ``eos_token_id`` ends there (its blocks are freed). An
         error or an interrupt inside it aborts the run (module doc)."""
-        with self._lock:
-            if not isinstance(run, EngineRun) or run.aborted or run is not self._active:
-                raise RuntimeError("this run has ended (finished or aborted): start a new one")
-            eos = self._check_eos(eos_token_id)
-            try:
-                return self._advance(run, eos)
-            except BaseException:
-                self._recover()
-                raise
+        return self._call(self._advance, run, self._check_eos(eos_token_id), live=run)
 
     def _advance(self, run: EngineRun, eos_token_id: int | None) -> StepRecord:
         """One step, if the weights are still those the run started with."""
-        if weights_identity(self.model) != self._identity:
+        if guard.weights_identity(self.model) != self._identity:
             raise RuntimeError(
                 "the model's weights changed during this run: its K/V were computed with "
                 "the old ones (the run is aborted; start a new one)"
@@ -404,25 +367,23 @@ class Engine:
         eos: int | None,
         limit: int = 100_000,
     ) -> list[list[list[int]]]:
-        """A run from start to end, and its answer read, all under the lock: any error or
-        interrupt aborts it (module doc)."""
-        args = self._check_start(prompts, max_new_tokens, n, temperature, seed)
-        with self._lock:
-            self._check_idle()
-            try:
-                run = self._start(*args)
-                while not run.scheduler.done:
-                    if len(run.steps) == limit:
-                        raise RuntimeError(f"not done after {limit} steps")
-                    self._advance(run, eos)
-                groups = run.scheduler.groups
-                return [
-                    [self._tokens(groups[name], s, run.max_new_tokens, eos) for s in range(args[2])]
-                    for name in run.names
-                ]
-            except BaseException:
-                self._recover()
-                raise
+        """A run from start to end, and its answer read, all in one :meth:`_call`."""
+        return self._call(
+            self._whole_run,
+            self._check_start(prompts, max_new_tokens, n, temperature, seed),
+            eos,
+            limit,
+        )
+
+    def _whole_run(self, args: tuple, eos: int | None, limit: int) -> list[list[list[int]]]:
+        run = self._start(*args)
+        while not run.scheduler.done:
+            if len(run.steps) == limit:
+                raise RuntimeError(f"not done after {limit} steps")
+            self._advance(run, eos)
+        groups = run.scheduler.groups
+        new = run.max_new_tokens
+        return [[self._tokens(groups[n], s, new, eos) for s in range(args[2])] for n in run.names]
 
     def _check_eos(self, eos_token_id: object) -> int | None:
         if eos_token_id is None:

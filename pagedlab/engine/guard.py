@@ -1,30 +1,28 @@
-"""The engine's guards: its settings, and what it watches to keep its promise (the weights).
+"""The engine's guards: its arguments (:func:`check_engine_settings` for ``Engine()``,
+:func:`check_start` for a run; each refusal names the value) and the weights.
 
-:func:`check_engine_settings` is ``Engine.__init__``'s guard (each refusal names the value).
-
-Cached K/V are a function of the weights that computed them. Two fingerprints say whether
-the weights a model holds now are those:
-
-- :func:`weights_content`, checked once per ``generate`` / ``sample`` / ``start``: per tensor,
-  the sum of its bytes read as 64-bit integers. An edit of any element changes it, however
-  it was made: ``load_state_dict``, ``p.data.copy_``, ``p.data.mul_``, a write through a
-  numpy view (none of the last three bumps torch's version counter). Only edits that cancel
-  out exactly (elements moved within a tensor, + d here and - d there) escape: after such,
-  call ``Engine.reset_prefix_cache()``. It reads every weight once (SmolLM2-135M: see
-  ``benchmarks/bench_engine.py``), a small share of a call;
-- :func:`weights_identity`, checked at every step of a run: each tensor's storage and
-  version counter (a new tensor, an in-place op that torch tracks). A few hundred ints.
-  Inference tensors have no version counter: -1.
+Cached K/V are a function of the weights that computed them. :func:`weights_content`
+(once per call): per tensor, its bytes summed as int64 words; any edit of an element changes
+it, ``p.data.copy_``, ``p.data.mul_`` and numpy writes included (torch's version counter
+misses those). Edits that cancel out exactly (elements swapped) escape: call
+``Engine.reset_prefix_cache()``. :func:`weights_identity` (every step): each tensor's storage
+and version counter (-1 for inference tensors, which have none).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
 from pagedlab.checks import ArgumentTypeError, check_bool, check_int
+from pagedlab.memory.allocator import BlockAllocator
+from pagedlab.memory.capacity import prefill_need
 from pagedlab.memory.scheduler import MODES
+from pagedlab.model.generate import check_length, check_prompt
 from pagedlab.model.llama import TinyLlama
+from pagedlab.model.sampling import check_temperature
 
 
 def weights_identity(model: nn.Module) -> tuple[tuple[int, int, int], ...]:
@@ -70,3 +68,40 @@ def check_engine_settings(
         raise ValueError("chunked_prefill needs a token_budget (tokens per step), got None")
     host = None if host_blocks is None else check_int(host_blocks, "host_blocks", 1)
     return budget, chunked_prefill, host
+
+
+def check_start(
+    model: TinyLlama,
+    pool: BlockAllocator,
+    token_budget: int | None,
+    prompts: object,
+    max_new_tokens: object,
+    n: object,
+    temperature: object,
+    seed: object,
+) -> tuple[list[list[int]], int, int, float, int]:
+    """``Engine.start``'s arguments, checked (every prompt fits the pool, the model and the
+    budget); returns them converted."""
+    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence) or not prompts:
+        raise ValueError(f"prompts must be a non-empty list of token-id lists, got {prompts!r}")
+    checked = [check_prompt(model, p, f"prompts[{i}]") for i, p in enumerate(prompts)]
+    new = check_int(max_new_tokens, "max_new_tokens", minimum=1)
+    samples = check_int(n, "n", minimum=1)
+    temp, seed = check_temperature(temperature), check_int(seed, "seed", minimum=0)
+    if token_budget is not None and samples > token_budget:
+        raise ValueError(
+            f"n = {samples} samples decode {samples} tokens a step, more than "
+            f"token_budget = {token_budget}"
+        )
+    for i, ids in enumerate(checked):
+        check_length(model, ids, new, f"prompts[{i}]")
+        need = prefill_need(len(ids), new - 1, samples, pool.block_size)
+        if need > pool.num_blocks:
+            what = f" x {samples} samples" if samples > 1 else ""
+            raise ValueError(
+                f"prompts[{i}] ({len(ids)} tokens) + max_new_tokens {new}{what} stores "
+                f"{len(ids) + new - 1} positions of K/V (the last new token's are never "
+                f"stored): {need} blocks of {pool.block_size}, more than the pool's "
+                f"{pool.num_blocks}"
+            )
+    return checked, new, samples, temp, seed

@@ -147,7 +147,7 @@ def _file_crc(path: Path) -> tuple[int, int]:
 def _read_entry(
     entry: Path, verify: bool
 ) -> tuple[dict[str, int | float], dict[str, torch.Tensor]]:
-    """Config and weights (memory-mapped, copy-on-write) of a cache entry.
+    """Config and weights (read into memory: this caller's own) of a cache entry.
 
     ``verify``: every file's size and CRC-32 against the manifest first. Any failure raises
     (ValueError, OSError, or whatever ``torch.load`` raises on a damaged file).
