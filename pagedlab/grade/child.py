@@ -185,7 +185,7 @@ def main(argv: list[str]) -> int:
 
     guard = _Guard()
     namespace: dict[str, Any] = {"__name__": NAMESPACE, "__builtins__": __builtins__}
-    send(replies, ("ready",))
+    send(replies, ("ready", os.environ.pop("PAGEDLAB_JAIL", "")))  # before learner code
     while True:
         try:
             nonce, message = receive(requests, trusted=True)

@@ -61,6 +61,7 @@ from pagedlab.exercises.sandbox import (
     receive,
     send,
 )
+from pagedlab.grade import cage
 from pagedlab.grade.reaper import kill_descendants, reaping
 
 GRACE_S = 5.0  # past a case's budget before the child is killed (it also starts torch)
@@ -207,8 +208,10 @@ class ChildGone(Exception):
 
 
 class Child:
-    """One grading child in its own session; every call has a deadline, then it is killed,
-    and with it every process it started but those in ``spare`` (:func:`kill_descendants`)."""
+    """One grading child in its cage (:mod:`pagedlab.grade.jail`, on Linux); every call has a
+    deadline, then it is killed, and with it every process it started but those in ``spare``
+    (:func:`kill_descendants`). ``layers``: what the cage holds, as the child said it before
+    any learner code ran."""
 
     def __init__(
         self, workdir: str, ready_s: float = CELL_BUDGET_S, spare: Collection[int] = ()
@@ -217,18 +220,22 @@ class Child:
         to_child, self._requests = os.pipe()
         self._replies, from_child = os.pipe()
         self._log = open(os.path.join(workdir, "child.log"), "ab")  # noqa: SIM115
+        command = [sys.executable, "-m", "pagedlab.grade.child", str(to_child), str(from_child)]
+        home = cage.home(workdir)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pagedlab.grade.child", str(to_child), str(from_child)],
+            cage.wrap(command),
             pass_fds=(to_child, from_child),
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=self._log,
             start_new_session=True,
-            cwd=workdir,
+            cwd=home,
+            env=cage.environment(home),
         )
         os.close(to_child)
         os.close(from_child)
-        self.ask(None, ready_s)  # ("ready",)
+        ready = self.ask(None, ready_s)  # ("ready", layers)
+        self.layers: dict[str, str] = cage.layers(ready)
 
     def ask(self, message: Any, seconds: float) -> Any:
         """Send ``message`` (None: send nothing) and return the reply within ``seconds``."""
@@ -303,6 +310,7 @@ class Grader:
         self.workdir = workdir
         self.left_out: dict[int, str] = {}  # cell index -> why its code was left out
         self.child: Child | None = None
+        self.layers: dict[str, str] = {}  # the cage of the first child (pagedlab.grade.cage)
 
     def close(self) -> None:
         if self.child is not None:
@@ -313,6 +321,7 @@ class Grader:
         """A child with every cell loaded (in order) but those that hang or end it."""
         while self.child is None:
             child = Child(self.workdir, max(self.cell_budget_s, 60.0), self.spare)
+            self.layers = self.layers or child.layers
             try:
                 for cell in self.cells:
                     if cell.index in self.left_out:
@@ -451,7 +460,11 @@ def grade(
         started(_results(unfinished, notes))
     salt = salt or secrets.token_hex(16)
     verdicts = []
-    with reaping() as spare, tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir:
+    with (
+        cage.not_dumpable(),
+        reaping() as spare,
+        tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir,
+    ):
         grader = Grader(cells, salt, workdir, cell_budget_s, spare)
         try:
             for exercise in exercises:
@@ -461,20 +474,27 @@ def grade(
                     verdicts.append(grader._zero(exercise, f"the grader failed: {short(error)}"))
         finally:
             grader.close()
+    weak = cage.missing(grader.layers)
+    if weak:
+        notes.append("isolation layers not in place: " + "; ".join(weak))
     say(printable(table(verdicts, files)))
     for text in grader.left_out.values():
         say(printable(f"note: {text} (left out)"))
     for text in notes:
         say(f"note: {text}")
-    return _results(verdicts, notes)
+    return _results(verdicts, notes, grader.layers)
 
 
-def _results(verdicts: Sequence[Verdict], notes: Sequence[str]) -> dict[str, Any]:
-    """Gradescope's results.json: the score and one test per exercise (and the notes)."""
+def _results(verdicts: Sequence[Verdict], notes: Sequence[str],
+             layers: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Gradescope's results.json: the score and one test per exercise (and the notes); the
+    cage's layers in ``extra_data`` (Gradescope keeps it, never shows it)."""
     results: dict[str, Any] = {
         "score": float(sum(v.score for v in verdicts)),
         "tests": [v.test() for v in verdicts],
     }
+    if layers:
+        results["extra_data"] = {"isolation": layers}
     if notes:
         results["output"] = printable("\n".join(notes))
     return results
