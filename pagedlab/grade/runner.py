@@ -217,14 +217,17 @@ class Child:
         self, workdir: str, ready_s: float = CELL_BUDGET_S, spare: Collection[int] = ()
     ) -> None:
         self._spare = spare
+        self.reported = ""  # the first thing the child's audit hook reported
         to_child, self._requests = os.pipe()
         self._replies, from_child = os.pipe()
+        self._audit, audit = os.pipe()  # the child's audit hook reports here (pagedlab.grade.watch)
         self._log = open(os.path.join(workdir, "child.log"), "ab")  # noqa: SIM115
-        command = [sys.executable, "-m", "pagedlab.grade.child", str(to_child), str(from_child)]
+        command = [sys.executable, "-m", "pagedlab.grade.child", str(to_child), str(from_child),
+                   str(audit)]  # fmt: skip
         home = cage.home(workdir)
         self.process = subprocess.Popen(
             cage.wrap(command),
-            pass_fds=(to_child, from_child),
+            pass_fds=(to_child, from_child, audit),
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=self._log,
@@ -232,8 +235,8 @@ class Child:
             cwd=home,
             env=cage.environment(home),
         )
-        os.close(to_child)
-        os.close(from_child)
+        for fd in (to_child, from_child, audit):
+            os.close(fd)
         ready = self.ask(None, ready_s)  # ("ready", layers)
         self.layers: dict[str, str] = cage.layers(ready)
 
@@ -250,13 +253,25 @@ class Child:
             more, _, _ = select.select([self._replies], [], [], 0)
             if more or not isinstance(reply, tuple) or len(reply) != 2 or reply[0] != nonce:
                 raise ChildGone("something else wrote to the grader's pipe")
-            return reply[1]
+            self.reported = self.reported or self.audited()  # sticky: that child is tainted
+            return self.reported if self.reported and message[0] != "cell" else reply[1]
         except ChildGone:
             self.kill()
             raise
         except (Gone, OSError) as error:
             self.kill()
             raise ChildGone(str(error)) from error
+
+    def audited(self) -> str:
+        """What the child's audit hook reported since the last call ("" if nothing); a pipe
+        closed is reported too."""
+        said = b""
+        while select.select([self._audit], [], [], 0)[0]:
+            chunk = os.read(self._audit, 1 << 16)
+            if not chunk:
+                return "the submission closed the grader's audit pipe"
+            said += chunk
+        return said.decode("utf-8", "replace").splitlines()[0] if said else ""
 
     def kill(self) -> None:
         """Kill the child's whole process group (grandchildren too) and reap it, then every
@@ -267,7 +282,7 @@ class Child:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         kill_descendants(self._spare)
-        for fd in (self._requests, self._replies):
+        for fd in (self._requests, self._replies, self._audit):
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._log.close()

@@ -449,7 +449,7 @@ def test_undoing_the_import_guard_fails_the_exercise(tmp_path: Path) -> None:
         [notebook(tmp_path / "a.ipynb", [one_line])], names=["blocks_needed"], say=lambda text: None
     )
     output = results["tests"][0]["output"]
-    assert results["score"] == 0.0 and "removed the grader's import guard" in output, results
+    assert results["score"] == 0.0 and "nb01.py, a grader's file" in output, results
     during = (
         "import sys, importlib\n\n\n"
         "def my_empty_slots(num_tokens, block_size):\n"
@@ -463,7 +463,7 @@ def test_undoing_the_import_guard_fails_the_exercise(tmp_path: Path) -> None:
     results = grade([path], names=["empty_slots", "pick_victim"], say=lambda text: None)
     scores = {t["name"]: t["score"] for t in results["tests"]}
     assert scores == {"empty_slots": 0.0, "pick_victim": 1.0}, results
-    assert "the submission imported pagedlab.exercises." in results["tests"][0]["output"]
+    assert "a grader's file" in results["tests"][0]["output"], results
 
 
 def test_another_python_is_refused_with_a_clear_message(
@@ -480,3 +480,88 @@ def test_another_python_is_refused_with_a_clear_message(
     assert stop.value.code == 2
     error = capsys.readouterr().err
     assert "has no no_such_module_pagedlab" in error and ".venv/bin/python" in error
+
+
+# each a capstone that passed empty before: the child's replay patched, pagedlab's code reused
+PATCHES = {
+    "block_table": """from pagedlab import BlockTable
+from pagedlab.exercises import drivers
+
+drivers.ADAPTERS["table"] = lambda cls: lambda *args: drivers.table_log(BlockTable, *args)
+
+
+class MyBlockTable:
+    pass
+""",
+    "append_cow": """from pagedlab.exercises import drivers
+
+
+def _real(fn):
+    def run(*args):
+        return cow_log(None, *args)
+
+    return run
+
+
+try:
+    drivers.adapt_cow.__code__ = _real.__code__
+except PermissionError:
+    pass
+
+
+def my_append_cow(allocator, blocks, num_tokens):
+    return blocks
+""",
+    "prefix_cache": """from pagedlab.exercises import drivers
+
+
+class MyPrefixCache:
+    def __init__(self, block_size):
+        drivers.Admissions.apply = lambda self, event: None
+
+    def lookup(self, tokens):
+        return []
+
+    def register(self, blocks, tokens):
+        pass
+""",
+    "scheduler_step": """import types
+
+import pagedlab.memory.scheduler as _module
+from pagedlab.memory.scheduler import Scheduler
+
+
+class MyScheduler(Scheduler):
+    pass
+
+
+for _name in ("policy", "_admit_whole", "_decode", "_admit_chunks"):
+    _f = getattr(Scheduler, _name)
+    setattr(MyScheduler, _name, types.FunctionType(_f.__code__, vars(_module), _name,
+                                                    _f.__defaults__, _f.__closure__))
+""",
+}
+
+
+def test_nothing_the_submission_changes_counts(tmp_path: Path) -> None:
+    """Issue 38: a patched replay adapter (at the top level, by ``__code__``, or from inside
+    the learner's own method) and a scheduler rebuilt from Scheduler's code objects passed
+    with no line written; now each scores 0 and says why. A cell that tampers taints every
+    exercise graded after it (a right answer too); a method that tampers, its own exercise."""
+
+    def run(names: list[str], *extra: str, tainted: bool = False) -> dict[str, str]:
+        cells = [PATCHES[n] for n in names] + [right_answer(n) for n in extra]
+        path = notebook(tmp_path / f"{names[0]}.ipynb", cells)
+        results = grade([path], names=[*names, *extra], say=lambda text: None)
+        said = {t["name"]: t["output"] for t in results["tests"]}
+        assert results["score"] == (0 if tainted else len(extra)), said
+        return said
+
+    said = run(["scheduler_step", "prefix_cache"], "pick_victim")
+    assert "policy is pagedlab's own code" in said["scheduler_step"], said
+    assert "drivers.Admissions['apply']" in said["prefix_cache"], said
+    said = run(["block_table"], "pick_victim", tainted=True)
+    assert said["block_table"].endswith("changed pagedlab's drivers.ADAPTERS['table']"), said
+    assert "changed pagedlab's drivers.ADAPTERS['table']" in said["pick_victim"], said
+    said = run(["append_cow"])
+    assert "the submission changed adapt_cow.__code__" in said["append_cow"], said
