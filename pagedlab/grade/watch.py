@@ -8,7 +8,8 @@ read by the grader after every request):
   ``pagedlab.grade.*``), or opening a grader's file or the file of a pagedlab module already
   loaded (``importlib.reload``, ``exec(open(...).read())``: a fresh, unguarded copy);
 * setting ``__code__``, ``__defaults__``, ``__kwdefaults__`` of a pagedlab function to
-  anything but its own or a driver's refusal (:func:`pagedlab.exercises.drivers.refused`).
+  anything but its own or a driver's refusal (:func:`pagedlab.exercises.drivers.refused`);
+* a ``gc`` scan of every object (``gc.get_objects``, ``get_referrers``, ``get_referents``).
 
 :class:`Snapshot` then records, by identity, every global of the modules the grading relies
 on (the drivers, the kernel drivers and their fences, the sandbox, pagedlab's memory classes,
@@ -18,13 +19,15 @@ each case): a patched replay adapter, driver or fence fails the exercise, it nev
 :func:`shared_code` names a learner function whose bytecode is pagedlab's own (a capstone
 rebuilt from ``Scheduler.policy.__code__``).
 
-Invariant: the hook holds no mutable state (its sets are frozen, bound as defaults it
-refuses to change); what the learner's code undoes in-process (with ``ctypes``, say) is not
-claimed: the cage (:mod:`pagedlab.grade.jail`) is what keeps the grader out of reach.
+Invariant: the hook holds no mutable state (frozen sets in its closure; the ``gc`` scans
+that would reach them are refused and reported, and so are changes to its code). What the
+learner's code undoes in-process (with ``ctypes``, say) is not claimed: the cage
+(:mod:`pagedlab.grade.jail`) is what keeps the grader out of reach.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import types
@@ -37,6 +40,7 @@ ALLOWED = ("pagedlab.exercises", "pagedlab.exercises.drivers", "pagedlab.exercis
 WATCHED = ("pagedlab.exercises.drivers", "pagedlab.exercises.kernel_drivers",
            "pagedlab.exercises.sandbox", "pagedlab.memory", "pagedlab.checks",
            "pagedlab.grade")  # fmt: skip
+SCANS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents")
 MIN_SHARED = 24  # bytes of bytecode: shorter functions may coincide honestly
 
 
@@ -53,8 +57,8 @@ def _functions(modules: list[types.ModuleType]) -> Iterator[types.FunctionType]:
 
 
 def _pagedlab() -> list[types.ModuleType]:
-    return [m for n, m in sorted(sys.modules.items())
-            if (n == "pagedlab" or n.startswith("pagedlab.")) and isinstance(m, types.ModuleType)]  # fmt: skip
+    named = sorted(sys.modules.items())
+    return [m for n, m in named if n.split(".")[0] == "pagedlab" and type(m) is types.ModuleType]
 
 
 def install(pipe: int, main: types.ModuleType) -> None:
@@ -70,31 +74,33 @@ def install(pipe: int, main: types.ModuleType) -> None:
                     + os.sep for d in ("exercises", "grade"))  # fmt: skip
     stems = tuple(name.rsplit(".", 1)[1] for name in ALLOWED[1:])  # drivers, sandbox, ...
 
-    def refuse(what: str, report: bool = True, write: Any = os.write, fd: int = pipe) -> None:
+    write = os.write
+
+    def refuse(what: str, report: bool = True) -> None:
         if report:
-            try:
-                write(fd, (what.replace("\n", " ") + "\n").encode("utf-8", "backslashreplace"))
-            except OSError:
-                pass  # the pipe is gone: the grader sees it closed
+            with contextlib.suppress(OSError):  # the pipe is gone: the grader sees it closed
+                write(pipe, (what.replace("\n", " ") + "\n").encode("utf-8", "backslashreplace"))
         raise PermissionError(f"refused while a submission is graded: {what}")
 
-    def hook(event: str, args: tuple[Any, ...], functions: frozenset[Any] = functions,
-             codes: frozenset[Any] = codes, files: frozenset[str] = files,
-             folders: tuple[str, ...] = folders, stems: tuple[str, ...] = stems,
-             refuse: Any = refuse) -> None:  # fmt: skip
+    def hook(event: str, args: tuple[Any, ...]) -> None:
         if event == "import" and str(args[0]).startswith(GRADERS) and args[0] not in ALLOWED:
             refuse(f"the submission imported {args[0]}, a grader")
         elif event == "open" and isinstance(args[0], str):
             path = os.path.normpath(args[0])
-            if path.startswith(folders) and os.path.basename(path).split(".")[0] not in stems:
-                refuse(f"the submission opened {os.path.basename(path)}, a grader's file")
-            elif path in files:  # a second copy of a loaded module (linecache reads fail too)
+            if path in files:  # a second copy of a loaded module (a traceback's lines: none)
                 refuse(f"opening {os.path.basename(path)} again", report=False)
-        elif event == "object.__setattr__" and args[0] in functions:
-            if args[1] != "__code__" or args[2] not in codes:
-                refuse(f"the submission changed {args[0].__qualname__}.{args[1]}")
+            elif path.startswith(folders) and os.path.basename(path).split(".")[0] not in stems:
+                refuse(f"the submission opened {os.path.basename(path)}, a grader's file")
+        elif event in SCANS:  # the way to this hook's closure, and to any object
+            refuse(f"the submission called {event}")
+        elif (
+            event == "object.__setattr__"
+            and (args[0] in functions or args[0] in mine)
+            and (args[1] != "__code__" or args[2] not in codes)
+        ):
+            refuse(f"the submission changed {args[0].__qualname__}.{args[1]}")
 
-    functions = functions | {hook, refuse}
+    mine = frozenset([hook, refuse])
     sys.addaudithook(hook)
 
 

@@ -192,7 +192,7 @@ def _pagedlab_state() -> State:
     for module_name, module in list(sys.modules.items()):
         if not module_name.startswith("pagedlab") or module is None:
             continue
-        todo = [(module_name, module)]
+        todo: list[tuple[str, Any]] = [(module_name, module)]
         while todo:
             where, owner = todo.pop()
             state[where] = (owner, _attributes(owner))
