@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pagedlab.grade.cage import TOTAL_S
 from pagedlab.grade.reaper import kill_descendants, set_subreaper
 from pagedlab.grade.runner import UsageError, grade
 
@@ -81,6 +82,13 @@ def main(argv: list[str] | None = None) -> int:
         "run); never publish it; --salt-file keeps it off the command line",
     )
     parser.add_argument("--salt-file", type=Path, help="read the salt from this file")
+    parser.add_argument(
+        "--total-seconds",
+        type=float,
+        default=TOTAL_S,
+        help=f"bound on one submission's whole grading (default {TOTAL_S:g} s); past it, "
+        "the exercises left score 0",
+    )
     args = parser.parse_args(argv)
     missing = environment_problem()
     if missing:
@@ -98,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             args.exercise,
             args.salt,
             started=None if args.json is None else lambda first: write_results(args.json, first),
+            total_s=args.total_seconds,
         )
     except UsageError as error:
         parser.error(str(error))

@@ -203,6 +203,10 @@ class GuardGone(Exception):
     the exercise fails, and that child grades nothing more."""
 
 
+class OutOfTime(Exception):
+    """The submission's whole grading ran past its bound (``total_s``): what is left scores 0."""
+
+
 class ChildGone(Exception):
     """The child died, sent something unreadable, or ran past the deadline (it is killed)."""
 
@@ -317,8 +321,11 @@ class Grader:
         workdir: str,
         cell_budget_s: float = CELL_BUDGET_S,
         spare: Collection[int] = (),
+        total_s: float = cage.TOTAL_S,
     ) -> None:
         self.cells = cells
+        self.total_s = total_s
+        self.deadline = time.monotonic() + total_s  # the whole submission's bound
         self.spare = spare  # this process's children from before grading: never killed
         self.cell_budget_s = cell_budget_s
         self.salt = salt
@@ -335,14 +342,15 @@ class Grader:
     def _ready(self) -> Child:
         """A child with every cell loaded (in order) but those that hang or end it."""
         while self.child is None:
-            child = Child(self.workdir, max(self.cell_budget_s, 60.0), self.spare)
+            child = Child(self.workdir, self._left(max(self.cell_budget_s, 60.0)), self.spare)
             self.layers = self.layers or child.layers
             try:
                 for cell in self.cells:
                     if cell.index in self.left_out:
                         continue
                     try:
-                        error = child.ask(("cell", cell.index, cell.source), self.cell_budget_s)
+                        cell_s = self._left(self.cell_budget_s)
+                        error = child.ask(("cell", cell.index, cell.source), cell_s)
                     except ChildGone as gone:
                         why = "ran too long" if str(gone) == "timeout" else f"failed: {gone}"
                         why = f"{cell.where}: its top-level code {why}"
@@ -356,10 +364,18 @@ class Grader:
                 continue
         return self.child
 
+    def _left(self, seconds: float) -> float:
+        """``seconds``, or what is left of the submission's bound if less (none: OutOfTime)."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            self.close()
+            raise OutOfTime(f"grading stopped: this submission used up its {self.total_s:g} s")
+        return min(seconds, left)
+
     def _ask(self, message: Any, seconds: float) -> Any:
         child = self._ready()
         try:
-            return child.ask(message, seconds)
+            return child.ask(message, self._left(seconds))
         except ChildGone:
             self.child = None
             raise
@@ -453,13 +469,16 @@ def grade(
     say: Callable[[str], Any] = print,
     cell_budget_s: float = CELL_BUDGET_S,
     started: Callable[[dict[str, Any]], Any] | None = None,
+    total_s: float = cage.TOTAL_S,
 ) -> dict[str, Any]:
     """Grade the submission; returns Gradescope's ``{"score", "tests"}`` (and prints a table),
     with ``"output"`` too when something concerns the whole submission (a notebook that cannot
     be read, no exercise defined: score 0).
 
     ``salt`` None draws a fresh secret one (the held-back cases differ on every run);
-    a fixed salt makes a run repeatable (keep it secret: cases follow from it). ``started``,
+    a fixed salt makes a run repeatable (keep it secret: cases follow from it). ``total_s``
+    bounds the whole submission (every child, cell and case): past it, what is left scores 0,
+    "grading stopped". ``started``,
     before any learner code runs, gets provisional results: every exercise 0, "grading did not
     finish" (what stands if the submission kills this process).
     """
@@ -480,11 +499,13 @@ def grade(
         reaping() as spare,
         tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir,
     ):
-        grader = Grader(cells, salt, workdir, cell_budget_s, spare)
+        grader = Grader(cells, salt, workdir, cell_budget_s, spare, total_s)
         try:
             for exercise in exercises:
                 try:
                     verdicts.append(grader.grade(exercise))
+                except OutOfTime as stop:
+                    verdicts.append(grader._zero(exercise, str(stop)))
                 except Exception as error:  # a bug of the grader: that exercise, said so
                     verdicts.append(grader._zero(exercise, f"the grader failed: {short(error)}"))
         finally:

@@ -565,3 +565,13 @@ def test_nothing_the_submission_changes_counts(tmp_path: Path) -> None:
     assert "changed pagedlab's drivers.ADAPTERS['table']" in said["pick_victim"], said
     said = run(["append_cow"])
     assert "the submission changed adapt_cow.__code__" in said["append_cow"], said
+
+
+def test_a_submission_has_a_total_time_bound(tmp_path: Path) -> None:
+    """Issue 38: a killed child reran every cell, with no bound on the whole (an hour per
+    submission at worst); past ``total_s`` what is left scores 0, said so."""
+    loop = "def my_blocks_needed(num_tokens, block_size):\n    while True:\n        pass\n"
+    path = notebook(tmp_path / "slow.ipynb", [loop, right_answer("empty_slots")])
+    results = grade([path], names=["blocks_needed", "empty_slots"], say=lambda t: None, total_s=6)
+    assert [t["score"] for t in results["tests"]] == [0.0, 0.0], results
+    assert "grading stopped: this submission used up its 6 s" in results["tests"][1]["output"]
