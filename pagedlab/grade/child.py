@@ -23,6 +23,7 @@ other object as ``{"other": (type, repr)}``.
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import os
 import sys
@@ -85,16 +86,23 @@ def _run_cell(index: int, source: str, namespace: dict[str, Any]) -> str:
 
 
 def _from_submission(fn: Any) -> bool:
-    if type(fn) is not types.FunctionType:
-        return False
-    return str(fn.__code__.co_filename).startswith("<submission")
+    """A plain function the submission wrote, or a decorator's wrapper (not pagedlab's) of
+    one (``@torch.no_grad()``: ``__wrapped__`` down to the submission's own function)."""
+    for _ in range(8):
+        if type(fn) is not types.FunctionType:
+            return False
+        where = str(fn.__code__.co_filename)
+        if where.startswith("<submission"):
+            return True
+        if os.sep + "pagedlab" + os.sep in where:
+            return False
+        fn = inspect.getattr_static(fn, "__wrapped__", None)
+    return False
 
 
 def entry_problem(obj: Any, kind: str, base: type | None = None) -> str:
     """Why ``obj`` is not the learner's own function, class or kernel ("" if it is); a class
     may subclass ``base`` (the pagedlab class its driver runs a subclass of)."""
-    import inspect
-
     if kind == "kernel":
         inner = inspect.getattr_static(obj, "fn", None)
         if not type(obj).__module__.startswith("triton.") or not _from_submission(inner):
@@ -112,7 +120,10 @@ def entry_problem(obj: Any, kind: str, base: type | None = None) -> str:
                 return f"it is or subclasses {name}, which the submission did not write"
         return ""
     if not _from_submission(obj):
-        return "it is not a function defined in the submission (a plain def statement)"
+        return (
+            "it is not a function defined in the submission (a def statement; a decorator "
+            "must give back a function that wraps it, as @torch.no_grad() does)"
+        )
     return ""
 
 
@@ -141,7 +152,9 @@ def main(argv: list[str]) -> int:
     me = sys.modules[__name__]
     watch.install(audit, me)
     guard = watch.Snapshot(me)
-    namespace: dict[str, Any] = {"__name__": NAMESPACE, "__builtins__": __builtins__}
+    module = types.ModuleType(NAMESPACE)  # a module, as a notebook's __main__ is (@dataclass
+    sys.modules[NAMESPACE] = module  # looks its class's module up there)
+    namespace: dict[str, Any] = module.__dict__
     send(replies, ("ready", os.environ.pop("PAGEDLAB_JAIL", "")))  # before learner code
     while True:
         try:

@@ -114,7 +114,11 @@ def read_cells(
 
 
 def _cells_of(path: Path, entries: set[str], first: int) -> list[Cell]:
+    """The notebook's exercise cells, after one cell of the imports its other cells make at
+    their top level (``from pagedlab.checks import ceil_div``, ``import torch``): the names a
+    learner uses as the notebook does, as JupyterLab ran them."""
     cells: list[Cell] = []
+    imports: list[str] = []
     raw = json.loads(path.read_text(encoding="utf-8"))["cells"]
     for number, cell in enumerate(raw):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
@@ -123,8 +127,20 @@ def _cells_of(path: Path, entries: set[str], first: int) -> list[Cell]:
         source = source if isinstance(source, str) else "".join(map(str, source))
         names = set(DEFINES.findall(_code(source))) & entries
         if names:
-            cells.append(Cell(first + len(cells), f"{path.name}, cell {number}", source, names))
+            cells.append(Cell(0, f"{path.name}, cell {number}", source, names))
+            continue
+        with contextlib.suppress(SyntaxError, ValueError, RecursionError):
+            tree = ast.parse(_code(source))
+            imports += [ast.unparse(n) for n in tree.body if isinstance(n, IMPORTS)]
+    if cells and imports:
+        guarded = "".join(f"try:\n    {line}\nexcept Exception:\n    pass\n" for line in imports)
+        cells.insert(0, Cell(0, f"{path.name}, its imports", guarded, set()))
+    for index, cell in enumerate(cells, start=first):
+        cell.index = index
     return cells
+
+
+IMPORTS = (ast.Import, ast.ImportFrom)
 
 
 def entry_of(exercise: Exercise) -> str:
@@ -178,11 +194,13 @@ def source_problem(cells: Sequence[Cell], entry: str, kind: str, base: str = "")
 
 
 def _definition_problem(node: ast.AST, entry: str, kind: str, classes: set[str]) -> str:
+    """A class of the learner's own bases; a kernel ``@triton.jit`` and nothing else; any
+    other decorator is the child's to judge (it must give back the learner's own object)."""
     if isinstance(node, ast.ClassDef):
         if kind != "class":
             return f"{entry} must be a function, not a class"
-        if node.keywords or node.decorator_list:
-            return f"{entry}: no metaclass, keyword or decorator on the class"
+        if node.keywords:
+            return f"{entry}: no metaclass or keyword on the class"
         for base in node.bases:
             if not (isinstance(base, ast.Name) and (base.id in classes or base.id == "object")):
                 return f"{entry} subclasses {ast.unparse(base)}: write the class yourself"
@@ -190,10 +208,8 @@ def _definition_problem(node: ast.AST, entry: str, kind: str, classes: set[str])
     if kind == "class" or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return f"{entry} must be a class"
     decorators = [ast.unparse(d) for d in node.decorator_list]
-    allowed = [["triton.jit"], ["jit"]] if kind == "kernel" else [[]]
-    if decorators not in allowed:
-        want = "@triton.jit" if kind == "kernel" else "no decorator"
-        return f"{entry} has decorators {decorators}; the graded {kind} takes {want}"
+    if kind == "kernel" and decorators not in (["triton.jit"], ["jit"]):
+        return f"{entry} has decorators {decorators}; the graded kernel takes @triton.jit"
     return ""
 
 

@@ -41,6 +41,7 @@ WATCHED = ("pagedlab.exercises.drivers", "pagedlab.exercises.kernel_drivers",
            "pagedlab.exercises.sandbox", "pagedlab.memory", "pagedlab.checks",
            "pagedlab.grade")  # fmt: skip
 SCANS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents")
+PAGEDLAB = os.sep + "pagedlab" + os.sep
 MIN_SHARED = 24  # bytes of bytecode: shorter functions may coincide honestly
 
 
@@ -141,8 +142,11 @@ class Snapshot:
 def shared_code(obj: Any) -> str:
     """The first function of ``obj`` (a class: its methods) whose bytecode and names are those
     of a pagedlab function ("" if none): rebuilt from pagedlab's code, not written."""
-    ours = {(f.__code__.co_code, f.__code__.co_names) for f in _functions(_pagedlab())
-            if len(f.__code__.co_code) >= MIN_SHARED}  # fmt: skip
+    ours = {
+        (f.__code__.co_code, f.__code__.co_names)
+        for f in _functions(_pagedlab())
+        if len(f.__code__.co_code) >= MIN_SHARED and PAGEDLAB in f.__code__.co_filename
+    }  # fmt: skip (a dataclass's generated methods are not pagedlab's own)
     classes = [k for k in obj.__mro__ if not k.__module__.startswith(("pagedlab", "builtins"))
                ] if isinstance(obj, type) else []  # fmt: skip
     items = [v for k in classes for v in vars(k).values()] if classes else [obj]

@@ -23,6 +23,7 @@ long C call by the page's Stop button (it ends the worker).
 from __future__ import annotations
 
 import html
+import sys
 import traceback
 import types
 from collections.abc import Mapping
@@ -151,7 +152,9 @@ def grade(name: str, code: str) -> dict[str, Any]:
 
     if name not in EXERCISES:
         return _failed(f"✗ {name}: not gradable in this page (it needs torch)")
-    namespace: dict[str, Any] = {"__name__": "__learner__"}
+    module = types.ModuleType("__learner__")  # a module, as a notebook's __main__ is:
+    sys.modules["__learner__"] = module  # @dataclass looks its class's module up there
+    namespace: dict[str, Any] = module.__dict__
     try:
         compiled = compile(code, f"<{name}>", "exec")  # the learner's own cell, here
     except BaseException as error:  # a syntax error: the learner's to fix
@@ -169,7 +172,7 @@ def grade(name: str, code: str) -> dict[str, Any]:
         return _failed(f"✗ {name}: the code did not run\n{ran.raised.kind}: {ran.raised.text}")
     if changed:
         return _failed(f"✗ {name}: the code changed pagedlab itself ({', '.join(changed)})")
-    defined = [key for key in namespace if key not in ("__name__", "__builtins__")]
+    defined = [key for key in namespace if not key.startswith("__")]
     fn = learner_function(name, namespace, defined)
     if fn is None:
         return _failed(f"✗ {name}: the code defines no function (write def my_{name}(...))")
@@ -186,8 +189,6 @@ State = dict[str, tuple[Any, dict[str, Any]]]
 def _pagedlab_state() -> State:
     """Every pagedlab module's and class's attributes (shallow), and every pagedlab function's
     code and defaults, to put back after a grade."""
-    import sys
-
     state: State = {}
     for module_name, module in list(sys.modules.items()):
         if not module_name.startswith("pagedlab") or module is None:

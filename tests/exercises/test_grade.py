@@ -271,9 +271,9 @@ def test_source_rules() -> None:
     assert (
         source_problem(cells("class B:\n    pass\nclass MyT(B):\n    pass\n"), "MyT", "class") == ""
     )
-    assert "decorator" in source_problem(
-        cells("import functools\n@functools.cache\ndef my_f(x): ...\n"), "my_f", "function"
-    )
+    decorated = "import torch\n@torch.no_grad()\ndef my_f(x): ...\n"  # the child judges it
+    assert source_problem(cells(decorated), "my_f", "function") == ""
+    assert "@triton.jit" in source_problem(cells(decorated), "my_f", "kernel")
     capstone = "from pagedlab.memory.scheduler import Scheduler\nclass MyT(Scheduler):\n    pass\n"
     assert source_problem(cells(capstone), "MyT", "class", "Scheduler") == ""  # its driver's base
     assert "subclasses Scheduler" in source_problem(cells(capstone), "MyT", "class")
