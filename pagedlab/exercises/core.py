@@ -57,6 +57,7 @@ from typing import Any
 from pagedlab.exercises.drivers import ADAPTERS
 from pagedlab.exercises.sandbox import (
     ENDED,
+    PRINT_LIMIT,
     Outcome,
     Raised,
     Worker,
@@ -340,24 +341,29 @@ class Exercise:
         with Worker(make, self.isolate) as worker:
             cases = self.cases()
             answers: dict[int, Outcome] = {}
+            room = PRINT_LIMIT  # what the learner's code may print in one check, all cases
             for number, case in enumerate(cases, start=1):
                 outcome = self.answer_of(case, worker.call(case.args, self.budget_s))
                 answers[id(case)] = outcome
-                if outcome.printed:
-                    print(outcome.printed, end="" if outcome.printed.endswith("\n") else "\n")
+                if outcome.printed and room > 0:
+                    shown, room = outcome.printed[:room], room - len(outcome.printed)
+                    cut = "" if room >= 0 else "\n[... more printed output cut: one check shows "
+                    cut += f"{PRINT_LIMIT} characters at most]" if cut else ""
+                    print(shown + cut, end="" if (shown + cut).endswith("\n") else "\n")
                 if outcome.raised is not None and outcome.raised.stub:
                     return self._todo(fn_name)
                 if _returned_none(case, outcome) and body_is_empty(fn):
                     return self._todo(fn_name, returned_none=True)
                 if self._verdict(case, outcome) is None:
                     continue
-                for later in cases[number:]:  # the hint reads the fixed cases' answers too
-                    if later.kind == "fixed" and worker.gone is None:
-                        answers[id(later)] = self.answer_of(
-                            later, worker.call(later.args, self.budget_s)
-                        )
+                for later in cases[number:]:  # the hint reads the fixed cases' answers too,
+                    if outcome.timed_out or worker.gone is not None:  # until one finds none
+                        break
+                    if later.kind == "fixed":
+                        outcome = self.answer_of(later, worker.call(later.args, self.budget_s))
+                        answers[id(later)] = outcome
                 worker.close()
-                verdict = self._verdict(case, outcome, cases, answers, make) or ""
+                verdict = self._verdict(case, answers[id(case)], cases, answers, make) or ""
                 text = self.failure(number, cases, fn_name, verdict)
                 return self._result(FAILED, text, number - 1)
         return self._result(PASSED, f"passed {len(cases)} cases", len(cases))

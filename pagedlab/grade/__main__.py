@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pagedlab.grade.cage import TOTAL_S
 from pagedlab.grade.reaper import kill_descendants, set_subreaper
 from pagedlab.grade.runner import UsageError, grade
 
@@ -38,6 +39,24 @@ def write_results(path: Path, results: dict[str, Any]) -> None:
         raise
 
 
+NEEDS = ("torch", "triton")  # what the graders of notebooks 03, 04, 08, 09, 10 import
+
+
+def environment_problem() -> str:
+    """Why this interpreter cannot grade every exercise ("" if it can): grading with another
+    Python (the system's) would score right answers 0."""
+    import importlib.util
+
+    absent = [name for name in NEEDS if importlib.util.find_spec(name) is None]
+    if not absent:
+        return ""
+    return (
+        f"{sys.executable} has no {' and no '.join(absent)}: this is not pagedlab's environment "
+        "and right answers would score 0. Run it with the project's Python: "
+        ".venv/bin/python -m pagedlab.grade ... (make install builds .venv)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pagedlab.grade",
@@ -59,10 +78,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--salt",
-        help="a fixed secret salt for the held-back cases "
-        "(default: a fresh random one per run); never publish it",
+        help="a fixed secret salt for the held-back cases (default: a fresh random one per "
+        "run); never publish it; --salt-file keeps it off the command line",
+    )
+    parser.add_argument("--salt-file", type=Path, help="read the salt from this file")
+    parser.add_argument(
+        "--total-seconds",
+        type=float,
+        default=TOTAL_S,
+        help=f"bound on one submission's whole grading (default {TOTAL_S:g} s); past it, "
+        "the exercises left score 0",
     )
     args = parser.parse_args(argv)
+    missing = environment_problem()
+    if missing:
+        parser.exit(2, f"python -m pagedlab.grade: {missing}\n")
+    if args.salt_file is not None:
+        args.salt = args.salt_file.read_text(encoding="utf-8").strip() or None
     set_subreaper()  # every orphan a submission leaves comes to this process (Linux)
     for path in args.submissions:
         if not path.is_file():
@@ -74,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             args.exercise,
             args.salt,
             started=None if args.json is None else lambda first: write_results(args.json, first),
+            total_s=args.total_seconds,
         )
     except UsageError as error:
         parser.error(str(error))

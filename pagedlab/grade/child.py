@@ -1,29 +1,29 @@
 """The grading child: runs a learner's exercise cells and calls what they define; nothing else.
 
-``python -m pagedlab.grade`` starts ``python -m pagedlab.grade.child REQUESTS REPLIES`` (two
-pipe file descriptors) in a session of its own, so that it can kill it whole. This process
-holds no expected value, no case builder, no reference solution and no grader: it imports
-``pagedlab`` (the library a learner's cells import), the drivers
-(:mod:`pagedlab.exercises.drivers`, :mod:`~pagedlab.exercises.kernel_drivers`) and the
-harness (:mod:`~pagedlab.exercises.sandbox`) without the package ``pagedlab.exercises``
-(whose ``__init__`` imports every grader), and refuses any other import of
-``pagedlab.exercises`` or ``pagedlab.grade`` once the learner's code runs.
+``python -m pagedlab.grade`` starts ``python -m pagedlab.grade.child REQUESTS REPLIES AUDIT``
+(three pipe file descriptors) in its cage (:mod:`pagedlab.grade.jail`). This process holds no
+expected value, no case builder, no reference solution and no grader: it imports ``pagedlab``
+(the library a learner's cells import), the drivers (:mod:`pagedlab.exercises.drivers`,
+:mod:`~pagedlab.exercises.kernel_drivers`) and the harness (:mod:`~pagedlab.exercises.sandbox`)
+without the package ``pagedlab.exercises`` (whose ``__init__`` imports every grader). Before
+the learner's code runs, :mod:`pagedlab.grade.watch` adds its audit hook (a grader's import
+refused and reported on AUDIT) and snapshots what the grading relies on (checked before an
+entry is looked up and around each case: a change fails the exercise).
 
 Protocol: each message is a 4-byte big-endian length and a pickle. The parent sends
 ``(nonce, request)``, a request being ``("cell", index, source)``, ``("entry", name, kind,
-driver)``
-or ``("case", entry, driver, args, budget_s)``; the child answers each with ``(nonce,
-reply)`` (a reply with another nonce, or anything more on the pipe, is something the
+driver)`` or ``("case", entry, driver, args, budget_s)``; the child answers each with
+``(nonce, reply)`` (a reply with another nonce, or anything more on the pipe, is something the
 learner's code wrote there: the parent fails that case), made of plain values only (None, bool,
-int, float, str, list, tuple, dict; a ``case`` reply is a str when the import guard fell,
-:class:`_Guard`): the parent unpickles it with a restricted unpickler that
-loads no class at all, so no learner ``__reduce__`` runs there. A tensor travels as
-``{"tensor": (dtype, shape, values)}``, any other object as ``{"other": (type, repr)}``.
+int, float, str, list, tuple, dict; a ``case`` reply is a str when a watched thing changed):
+the parent unpickles it with a restricted unpickler that loads no class at all, so no learner
+``__reduce__`` runs there. A tensor travels as ``{"tensor": (dtype, shape, values)}``, any
+other object as ``{"other": (type, repr)}``.
 """
 
 from __future__ import annotations
 
-import importlib.abc
+import inspect
 import linecache
 import os
 import sys
@@ -32,49 +32,6 @@ from typing import Any
 
 CELL_FILE = "<submission cell {}>"  # the file name of each of the learner's cells
 NAMESPACE = "__submission__"  # the module name the learner's cells run as
-ALLOWED = ("pagedlab.exercises.drivers", "pagedlab.exercises.kernel_drivers",
-           "pagedlab.exercises.sandbox")  # fmt: skip
-
-
-class _Refuse(importlib.abc.MetaPathFinder):
-    """Refuses the graders: a submission imports the library, never the answers."""
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        graders = name.startswith(("pagedlab.exercises", "pagedlab.grade"))
-        if graders and name not in ALLOWED and name != "pagedlab.exercises":
-            raise ImportError(f"{name} is not importable while a submission is graded")
-        return None
-
-
-GUARD_GONE = "the submission removed the grader's import guard"
-GRADERS = ("pagedlab.exercises", "pagedlab.grade")
-
-
-class _Guard:
-    """The :class:`_Refuse` finder put first in ``sys.meta_path``, and a check that it is still
-    there (the same object, its method unchanged) and that no grader module got loaded since.
-    A learner's code can undo all of it (it runs in this process, with its rights): this stops
-    the easy way to the answers (one line that drops the finder) and says so, no more."""
-
-    def __init__(self) -> None:
-        self.finder = _Refuse()
-        self.find_spec = _Refuse.__dict__["find_spec"]
-        sys.meta_path.insert(0, self.finder)
-        self.loaded = {name for name in sys.modules if name.startswith(GRADERS)}
-
-    def problem(self) -> str:
-        """Empty while the guard stands, else what the submission did (the exercise fails)."""
-        finder = self.finder
-        if not any(f is finder for f in sys.meta_path) or type(finder) is not _Refuse:
-            return GUARD_GONE
-        if _Refuse.__dict__.get("find_spec") is not self.find_spec or vars(finder):
-            return GUARD_GONE
-        new = sorted(
-            name
-            for name in list(sys.modules)
-            if name.startswith(GRADERS) and name not in self.loaded and name not in ALLOWED
-        )
-        return f"the submission imported {new[0]}, a grader" if new else ""
 
 
 class _Absent(dict[str, Any]):
@@ -104,6 +61,8 @@ def _load_drivers() -> Any:
     import pagedlab.exercises.drivers as drivers
     import pagedlab.exercises.sandbox  # noqa: F401
 
+    if pagedlab.HAS_TORCH:  # the kernel drivers join ADAPTERS, watched from the start
+        import pagedlab.exercises.kernel_drivers  # noqa: F401
     return drivers
 
 
@@ -127,16 +86,23 @@ def _run_cell(index: int, source: str, namespace: dict[str, Any]) -> str:
 
 
 def _from_submission(fn: Any) -> bool:
-    if type(fn) is not types.FunctionType:
-        return False
-    return str(fn.__code__.co_filename).startswith("<submission")
+    """A plain function the submission wrote, or a decorator's wrapper (not pagedlab's) of
+    one (``@torch.no_grad()``: ``__wrapped__`` down to the submission's own function)."""
+    for _ in range(8):
+        if type(fn) is not types.FunctionType:
+            return False
+        where = str(fn.__code__.co_filename)
+        if where.startswith("<submission"):
+            return True
+        if os.sep + "pagedlab" + os.sep in where:
+            return False
+        fn = inspect.getattr_static(fn, "__wrapped__", None)
+    return False
 
 
 def entry_problem(obj: Any, kind: str, base: type | None = None) -> str:
     """Why ``obj`` is not the learner's own function, class or kernel ("" if it is); a class
     may subclass ``base`` (the pagedlab class its driver runs a subclass of)."""
-    import inspect
-
     if kind == "kernel":
         inner = inspect.getattr_static(obj, "fn", None)
         if not type(obj).__module__.startswith("triton.") or not _from_submission(inner):
@@ -154,7 +120,10 @@ def entry_problem(obj: Any, kind: str, base: type | None = None) -> str:
                 return f"it is or subclasses {name}, which the submission did not write"
         return ""
     if not _from_submission(obj):
-        return "it is not a function defined in the submission (a plain def statement)"
+        return (
+            "it is not a function defined in the submission (a def statement; a decorator "
+            "must give back a function that wraps it, as @torch.no_grad() does)"
+        )
     return ""
 
 
@@ -162,11 +131,7 @@ def _case(drivers: Any, obj: Any, driver: str, args: Any, budget: float) -> dict
     from pagedlab.exercises.sandbox import Bounded, plain, reply_of, run_limited
 
     def run() -> Any:  # the driver is built inside the budget too
-        call = obj
-        if driver:
-            if driver not in drivers.ADAPTERS:
-                import pagedlab.exercises.kernel_drivers  # noqa: F401 (joins ADAPTERS)
-            call = drivers.ADAPTERS[driver](obj)
+        call = drivers.ADAPTERS[driver](obj) if driver else obj
         return plain(call(*args))
 
     sink = Bounded()
@@ -179,13 +144,18 @@ def _case(drivers: Any, obj: Any, driver: str, args: Any, budget: float) -> dict
 
 
 def main(argv: list[str]) -> int:
-    requests, replies = int(argv[0]), int(argv[1])
+    requests, replies, audit = map(int, argv[:3])
     drivers = _load_drivers()
     from pagedlab.exercises.sandbox import Gone, receive, send
+    from pagedlab.grade import watch
 
-    guard = _Guard()
-    namespace: dict[str, Any] = {"__name__": NAMESPACE, "__builtins__": __builtins__}
-    send(replies, ("ready",))
+    me = sys.modules[__name__]
+    watch.install(audit, me)
+    guard = watch.Snapshot(me)
+    module = types.ModuleType(NAMESPACE)  # a module, as a notebook's __main__ is (@dataclass
+    sys.modules[NAMESPACE] = module  # looks its class's module up there)
+    namespace: dict[str, Any] = module.__dict__
+    send(replies, ("ready", os.environ.pop("PAGEDLAB_JAIL", "")))  # before learner code
     while True:
         try:
             nonce, message = receive(requests, trusted=True)
@@ -194,15 +164,14 @@ def main(argv: list[str]) -> int:
         kind = message[0]
         if kind == "cell":
             send(replies, (nonce, _run_cell(message[1], message[2], namespace)))
-        elif kind == "entry":
+        elif kind == "entry":  # a str reply: why the entry is refused ("" if it is not)
             name, entry_kind, base = message[1], message[2], drivers.BASES.get(message[3])
-            if guard.problem():
-                send(replies, (nonce, guard.problem()))
-            elif name not in namespace:
-                send(replies, (nonce, f"the submission defines no {name}"))
-            else:
-                send(replies, (nonce, entry_problem(namespace[name], entry_kind, base)))
-        elif kind == "case":  # a str reply: the guard fell (before or during the call)
+            problem = guard.problem()
+            if not problem and name not in namespace:
+                problem = f"the submission defines no {name}"
+            problem = problem or entry_problem(namespace[name], entry_kind, base)
+            send(replies, (nonce, problem or watch.shared_code(namespace[name])))
+        elif kind == "case":  # a str reply: a watched thing changed (before or during the call)
             _, name, driver, args, budget = message
             reply: Any = guard.problem()
             if not reply:

@@ -61,6 +61,7 @@ from pagedlab.exercises.sandbox import (
     receive,
     send,
 )
+from pagedlab.grade import cage
 from pagedlab.grade.reaper import kill_descendants, reaping
 
 GRACE_S = 5.0  # past a case's budget before the child is killed (it also starts torch)
@@ -113,7 +114,11 @@ def read_cells(
 
 
 def _cells_of(path: Path, entries: set[str], first: int) -> list[Cell]:
+    """The notebook's exercise cells, after one cell of the imports its other cells make at
+    their top level (``from pagedlab.checks import ceil_div``, ``import torch``): the names a
+    learner uses as the notebook does, as JupyterLab ran them."""
     cells: list[Cell] = []
+    imports: list[str] = []
     raw = json.loads(path.read_text(encoding="utf-8"))["cells"]
     for number, cell in enumerate(raw):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
@@ -122,8 +127,20 @@ def _cells_of(path: Path, entries: set[str], first: int) -> list[Cell]:
         source = source if isinstance(source, str) else "".join(map(str, source))
         names = set(DEFINES.findall(_code(source))) & entries
         if names:
-            cells.append(Cell(first + len(cells), f"{path.name}, cell {number}", source, names))
+            cells.append(Cell(0, f"{path.name}, cell {number}", source, names))
+            continue
+        with contextlib.suppress(SyntaxError, ValueError, RecursionError):
+            tree = ast.parse(_code(source))
+            imports += [ast.unparse(n) for n in tree.body if isinstance(n, IMPORTS)]
+    if cells and imports:
+        guarded = "".join(f"try:\n    {line}\nexcept Exception:\n    pass\n" for line in imports)
+        cells.insert(0, Cell(0, f"{path.name}, its imports", guarded, set()))
+    for index, cell in enumerate(cells, start=first):
+        cell.index = index
     return cells
+
+
+IMPORTS = (ast.Import, ast.ImportFrom)
 
 
 def entry_of(exercise: Exercise) -> str:
@@ -177,11 +194,13 @@ def source_problem(cells: Sequence[Cell], entry: str, kind: str, base: str = "")
 
 
 def _definition_problem(node: ast.AST, entry: str, kind: str, classes: set[str]) -> str:
+    """A class of the learner's own bases; a kernel ``@triton.jit`` and nothing else; any
+    other decorator is the child's to judge (it must give back the learner's own object)."""
     if isinstance(node, ast.ClassDef):
         if kind != "class":
             return f"{entry} must be a function, not a class"
-        if node.keywords or node.decorator_list:
-            return f"{entry}: no metaclass, keyword or decorator on the class"
+        if node.keywords:
+            return f"{entry}: no metaclass or keyword on the class"
         for base in node.bases:
             if not (isinstance(base, ast.Name) and (base.id in classes or base.id == "object")):
                 return f"{entry} subclasses {ast.unparse(base)}: write the class yourself"
@@ -189,10 +208,8 @@ def _definition_problem(node: ast.AST, entry: str, kind: str, classes: set[str])
     if kind == "class" or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return f"{entry} must be a class"
     decorators = [ast.unparse(d) for d in node.decorator_list]
-    allowed = [["triton.jit"], ["jit"]] if kind == "kernel" else [[]]
-    if decorators not in allowed:
-        want = "@triton.jit" if kind == "kernel" else "no decorator"
-        return f"{entry} has decorators {decorators}; the graded {kind} takes {want}"
+    if kind == "kernel" and decorators not in (["triton.jit"], ["jit"]):
+        return f"{entry} has decorators {decorators}; the graded kernel takes @triton.jit"
     return ""
 
 
@@ -202,33 +219,46 @@ class GuardGone(Exception):
     the exercise fails, and that child grades nothing more."""
 
 
+class OutOfTime(Exception):
+    """The submission's whole grading ran past its bound (``total_s``): what is left scores 0."""
+
+
 class ChildGone(Exception):
     """The child died, sent something unreadable, or ran past the deadline (it is killed)."""
 
 
 class Child:
-    """One grading child in its own session; every call has a deadline, then it is killed,
-    and with it every process it started but those in ``spare`` (:func:`kill_descendants`)."""
+    """One grading child in its cage (:mod:`pagedlab.grade.jail`, on Linux); every call has a
+    deadline, then it is killed, and with it every process it started but those in ``spare``
+    (:func:`kill_descendants`). ``layers``: what the cage holds, as the child said it before
+    any learner code ran."""
 
     def __init__(
         self, workdir: str, ready_s: float = CELL_BUDGET_S, spare: Collection[int] = ()
     ) -> None:
         self._spare = spare
+        self.reported = ""  # the first thing the child's audit hook reported
         to_child, self._requests = os.pipe()
         self._replies, from_child = os.pipe()
+        self._audit, audit = os.pipe()  # the child's audit hook reports here (pagedlab.grade.watch)
         self._log = open(os.path.join(workdir, "child.log"), "ab")  # noqa: SIM115
+        command = [sys.executable, "-m", "pagedlab.grade.child", str(to_child), str(from_child),
+                   str(audit)]  # fmt: skip
+        home = cage.home(workdir)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pagedlab.grade.child", str(to_child), str(from_child)],
-            pass_fds=(to_child, from_child),
+            cage.wrap(command),
+            pass_fds=(to_child, from_child, audit),
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=self._log,
             start_new_session=True,
-            cwd=workdir,
+            cwd=home,
+            env=cage.environment(home),
         )
-        os.close(to_child)
-        os.close(from_child)
-        self.ask(None, ready_s)  # ("ready",)
+        for fd in (to_child, from_child, audit):
+            os.close(fd)
+        ready = self.ask(None, ready_s)  # ("ready", layers)
+        self.layers: dict[str, str] = cage.layers(ready)
 
     def ask(self, message: Any, seconds: float) -> Any:
         """Send ``message`` (None: send nothing) and return the reply within ``seconds``."""
@@ -243,13 +273,25 @@ class Child:
             more, _, _ = select.select([self._replies], [], [], 0)
             if more or not isinstance(reply, tuple) or len(reply) != 2 or reply[0] != nonce:
                 raise ChildGone("something else wrote to the grader's pipe")
-            return reply[1]
+            self.reported = self.reported or self.audited()  # sticky: that child is tainted
+            return self.reported if self.reported and message[0] != "cell" else reply[1]
         except ChildGone:
             self.kill()
             raise
         except (Gone, OSError) as error:
             self.kill()
             raise ChildGone(str(error)) from error
+
+    def audited(self) -> str:
+        """What the child's audit hook reported since the last call ("" if nothing); a pipe
+        closed is reported too."""
+        said = b""
+        while select.select([self._audit], [], [], 0)[0]:
+            chunk = os.read(self._audit, 1 << 16)
+            if not chunk:
+                return "the submission closed the grader's audit pipe"
+            said += chunk
+        return said.decode("utf-8", "replace").splitlines()[0] if said else ""
 
     def kill(self) -> None:
         """Kill the child's whole process group (grandchildren too) and reap it, then every
@@ -260,7 +302,7 @@ class Child:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         kill_descendants(self._spare)
-        for fd in (self._requests, self._replies):
+        for fd in (self._requests, self._replies, self._audit):
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._log.close()
@@ -295,14 +337,18 @@ class Grader:
         workdir: str,
         cell_budget_s: float = CELL_BUDGET_S,
         spare: Collection[int] = (),
+        total_s: float = cage.TOTAL_S,
     ) -> None:
         self.cells = cells
+        self.total_s = total_s
+        self.deadline = time.monotonic() + total_s  # the whole submission's bound
         self.spare = spare  # this process's children from before grading: never killed
         self.cell_budget_s = cell_budget_s
         self.salt = salt
         self.workdir = workdir
         self.left_out: dict[int, str] = {}  # cell index -> why its code was left out
         self.child: Child | None = None
+        self.layers: dict[str, str] = {}  # the cage of the first child (pagedlab.grade.cage)
 
     def close(self) -> None:
         if self.child is not None:
@@ -312,13 +358,15 @@ class Grader:
     def _ready(self) -> Child:
         """A child with every cell loaded (in order) but those that hang or end it."""
         while self.child is None:
-            child = Child(self.workdir, max(self.cell_budget_s, 60.0), self.spare)
+            child = Child(self.workdir, self._left(max(self.cell_budget_s, 60.0)), self.spare)
+            self.layers = self.layers or child.layers
             try:
                 for cell in self.cells:
                     if cell.index in self.left_out:
                         continue
                     try:
-                        error = child.ask(("cell", cell.index, cell.source), self.cell_budget_s)
+                        cell_s = self._left(self.cell_budget_s)
+                        error = child.ask(("cell", cell.index, cell.source), cell_s)
                     except ChildGone as gone:
                         why = "ran too long" if str(gone) == "timeout" else f"failed: {gone}"
                         why = f"{cell.where}: its top-level code {why}"
@@ -332,10 +380,18 @@ class Grader:
                 continue
         return self.child
 
+    def _left(self, seconds: float) -> float:
+        """``seconds``, or what is left of the submission's bound if less (none: OutOfTime)."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            self.close()
+            raise OutOfTime(f"grading stopped: this submission used up its {self.total_s:g} s")
+        return min(seconds, left)
+
     def _ask(self, message: Any, seconds: float) -> Any:
         child = self._ready()
         try:
-            return child.ask(message, seconds)
+            return child.ask(message, self._left(seconds))
         except ChildGone:
             self.child = None
             raise
@@ -429,13 +485,16 @@ def grade(
     say: Callable[[str], Any] = print,
     cell_budget_s: float = CELL_BUDGET_S,
     started: Callable[[dict[str, Any]], Any] | None = None,
+    total_s: float = cage.TOTAL_S,
 ) -> dict[str, Any]:
     """Grade the submission; returns Gradescope's ``{"score", "tests"}`` (and prints a table),
     with ``"output"`` too when something concerns the whole submission (a notebook that cannot
     be read, no exercise defined: score 0).
 
     ``salt`` None draws a fresh secret one (the held-back cases differ on every run);
-    a fixed salt makes a run repeatable (keep it secret: cases follow from it). ``started``,
+    a fixed salt makes a run repeatable (keep it secret: cases follow from it). ``total_s``
+    bounds the whole submission (every child, cell and case): past it, what is left scores 0,
+    "grading stopped". ``started``,
     before any learner code runs, gets provisional results: every exercise 0, "grading did not
     finish" (what stands if the submission kills this process).
     """
@@ -451,30 +510,43 @@ def grade(
         started(_results(unfinished, notes))
     salt = salt or secrets.token_hex(16)
     verdicts = []
-    with reaping() as spare, tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir:
-        grader = Grader(cells, salt, workdir, cell_budget_s, spare)
+    with (
+        cage.not_dumpable(),
+        reaping() as spare,
+        tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir,
+    ):
+        grader = Grader(cells, salt, workdir, cell_budget_s, spare, total_s)
         try:
             for exercise in exercises:
                 try:
                     verdicts.append(grader.grade(exercise))
+                except OutOfTime as stop:
+                    verdicts.append(grader._zero(exercise, str(stop)))
                 except Exception as error:  # a bug of the grader: that exercise, said so
                     verdicts.append(grader._zero(exercise, f"the grader failed: {short(error)}"))
         finally:
             grader.close()
+    weak = cage.missing(grader.layers)
+    if weak:
+        notes.append("isolation layers not in place: " + "; ".join(weak))
     say(printable(table(verdicts, files)))
     for text in grader.left_out.values():
         say(printable(f"note: {text} (left out)"))
     for text in notes:
         say(f"note: {text}")
-    return _results(verdicts, notes)
+    return _results(verdicts, notes, grader.layers)
 
 
-def _results(verdicts: Sequence[Verdict], notes: Sequence[str]) -> dict[str, Any]:
-    """Gradescope's results.json: the score and one test per exercise (and the notes)."""
+def _results(verdicts: Sequence[Verdict], notes: Sequence[str],
+             layers: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Gradescope's results.json: the score and one test per exercise (and the notes); the
+    cage's layers in ``extra_data`` (Gradescope keeps it, never shows it)."""
     results: dict[str, Any] = {
         "score": float(sum(v.score for v in verdicts)),
         "tests": [v.test() for v in verdicts],
     }
+    if layers:
+        results["extra_data"] = {"isolation": layers}
     if notes:
         results["output"] = printable("\n".join(notes))
     return results

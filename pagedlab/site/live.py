@@ -23,7 +23,9 @@ long C call by the page's Stop button (it ends the worker).
 from __future__ import annotations
 
 import html
+import sys
 import traceback
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -150,7 +152,9 @@ def grade(name: str, code: str) -> dict[str, Any]:
 
     if name not in EXERCISES:
         return _failed(f"✗ {name}: not gradable in this page (it needs torch)")
-    namespace: dict[str, Any] = {"__name__": "__learner__"}
+    module = types.ModuleType("__learner__")  # a module, as a notebook's __main__ is:
+    sys.modules["__learner__"] = module  # @dataclass looks its class's module up there
+    namespace: dict[str, Any] = module.__dict__
     try:
         compiled = compile(code, f"<{name}>", "exec")  # the learner's own cell, here
     except BaseException as error:  # a syntax error: the learner's to fix
@@ -168,7 +172,7 @@ def grade(name: str, code: str) -> dict[str, Any]:
         return _failed(f"✗ {name}: the code did not run\n{ran.raised.kind}: {ran.raised.text}")
     if changed:
         return _failed(f"✗ {name}: the code changed pagedlab itself ({', '.join(changed)})")
-    defined = [key for key in namespace if key not in ("__name__", "__builtins__")]
+    defined = [key for key in namespace if not key.startswith("__")]
     fn = learner_function(name, namespace, defined)
     if fn is None:
         return _failed(f"✗ {name}: the code defines no function (write def my_{name}(...))")
@@ -183,27 +187,44 @@ State = dict[str, tuple[Any, dict[str, Any]]]
 
 
 def _pagedlab_state() -> State:
-    """Every pagedlab module's and class's attributes (shallow), to put back after a grade."""
-    import sys
-
+    """Every pagedlab module's and class's attributes (shallow), and every pagedlab function's
+    code and defaults, to put back after a grade."""
     state: State = {}
     for module_name, module in list(sys.modules.items()):
         if not module_name.startswith("pagedlab") or module is None:
             continue
-        attributes = dict(vars(module))
-        state[module_name] = (module, attributes)
-        for value in attributes.values():
-            if isinstance(value, type) and str(value.__module__).startswith("pagedlab"):
-                where = f"{value.__module__}.{value.__qualname__}"
-                state.setdefault(where, (value, dict(vars(value))))
+        todo: list[tuple[str, Any]] = [(module_name, module)]
+        while todo:
+            where, owner = todo.pop()
+            state[where] = (owner, _attributes(owner))
+            if type(owner) is types.FunctionType:
+                continue
+            for key, value in state[where][1].items():
+                kind = isinstance(value, type) or type(value) is types.FunctionType
+                if not (kind and str(value.__module__).startswith("pagedlab")):
+                    continue
+                label = f"{value.__module__}.{value.__qualname__}"
+                if type(value) is types.FunctionType:
+                    todo.append((f"{where}.{key}", value))
+                elif label not in state:
+                    todo.append((label, value))
     return state
+
+
+_CODE = ("__code__", "__defaults__", "__kwdefaults__")  # what swaps a function's behaviour
+
+
+def _attributes(owner: Any) -> dict[str, Any]:
+    if type(owner) is types.FunctionType:
+        return {name: getattr(owner, name) for name in _CODE}
+    return dict(vars(owner))
 
 
 def _put_back(state: State) -> list[str]:
     """Restore what changed since ``state``; the names of what had changed."""
     changed = []
     for where, (owner, attributes) in state.items():
-        now = dict(vars(owner))
+        now = _attributes(owner)
         for key in set(now) | set(attributes):
             if key in attributes and now.get(key, _MISSING) is attributes[key]:
                 continue

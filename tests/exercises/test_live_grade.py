@@ -45,3 +45,18 @@ def test_each_grade_starts_from_a_fresh_namespace() -> None:
     leftover = "def my_empty_slots(n, b):\n    return my_blocks_needed(n, b) * b - n\n"
     got = live.grade("empty_slots", leftover)
     assert got["status"] == "failed" and "NameError" in got["message"]
+
+
+def test_swapped_function_code_is_put_back() -> None:
+    """Issue 38: a cell that swapped the grader's function code (``__code__``) was not put
+    back: that grade and every later one passed, honest wrong answers included."""
+    code = Exercise._verdict.__code__
+    swap = (
+        "from pagedlab.exercises.core import Exercise\n"
+        "def _none(self, case, outcome, cases=(), answers=None, make=None):\n    return None\n"
+        "Exercise._verdict.__code__ = _none.__code__\n"
+    )
+    got = live.grade("blocks_needed", swap + WRONG)
+    assert got["status"] == "failed" and "Exercise._verdict.__code__" in got["message"], got
+    assert Exercise._verdict.__code__ is code
+    assert live.grade("blocks_needed", WRONG)["status"] == "failed"  # later grades still judge
