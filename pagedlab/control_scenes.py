@@ -359,7 +359,8 @@ def miss_scene(block_size: int) -> MissClassifier:
     """:func:`miss_workload` through a real prefix cache of ``MISS_POOL_TOKENS`` tokens, on
     vLLM's pool (``vllm_block_pool``: its free rule, plus block 0 as the null block)."""
     block_size = check_int(block_size, "block_size", minimum=1, maximum=MISS_POOL_TOKENS // 2)
-    classifier = MissClassifier(vllm_block_pool(MISS_POOL_TOKENS // block_size + 1, block_size))
+    pool = vllm_block_pool(ceil_div(MISS_POOL_TOKENS, block_size) + 1, block_size)
+    classifier = MissClassifier(pool)
     for step in miss_workload():
         classifier.run_step(step)
     return classifier

@@ -104,6 +104,11 @@ class MissClassifier:
             counts[reason] += size
         return RequestMisses(name, self.step, n, counts)
 
+    @property
+    def seen(self) -> frozenset[str]:
+        """Every block hash an earlier request computed or hit (what ``evicted`` asks)."""
+        return frozenset(self._seen)
+
     def totals(self) -> dict[str, int]:
         """Tokens by reason over every request so far."""
         total = dict.fromkeys(REASONS, 0)

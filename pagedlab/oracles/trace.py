@@ -184,3 +184,22 @@ def run_pagedlab_hf_rule(
                 rec.hits[rid] = 0
         rec.end_step({r: tuple(b) for r, b in pool.tables.items()}, 0)
     return rec.run()
+
+
+def takes(trace: Sequence[tuple[str, str, int]]) -> Trace:
+    """``pagedlab.memory.peers``' ("take" | "free", name, tokens) trace, each a step of its own,
+    every take a prompt of distinct tokens (no two requests share a block's content)."""
+    steps: list[tuple[Op, ...]] = []
+    for i, (op, name, n) in enumerate(trace):
+        tokens = tuple(range(1000 * i, 1000 * i + n))
+        steps.append((("admit", name, tokens),) if op == "take" else (("free", name),))
+    return check_trace(steps)
+
+
+def prompt_steps(steps: Sequence[Sequence[tuple[str, Sequence[int]]]]) -> Trace:
+    """Steps of (name, prompt) as :class:`~pagedlab.memory.miss_reasons.MissClassifier` runs
+    them: every prompt admitted in order, then all of them freed at the step's end."""
+    return check_trace(
+        [tuple([("admit", n, tuple(ids)) for n, ids in s] + [("free", n) for n, _ in s])
+         for s in steps]
+    )  # fmt: skip

@@ -26,9 +26,9 @@ from pagedlab.oracles import require_vllm
 from pagedlab.oracles.trace import Op, Recorder, Run, applies, check_trace
 
 
-def kv_cache_manager(num_blocks: int, block_size: int, max_model_len: int = 1 << 16) -> Any:
+def kv_cache_manager(num_blocks: int, block_size: int, enable_caching: bool = True) -> Any:
     """A real vLLM 0.34 ``KVCacheManager``: ``num_blocks`` blocks (block 0 its null block) of
-    ``block_size`` tokens, one full-attention group, prefix caching on, events on."""
+    ``block_size`` tokens, one full-attention group, prefix caching on (or off), events on."""
     require_vllm()
     import torch
     from vllm.utils.hashing import sha256
@@ -47,8 +47,8 @@ def kv_cache_manager(num_blocks: int, block_size: int, max_model_len: int = 1 <<
         kv_cache_groups=[KVCacheGroupSpec(["layers.0.attn"], spec)],
     )  # fmt: skip
     return KVCacheManager(
-        config, max_model_len=max_model_len, scheduler_block_size=block_size,
-        hash_block_size=block_size, enable_caching=True, enable_kv_cache_events=True,
+        config, max_model_len=1 << 16, scheduler_block_size=block_size,
+        hash_block_size=block_size, enable_caching=enable_caching, enable_kv_cache_events=True,
     )  # fmt: skip
 
 
@@ -76,14 +76,17 @@ def admit(manager: Any, request: Any) -> int | None:
     return int(hit)
 
 
-def run_vllm(trace: Sequence[Sequence[Op]], num_blocks: int, block_size: int) -> Run:
+def run_vllm(
+    trace: Sequence[Sequence[Op]], num_blocks: int, block_size: int, enable_caching: bool = True
+) -> Run:
     """The trace on vLLM 0.34's real ``KVCacheManager``; the same record as
-    :func:`~pagedlab.oracles.trace.run_pagedlab_vllm_rule`."""
+    :func:`~pagedlab.oracles.trace.run_pagedlab_vllm_rule` (``enable_caching=False``: as
+    ``pagedlab.memory.peers.run_trace("vllm")``, no prefix cache)."""
     from vllm.distributed.kv_events import BlockRemoved
     from vllm.v1.request import RequestStatus
 
     steps = check_trace(trace)
-    manager = kv_cache_manager(num_blocks, block_size)
+    manager = kv_cache_manager(num_blocks, block_size, enable_caching)
     requests: dict[str, Any] = {}
     live: set[str] = set()
     evictions = 0
