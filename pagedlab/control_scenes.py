@@ -17,6 +17,7 @@ from pagedlab.memory.allocator import BlockAllocator, FreeRule, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
 from pagedlab.memory.miss_reasons import MissClassifier
 from pagedlab.memory.partial_prefix import PartialAdmission, PartialPrefixCache
+from pagedlab.memory.peers import vllm_block_pool
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Request
 from pagedlab.memory.scheduler import Scheduler
@@ -355,9 +356,11 @@ def miss_workload() -> list[list[tuple[str, list[int]]]]:
 
 
 def miss_scene(block_size: int) -> MissClassifier:
-    """:func:`miss_workload` through a real prefix cache of ``MISS_POOL_TOKENS`` tokens."""
+    """:func:`miss_workload` through a real prefix cache of ``MISS_POOL_TOKENS`` tokens, on
+    vLLM's pool (``vllm_block_pool``: its free rule, plus block 0 as the null block)."""
     block_size = check_int(block_size, "block_size", minimum=1, maximum=MISS_POOL_TOKENS // 2)
-    classifier = MissClassifier(BlockAllocator(MISS_POOL_TOKENS // block_size, block_size))
+    pool = vllm_block_pool(ceil_div(MISS_POOL_TOKENS, block_size) + 1, block_size)
+    classifier = MissClassifier(pool)
     for step in miss_workload():
         classifier.run_step(step)
     return classifier

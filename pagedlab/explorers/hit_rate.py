@@ -1,11 +1,12 @@
 """Notebook 11's explorers: why a prefix cache hits 0 %, and partial hits with copy-on-write.
 
 ``HitRateExplorer`` runs :func:`pagedlab.control_scenes.miss_workload` through a real
-:class:`~pagedlab.memory.prefix_cache.PrefixCache` at the block size you choose (up to 1,024,
-the pool fixed at ``MISS_POOL_TOKENS`` tokens) and classifies every prompt token
+:class:`~pagedlab.memory.prefix_cache.PrefixCache` at the block size you choose (up to 1,056,
+the pool about ``MISS_POOL_TOKENS`` tokens) and classifies every prompt token
 (:mod:`pagedlab.memory.miss_reasons`). ``PartialHitExplorer`` admits two prompts sharing 22
 tokens through :class:`~pagedlab.memory.partial_prefix.PartialPrefixCache` at the
-``prefix_match_unit`` you choose (vLLM 0.33's setting; a divisor of the block size 16).
+``prefix_match_unit`` you choose (vLLM 0.34's setting, for hybrid models with a Mamba
+"align" group only; a divisor of the block size 16).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pagedlab.memory.miss_reasons import REASONS
 from pagedlab.pictures.in_2026 import miss_bars, partial_hit
 from pagedlab.views.controls import Choice, Declaration, Play
 
-MISS_BLOCK_SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024)
+MISS_BLOCK_SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 1056)
 UNITS = (1, 2, 4, 8, 16)
 
 
@@ -26,7 +27,7 @@ class HitRateExplorer(Explorer):
     DECLARATION = Declaration(
         "HitRateExplorer",
         (Choice("block_size", MISS_BLOCK_SIZES, "block size", 16, slider=True),),
-        frames={"block_size": [4, 8, 16, 32, 64, 128, 256, 512, 1024]},
+        frames={"block_size": list(MISS_BLOCK_SIZES)},
         play=Play("block_size"),
     )
     WIDGET_ARGS = {"continuous_update": False}

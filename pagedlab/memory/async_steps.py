@@ -1,12 +1,17 @@
-"""One step ahead: async scheduling, as on by default in vLLM 0.33, on pagedlab's allocator.
+"""One step ahead: async scheduling (vLLM's ``AsyncScheduler``) on pagedlab's allocator.
 
 Synchronously a step is plan -> run -> update: step t+1 is planned once step t's tokens are
 known. With async scheduling (vLLM: ``AsyncScheduler``, ``vllm/v1/core/sched/
 async_scheduler.py``) the scheduler plans step t+1 *while step t runs*: a decoding request's
 next input is step t's token, which does not exist yet, so the plan carries an *output
 placeholder* for it (its slot is allocated now; its value arrives with step t's output). If
-planning step t+1 must preempt a request whose step-t token is still in flight, that token is
-*stale* when it arrives: it is dropped, and the request later recomputes from what it had.
+planning step t+1 must preempt a request whose step-t token is still in flight, that token
+arrives *stale*, after the preemption. vLLM 0.34 still delivers it: ``_preempt_request`` marks
+the in-flight output stale (``num_stale_output_tokens``), and ``update_from_output`` drops it
+only when ``drop_stale_output`` was set (``reset_prefix_cache``, a KV connector's pending
+hand-off), else appends it (``vllm/v1/core/sched/scheduler.py:1879-1889, 2362-2385``). So the
+request resumes on every token it has, the stale one included; ``drop_stale=True`` replays the
+``reset_prefix_cache`` case instead (the token dropped, recomputed later).
 
 :func:`run_async` replays a few decoding requests on a real :class:`BlockAllocator` (one
 :class:`BlockTable` each): FCFS, preempt the last running request by recompute when an
@@ -15,7 +20,7 @@ are a pure function of (request, position), so every request's output must equal
 synchronous run's: :func:`run_sync` (checked in the tests).
 
 Invariants: each :class:`Plan` row has one entry per scheduled request; a placeholder is
-resolved at the next update or marked stale; no stale token reaches an output.
+resolved at the next update; a stale token reaches the output unless ``drop_stale``.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ class Plan:
     step: int
     work: dict[str, str]  # request -> "prefill N" | "decode" (input a placeholder) | "decode*"
     preempted: tuple[str, ...]
-    stale: tuple[str, ...]  # requests whose in-flight token was dropped when it arrived
+    stale: tuple[str, ...]  # requests preempted with a token in flight (it arrives stale)
     free_blocks: int
 
 
@@ -63,7 +68,7 @@ class Timeline:
     plans: list[Plan]
     outputs: dict[str, list[int]]
     placeholders: int  # inputs planned before their value existed
-    stale_tokens: int
+    stale_tokens: int  # tokens that arrived after their request was preempted
 
 
 def run_async(
@@ -72,9 +77,11 @@ def run_async(
     num_blocks: int = 7,
     block_size: int = 4,
     one_step_ahead: bool = True,
+    drop_stale: bool = False,
 ) -> Timeline:
     """Decode ``prompts`` (their lengths), ``max_new`` tokens each, on ``num_blocks`` blocks.
-    ``one_step_ahead=False`` is the synchronous loop (each update before the next plan)."""
+    ``one_step_ahead=False`` is the synchronous loop (each update before the next plan);
+    ``drop_stale``: a stale token is dropped (``reset_prefix_cache``), not kept."""
     max_new = check_int(max_new, "max_new", minimum=1)
     alloc = BlockAllocator(check_int(num_blocks, "num_blocks", minimum=1), block_size)
     reqs = [_Req(i, f"R{i}", check_int(p, "prompt", minimum=1), max_new)
@@ -92,7 +99,7 @@ def run_async(
     step = 0
     while any(not r.done for r in reqs) or in_flight:
         if not one_step_ahead:
-            stale_tokens += _update(in_flight, stale, running)
+            stale_tokens += _update(in_flight, stale, running, drop_stale)
             in_flight = []
         work: dict[str, str] = {}
         preempted: list[str] = []
@@ -131,7 +138,7 @@ def run_async(
                 running.append(r)
                 work[r.name] = f"prefill {n}"
         if one_step_ahead:  # step t's tokens arrive only now, after step t+1 was planned
-            stale_tokens += _update(in_flight, stale, running)
+            stale_tokens += _update(in_flight, stale, running, drop_stale)
         in_flight = [r for r in running if r.name in work]
         for r in in_flight:
             r.in_flight = True
@@ -142,19 +149,20 @@ def run_async(
     return Timeline(plans, {r.name: r.outputs for r in reqs}, placeholders, stale_tokens)
 
 
-def _update(in_flight: list[_Req], stale: set[int], running: list[_Req]) -> int:
-    """Step outputs arrive: each in-flight request gets its token, unless it is stale; a
-    request with all its tokens finishes (its blocks are freed)."""
-    dropped = 0
+def _update(in_flight: list[_Req], stale: set[int], running: list[_Req], drop: bool) -> int:
+    """Step outputs arrive: each in-flight request gets its token (a stale one too, unless
+    ``drop``); a running request with all its tokens finishes (its blocks are freed)."""
+    arrived_stale = 0
     for r in in_flight:
         r.in_flight = False
         if r.index in stale:
             stale.discard(r.index)
-            dropped += 1
-            continue
+            arrived_stale += 1
+            if drop:
+                continue
         r.outputs.append(token(r.index, r.prompt + len(r.outputs)))
         if r.done and r in running:
             running.remove(r)
             r.table.free()  # type: ignore[union-attr]
             r.table = None
-    return dropped
+    return arrived_stale

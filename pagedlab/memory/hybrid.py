@@ -1,21 +1,19 @@
 """One pool, several cache types: hybrid models' groups, sliding windows and model-set block sizes.
 
-As of vLLM 0.33.0 the model sets the block size and the cache layout:
+As of vLLM 0.34.0 (read in its wheel) the model sets the block size and the cache layout:
 
-- ``KVCacheCoordinator`` serves several *KV cache groups* from one ``BlockPool``: layers of
-  one attention type are split into groups of equal size (the hybrid allocator's design doc:
-  10 full-attention and 20 sliding-window layers make 3 groups of 10), each group keeps its
-  own block table, and a block id names one page per layer of its group. :func:`group_layers`
-  splits by the greatest common divisor of the counts, which gives the doc's groups.
+- one ``BlockPool`` serves several *KV cache groups*: layers of one attention type are split
+  into groups of equal size, each with its own block table, and a block id names one page per
+  layer of its group. :func:`group_layers` is vLLM's rule (``kv_cache_planning.py:567-600``).
 - a sliding-window group frees, from the left, every block whose tokens have all left the
   window and puts the *null block* (block 0) in its table instead
-  (``SlidingWindowManager.remove_skipped_blocks``: ``num_computed_tokens - window + 1``
-  tokens are skipped). :class:`HybridRequest` does it on pagedlab's real allocator.
-- for attention/Mamba hybrids ``platforms/interface.py`` raises the attention block size until
-  one attention page is at least as large as a Mamba state page
-  (:func:`attention_block_for_state`); users report blocks of 528 to 8,320 tokens
-  (:data:`REPORTED_BLOCK_SIZES`, vLLM issue #54607), and :func:`block_size_floor` measures
-  what that does to the prefix cache and the pool.
+  (``SlidingWindowManager.remove_skipped_blocks``). :class:`HybridRequest` does it on
+  pagedlab's real allocator.
+- for attention/Mamba hybrids ``vllm/platforms/interface.py:1110-1119`` raises the attention
+  block size until one attention page is at least as large as a Mamba state page
+  (:func:`attention_block_for_state`); users measured blocks of 528 to 8,320 tokens
+  (:data:`REPORTED_BLOCK_SIZES`: vLLM issues #40696, #54607, #53749, #48401), and
+  :func:`block_size_floor` measures what that does to the prefix cache and the pool.
 
 Invariants: a group's table has one entry per ``block_size`` tokens; an entry is the null
 block exactly where all its tokens left the window; every non-null entry is held by the
@@ -24,7 +22,6 @@ request once; ``free`` returns them all.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,8 +32,9 @@ from pagedlab.memory.partial_prefix import PartialPrefixCache
 from pagedlab.memory.peers import NULL_BLOCK
 from pagedlab.memory.prefix_cache import PrefixCache
 
-REPORTED_BLOCK_SIZES: tuple[int, ...] = (528, 784, 3584, 7808, 8320)
-"""Attention block sizes users report vLLM chose for hybrid models (vLLM issue #54607)."""
+REPORTED_BLOCK_SIZES: tuple[int, ...] = (528, 784, 1920, 2096, 8320)
+"""Attention block sizes vLLM chose for hybrid models, as its issues measured them: 528
+(#40696), 784 (#54607), 1,920 and 2,096 (#53749), 8,320 (#48401)."""
 
 Kind = Literal["full", "sliding"]
 
@@ -51,16 +49,21 @@ class CacheGroup:
 
 
 def group_layers(full_layers: int, sliding_layers: int, window: int) -> list[CacheGroup]:
-    """Equal-size groups: full ones first, then sliding ones (group size = gcd of the counts)."""
+    """vLLM 0.34's equal-size groups, full ones first (``vllm/v1/core/kv_cache_planning.py:
+    567-600``): the group size is the fewest layers of a type (the most, if under 1.5 times
+    the fewest); each type fills ``cdiv(count, size)`` groups, its last padded with empty
+    layers, whose pages are allocated but unused."""
     full = check_int(full_layers, "full_layers", minimum=0)
     sliding = check_int(sliding_layers, "sliding_layers", minimum=0)
     window = check_int(window, "window", minimum=1)
     if full + sliding == 0:
         raise ValueError("a model needs at least one layer, got 0 full and 0 sliding")
-    size = math.gcd(full, sliding)
-    return [CacheGroup("full", size)] * (full // size) + [CacheGroup("sliding", size, window)] * (
-        sliding // size
-    )
+    size = min(c for c in (full, sliding) if c)
+    if max(full, sliding) < 1.5 * size:
+        size = max(full, sliding)
+    return [CacheGroup("full", size)] * ceil_div(full, size) + [
+        CacheGroup("sliding", size, window)
+    ] * ceil_div(sliding, size)
 
 
 class HybridRequest:

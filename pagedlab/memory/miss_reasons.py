@@ -1,20 +1,21 @@
 """Why is my hit rate 0? Every prompt token that did not hit, classified, on a real PrefixCache.
 
-A step's requests look the cache up as it was when the step started: the blocks a request
-computes are registered (``PrefixCache.register``) after the step, once their K/V exists, so
-two requests that share a prefix and arrive in the same step both compute it. Each prompt
-token is then exactly one of (:data:`REASONS`):
+Requests are admitted one after another, as vLLM's scheduler admits them: each one's full
+blocks are cached when it is *scheduled* (``KVCacheManager.allocate_slots`` calls
+``cache_blocks``, ``vllm/v1/core/kv_cache_manager.py:641-647`` in 0.34.0), so a request admitted
+later in the same step hits them; the step's forward stores every request's K/V before any
+attention reads it. At the end of a step every request finishes (its blocks freed, their hashes
+kept until reuse). Each prompt token is then exactly one of (:data:`REASONS`):
 
-- ``hit``: its block came from the cache;
+- ``hit``: its block came from the cache (computed in an earlier step or earlier in this one);
 - ``no shared prefix``: no earlier request computed this block (its chained hash is new);
 - ``shorter than a block``: it lies in a partly filled block (the whole prompt, if the prompt
   is shorter than a block): only full blocks are cached;
 - ``the last-token rule``: its block is full and cached, but it holds the last prompt token,
   which is always computed (its logits pick the first output token): at most
   ``(len - 1) // block_size`` blocks hit;
-- ``evicted``: an earlier step computed the block, and the allocator has since handed it out
-  again (the cache forgot it);
-- ``computed in the same step``: an earlier request *of this step* computes the block.
+- ``evicted``: an earlier request computed the block, and the allocator has since handed it out
+  again (the cache forgot it).
 
 A full block after the first miss misses too (hashes chain): when its own hash is still
 cached it takes the first miss's reason. Invariant: per request, the counts add up to the
@@ -27,8 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pagedlab.checks import check_int
-from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
-from pagedlab.memory.block_table import BlockTable, blocks_to_append
+from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import PrefixCache
 
 REASONS: tuple[str, ...] = (
@@ -37,7 +37,6 @@ REASONS: tuple[str, ...] = (
     "shorter than a block",
     "the last-token rule",
     "evicted",
-    "computed in the same step",
 )
 
 
@@ -57,54 +56,35 @@ class MissClassifier:
     def __init__(self, allocator: BlockAllocator) -> None:
         self.cache = PrefixCache(allocator)
         self._alloc = allocator
-        self._seen: set[str] = set()  # every hash registered in an earlier step
+        self._seen: set[str] = set()  # every hash an earlier request computed or hit
         self.step = 0
         self.results: list[RequestMisses] = []
 
     def run_step(self, prompts: Sequence[tuple[str, Sequence[int]]]) -> list[RequestMisses]:
-        """Admit ``prompts`` (name, token ids) as one step; each finishes after it (its blocks
-        freed, their hashes kept until reuse). Atomic: OutOfBlocksError if the step's new
-        blocks do not fit, with nothing changed."""
+        """Admit ``prompts`` (name, token ids) in order as one step, then free them all.
+        OutOfBlocksError if a prompt does not fit: the prompts before it were admitted (and
+        are freed), that one and the rest were not; ValueError for an empty prompt first."""
         items = [(str(name), [check_int(t, "token id") for t in ids]) for name, ids in prompts]
         if any(not ids for _, ids in items):
             raise ValueError("every prompt needs at least one token")
-        size = self._alloc.block_size
-        plans = []
-        for _, ids in items:
-            hits, _ = self.cache.lookup(ids)
-            plans.append(hits)
-        needed = sum(
-            blocks_to_append(len(h) * size, len(ids) - len(h) * size, size)
-            for (_, ids), h in zip(items, plans, strict=True)
-        ) + len({b for h in plans for b in h if self._alloc.refcount(b) == 0})
-        if needed > self._alloc.num_free:
-            raise OutOfBlocksError(
-                f"step {self.step} needs {needed} free block(s), {self._alloc.num_free} free"
-            )
-        cached = set(self.cache.cached_blocks().values())
-        this_step: set[str] = set()
         tables, out = [], []
-        for (name, ids), hits in zip(items, plans, strict=True):
-            hashes = self.cache.hashes(ids)
-            out.append(self._classify(name, ids, hashes, len(hits), cached, this_step))
-            this_step.update(hashes)
-            table = BlockTable(self._alloc)
-            table.hold_prefix(hits)
-            table.append_tokens(len(ids) - len(hits) * size)
-            tables.append((table, ids))
-        for table, ids in tables:  # the step ran: its K/V exists, its blocks are cached
-            self.cache.register(table, ids)
-        for table, _ in tables:
-            table.free()
-        self._seen |= this_step
-        self.step += 1
-        self.results += out
+        try:
+            for name, ids in items:
+                hashes, cached = self.cache.hashes(ids), set(self.cache.cached_blocks().values())
+                admission = self.cache.admit(ids)  # cached now: a later prompt may hit it
+                tables.append(admission.table)
+                out.append(self._classify(name, ids, hashes, len(admission.hit_blocks), cached))
+                self._seen.update(hashes)
+        finally:
+            for table in tables:
+                table.free()
+            self.step += 1
+            self.results += out
         return out
 
     def _classify(
-        self, name: str, ids: list[int], hashes: list[str], hits: int, cached: set[str],
-        this_step: set[str],
-    ) -> RequestMisses:  # fmt: skip
+        self, name: str, ids: list[int], hashes: list[str], hits: int, cached: set[str]
+    ) -> RequestMisses:
         size, n = self._alloc.block_size, len(ids)
         counts = dict.fromkeys(REASONS, 0)
         counts["hit"] = hits * size
@@ -114,8 +94,6 @@ class MissClassifier:
         for i in range(hits, full):
             if i >= limit and first is None and hashes[i] in cached:
                 reason = "the last-token rule"
-            elif hashes[i] in this_step:
-                reason = "computed in the same step"
             elif hashes[i] in cached and first is not None:
                 reason = first
             elif hashes[i] in self._seen:
@@ -125,6 +103,11 @@ class MissClassifier:
             first = first or reason
             counts[reason] += size
         return RequestMisses(name, self.step, n, counts)
+
+    @property
+    def seen(self) -> frozenset[str]:
+        """Every block hash an earlier request computed or hit (what ``evicted`` asks)."""
+        return frozenset(self._seen)
 
     def totals(self) -> dict[str, int]:
         """Tokens by reason over every request so far."""

@@ -1,14 +1,20 @@
-"""Partial prefix hits with copy-on-write, as vLLM 0.33 does with ``prefix_match_unit``.
+"""Partial prefix hits with copy-on-write, as vLLM 0.34 does for hybrid models only.
 
-vLLM 0.33.0 (``vllm/config/cache.py``: ``CacheConfig.prefix_match_unit``, the hash block
-size; it must divide every group's block size) matches prompts ``prefix_match_unit`` tokens
-at a time, so a hit may end *inside* a block. That block holds another request's tokens
+vLLM 0.34.0 (``vllm/config/cache.py:202-215``: ``CacheConfig.prefix_match_unit``, the hash
+block size; it must divide every group's block size) matches prompts ``prefix_match_unit``
+tokens at a time, so a hit may end *inside* a block, **only** for a hybrid model with a Mamba
+group in "align" mode: ``HybridKVCacheCoordinator`` enables partial hits where
+``partial_hash_hits_enabled`` says so (``kv_cache_coordinator.py:694-702``,
+``kv_cache_utils.py:758-797``), and an ordinary model's ``UnitaryKVCacheCoordinator`` asserts
+``hash_block_size == block_size`` (``kv_cache_coordinator.py:573``): full blocks only. Where
+partial hits exist, the block a hit ends inside holds another request's tokens
 after the shared ones, and the new request will write its own there, so it cannot share it:
-``single_type_kv_cache_manager.py``'s ``_apply_cow`` gives the request a private block
+``single_type_kv_cache_manager.py:460-480``'s ``_apply_cow`` gives the request a private block
 (``cow``), queues ``KVCacheBlockCopy(src, dst)`` for the worker, and keeps *both* blocks
 referenced until the copy has run (the source keeps the hit's reference; the copy takes one
 more), so a free in the same step cannot recycle either. ``BlockPool.cache_partial_block``
-makes a block findable from a boundary inside it.
+makes a block findable from a boundary inside it. (This module is the attention side only;
+vLLM's hybrid path also needs the Mamba state at the boundary, which pagedlab does not model.)
 
 Here, on pagedlab's real :class:`BlockAllocator`: every ``unit`` boundary of an admitted
 prompt is an entry (a chained hash of the tokens up to it -> the block holding the token

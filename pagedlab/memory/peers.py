@@ -1,26 +1,28 @@
-"""Two engines' free-block rules, reproduced small: vLLM 0.33's ``BlockPool`` and Hugging Face
+"""Two engines' free-block rules, reproduced small: vLLM 0.34's ``BlockPool`` and Hugging Face
 transformers 5.24's ``PagedAttentionCache``, beside pagedlab's FIFO, on one trace.
 
-Each rule is labelled with the version whose text was read (:data:`VLLM_READ`, :data:`HF_READ`):
+Each rule is labelled with the version whose text was read (:data:`VLLM_READ`, :data:`HF_READ`);
+``pagedlab.oracles`` runs both engines' own code on random traces against these replicas:
 
-- **vLLM 0.33.0** (``vllm/v1/core/block_pool.py``): at start-up ``BlockPool`` takes block 0
-  off its free queue as the *null block* (never handed out); ``free_blocks`` puts a block
-  without a hash at the *front* of the queue, a hashed one at the back; a request frees its
-  last block first. pagedlab's own :class:`BlockAllocator` with ``free_rule="vllm-v1"`` is
-  that queue, so :func:`vllm_block_pool` is the real allocator with block 0 held as the null
-  block: nothing is re-implemented.
+- **vLLM 0.34.0** (``vllm/v1/core/block_pool.py``): at start-up ``BlockPool`` takes block 0
+  off its free queue as the *null block* (never handed out, lines 162-163); ``free_blocks``
+  puts a block without a hash at the *front* of the queue, a hashed one at the back (lines
+  824-837); a request frees its last block first. pagedlab's :class:`BlockAllocator` with
+  ``free_rule="vllm-v1"`` is that queue, so :func:`vllm_block_pool` is the real allocator
+  with block 0 held as the null block: nothing is re-implemented.
 - **transformers 5.24.0** (``generation/continuous_batching/cache_allocators/cache_pool.py``):
   the cache is a list of *sectors* after two *trash sectors* (ids 0 and 1, never allocated;
   padding tokens read and write there). ``allocate_sector`` pops the *last* free sector
   (``free_sectors.pop()``: the top id first) and makes it a tree of leaves (blocks) for one
   cache allocator; a request takes blocks from the trees in insertion order; freed blocks go
-  back to their allocator's trees, and only ``try_to_free_sectors`` (which the scheduler calls
-  at the start of each batch) returns wholly free sectors to the sector list, at its end.
+  back to their allocator's trees, and only ``try_to_free_sectors`` returns wholly free sectors
+  to the sector list, at its end; the scheduler calls it before every batch
+  (``scheduler.py:184``, ``_try_to_meet_safety_margin``), so :func:`run_trace` does too.
   :class:`HFCachePool` is that bookkeeping for one cache allocator (no K/V, no prefix sharing).
 
 Invariants of :class:`HFCachePool`: every block id is free in a tree, held by one request, or
 in a sector not yet allocated; a refused call (a bad value, too few free blocks) changes
-nothing. ``tests/memory/test_peers.py`` checks the rule against the installed transformers.
+nothing. ``tests/oracles/test_hf_oracle.py`` checks the rule against the installed transformers.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable
 
-VLLM_READ = "vLLM 0.33.0 (4ba787e), vllm/v1/core/block_pool.py"
+VLLM_READ = "vLLM 0.34.0, vllm/v1/core/block_pool.py:162-163, 824-837"
 HF_READ = "transformers 5.24.0, generation/continuous_batching/cache_allocators/cache_pool.py"
 NULL_BLOCK = 0
 """vLLM's null block: block 0, taken off the free queue when the pool is made."""
@@ -41,7 +43,7 @@ HF_TRASH_SECTORS = 2
 
 
 def vllm_block_pool(num_blocks: int, block_size: int) -> BlockAllocator:
-    """pagedlab's allocator under vLLM 0.33's rule: ``free_rule="vllm-v1"``, block 0 held
+    """pagedlab's allocator under vLLM 0.34's rule: ``free_rule="vllm-v1"``, block 0 held
     (anonymously, for good) as the null block. At least two blocks (one besides the null)."""
     num_blocks = check_int(num_blocks, "num_blocks", minimum=2)
     pool = BlockAllocator(num_blocks, block_size, free_rule="vllm-v1")
@@ -148,13 +150,12 @@ def run_trace(
     trace: Sequence[tuple[str, str, int]] = THE_TRACE,
     num_blocks: int = 8,
     block_size: int = 4,
-    free_sectors_between: bool = False,
 ) -> TraceResult:
-    """Replay ``trace`` under ``rule``: ``"pagedlab"`` (FIFO), ``"vllm"`` or ``"hf"``.
+    """Replay ``trace`` under ``rule``: ``"pagedlab"`` (FIFO), ``"vllm"`` or ``"hf"``, each
+    ``take`` a batch of its own.
 
     ``num_blocks`` is the pool (vLLM's includes its null block; Hugging Face's counts data
-    sectors of one block each). ``free_sectors_between`` (Hugging Face only): run the
-    scheduler's ``try_to_free_sectors`` before every ``take``, as each new batch does.
+    sectors of one block each; its scheduler's ``try_to_free_sectors`` runs before each take).
     A request's list is its blocks when it last held any.
     """
     if rule not in ("pagedlab", "vllm", "hf"):
@@ -167,8 +168,7 @@ def run_trace(
             if op == "free":
                 pool.free(name)
                 continue
-            if free_sectors_between:
-                pool.try_to_free_sectors()
+            pool.try_to_free_sectors()
             seen[name] = pool.allocate(
                 name, ceil_div(check_int(tokens, "tokens", minimum=1), block_size)
             )

@@ -27,7 +27,10 @@ that moment, with the cached blocks computed after it (no lookup can reach them 
 Each cached block is marked in the allocator (``mark_hashed``), so under ``free_rule=
 "vllm-v1"`` it joins the back of the free queue and unhashed blocks the front; under either
 rule cached blocks are evicted least recently freed first. A hit on a free block takes it back
-(``reuse``). Unlike vLLM, a duplicate (a block whose hash is cached under another) is unmarked.
+(``reuse``). A duplicate (a full block whose hash is already cached under another block: a
+block-aligned prompt's recomputed last block) is marked too, as vLLM's ``BlockHashToBlockMap``
+keeps duplicates (``vllm/v1/core/block_pool.py``, 0.34.0): it is freed to the back of the queue
+and counted as an eviction when handed out, though a lookup finds the first block only.
 
 Invariants (tests/memory/test_prefix_cache.py, tests/memory/test_sharing_properties.py):
 every cached block holds the token ids it is cached under; a hash maps to exactly one block
@@ -159,6 +162,7 @@ class PrefixCache:
         self._tokens_of: dict[int, tuple[int, ...]] = {}
         self._parent_of: dict[int, int | None] = {}  # the cached block it was computed after
         self._children: dict[int, set[int]] = {}  # cached blocks computed after it
+        self._duplicates: set[int] = set()  # marked, never found: see the module docstring
         self._unsubscribe: Callable[[], None] | None = allocator.subscribe(
             self._evict, ("allocate",)
         )
@@ -185,7 +189,10 @@ class PrefixCache:
         return self._unsubscribe is None
 
     def _evict(self, event: Event) -> None:  # an ``allocate``: the block gets new contents
-        if event.block in self._hash_of:
+        if event.block in self._duplicates:
+            self._duplicates.discard(event.block)
+            self._stats.evictions += 1
+        elif event.block in self._hash_of:
             self._stats.evictions += self._forget(event.block)
 
     def _forget(self, block: int) -> int:
@@ -208,8 +215,9 @@ class PrefixCache:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-            for block in self._hash_of:
+            for block in (*self._hash_of, *self._duplicates):
                 self._allocator.unmark_hashed(block)
+            self._duplicates.clear()
             for table in (self._block_of, self._hash_of, self._tokens_of):
                 table.clear()
             self._parent_of.clear()
@@ -228,6 +236,11 @@ class PrefixCache:
             raise ValueError(f"cannot {action}: the prefix cache was closed")
 
     # --- what is cached ---------------------------------------------------------------------
+    @property
+    def duplicates(self) -> frozenset[int]:
+        """Marked duplicates: hashed in the allocator (freed to the back), never found."""
+        return frozenset(self._duplicates)
+
     def cached_blocks(self) -> dict[int, str]:
         """Physical block -> hash of every cached block (a copy)."""
         return dict(self._hash_of)
@@ -353,6 +366,9 @@ class PrefixCache:
                 if self._tokens_of[cached] != tokens_i or self._parent_of[cached] != parent:
                     break  # a collision: this prefix cannot be cached under its hash
                 parent = cached  # the same prefix is cached already (in this block or another)
+                if block != cached and block not in self._hash_of:
+                    self._duplicates.add(block)
+                    self._allocator.mark_hashed(block)
                 continue
             if block in self._hash_of:
                 break  # the block is cached for another prefix

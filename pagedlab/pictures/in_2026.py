@@ -24,14 +24,14 @@ from pagedlab.pictures.theme import FREE_COLOR, FREE_EDGE, INK, OTHER_COLOR, PAL
 
 RESERVED = "#555555"  # a block no request can get: vLLM's null block, HF's trash sectors
 REQUEST_COLORS = {"A": PALETTE[0], "B": PALETTE[1], "C": PALETTE[2]}
-REASON_COLORS = dict(zip(REASONS, ("#009E73", "#9E9E9E", "#E69F00", "#CC79A7", "#D55E00",
-                                   "#56B4E9"), strict=True))  # fmt: skip
+REASON_COLORS = dict(zip(REASONS, ("#009E73", "#9E9E9E", "#E69F00", "#CC79A7", "#D55E00"),
+                         strict=True))  # fmt: skip
 WORK_COLORS = {
     "prefill": PALETTE[4],
     "decode": PALETTE[2],
     "decode, input a placeholder": "#A6E3CF",
     "preempted": PALETTE[5],
-    "in-flight token stale": "#000000",
+    "preempted, token in flight (kept)": "#000000",
 }
 
 
@@ -154,8 +154,8 @@ def async_timeline(timeline: Timeline, title: str = "") -> Drawing:
             box = Box(1.0 + s * w, d.size[1] - 0.7 - 0.45 * r, w * 0.92, 0.36)
             work = plan.work.get(name, "")
             if name in plan.stale:
-                _cell(d, box, WORK_COLORS["in-flight token stale"], "stale", "stale", "steps",
-                      color="#FFFFFF")  # fmt: skip
+                _cell(d, box, WORK_COLORS["preempted, token in flight (kept)"], "stale", "stale",
+                      "steps", color="#FFFFFF")  # fmt: skip
             elif name in plan.preempted:
                 _cell(d, box, WORK_COLORS["preempted"], "out", "preempted", "steps")
             elif work.startswith("prefill"):

@@ -9,7 +9,7 @@ from pagedlab.explorers.hit_rate import HitRateExplorer, PartialHitExplorer
 
 def test_hit_rate_explorer_moves_and_refuses() -> None:
     explorer = HitRateExplorer()
-    assert "hit rate <b>9.2 %</b>" in explorer.readout.value
+    assert "hit rate <b>14.2 %</b>" in explorer.readout.value  # R2 hits what R1 scheduled
     assert "evicted 288" in explorer.readout.value
     explorer.set(block_size=1024)
     assert explorer.state.hit_rate == 0.0 and "0.0 %" in explorer.readout.value

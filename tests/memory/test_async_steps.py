@@ -15,13 +15,16 @@ def test_one_step_ahead_gives_the_synchronous_tokens() -> None:
     assert ahead.placeholders > 0  # decodes planned before their input token existed
 
 
-def test_a_preempted_requests_in_flight_token_is_stale() -> None:
+def test_a_preempted_requests_in_flight_token_arrives_stale_and_is_kept() -> None:
     timeline = run_async()
     step3 = timeline.plans[3]
     assert step3.preempted == ("R2",) and step3.stale == ("R2",)
     assert timeline.stale_tokens == 1
-    resumed = next(p for p in timeline.plans if p.work.get("R2", "").startswith("prefill 8"))
-    assert resumed.step > 3  # R2 recomputes its prompt and the 2 tokens it kept
+    resumed = next(p for p in timeline.plans[4:] if p.work.get("R2", "").startswith("prefill"))
+    assert resumed.work["R2"] == "prefill 9"  # 6 prompt + 3 tokens: the stale one was kept
+    dropped = run_async(drop_stale=True)  # reset_prefix_cache's drop_stale_output
+    assert any(p.work.get("R2") == "prefill 8" for p in dropped.plans)
+    assert dropped.outputs == timeline.outputs  # the dropped token is recomputed, same value
     sync = run_async(one_step_ahead=False)
     assert sync.plans[3].preempted == ("R2",) and sync.plans[3].stale == ()
     assert any(p.work.get("R2") == "prefill 9" for p in sync.plans)  # it had 3 tokens

@@ -102,7 +102,7 @@ class FreeRules(RuleBasedStateMachine):
 
     @check
     def hashed_blocks_are_the_cached_ones(self) -> None:
-        cached = set(self.cache.cached_blocks())
+        cached = set(self.cache.cached_blocks()) | self.cache.duplicates
         assert {b for b in range(self.alloc.num_blocks) if self.alloc.is_hashed(b)} == cached
 
     def teardown(self) -> None:

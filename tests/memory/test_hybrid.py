@@ -32,6 +32,15 @@ def test_the_design_docs_example_holds_11_blocks() -> None:
     assert pool.num_free == 63 and pool.refcount(NULL_BLOCK) == 1
 
 
+def test_groups_are_vllms_fewest_layers_padded() -> None:
+    assert (
+        group_layers(10, 52, 1024)
+        == [CacheGroup("full", 10)] + [CacheGroup("sliding", 10, 1024)] * 6
+    )
+    assert group_layers(12, 13, 8) == [CacheGroup("full", 13), CacheGroup("sliding", 13, 8)]
+    assert group_layers(0, 5, 8) == [CacheGroup("sliding", 5, 8)]
+
+
 def test_hybrid_request_misuse_changes_nothing() -> None:
     with pytest.raises(ValueError, match="null block"):
         HybridRequest(BlockAllocator(4, 4), group_layers(1, 1, 4))
@@ -49,7 +58,7 @@ def test_hybrid_request_misuse_changes_nothing() -> None:
 def test_block_size_floor_and_the_unit_fix() -> None:
     rows = {r.block_size: r for r in block_size_floor()}
     assert rows[16].hit_rate == pytest.approx(0.7)  # 7 of 8 prompts hit their 400 shared tokens
-    for size in (528, 784, 3584, 7808, 8320):  # a prompt of 500 tokens is shorter than a block
+    for size in (528, 784, 1920, 2096, 8320):  # a prompt of 500 tokens is shorter than a block
         assert rows[size].hit_rate == 0.0
         assert rows[size].hit_rate_with_unit == pytest.approx(0.7)  # prefix_match_unit = 16
     assert rows[8320].pool_blocks == 3 and rows[8320].pinned_share == pytest.approx(1 / 3)

@@ -21,7 +21,8 @@ def test_sliding_windows_hold_only_their_window() -> None:
     assert blocks_per_request(llama, 32_768) == 2048
     windowed = blocks_per_request(gemma, 32_768)
     assert 10 * 2048 / 62 < windowed < 2048 / 4  # 10 full layers' pages plus 52 windows
-    assert blocks_per_request(gemma, 100) == 7  # within the window, every layer's blocks
+    assert blocks_per_request(gemma, 100) == 8  # 7 groups x 10 layers (8 padding) x 7 blocks / 62
+    assert windowed == 393  # vLLM's grouping: 1 full and 6 sliding groups of 10 layers
 
 
 def test_misuse() -> None:

@@ -9,10 +9,10 @@ from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.miss_reasons import REASONS, MissClassifier
 
 
-def test_every_reason_appears_at_block_size_16() -> None:
+def test_every_reason_but_hit_is_a_miss_at_block_size_16() -> None:
     classifier = miss_scene(16)
     by_name = {r.name: r.counts for r in classifier.results}
-    assert by_name["R2"]["computed in the same step"] == 288  # R1 computes S in the same step
+    assert by_name["R2"]["hit"] == 288  # R1 cached S when it was scheduled, in the same step
     assert by_name["R3"]["hit"] == 288  # 18 full blocks of S, a step later
     assert by_name["R4"]["shorter than a block"] == 12
     assert by_name["R5"] == {**dict.fromkeys(REASONS, 0), "hit": 240, "the last-token rule": 16}
@@ -30,12 +30,12 @@ def test_blocks_longer_than_the_prompts_hit_nothing() -> None:
         assert classifier.totals()["shorter than a block"] > 0
 
 
-def test_a_step_that_does_not_fit_changes_nothing() -> None:
+def test_a_prompt_that_does_not_fit_stops_the_step_after_the_ones_before_it() -> None:
     alloc = BlockAllocator(4, 4)
     classifier = MissClassifier(alloc)
     with pytest.raises(OutOfBlocksError):
-        classifier.run_step([("big", list(range(20)))])
-    assert alloc.num_free == 4 and classifier.step == 0 and classifier.results == []
+        classifier.run_step([("small", [1, 2, 3]), ("big", list(range(20)))])
+    assert alloc.num_free == 4 and [r.name for r in classifier.results] == ["small"]
     with pytest.raises(ValueError, match="at least one token"):
         classifier.run_step([("empty", [])])
     with pytest.raises(ValueError, match="block_size"):

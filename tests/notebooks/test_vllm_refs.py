@@ -1,7 +1,9 @@
-"""pagedlab.vllm_refs: every vLLM file and PR a notebook names is pinned, once, to a commit."""
+"""pagedlab.vllm_refs: every vLLM file and PR a notebook names is listed once; every V1 statement
+points at lines of the vLLM 0.34.0 wheel's file, and those names are in the installed copy."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -13,54 +15,81 @@ from pagedlab import vllm_refs
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 PATH = re.compile(r"\b((?:vllm|csrc)/[\w/]+\.(?:py|cu|cuh))\b")
 PR = re.compile(r"(?:PR|PRs|pull request)s?\s+#?(\d{4,6})|#(\d{5})\b")
+HEX40 = re.compile(r"[0-9a-f]{40}")
 
 
 def notebook_text() -> str:
     return "\n".join(c.source for nb in NOTEBOOKS for c in nbformat.read(nb, 4).cells)
 
 
-def test_every_entry_is_pinned_to_a_full_commit_and_says_what_it_read() -> None:
-    assert vllm_refs.REFS
+def test_v1_entries_point_at_the_wheel_and_the_rest_at_a_commit() -> None:
     for key, r in vllm_refs.REFS.items():
-        assert re.fullmatch(r"[0-9a-f]{40}", r.commit), key
-        assert r.names and r.read.strip() and r.engine in {"V1", "V0", "kernel"}
-        assert r.short == r.commit[:7]
+        assert r.engine in vllm_refs.ENGINES and r.names and r.read.strip(), key
+        if r.engine == "V1":
+            assert r.lines and not r.commit and r.short == "0.34.0", key
+            assert re.fullmatch(r"\d+(-\d+)?(, \d+(-\d+)?)*", r.lines), (key, r.lines)
+        else:
+            assert HEX40.fullmatch(r.commit) and not r.lines, key
+        assert not r.first_read or HEX40.fullmatch(r.first_read), key
     paths = [r.path for r in vllm_refs.REFS.values()]
     assert len(paths) == len(set(paths)), "a file is listed once"
 
 
-def test_every_vllm_file_a_notebook_names_is_pinned() -> None:
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
+def test_every_v1_name_and_line_is_in_the_installed_0_34_0_files() -> None:
+    from importlib.metadata import version
+
+    assert version("vllm") == "0.34.0"
+    root = Path(importlib.util.find_spec("vllm").origin).parent.parent  # type: ignore[union-attr]
+    for key, r in vllm_refs.REFS.items():
+        if r.engine != "V1":
+            assert not (root / r.path).exists() or r.engine == "kernel", (key, "in the wheel")
+            continue
+        text = (root / r.path).read_text()
+        last = max(int(n) for n in re.findall(r"\d+", r.lines))
+        assert last <= text.count("\n") + 1, (key, last)
+        for name in r.names:
+            assert name.split(".")[-1] in text, (key, name)
+
+
+def test_every_vllm_file_a_notebook_names_is_listed() -> None:
     pinned = {r.path for r in vllm_refs.REFS.values()}
     named = set(PATH.findall(notebook_text()))
     assert named, "the notebooks name vLLM files"
     assert named <= pinned, sorted(named - pinned)
 
 
-def test_every_pull_request_a_notebook_names_is_listed() -> None:
-    named = {int(a or b) for a, b in PR.findall(notebook_text())}
-    assert named <= set(vllm_refs.PULL_REQUESTS), sorted(named - set(vllm_refs.PULL_REQUESTS))
-
-
-def test_every_pinned_file_is_named_somewhere() -> None:
+def test_every_pull_request_and_issue_a_notebook_names_is_listed() -> None:
     text = notebook_text()
-    unused = [r.path for r in vllm_refs.REFS.values() if r.path not in text]
+    named = {int(a or b) for a, b in PR.findall(text)}
+    listed = set(vllm_refs.PULL_REQUESTS) | set(vllm_refs.ISSUES)
+    assert named <= listed, sorted(named - listed)
+    issues = {int(n) for n in re.findall(r"vLLM issue #?(\d{4,6})", text)}
+    assert issues <= set(vllm_refs.ISSUES), sorted(issues - set(vllm_refs.ISSUES))
+
+
+def test_every_listed_file_is_named_somewhere_but_the_gone_ones() -> None:
+    text = notebook_text()
+    unused = [r.path for r in vllm_refs.REFS.values() if r.path not in text and r.engine != "gone"]
     assert not unused, unused
 
 
-def test_as_of_and_table() -> None:
-    assert vllm_refs.as_of("block_pool") == (
-        "`vllm/v1/core/block_pool.py` as of vLLM 0.33.0 (`4ba787e`)"
-    )
-    assert vllm_refs.as_of("scheduler") == "`vllm/v1/core/sched/scheduler.py` as of vLLM `b4622cf`"
+def test_as_of_statement_and_table() -> None:
+    assert vllm_refs.as_of("block_pool").startswith("`vllm/v1/core/block_pool.py:47-51")
+    assert vllm_refs.as_of("block_pool").endswith("as of vLLM 0.34.0")
+    assert vllm_refs.as_of("v0_scheduler") == "`vllm/core/scheduler.py` as of vLLM `0dce2b2`"
     table = vllm_refs.table()
-    assert all(r.short in table and r.path in table for r in vllm_refs.REFS.values())
-    assert all(f"as of `{r.short}`" in table for r in vllm_refs.REFS.values())
+    assert all(r.where in table and f"`{r.short}`" in table for r in vllm_refs.REFS.values())
     assert all(f"#{n}" in table for n in vllm_refs.PULL_REQUESTS)
+    for key in vllm_refs.REFS:
+        assert vllm_refs.statement(key).startswith("As of vLLM ")
+    for text in (*vllm_refs.REFS.values(), *vllm_refs.ISSUES.values()):
+        assert "reported" not in repr(text) and "not read" not in repr(text)
     with pytest.raises(KeyError, match="block_pool"):
         vllm_refs.ref("blockpool")
 
 
-def test_every_cell_naming_a_vllm_file_says_as_of_which_commit() -> None:
+def test_every_cell_naming_a_vllm_file_says_as_of_which_version() -> None:
     shorts = {s for r in vllm_refs.REFS.values() for s in r.shorts}
     for nb in NOTEBOOKS:
         for cell in nbformat.read(nb, 4).cells:
@@ -68,25 +97,7 @@ def test_every_cell_naming_a_vllm_file_says_as_of_which_commit() -> None:
                 continue
             commits = set(re.findall(r"`([0-9a-f]{7})`", cell.source))
             assert commits <= shorts, (nb.name, cell.id, sorted(commits - shorts))
-            assert commits, (nb.name, cell.id, "names a vLLM file but no pinned commit")
-
-
-def test_every_re_pin_says_what_changed_as_of_0_33_and_what_was_read() -> None:
-    repinned = [r for r in vllm_refs.REFS.values() if r.repin]
-    assert {"block_pool", "single_type_kv_cache_manager", "cache_config"} <= {
-        k for k, r in vllm_refs.REFS.items() if r.repin
-    }
-    for r in repinned:
-        assert r.repin is not None
-        assert r.repin.release == "0.33.0" and r.repin.short == "4ba787e"
-        assert r.repin.names and r.repin.read.strip() and r.repin.source.strip()
-    for key in vllm_refs.REFS:
-        assert all(line.startswith("As of ") for line in vllm_refs.statement(key).splitlines())
-
-
-def test_every_vllm_issue_a_notebook_names_is_listed() -> None:
-    named = {int(n) for n in re.findall(r"vLLM issue (\d{4,6})", notebook_text())}
-    assert named <= set(vllm_refs.ISSUES), sorted(named - set(vllm_refs.ISSUES))
+            assert commits or "0.34" in cell.source, (nb.name, cell.id, "names no version")
 
 
 def test_hugging_face_refs_name_files_and_names_of_the_installed_transformers() -> None:
