@@ -251,6 +251,49 @@ def test_import_torch_does_not_import_triton_and_backend_sets_the_variable_first
     assert out.splitlines() == ["False", "False 1 interpreter"]
 
 
+KERNEL_CELLS = """
+import warnings
+{first}
+import triton
+import triton.language as tl
+
+@triton.jit
+def early(x_ptr):
+    tl.store(x_ptr, 1.0)
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import pagedlab.attention.backend as b
+print([str(w.message)[:35] for w in caught if w.category is RuntimeWarning])
+
+@triton.jit
+def late(x_ptr):
+    tl.store(x_ptr, 1.0)
+
+print(b.stale_kernel(early))
+print(b.stale_kernel(late), b.stale_kernel(print))
+"""
+
+
+@no_cuda
+@pytest.mark.parametrize("first", ["", "import pagedlab"])
+def test_a_kernel_defined_before_import_pagedlab_is_explained_not_left_to_0_active_drivers(
+    first, tmp_path
+):
+    """Notebook 04 after a restart: a kernel cell run before `import pagedlab` (@triton.jit
+    needs its source in a file, so the cells are one)."""
+    cells = tmp_path / "cells.py"
+    cells.write_text(KERNEL_CELLS.format(first=first))
+    warned, early, late = run_fresh(f"import runpy; runpy.run_path({str(cells)!r})").splitlines()
+    assert late == "None None"
+    if first:  # pagedlab first: every kernel runs in the interpreter, nothing to say
+        assert (warned, early) == ("[]", "None")
+        return
+    assert warned == "['triton was imported before pagedlab']"
+    assert early.startswith("early was decorated with @triton.jit before pagedlab set")
+    assert "'0 active drivers'" in early and "Run the cell that defines it again" in early
+
+
 def test_user_choice_of_interpreter_is_respected():
     out = run_fresh(
         "import pagedlab.attention.backend as b; print(b.BACKEND, b.REASON)", TRITON_INTERPRET="1"
