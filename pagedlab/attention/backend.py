@@ -88,7 +88,8 @@ _STALE = (
     "After a kernel restart, run `import pagedlab` before any cell that defines a kernel."
 )
 if _TRITON_FIRST and BACKEND == "interpreter" and "pagedlab set" in REASON:
-    warnings.warn(f"triton was imported before pagedlab: a kernel that {_STALE}", RuntimeWarning)
+    message = f"triton was imported before pagedlab: a kernel that {_STALE}"
+    warnings.warn(message, RuntimeWarning, stacklevel=2)
 
 
 def stale_kernel(kernel: object) -> str | None:
