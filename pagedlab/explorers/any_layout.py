@@ -1,10 +1,10 @@
 """Notebook 03's plumbing: one sequence in a pool of junk, the kernel on it, the moved max.
 
 ``place(pool, keys)`` gives a new :class:`BlockTable` of ``pool`` one token per key and
-writes their K/V through its slot mapping into a fresh cache whose every other slot holds
-junk (key ``JUNK_KEY`` would win any softmax, value ``JUNK_VALUE`` would pull the output far
-off), so a single stray read shows. Position ``p`` has value ``p + 1``; the head is scalar.
-``kernel_output`` runs the Triton kernel (query 1) through one block list.
+writes their K/V through its slot mapping into a fresh :func:`junk_cache`, whose every slot
+holds junk (key ``JUNK_KEY`` would win any softmax, value ``JUNK_VALUE`` would pull the
+output far off), so a single stray read shows. Position ``p`` has value ``p + 1``; the head
+is scalar. ``kernel_output`` runs the Triton kernel (query 1) through one block list.
 ``moved_max_widget`` is the slider of "move the largest key": key ``BIG`` at one position,
 the replayed steps (:func:`pagedlab.attention.kernel_steps.paged_attention_steps`) and a
 readout that checks they end on one softmax over all the scores. Nothing here changes a
@@ -31,14 +31,20 @@ from pagedlab.pictures.png import to_png
 JUNK_KEY, JUNK_VALUE, BIG = 50.0, -100.0, 4.0
 
 
+def junk_cache(pool: BlockAllocator) -> PagedKVCache:
+    """A scalar-head cache for ``pool`` on the kernel's device, every slot junk."""
+    cache = PagedKVCache(pool.num_blocks, pool.block_size, 1, 1, device=backend.device())
+    cache.key.fill_(JUNK_KEY)
+    cache.value.fill_(JUNK_VALUE)
+    return cache
+
+
 def place(pool: BlockAllocator, keys: Sequence[float]) -> tuple[BlockTable, PagedKVCache]:
     """A new sequence of ``pool`` with these keys (values 1, 2, ...), junk everywhere else."""
     if not keys:
         raise ValueError(f"keys must hold at least one key, got {keys!r}")
     n = len(keys)
-    cache = PagedKVCache(pool.num_blocks, pool.block_size, 1, 1, device=backend.device())
-    cache.key.fill_(JUNK_KEY)
-    cache.value.fill_(JUNK_VALUE)
+    cache = junk_cache(pool)
     seq = BlockTable(pool)
     seq.append_tokens(n)
     k = torch.tensor([float(x) for x in keys], device=cache.key.device).reshape(n, 1, 1)
