@@ -5,10 +5,10 @@ the one batch builder) and returns fresh objects, so callers may mutate what the
 This module imports the control and data planes only: never pictures or explorers. The
 scenes that need no torch live in :mod:`pagedlab.control_scenes` (re-exported here).
 
-- the example's history: :func:`example_history` (a pool whose free list starts 4, 1, 0), and
-  under either free rule (:func:`example_free_list`, :func:`partial_block_free_list`,
-  :func:`lru_scene`: pagedlab's FIFO queue and vLLM V1's split side by side); the
-  :data:`LAYOUTS` of the allocation explorer and :func:`make_allocator` for each;
+- the example's history: :func:`example_history` (a pool whose free list starts 4, 1, 0);
+  notebook 6's eviction under either free rule (:func:`lru_scene`: pagedlab's FIFO queue and
+  vLLM V1's split side by side); the :data:`LAYOUTS` of the allocation explorer and
+  :func:`make_allocator` for each;
 - the example's sequence at any block size, length and layout, with the kernel's output
   (:func:`example_state`, :class:`ExampleState`);
 - Fig. 3's external fragmentation (:func:`fragmented_pool`): holes between running requests;
@@ -55,7 +55,6 @@ from pagedlab.control_scenes import (  # the torch-free scenes, re-exported
     EvictionRun,
     ExampleState,
     eviction_scene,
-    example_free_list,
     example_history,
     example_table,
     figure8,
@@ -64,7 +63,6 @@ from pagedlab.control_scenes import (  # the torch-free scenes, re-exported
     fragmented_pool,
     lru_scene,
     make_allocator,
-    partial_block_free_list,
     prefix_tokens,
 )
 from pagedlab.memory.allocator import BlockAllocator
@@ -218,10 +216,8 @@ __all__ = [
     "eviction_scene",
     "lru_scene",
     "make_allocator",
-    "partial_block_free_list",
     "prefix_tokens",
     "scheduler_scene",
-    "example_free_list",
     "example_history",
     "example_state",
     "example_table",
