@@ -127,15 +127,16 @@ def _example_output(
 ) -> float:
     cache, written = _example_cache(block_size, layout)
     _write_example(cache, slots, [p for p, s in enumerate(slots) if written.get(p) != s], written)
-    device = cache.device
-    out = paged_attention(
-        torch.ones(1, 1, 1, device=device),
-        cache.key,
-        cache.value,
-        block_tables_tensor([list(blocks)], device=device),
-        torch.tensor([len(slots)], dtype=torch.int32, device=device),
-    )
-    return float(out.item())
+    return kernel_output(blocks, len(slots), cache)
+
+
+def kernel_output(blocks: Sequence[int], length: int, cache: PagedKVCache) -> float:
+    """The Triton kernel's output for one sequence of a scalar-head cache: query 1."""
+    where = cache.key.device
+    table = block_tables_tensor([list(blocks)], device=where)
+    lens = torch.tensor([length], dtype=torch.int32, device=where)
+    query = torch.ones(1, 1, 1, device=where)
+    return float(paged_attention(query, cache.key, cache.value, table, lens).item())
 
 
 # --- the kernel at work (notebook 4) ----------------------------------------------------------
@@ -163,8 +164,6 @@ def kernel_batch(
         dtype=dtype, shuffled=True, spare_blocks=2,
     )  # fmt: skip
 
-
-# --- notebook 9: a tiny serving engine under memory pressure (§4.5) --------------------------
 
 # --- notebook 9: a tiny serving engine under memory pressure (§4.5) --------------------------
 
@@ -212,6 +211,7 @@ __all__ = [
     "figure9_before",
     "fragmented_pool",
     "kernel_batch",
+    "kernel_output",
     "EvictionRun",
     "eviction_scene",
     "lru_scene",

@@ -4,7 +4,7 @@
 writes their K/V through its slot mapping into a fresh :func:`junk_cache`, whose every slot
 holds junk (key ``JUNK_KEY`` would win any softmax, value ``JUNK_VALUE`` would pull the
 output far off), so a single stray read shows. Position ``p`` has value ``p + 1``; the head
-is scalar. ``kernel_output`` runs the Triton kernel (query 1) through one block list.
+is scalar (:func:`pagedlab.scenes.kernel_output` runs the kernel on it).
 ``moved_max_widget`` is the slider of "move the largest key": key ``BIG`` at one position,
 the replayed steps (:func:`pagedlab.attention.kernel_steps.paged_attention_steps`) and a
 readout that checks they end on one softmax over all the scores. Nothing here changes a
@@ -22,7 +22,6 @@ import torch
 from pagedlab.attention import backend
 from pagedlab.attention.kernel_steps import LoopStep, paged_attention_steps, steps_table
 from pagedlab.attention.kv_cache import PagedKVCache
-from pagedlab.attention.ops import block_tables_tensor, paged_attention
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.pictures.online_softmax import online_softmax_figure
@@ -50,15 +49,6 @@ def place(pool: BlockAllocator, keys: Sequence[float]) -> tuple[BlockTable, Page
     k = torch.tensor([float(x) for x in keys], device=cache.key.device).reshape(n, 1, 1)
     cache.write(seq.slot_mapping(), k, torch.arange(1.0, n + 1, device=k.device).reshape(n, 1, 1))
     return seq, cache
-
-
-def kernel_output(blocks: Sequence[int], length: int, cache: PagedKVCache) -> float:
-    """The Triton kernel's output for one sequence: query 1, these blocks, this cache."""
-    where = cache.key.device
-    table = block_tables_tensor([list(blocks)], device=where)
-    lens = torch.tensor([length], dtype=torch.int32, device=where)
-    query = torch.ones(1, 1, 1, device=where)
-    return float(paged_attention(query, cache.key, cache.value, table, lens).item())
 
 
 def moved_max(

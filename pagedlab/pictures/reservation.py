@@ -25,6 +25,7 @@ from pagedlab.pictures.drawing import Box, Drawing, Label, Rect
 from pagedlab.pictures.theme import CATEGORY_COLORS, INK, tint
 from pagedlab.simulate.reservation import OneRequest
 
+USED, EMPTY = CATEGORY_COLORS["tokens"], tint(CATEGORY_COLORS["tokens"], 0.3)
 FUTURE = tint(CATEGORY_COLORS["reserved"], 0.45)  # allocated, for a future token
 SIZE = (8.0, 3.55)  # inches
 X0, X1 = 1.55, 7.8  # the slot axis, inches
@@ -49,14 +50,11 @@ def _row(d: Drawing, row: str, scale: float, parts: list[tuple[int, str, str]]) 
         x += w
 
 
-def _paged(r: OneRequest, used: str, empty: str) -> list[tuple[int, str, str]]:
+def _paged(r: OneRequest) -> list[tuple[int, str, str]]:
     """The paged row's parts: tokens, empty slots the future tokens fill, empty for good."""
     future = min(r.future, r.paged_waste)
-    return [
-        (r.tokens, "tokens", used),
-        (future, "allocated-future", FUTURE),
-        (r.paged_waste - future, "allocated-empty", empty),
-    ]
+    return [(r.tokens, "tokens", USED), (future, "allocated-future", FUTURE),
+            (r.paged_waste - future, "allocated-empty", EMPTY)]  # fmt: skip
 
 
 def reservation_scene(request: OneRequest, scale_max: int | None = None) -> Drawing:
@@ -64,11 +62,10 @@ def reservation_scene(request: OneRequest, scale_max: int | None = None) -> Draw
     r = request
     d = Drawing(size=SIZE)
     scale = (X1 - X0) / (scale_max or r.reserved_slots)  # inches per slot
-    used, empty = CATEGORY_COLORS["tokens"], tint(CATEGORY_COLORS["tokens"], 0.3)
     kinds = ((r.tokens, "tokens"), (r.future, "reserved"), (r.never_used, "internal"))
     _row(d, "contiguous", scale, [(n, kind, CATEGORY_COLORS[kind]) for n, kind in kinds])
-    _row(d, "paged", scale, _paged(r, used, empty))
-    _zoom(d, r, used, empty)
+    _row(d, "paged", scale, _paged(r))
+    _zoom(d, r)
     rows = (
         ("contiguous", f"contiguous: {r.reserved_slots} reserved"),
         ("paged", f"paged: {r.paged_blocks} × B={r.block_size}"),
@@ -89,11 +86,11 @@ def reservation_scene(request: OneRequest, scale_max: int | None = None) -> Draw
         f"{min(r.future, r.paged_waste)} of them for future tokens"
     )
     d.labels.append(Label(0.15, SIZE[1] - 0.22, title, 8.5, ha="left"))
-    _legend(d, used, empty)
+    _legend(d)
     return d
 
 
-def _zoom(d: Drawing, r: OneRequest, used: str, empty: str) -> None:
+def _zoom(d: Drawing, r: OneRequest) -> None:
     """The first ``paged_blocks * B`` slots of both, across the whole width, cell per block."""
     slots = r.paged_blocks * r.block_size
     scale = (X1 - X0) / slots
@@ -105,7 +102,7 @@ def _zoom(d: Drawing, r: OneRequest, used: str, empty: str) -> None:
     if r.reserved_slots > slots:
         more = f"first {slots} of its {r.reserved_slots} slots"
         d.labels.append(Label(X1, ROW_Y["contiguous-zoom"] + BAR_H + 0.1, more, 6.5, ha="right"))
-    _row(d, "zoom", scale, _paged(r, used, empty))
+    _row(d, "zoom", scale, _paged(r))
     if slots <= MAX_SLOT_CELLS:  # slot for slot: each token, reserved or empty slot is a cell
         for row in ("contiguous-zoom", "zoom"):
             for i in range(slots):
@@ -119,12 +116,12 @@ def _zoom(d: Drawing, r: OneRequest, used: str, empty: str) -> None:
     d.labels.append(Label(X1, ROW_Y["zoom"] - 0.12, f"{slots} slots", 6.5, ha="right"))
 
 
-def _legend(d: Drawing, used: str, empty: str) -> None:
+def _legend(d: Drawing) -> None:
     rows = (  # contiguous's categories above, paging's below
-        (0.3, ((used, "token states"), (CATEGORY_COLORS["reserved"], "reserved for future tokens"),
+        (0.3, ((USED, "token states"), (CATEGORY_COLORS["reserved"], "reserved for future tokens"),
                (CATEGORY_COLORS["internal"], "never used (internal fragmentation)"))),
         (0.08, ((FUTURE, "paged: allocated, for future tokens"),
-                (empty, "allocated, stays empty (paging's only waste)"))),
+                (EMPTY, "allocated, stays empty (paging's only waste)"))),
     )  # fmt: skip
     for y, keys in rows:
         x = 0.15

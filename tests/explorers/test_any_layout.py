@@ -10,12 +10,11 @@ from pagedlab.explorers.any_layout import (
     BIG,
     JUNK_KEY,
     JUNK_VALUE,
-    kernel_output,
     moved_max,
     moved_max_widget,
     place,
 )
-from pagedlab.scenes import example_history
+from pagedlab.scenes import example_history, kernel_output
 
 KEYS = [0.0, 1.0, 0.5, 0.0, 2.0, 1.0, 0.0, 0.5, 3.0, 0.0]  # notebook 03's keys that grow
 
