@@ -276,40 +276,7 @@ def scheduler_control_scene(
     return scheduler
 
 
-# --- the example under either free rule (notebooks 2 and 6) ------------------------------------
-
-
-def example_free_list(free_rule: FreeRule, prefix_caching: bool, num_blocks: int = 8) -> list[int]:
-    """The free list after the example's history (:func:`example_history`) under ``free_rule``.
-
-    With ``prefix_caching`` each request is admitted through a :class:`PrefixCache` (distinct
-    tokens, whole blocks, so every block is full and hashed, as in vLLM V1 by default);
-    without it, through plain tables (no block has a hash). B and D keep running.
-    """
-    allocator = BlockAllocator(num_blocks, 4, free_rule=free_rule)
-    cache = PrefixCache(allocator) if prefix_caching else None
-    tables = []
-    for request, blocks in enumerate((2, 2, 1, num_blocks - 5)):
-        tokens = [1000 * (request + 1) + i for i in range(4 * blocks)]
-        if cache is None:
-            tables.append(BlockTable(allocator))
-            tables[-1].append_tokens(len(tokens))
-        else:
-            tables.append(cache.admit(tokens).table)
-    tables[2].free()  # C
-    tables[0].free()  # A
-    return allocator.free_list()
-
-
-def partial_block_free_list(free_rule: FreeRule) -> list[int]:
-    """A 6-token request in blocks of 4 on a 4-block pool, prefix-cached, then finished.
-
-    Block 0 is full (hashed), block 1 holds 2 tokens (no hash: only full blocks are); the
-    table frees its last block first. Returns the free list after it finished.
-    """
-    cache = PrefixCache(BlockAllocator(4, 4, free_rule=free_rule))
-    cache.admit(list(range(6))).table.free()
-    return cache.allocator.free_list()
+# --- the eviction example under either free rule (notebook 6) ---------------------------------
 
 
 def lru_scene(free_rule: FreeRule) -> tuple[PrefixCache, list[int], list[int]]:

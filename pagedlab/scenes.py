@@ -5,10 +5,10 @@ the one batch builder) and returns fresh objects, so callers may mutate what the
 This module imports the control and data planes only: never pictures or explorers. The
 scenes that need no torch live in :mod:`pagedlab.control_scenes` (re-exported here).
 
-- the example's history: :func:`example_history` (a pool whose free list starts 4, 1, 0), and
-  under either free rule (:func:`example_free_list`, :func:`partial_block_free_list`,
-  :func:`lru_scene`: pagedlab's FIFO queue and vLLM V1's split side by side); the
-  :data:`LAYOUTS` of the allocation explorer and :func:`make_allocator` for each;
+- the example's history: :func:`example_history` (a pool whose free list starts 4, 1, 0);
+  notebook 6's eviction under either free rule (:func:`lru_scene`: pagedlab's FIFO queue and
+  vLLM V1's split side by side); the :data:`LAYOUTS` of the allocation explorer and
+  :func:`make_allocator` for each;
 - the example's sequence at any block size, length and layout, with the kernel's output
   (:func:`example_state`, :class:`ExampleState`);
 - Fig. 3's external fragmentation (:func:`fragmented_pool`): holes between running requests;
@@ -55,7 +55,6 @@ from pagedlab.control_scenes import (  # the torch-free scenes, re-exported
     EvictionRun,
     ExampleState,
     eviction_scene,
-    example_free_list,
     example_history,
     example_table,
     figure8,
@@ -64,7 +63,6 @@ from pagedlab.control_scenes import (  # the torch-free scenes, re-exported
     fragmented_pool,
     lru_scene,
     make_allocator,
-    partial_block_free_list,
     prefix_tokens,
 )
 from pagedlab.memory.allocator import BlockAllocator
@@ -129,15 +127,16 @@ def _example_output(
 ) -> float:
     cache, written = _example_cache(block_size, layout)
     _write_example(cache, slots, [p for p, s in enumerate(slots) if written.get(p) != s], written)
-    device = cache.device
-    out = paged_attention(
-        torch.ones(1, 1, 1, device=device),
-        cache.key,
-        cache.value,
-        block_tables_tensor([list(blocks)], device=device),
-        torch.tensor([len(slots)], dtype=torch.int32, device=device),
-    )
-    return float(out.item())
+    return kernel_output(blocks, len(slots), cache)
+
+
+def kernel_output(blocks: Sequence[int], length: int, cache: PagedKVCache) -> float:
+    """The Triton kernel's output for one sequence of a scalar-head cache: query 1."""
+    where = cache.key.device
+    table = block_tables_tensor([list(blocks)], device=where)
+    lens = torch.tensor([length], dtype=torch.int32, device=where)
+    query = torch.ones(1, 1, 1, device=where)
+    return float(paged_attention(query, cache.key, cache.value, table, lens).item())
 
 
 # --- the kernel at work (notebook 4) ----------------------------------------------------------
@@ -165,8 +164,6 @@ def kernel_batch(
         dtype=dtype, shuffled=True, spare_blocks=2,
     )  # fmt: skip
 
-
-# --- notebook 9: a tiny serving engine under memory pressure (§4.5) --------------------------
 
 # --- notebook 9: a tiny serving engine under memory pressure (§4.5) --------------------------
 
@@ -214,14 +211,13 @@ __all__ = [
     "figure9_before",
     "fragmented_pool",
     "kernel_batch",
+    "kernel_output",
     "EvictionRun",
     "eviction_scene",
     "lru_scene",
     "make_allocator",
-    "partial_block_free_list",
     "prefix_tokens",
     "scheduler_scene",
-    "example_free_list",
     "example_history",
     "example_state",
     "example_table",

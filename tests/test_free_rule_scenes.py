@@ -7,22 +7,8 @@ import pytest
 from pagedlab.pictures.buddy import buddy_scene
 from pagedlab.scenes import (
     buddy_pow2_frames,
-    example_free_list,
     lru_scene,
-    partial_block_free_list,
 )
-
-
-def test_the_example_is_the_same_under_both_rules_only_with_prefix_caching() -> None:
-    assert example_free_list("fifo", prefix_caching=True) == [4, 1, 0]
-    assert example_free_list("vllm-v1", prefix_caching=True) == [4, 1, 0]
-    assert example_free_list("fifo", prefix_caching=False) == [4, 1, 0]
-    assert example_free_list("vllm-v1", prefix_caching=False) == [1, 0, 4]
-
-
-def test_a_partly_filled_last_block_goes_to_the_front_under_vllm_v1() -> None:
-    assert partial_block_free_list("fifo") == [2, 3, 1, 0]
-    assert partial_block_free_list("vllm-v1") == [1, 2, 3, 0]
 
 
 def test_notebook_6_eviction_example_under_both_rules() -> None:

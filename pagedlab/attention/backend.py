@@ -20,6 +20,10 @@ before :mod:`pagedlab.attention.kernels` is imported. ``import torch`` does not 
 Triton (checked for torch 2.3-2.13; ``tests/attention/test_kernel_grid.py`` checks it in a fresh
 interpreter), and this module never imports Triton itself: it only asks whether the package exists.
 
+A kernel decorated *before* ``import pagedlab`` (a notebook's kernel cell run first after a
+restart) was built for a GPU; on a CPU Triton then fails with "0 active drivers". Importing
+pagedlab after ``triton`` warns about it, and :func:`stale_kernel` says so for one kernel.
+
 Invariant: this module is imported first by ``pagedlab/__init__.py``; nothing in pagedlab
 imports ``triton`` except :mod:`pagedlab.attention.kernels`, which imports this module first.
 """
@@ -30,6 +34,8 @@ import contextlib
 import importlib.util
 import os
 import platform
+import sys
+import warnings
 from typing import Literal
 
 import torch
@@ -73,7 +79,33 @@ def _decide() -> tuple[Backend, str]:
 
 BACKEND: Backend
 REASON: str
+_TRITON_FIRST = "triton" in sys.modules  # imported before pagedlab could set the variable
 BACKEND, REASON = _decide()
+_STALE = (  # under 200 characters with a name: the exercise checks show that much of an error
+    "was defined before import pagedlab set TRITON_INTERPRET=1, so Triton built it for a GPU "
+    "('0 active drivers' here): run its cell again"
+)
+if _TRITON_FIRST and BACKEND == "interpreter" and "pagedlab set" in REASON:
+    message = (
+        f"triton was imported before pagedlab: a kernel that {_STALE}. After a kernel restart, "
+        "run `import pagedlab` before any cell that defines a kernel."
+    )
+    warnings.warn(message, RuntimeWarning, stacklevel=2)
+
+
+def stale_kernel(kernel: object) -> str | None:
+    """Why the Triton kernel ``kernel`` cannot run here, or None if nothing stops it.
+
+    Not None exactly when pagedlab runs the interpreter and ``kernel`` is a compiled
+    ``JITFunction``: it was decorated before ``TRITON_INTERPRET=1`` was set.
+    """
+    if BACKEND != "interpreter" or "triton" not in sys.modules:
+        return None  # a kernel exists only once triton is imported; never import it here
+    from triton.runtime.jit import JITFunction
+
+    if not isinstance(kernel, JITFunction):
+        return None
+    return f"{getattr(kernel, '__name__', 'this kernel')} {_STALE}"
 
 
 def device() -> torch.device:

@@ -68,6 +68,8 @@ def _fence_intact(buffer: torch.Tensor, fill: float) -> None:
 def _kernel_of(kernel: Any) -> Any:
     if not hasattr(kernel, "__getitem__"):
         raise TypeError(f"pass the @triton.jit kernel itself, got {type(kernel).__name__}")
+    if stale := backend.stale_kernel(kernel):  # defined before import pagedlab: say so
+        raise RuntimeError(stale)
     return kernel
 
 

@@ -18,6 +18,8 @@ shows ``explorer`` itself. The static and live site that shows them without a ke
 - :mod:`~pagedlab.explorers.scheduler`  ``SchedulerExplorer`` (notebook 9)
 - :mod:`~pagedlab.explorers.engine`     ``EngineExplorer`` (notebook 10: a real model's run)
 - :mod:`~pagedlab.explorers.hit_rate`   ``HitRateExplorer``, ``PartialHitExplorer`` (notebook 11)
+- :mod:`~pagedlab.explorers.any_layout` notebook 3's sequence among junk and its key slider
+  (not an Explorer)
 - :mod:`~pagedlab.explorers.predict`    ``Predict``: predict, then reveal (not an Explorer);
   :mod:`~pagedlab.explorers.predictions` each notebook's question, ``predict("05")``
 

@@ -1,4 +1,4 @@
-"""The Predict cells of notebooks 02, 05, 06, 07 and 09: each question's answer and explanation
+"""The Predict cells of notebooks 01, 02, 05, 06, 07 and 09: each question's answer and explanation
 are computed here, from the same scene the next cell of the notebook builds (pagedlab.scenes,
 pagedlab.paper), so no notebook cell's source holds an answer.
 
@@ -17,23 +17,43 @@ from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.sharing import fork_samples
+from pagedlab.simulate.reservation import OneRequest
+
+
+def _why_paging() -> Predict:
+    """01: Fig. 3's request A in a 2048-slot reservation; how many slots are never used?"""
+    end = OneRequest(prompt=8, response=2, generated=2, reserved_slots=2048, block_size=16)
+    return Predict(
+        "A request has an 8-token prompt and will generate 2 tokens. A contiguous allocator "
+        "reserved 2048 slots for it (one slot: one token's keys and values). How many of "
+        "those 2048 slots never hold a token?",
+        answer=end.never_used,
+        explain=f"By its end the request holds {end.tokens} tokens, so {end.never_used} slots "
+        "are never used: the paper's Fig. 3 counts the same 2038 for its request A. With "
+        f"blocks of 16, paging holds {end.paged_blocks} block and leaves {end.paged_waste} "
+        "slots empty.",
+    )
 
 
 def _block_table() -> Predict:
-    """02: the example's history leaves the free list [4, 1, 0]; where does token 5 land?"""
+    """02: the example's history leaves the free list [4, 1, 0]; where does token 9 land?
+
+    Notebook 00 already showed tokens 1-5 (blocks [4, 1]); this asks the next boundary."""
     pool, running = scenes.example_history(num_blocks=8, block_size=4, finished=False)
     held = [b for table in running for b in table.blocks]
     free_list = pool.free_list()
     seq = BlockTable(pool)
-    seq.append_tokens(5)
-    first, second = seq.blocks
+    seq.append_tokens(9)
+    first, second, third = seq.blocks
     return Predict(
         f"Other requests hold blocks {held} and the free list, front first, is {free_list}. A "
-        "new sequence of 5 tokens gets blocks of 4. Which physical block does token 5 "
-        "(position 4) land in?",
-        answer=seq.slot(4)[0],
-        explain=f"Tokens 1-4 fill logical block 0, which took the first free block, {first}; "
-        f"token 5 starts logical block 1, which took the next one, {second}.",
+        "new sequence in blocks of 4 grows token by token to 9 tokens. Which physical block "
+        "holds token 9 (position 8)?",
+        answer=seq.slot(8)[0],
+        explain=f"Tokens 1-4 fill logical block 0, which took the front of the free list, "
+        f"{first}; tokens 5-8 fill logical block 1 ({second}); token 9 opens logical block 2, "
+        f"which takes the next free block, {third}. Neither the table nor the allocator looks "
+        "for a block next to the previous one.",
     )
 
 
@@ -116,6 +136,7 @@ def _when_memory_runs_out() -> Predict:
 
 
 PREDICTIONS: dict[str, Callable[[], Predict]] = {
+    "01": _why_paging,
     "02": _block_table,
     "05": _sharing,
     "06": _prefix_caching,
@@ -125,7 +146,7 @@ PREDICTIONS: dict[str, Callable[[], Predict]] = {
 
 
 def predict(notebook: str) -> Predict:
-    """The Predict widget of notebook ``notebook`` ("02", "05", "06", "07" or "09")."""
+    """The Predict widget of notebook ``notebook`` ("01", "02", "05", "06", "07" or "09")."""
     key = str(notebook)[:2]
     if key not in PREDICTIONS:
         raise ValueError(

@@ -66,11 +66,12 @@ class ReservationExplorer(Explorer):
 
     def render(self, response: int, generated: int, reserved: int, block_size: int) -> View:
         s = OneRequest(self.prompt, response, generated, reserved, block_size)
+        blocks, future = "block" if s.paged_blocks == 1 else "blocks", min(s.future, s.paged_waste)
         readout = (
             f"<b>contiguous</b>: {s.tokens} used, {s.future} reserved for future tokens, "
             f"<b>{s.never_used} never used</b> &nbsp;|&nbsp; <b>paged</b>: {s.paged_blocks} "
-            f"blocks of {s.block_size}, <b>{s.paged_waste} empty slots</b> "
-            f"(always &lt; {s.block_size})"
+            f"{blocks} of {s.block_size}, <b>{s.paged_waste} empty slots</b> "
+            f"(always &lt; {s.block_size}; {future} of them for future tokens)"
         )
         return View(s, reservation_scene(s), readout)
 

@@ -7,7 +7,8 @@ Three panels share one x axis, one column per logical block (one step of the loo
 - **scores and running max**: every score of the block as a dot, the running max ``m``
   after the step as a line; a step whose max grew is marked "max moved";
 - **running sum**: a bar per step stacked from what was carried over (``l_old * alpha``, grey)
-  and what the block added (``block sum``, coloured); beside it (never inside it, where a
+  and what the block added (``block sum``, in the colour of the physical block it read; the
+  key's swatch shows every one of those colours); beside it (never inside it, where a
   smaller ``l_old`` would hide) a dashed bar shows ``l_old`` before it was rescaled, labelled
   with its value and ``x alpha``, so the carried grey part reads as that bar shrunk.
 
@@ -23,7 +24,8 @@ from collections.abc import Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyBboxPatch
+from matplotlib.legend_handler import HandlerTuple
+from matplotlib.patches import FancyBboxPatch, Patch
 
 from pagedlab.attention.kernel_steps import LoopStep
 from pagedlab.pictures.theme import CARRIED, DPI, INK, OTHER_COLOR, PALETTE, tint
@@ -90,8 +92,7 @@ def online_softmax_figure(steps: Sequence[LoopStep], title: str = "", dpi: float
     l_old = [0.0] + [s.l_sum for s in steps[:-1]]
     bar_x = [x + BAR_SHIFT for x in xs]  # the new l; l_old stands beside it, never inside it
     sums.bar(bar_x, carried, width=BAR_W, color=CARRIED, label="carried: l_old × alpha")
-    sums.bar(bar_x, [s.block_sum for s in steps], width=BAR_W, bottom=carried, color=color,
-             label="this block: Σ exp(s - m)")  # fmt: skip
+    sums.bar(bar_x, [s.block_sum for s in steps], width=BAR_W, bottom=carried, color=color)
     shown_old = False
     for x, s, before in zip(xs, steps, l_old, strict=True):
         if x > 0:
@@ -107,7 +108,11 @@ def online_softmax_figure(steps: Sequence[LoopStep], title: str = "", dpi: float
     top = max(max(s.l_sum for s in steps), max(l_old))
     sums.set_ylim(0, top * 1.6)
     sums.set_ylabel("running sum l", fontsize=9)
-    sums.legend(loc="upper left", fontsize=8, frameon=False, ncols=2)
+    handles, labels = sums.get_legend_handles_labels()
+    handles.insert(1, tuple(Patch(color=c) for c in dict.fromkeys(color)))  # every block's colour
+    labels.insert(1, "this block: Σ exp(s - m)")
+    sums.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=None, pad=0)},
+                loc="upper left", fontsize=8, frameon=False, ncols=2)  # fmt: skip
     sums.set_xticks(xs, [f"logical {s.logical}" for s in steps])
     sums.set_xlim(-0.6, n - 0.4)
     fig.subplots_adjust(left=0.11, right=0.97, top=0.93, bottom=0.07)

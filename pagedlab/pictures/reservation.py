@@ -6,14 +6,17 @@ few milliseconds) with three bars on one slot axis and a zoom:
 
 - **contiguous**: token states, slots reserved for future tokens, and the rest of the
   reservation that is never used (internal fragmentation);
-- **paged**: the blocks the same tokens hold; the empty slots of the last block are
-  "allocated, empty" (the only waste, always < B);
+- **paged**: the blocks the same tokens hold; of the empty slots of the last block, those
+  the request's future tokens will fill are "allocated, for future tokens" and the rest
+  "allocated, stays empty" (the only waste, always < B);
 - **contiguous, zoomed** and **paged, zoomed**: the first ``paged_blocks * B`` slots of
   each, on one axis across the whole width (one cell per block, and one thin cell per slot
   up to ``MAX_SLOT_CELLS`` slots), so each of the 2 reserved slots and a 16-slot allocation
   on a 2048-slot axis are readable and line up slot for slot.
 
-Colours are the theme's categories (:data:`pagedlab.pictures.theme.CATEGORY_COLORS`).
+A category that holds any slot is drawn at least ``MIN_W`` wide (the row's widest category
+gives up the difference), so one reserved slot on a 1024-slot axis still shows. Colours are
+the theme's categories (:data:`pagedlab.pictures.theme.CATEGORY_COLORS`).
 """
 
 from __future__ import annotations
@@ -22,18 +25,36 @@ from pagedlab.pictures.drawing import Box, Drawing, Label, Rect
 from pagedlab.pictures.theme import CATEGORY_COLORS, INK, tint
 from pagedlab.simulate.reservation import OneRequest
 
+USED, EMPTY = CATEGORY_COLORS["tokens"], tint(CATEGORY_COLORS["tokens"], 0.3)
+FUTURE = tint(CATEGORY_COLORS["reserved"], 0.45)  # allocated, for a future token
 SIZE = (8.0, 3.55)  # inches
 X0, X1 = 1.55, 7.8  # the slot axis, inches
 BAR_H = 0.34
 ROW_Y = {"contiguous": 2.6, "paged": 2.0, "contiguous-zoom": 1.22, "zoom": 0.72}
 MAX_CELLS = 128  # block boundaries drawn in the zoom; more blocks share one cell
 MAX_SLOT_CELLS = 64  # up to this many slots in the zoom, each slot is drawn as its own cell
+MIN_W = 0.05  # inches: the narrowest a category that holds a slot is drawn
 
 
-def _bar(d: Drawing, row: str, start: float, width: float, face: str, kind: str) -> None:
-    if width > 0:
-        box = Box(start, ROW_Y[row], width, BAR_H)
-        d.rects.append(Rect(box, face, INK, kind, row, linewidth=0.5))
+def _row(d: Drawing, row: str, scale: float, parts: list[tuple[int, str, str]]) -> None:
+    """Draw ``(slots, kind, face)`` parts left to right from X0, each nonzero one >= MIN_W."""
+    widths = [n * scale for n, _, _ in parts]
+    thin = [i for i, w in enumerate(widths) if 0 < w < MIN_W]
+    widest = max(range(len(widths)), key=widths.__getitem__)
+    widths[widest] -= sum(MIN_W - widths[i] for i in thin)
+    x = X0
+    for i, (_, kind, face) in enumerate(parts):
+        w = MIN_W if i in thin else widths[i]
+        if w > 0:
+            d.rects.append(Rect(Box(x, ROW_Y[row], w, BAR_H), face, INK, kind, row, linewidth=0.5))
+        x += w
+
+
+def _paged(r: OneRequest) -> list[tuple[int, str, str]]:
+    """The paged row's parts: tokens, empty slots the future tokens fill, empty for good."""
+    future = min(r.future, r.paged_waste)
+    return [(r.tokens, "tokens", USED), (future, "allocated-future", FUTURE),
+            (r.paged_waste - future, "allocated-empty", EMPTY)]  # fmt: skip
 
 
 def reservation_scene(request: OneRequest, scale_max: int | None = None) -> Drawing:
@@ -41,14 +62,10 @@ def reservation_scene(request: OneRequest, scale_max: int | None = None) -> Draw
     r = request
     d = Drawing(size=SIZE)
     scale = (X1 - X0) / (scale_max or r.reserved_slots)  # inches per slot
-    used, empty = CATEGORY_COLORS["tokens"], tint(CATEGORY_COLORS["tokens"], 0.3)
-    x = X0
-    for n, kind in ((r.tokens, "tokens"), (r.future, "reserved"), (r.never_used, "internal")):
-        _bar(d, "contiguous", x, n * scale, CATEGORY_COLORS[kind], kind)
-        x += n * scale
-    _bar(d, "paged", X0, r.tokens * scale, used, "tokens")
-    _bar(d, "paged", X0 + r.tokens * scale, r.paged_waste * scale, empty, "allocated-empty")
-    _zoom(d, r, used, empty)
+    kinds = ((r.tokens, "tokens"), (r.future, "reserved"), (r.never_used, "internal"))
+    _row(d, "contiguous", scale, [(n, kind, CATEGORY_COLORS[kind]) for n, kind in kinds])
+    _row(d, "paged", scale, _paged(r))
+    _zoom(d, r)
     rows = (
         ("contiguous", f"contiguous: {r.reserved_slots} reserved"),
         ("paged", f"paged: {r.paged_blocks} × B={r.block_size}"),
@@ -64,28 +81,28 @@ def reservation_scene(request: OneRequest, scale_max: int | None = None) -> Draw
     d.labels.append(Label(X0, ROW_Y["paged"] - 0.3, "KV slots (one token's K and V each)", 6.5,
                           ha="left"))  # fmt: skip
     title = (
-        f"used {r.tokens}, reserved for future {r.future}, never used {r.never_used}; "
-        f"paged: {r.paged_waste} slots allocated but empty (< B = {r.block_size})"
+        f"used {r.tokens}, reserved for future {r.future}, never used {r.never_used}; paged: "
+        f"{r.paged_waste} allocated slots empty (< B = {r.block_size}), "
+        f"{min(r.future, r.paged_waste)} of them for future tokens"
     )
     d.labels.append(Label(0.15, SIZE[1] - 0.22, title, 8.5, ha="left"))
-    _legend(d, used, empty)
+    _legend(d)
     return d
 
 
-def _zoom(d: Drawing, r: OneRequest, used: str, empty: str) -> None:
+def _zoom(d: Drawing, r: OneRequest) -> None:
     """The first ``paged_blocks * B`` slots of both, across the whole width, cell per block."""
     slots = r.paged_blocks * r.block_size
     scale = (X1 - X0) / slots
-    shown = 0  # slots of the reservation drawn so far, clipped to the zoom's ``slots``
+    parts, shown = [], 0  # the reservation's parts, clipped to the zoom's ``slots``
     for n, kind in ((r.tokens, "tokens"), (r.future, "reserved"), (r.never_used, "internal")):
-        n = min(n, slots - shown)
-        _bar(d, "contiguous-zoom", X0 + shown * scale, n * scale, CATEGORY_COLORS[kind], kind)
-        shown += n
+        parts.append((min(n, slots - shown), kind, CATEGORY_COLORS[kind]))
+        shown += parts[-1][0]
+    _row(d, "contiguous-zoom", scale, parts)
     if r.reserved_slots > slots:
         more = f"first {slots} of its {r.reserved_slots} slots"
         d.labels.append(Label(X1, ROW_Y["contiguous-zoom"] + BAR_H + 0.1, more, 6.5, ha="right"))
-    _bar(d, "zoom", X0, r.tokens * scale, used, "tokens")
-    _bar(d, "zoom", X0 + r.tokens * scale, r.paged_waste * scale, empty, "allocated-empty")
+    _row(d, "zoom", scale, _paged(r))
     if slots <= MAX_SLOT_CELLS:  # slot for slot: each token, reserved or empty slot is a cell
         for row in ("contiguous-zoom", "zoom"):
             for i in range(slots):
@@ -99,15 +116,16 @@ def _zoom(d: Drawing, r: OneRequest, used: str, empty: str) -> None:
     d.labels.append(Label(X1, ROW_Y["zoom"] - 0.12, f"{slots} slots", 6.5, ha="right"))
 
 
-def _legend(d: Drawing, used: str, empty: str) -> None:
-    keys = (
-        (used, "token states"),
-        (CATEGORY_COLORS["reserved"], "reserved for future tokens"),
-        (CATEGORY_COLORS["internal"], "never used (internal fragmentation)"),
-        (empty, "allocated, empty"),
-    )
-    x = 0.15
-    for face, text in keys:
-        d.rects.append(Rect(Box(x, 0.1, 0.22, 0.14), face, INK, "key", "legend", linewidth=0.5))
-        d.labels.append(Label(x + 0.3, 0.17, text, 7.0, ha="left"))
-        x += 0.45 + 0.062 * len(text)
+def _legend(d: Drawing) -> None:
+    rows = (  # contiguous's categories above, paging's below
+        (0.3, ((USED, "token states"), (CATEGORY_COLORS["reserved"], "reserved for future tokens"),
+               (CATEGORY_COLORS["internal"], "never used (internal fragmentation)"))),
+        (0.08, ((FUTURE, "paged: allocated, for future tokens"),
+                (EMPTY, "allocated, stays empty (paging's only waste)"))),
+    )  # fmt: skip
+    for y, keys in rows:
+        x = 0.15
+        for face, text in keys:
+            d.rects.append(Rect(Box(x, y, 0.22, 0.14), face, INK, "key", "legend", linewidth=0.5))
+            d.labels.append(Label(x + 0.3, y + 0.07, text, 7.0, ha="left"))
+            x += 0.45 + 0.062 * len(text)

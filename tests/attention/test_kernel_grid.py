@@ -251,6 +251,55 @@ def test_import_torch_does_not_import_triton_and_backend_sets_the_variable_first
     assert out.splitlines() == ["False", "False 1 interpreter"]
 
 
+KERNEL_CELLS = """
+import warnings
+{first}
+import triton
+import triton.language as tl
+
+@triton.jit
+def early(x_ptr):
+    tl.store(x_ptr, 1.0)
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import pagedlab.attention.backend as b
+print([str(w.message)[:35] for w in caught if w.category is RuntimeWarning])
+
+@triton.jit
+def late(x_ptr):
+    tl.store(x_ptr, 1.0)
+
+print(b.stale_kernel(early))
+print(b.stale_kernel(late), b.stale_kernel(print))
+
+from pagedlab.exercises import EXERCISES  # notebook 04's check on the early kernel
+
+print(EXERCISES["masked_copy"].check(early))
+"""
+
+
+@no_cuda
+@pytest.mark.parametrize("first", ["", "import pagedlab"])
+def test_a_kernel_defined_before_import_pagedlab_is_explained_not_left_to_0_active_drivers(
+    first, tmp_path
+):
+    """Notebook 04 after a restart: a kernel cell run before `import pagedlab` (@triton.jit
+    needs its source in a file, so the cells are one)."""
+    cells = tmp_path / "cells.py"
+    cells.write_text(KERNEL_CELLS.format(first=first))
+    out = run_fresh(f"import runpy; runpy.run_path({str(cells)!r})")
+    warned, early, late, *checked = out.splitlines()
+    assert late == "None None"
+    if first:  # pagedlab first: every kernel runs in the interpreter, nothing to say
+        assert (warned, early) == ("[]", "None") and "0 active drivers" not in out
+        return
+    assert early in "\n".join(checked)  # notebook 04's check says it too, whole
+    assert warned == "['triton was imported before pagedlab']"
+    assert early.startswith("early was defined before import pagedlab set TRITON_INTERPRET=1")
+    assert "'0 active drivers'" in early and early.endswith("run its cell again")
+
+
 def test_user_choice_of_interpreter_is_respected():
     out = run_fresh(
         "import pagedlab.attention.backend as b; print(b.BACKEND, b.REASON)", TRITON_INTERPRET="1"

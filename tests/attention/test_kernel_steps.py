@@ -335,3 +335,18 @@ def test_online_softmax_figure_draws_every_read():
     assert to_png(online_softmax_figure(steps)).startswith(b"\x89PNG")
     with pytest.raises(ValueError, match="steps is empty"):
         online_softmax_figure([])
+
+
+def test_the_this_block_key_shows_the_colour_of_every_block_read():
+    """The running-sum bars take each physical block's colour: so must their key."""
+    from matplotlib.colors import to_hex
+    from matplotlib.patches import Rectangle
+
+    from pagedlab.pictures.online_softmax import online_softmax_figure
+    from pagedlab.pictures.theme import PALETTE
+
+    query, key_cache, value_cache = example_cache([4, 1])
+    fig = online_softmax_figure(paged_attention_steps(query, key_cache, value_cache, [4, 1], 5))
+    key = fig.axes[2].get_legend()
+    faces = {to_hex(r.get_facecolor()).upper() for r in key.findobj(Rectangle)}
+    assert {PALETTE[4 % len(PALETTE)].upper(), PALETTE[1].upper()} <= faces

@@ -160,6 +160,14 @@ def test_reservation_ranges_follow_each_other() -> None:
     assert e.response.max == 120 and e.state.never_used == 128 - 8 - 50
 
 
+def test_reservation_readout_counts_blocks_in_words() -> None:
+    e = ReservationExplorer()  # 8 + 2 tokens in blocks of 16
+    assert "<b>paged</b>: 1 block of 16" in e.readout.value
+    assert "2 of them for future tokens" in e.readout.value
+    e.set(block_size=4)
+    assert "<b>paged</b>: 2 blocks of 4" in e.readout.value
+
+
 def test_a_new_explorer_is_controls_plus_render() -> None:
     class Squares(Explorer):
         CONTROLS = (Slider("n", 0, 9, "n", 2),)

@@ -99,6 +99,29 @@ def test_reservation_zoom_shows_reserved_slots_beside_the_paged_block() -> None:
     assert "first 16 of its 2048 slots" in texts(r)
 
 
+def test_the_paged_zoom_marks_the_slots_the_future_tokens_fill() -> None:
+    r = reservation_scene(OneRequest(8, 2, 0, 2048, 16))  # 8 empty: 2 for the future, 6 not
+    for row in ("paged", "zoom"):
+        paged = {x.kind: x for x in r.rects if x.view == row and x.kind != "slot"}
+        assert {"allocated-future", "allocated-empty"} <= paged.keys()
+        future, empty = paged["allocated-future"], paged["allocated-empty"]
+        assert future.box.x + future.box.w == pytest.approx(empty.box.x)  # future first
+    zoom = {x.kind: x.box.w for x in r.rects if x.view == "zoom" and x.kind != "block"}
+    assert zoom["allocated-future"] / zoom["allocated-empty"] == pytest.approx(2 / 6)
+    assert any("2 of them for future tokens" in t for t in texts(r))
+    done = reservation_scene(OneRequest(8, 2, 2, 2048, 16))  # finished: nothing for the future
+    assert done.count("allocated-future") == 0 and done.count("allocated-empty", "zoom") == 1
+
+
+@pytest.mark.parametrize("row", ["contiguous", "contiguous-zoom"])
+def test_one_reserved_slot_on_a_long_axis_is_still_drawn(row: str) -> None:
+    r = reservation_scene(OneRequest(8, 1000, 999, 1024, 256))  # 1 reserved of 1024 slots
+    widths = {x.kind: x.box for x in r.rects if x.view == row}
+    assert widths["reserved"].w >= 0.05 and widths["internal"].w >= 0.05
+    right = max(b.x + b.w for b in widths.values())
+    assert right == pytest.approx(7.8)  # the widest category paid: the bar keeps its length
+
+
 def test_fig3_stacks_the_reservation_over_the_pool() -> None:
     pool, running, newcomer = every_other_finished()
     request = OneRequest(8, 2, 0, 2048, 16)
