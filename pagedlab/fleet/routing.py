@@ -176,20 +176,10 @@ class Router:
                     held.clear()
             engine.outbox.clear()
 
-    def overlap(self, engine: BlockEngine, tokens: Sequence[int]) -> int:
-        """Leading blocks of ``tokens`` the index says ``engine`` holds (hit at most
-        ``(len - 1) // block_size``, as the cache)."""
-        held = self.index[engine.name]
-        limit = (len(tokens) - 1) // self.block_size
-        count = 0
-        for h in block_hashes(tokens[: limit * self.block_size], self.block_size):
-            if to_int(h) not in held:
-                break
-            count += 1
-        return count
-
-    def score(self, engine: BlockEngine, tokens: Sequence[int]) -> float:
-        return self.overlap_weight * self.overlap(engine, tokens) - engine.load()
+    def overlap(self, name: str, tokens: Sequence[int]) -> int:
+        """Leading blocks of ``tokens`` the index says engine ``name`` holds (at most
+        ``(len - 1) // block_size``: the last token is always computed)."""
+        return leading_hits(tokens, self.block_size, self.index[name])
 
     def choose(self, tokens: Sequence[int]) -> BlockEngine:
         if self.policy == "round-robin":
@@ -197,7 +187,34 @@ class Router:
             return self.engines[(self._turn - 1) % len(self.engines)]
         if self.policy == "least-loaded":
             return min(self.engines, key=lambda e: e.load())
-        return max(self.engines, key=lambda e: self.score(e, tokens))
+        loads = {e.name: e.load() for e in self.engines}
+        name = kv_pick(tokens, self.block_size, self.index, loads, self.overlap_weight)
+        return next(e for e in self.engines if e.name == name)
+
+
+def kv_pick(
+    tokens: Sequence[int],
+    block_size: int,
+    index: dict[str, set[int]],
+    loads: dict[str, int],
+    overlap_weight: float,
+) -> str:
+    """The KV-aware choice among ``loads``' engines: the highest ``overlap_weight * leading
+    hits - load`` (``index[name]``: the int hashes engine ``name`` published), first on a tie."""
+    return max(
+        loads, key=lambda n: overlap_weight * leading_hits(tokens, block_size, index[n]) - loads[n]
+    )
+
+
+def leading_hits(tokens: Sequence[int], block_size: int, held: set[int]) -> int:
+    """Leading full blocks of ``tokens`` whose hash is in ``held``, the last token excluded."""
+    limit = (len(tokens) - 1) // block_size
+    count = 0
+    for h in block_hashes(tokens[: limit * block_size], block_size):
+        if to_int(h) not in held:
+            break
+        count += 1
+    return count
 
 
 @dataclass
@@ -261,7 +278,7 @@ def route_trace(
             engine.advance(request.arrival)
         router.receive()
         engine = router.choose(request.tokens)
-        promised = router.overlap(engine, request.tokens) * router.block_size
+        promised = router.overlap(engine.name, request.tokens) * router.block_size
         served = engine.serve(request, request.arrival)
         stats.stale += served.hit_tokens < promised
         stats.served.append(served)
