@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-MEDIUM_GPU, MEDIUM_CPU = "GPU", "CPU"  # vLLM's MEDIUM_GPU, MEDIUM_CPU
+MEDIUM_GPU = "GPU"  # vLLM's MEDIUM_GPU
 
 
 @dataclass(frozen=True)

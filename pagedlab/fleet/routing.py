@@ -224,6 +224,7 @@ class RouteStats:
     policy: str
     served: list[Served] = field(default_factory=list)
     stale: int = 0  # requests that found fewer blocks than the index promised
+    stale_tokens: int = 0  # tokens promised cached that the engine had to compute
 
     @property
     def hit_rate(self) -> float:
@@ -281,5 +282,6 @@ def route_trace(
         promised = router.overlap(engine.name, request.tokens) * router.block_size
         served = engine.serve(request, request.arrival)
         stats.stale += served.hit_tokens < promised
+        stats.stale_tokens += max(0, promised - served.hit_tokens)
         stats.served.append(served)
     return stats
