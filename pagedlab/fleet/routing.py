@@ -122,7 +122,8 @@ class BlockEngine:
             start = max(start, finish)
         before = set(self.cache.cached_blocks().values())
         admission = self.cache.admit(tokens)
-        admission.table.append_tokens(request.output_len) if request.output_len else None
+        if request.output_len:  # its output's blocks, held until it finishes
+            admission.table.append_tokens(request.output_len)
         self._publish(before, self.cache.hashes(tokens), tokens)
         self.busy_until = start + admission.computed_tokens / PREFILL_TOKENS_PER_S
         finish = self.busy_until + request.output_len * decode_s
