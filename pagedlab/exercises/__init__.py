@@ -6,10 +6,10 @@ first failing case (inputs, expected, got, and a hint for the common mistake). I
 raises. ``EXERCISES[name].solution`` is a reference solution; ``solution(name)`` shows its
 source. ``progress("01")`` counts the exercises of notebook 01 passed in this kernel.
 
-Each notebook 01-10 has two or more exercises, in the notebook's order, in a module of its
-own (``nb01`` ... ``nb10``; notebook 04's Triton ladder and puzzle in ``nb04_ladder`` and
-``nb04_puzzle``, notebook 09's torch-priced decision in ``nb09_cost``); ``stub(name)``
-is the starter cell a notebook holds. Importing this package imports torch when it is
+Each notebook 01-10 and 12 has two or more exercises, in the notebook's order, in a module
+of its own (``nb01`` ... ``nb12``; notebook 04's Triton ladder and puzzle in
+``nb04_ladder`` and ``nb04_puzzle``, notebook 09's torch-priced decision in ``nb09_cost``);
+``stub(name)`` is the starter cell a notebook holds. Importing this package imports torch when it is
 installed, never ipywidgets (the predict-then-reveal widget is in ``pagedlab.explorers``).
 Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose graders need
 no torch (``nb01``, ``nb02``, ``nb05``, ``nb06``, ``nb07``, ``nb09``); the others need torch.
@@ -43,7 +43,7 @@ _ALL: list[Exercise] = [
 ]
 if HAS_TORCH:  # the data plane's exercises, in the notebooks' order
     from pagedlab.attention import backend
-    from pagedlab.exercises import nb03, nb04, nb04_ladder, nb04_puzzle, nb08, nb09_cost, nb10
+    from pagedlab.exercises import nb03, nb04, nb04_ladder, nb04_puzzle, nb08, nb09_cost, nb10, nb12
 
     _at = _ALL.index(nb02.EXERCISES_02[-1]) + 1
     _ALL[_at:_at] = [*nb03.EXERCISES_03, *nb04.EXERCISES_04]
@@ -54,6 +54,8 @@ if HAS_TORCH:  # the data plane's exercises, in the notebooks' order
     _ALL += nb09_cost.EXERCISES_09_DECISION
     _ALL += nb10.EXERCISES_10
 _ALL += nb11.EXERCISES_11  # torch-free, after 10's
+if HAS_TORCH:  # notebook 12's router and transfer exercises run the engine's parts
+    _ALL += nb12.EXERCISES_12
 
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in _ALL}
 

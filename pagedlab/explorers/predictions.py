@@ -1,4 +1,4 @@
-"""The Predict cells of notebooks 01, 02, 05, 06, 07 and 09: each question's answer and explanation
+"""The Predict cells of notebooks 01, 02, 05, 06, 07, 09 and 12: each question's answer and explanation
 are computed here, from the same scene the next cell of the notebook builds (pagedlab.scenes,
 pagedlab.paper), so no notebook cell's source holds an answer.
 
@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from pagedlab import paper, scenes
 from pagedlab.explorers.predict import Predict
+from pagedlab.fleet.routing import BlockEngine, Router, multi_tenant_trace
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import PrefixCache
@@ -135,6 +136,29 @@ def _when_memory_runs_out() -> Predict:
     )
 
 
+def _past_one_engine() -> Predict:
+    """12: an engine with blocks of 32 behind a router hashing blocks of 16: how many hits?"""
+    engines = [BlockEngine("E0", 96, 16), BlockEngine("E1", 96, 16), BlockEngine("E2", 96, 32)]
+    router = Router(engines, "round-robin")
+    trace = multi_tenant_trace(num_requests=30)
+    for request in trace:
+        router.receive()
+        router.choose(request.tokens).serve(request, request.arrival)
+    router.receive()
+    found = sum(router.overlap("E2", r.tokens) for r in trace)
+    cached = len(engines[2].cache.cached_blocks())
+    return Predict(
+        "Three engines share one router. E0 and E1 cache blocks of 16 tokens, E2 blocks of 32; "
+        "the router hashes prompts in blocks of 16. After 30 requests of six tenants (each "
+        "with a 256-token system prompt) went round-robin, how many cached prefix blocks "
+        "does the router find on E2, summed over the 30 prompts?",
+        answer=found,
+        explain=f"E2 published {len(router.index['E2'])} block hashes and holds {cached} "
+        "cached blocks, but a hash covers its whole prefix at E2's block size: a 32-token "
+        "block's hash is never any 16-token block's hash, so no lookup ever matches.",
+    )
+
+
 PREDICTIONS: dict[str, Callable[[], Predict]] = {
     "01": _why_paging,
     "02": _block_table,
@@ -142,11 +166,12 @@ PREDICTIONS: dict[str, Callable[[], Predict]] = {
     "06": _prefix_caching,
     "07": _memory_at_scale,
     "09": _when_memory_runs_out,
+    "12": _past_one_engine,
 }
 
 
 def predict(notebook: str) -> Predict:
-    """The Predict widget of notebook ``notebook`` ("01", "02", "05", "06", "07" or "09")."""
+    """The Predict widget of notebook ``notebook`` ("01", "02", "05", "06", "07", "09" or "12")."""
     key = str(notebook)[:2]
     if key not in PREDICTIONS:
         raise ValueError(

@@ -76,4 +76,5 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("EngineExplorer", "engine"),
     Entry("HitRateExplorer", "hit_rate"),
     Entry("PartialHitExplorer", "hit_rate"),
+    Entry("RouterExplorer", "router"),
 )

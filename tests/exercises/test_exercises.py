@@ -32,6 +32,7 @@ NOTEBOOKS = [
     "08_to_vllm",
     "09_when_memory_runs_out",
     "10_real_model",
+    "12_past_one_engine",
 ]
 PLAIN = [name for name, e in EXERCISES.items() if "@triton.jit" not in e.stub_code]  # no triton
 
@@ -261,6 +262,15 @@ WRONG = {
         (lambda p, n, b: (_ceil(p, b), n * _ceil(p + 1, b)), "expected:"),  # copies every block
         (lambda p, n, b: (_ceil(p, b), _ceil(p, b) + n - 1 if p % b else _ceil(p, b) + 1), "expected:"),
         (lambda p, n, b: (_pow2_ceil(p, b), _pow2_ceil(p, b) + (n - 1 if p & (b - 1) else n)), "blocks of 3"),
+    ],
+    "kv_route": [  # notebook 12's slips: a few written out
+        (lambda p, b, i, l, w: min(l, key=l.get), "the overlap counts"),
+        (lambda p, b, i, l, w: list(l)[0], "inputs:"),
+        (lambda p, b, i, l, w: max(l, key=lambda n: w * len(i[n]) - l[n]), "its later blocks cannot hit"),
+    ],
+    "disagg_bytes": [
+        (lambda l, h, d, b, t, s: l * 2 * h * d * b * t, "round the tokens up"),
+        (lambda l, h, d, b, t, s: l * 2 * h * d * b * (t // s + 1) * s, "inputs:"),  # one block too many when aligned
     ],
 }  # fmt: skip
 

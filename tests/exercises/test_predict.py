@@ -77,7 +77,15 @@ def test_every_prediction_computes_its_answer_from_the_scene() -> None:
     from pagedlab.explorers.predictions import PREDICTIONS, predict
 
     answers = {key: make().answer for key, make in PREDICTIONS.items()}
-    assert answers == {"01": 2038, "02": 0, "05": [2, 1, 1], "06": 2, "07": "under 30 %", "09": "E"}
+    assert answers == {
+        "01": 2038,
+        "02": 0,
+        "05": [2, 1, 1],
+        "06": 2,
+        "07": "under 30 %",
+        "09": "E",
+        "12": 0,
+    }
     assert predict("05_sharing").answer == [2, 1, 1]
     with pytest.raises(ValueError, match="no Predict cell for notebook '03'"):
         predict("03")

@@ -48,8 +48,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_notebooks_00_to_11_are_all_checked() -> None:
-    assert [p.stem[:2] for p in NOTEBOOKS] == [f"{n:02d}" for n in range(12)]
+def test_notebooks_00_to_12_are_all_checked() -> None:
+    assert [p.stem[:2] for p in NOTEBOOKS] == [f"{n:02d}" for n in range(13)]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -1,0 +1,288 @@
+"""Several engines behind one router: block-level engines, their KV events, three routers.
+
+A :class:`BlockEngine` is one engine's control plane: a real :class:`BlockAllocator`
+(``free_rule="vllm-v1"``) and :class:`PrefixCache`. It serves a request by admitting its
+prompt (cached prefix held, the rest computed), holding prompt + output blocks until the
+request finishes, and publishing what its cache stored and evicted as :mod:`.events` (the diff
+of ``PrefixCache.cached_blocks()`` around each admission). Time is a model: one prefill at a
+time per engine, at the cost model's ``recompute_s`` (notebook 09's ``CostModel``), each output
+token ``decode_s``; the TTFT proxy is queueing plus prefill. A request that needs blocks waits
+for the earliest-finishing requests to free theirs.
+
+A :class:`Router` sees only events. It keeps ``index[engine] = {block hash}`` and picks:
+
+- ``round-robin``: engines in turn;
+- ``least-loaded``: fewest blocks held by unfinished requests;
+- ``kv-aware``: highest ``overlap_weight * cached prefix blocks - load blocks``, the prefix
+  counted on its index (the leading hashes of the prompt it holds, hashed at the router's
+  block size). Ranking engines by it is ranking them by ``overlap_weight * blocks to prefill
+  + load`` (lowest first): the prompt's blocks are the same on every engine.
+
+Two hazards: an engine with another block size publishes hashes the router never computes
+(no overlap is ever found on it), and a router that loses ``BlockRemoved`` events routes to
+blocks already evicted (``stale`` counts the requests that found fewer blocks than the index
+promised).
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pagedlab.checks import check_int
+from pagedlab.fleet.events import AllBlocksCleared, BlockRemoved, BlockStored, KVEvent, to_int
+from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
+from pagedlab.memory.block_table import BlockTable, blocks_to_append
+from pagedlab.memory.prefix_cache import PrefixCache, block_hashes
+
+POLICIES = ("round-robin", "least-loaded", "kv-aware")
+PREFILL_TOKENS_PER_S = 10_000.0  # CostModel's default prefill throughput (notebook 09)
+DECODE_S = 0.02  # seconds per output token: an assumption of this model, stated
+
+
+@dataclass(frozen=True)
+class Request:
+    name: str
+    arrival: float  # seconds
+    tokens: tuple[int, ...]
+    output_len: int
+    tenant: int
+
+
+def multi_tenant_trace(
+    num_requests: int = 160,
+    tenants: int = 6,
+    system_tokens: int = 256,
+    user_tokens: tuple[int, int] = (16, 96),
+    output_tokens: tuple[int, int] = (16, 64),
+    rate: float = 12.0,
+    seed: int = 0,
+) -> list[Request]:
+    """Poisson arrivals (``rate`` per second); each request is one tenant's shared system
+    prompt (drawn once per tenant) plus its own user turn. Seeded: same seed, same trace."""
+    check_int(num_requests, "num_requests", minimum=1)
+    check_int(tenants, "tenants", minimum=1)
+    rng = random.Random(seed)
+    systems = [[rng.randrange(1, 50_000) for _ in range(system_tokens)] for _ in range(tenants)]
+    trace, now = [], 0.0
+    for i in range(num_requests):
+        now += rng.expovariate(rate)
+        tenant = rng.randrange(tenants)
+        user = [rng.randrange(1, 50_000) for _ in range(rng.randint(*user_tokens))]
+        out = rng.randint(*output_tokens)
+        trace.append(Request(f"r{i}", now, tuple(systems[tenant] + user), out, tenant))
+    return trace
+
+
+@dataclass(frozen=True)
+class Served:
+    engine: str
+    hit_tokens: int
+    computed_tokens: int
+    ttft: float  # seconds: waiting for the engine and for blocks, then the prefill
+
+
+class BlockEngine:
+    """One engine's allocator and prefix cache, serving requests in time (module doc)."""
+
+    def __init__(self, name: str, num_blocks: int, block_size: int) -> None:
+        self.name = name
+        self.allocator = BlockAllocator(num_blocks, block_size, free_rule="vllm-v1")
+        self.cache = PrefixCache(self.allocator)
+        self.running: list[tuple[float, int, BlockTable]] = []  # (finish, order, table)
+        self.busy_until = 0.0
+        self.outbox: list[KVEvent] = []  # published, not yet read by a router
+
+    @property
+    def block_size(self) -> int:
+        return self.allocator.block_size
+
+    def advance(self, now: float) -> None:
+        """Free the tables of the requests finished by ``now``."""
+        while self.running and self.running[0][0] <= now:
+            self.running.pop(0)[2].free()
+
+    def load(self) -> int:
+        """Blocks held by unfinished requests."""
+        return self.allocator.num_blocks - self.allocator.num_free
+
+    def serve(self, request: Request, now: float, decode_s: float = DECODE_S) -> Served:
+        """Admit ``request`` at ``now`` (waiting for blocks if needed); publish the events."""
+        self.advance(now)
+        tokens, size = request.tokens, self.block_size
+        extra = blocks_to_append(len(tokens), request.output_len, size)
+        if self.cache.blocks_to_admit(tokens) + extra > self.allocator.num_blocks:
+            raise OutOfBlocksError(f"{request.name} can never fit {self.name}'s pool")
+        start = max(now, self.busy_until)
+        while self.cache.blocks_to_admit(tokens) + extra > self.allocator.num_free:
+            finish, _, table = self.running.pop(0)  # wait for the earliest to finish
+            table.free()
+            start = max(start, finish)
+        before = set(self.cache.cached_blocks().values())
+        admission = self.cache.admit(tokens)
+        if request.output_len:  # its output's blocks, held until it finishes
+            admission.table.append_tokens(request.output_len)
+        self._publish(before, self.cache.hashes(tokens), tokens)
+        self.busy_until = start + admission.computed_tokens / PREFILL_TOKENS_PER_S
+        finish = self.busy_until + request.output_len * decode_s
+        bisect.insort(self.running, (finish, id(admission.table), admission.table))
+        ttft = self.busy_until - request.arrival
+        return Served(self.name, admission.hit_tokens, admission.computed_tokens, ttft)
+
+    def _publish(self, before: set[str], chain: list[str], tokens: Sequence[int]) -> None:
+        after = set(self.cache.cached_blocks().values())
+        if before - after:
+            self.outbox.append(BlockRemoved(sorted(to_int(h) for h in before - after)))
+        new = [i for i, h in enumerate(chain) if h in after - before]
+        if new:
+            parent = to_int(chain[new[0] - 1]) if new[0] else None
+            ids = list(tokens[new[0] * self.block_size : (new[-1] + 1) * self.block_size])
+            hashes = [to_int(chain[i]) for i in new]
+            self.outbox.append(BlockStored(hashes, parent, ids, self.block_size))
+
+
+class Router:
+    """Routes on what the engines' events said (module doc). ``lose_removed``: the
+    fraction of ``BlockRemoved`` events lost on the way (seeded)."""
+
+    def __init__(
+        self,
+        engines: Sequence[BlockEngine],
+        policy: str,
+        overlap_weight: float = 4.0,
+        block_size: int | None = None,
+        lose_removed: float = 0.0,
+        seed: int = 0,
+    ) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+        self.engines, self.policy, self.overlap_weight = list(engines), policy, overlap_weight
+        self.block_size = block_size or self.engines[0].block_size
+        self.index: dict[str, set[int]] = {e.name: set() for e in self.engines}
+        self.lose_removed, self._rng, self._turn = lose_removed, random.Random(seed), 0
+
+    def receive(self) -> None:
+        """Read every engine's published events into the index."""
+        for engine in self.engines:
+            held = self.index[engine.name]
+            for event in engine.outbox:
+                if isinstance(event, BlockStored):
+                    held.update(event.block_hashes)
+                elif isinstance(event, BlockRemoved):
+                    if self._rng.random() >= self.lose_removed:
+                        held.difference_update(event.block_hashes)
+                elif isinstance(event, AllBlocksCleared):
+                    held.clear()
+            engine.outbox.clear()
+
+    def overlap(self, name: str, tokens: Sequence[int]) -> int:
+        """Leading blocks of ``tokens`` the index says engine ``name`` holds (at most
+        ``(len - 1) // block_size``: the last token is always computed)."""
+        return leading_hits(tokens, self.block_size, self.index[name])
+
+    def choose(self, tokens: Sequence[int]) -> BlockEngine:
+        if self.policy == "round-robin":
+            self._turn += 1
+            return self.engines[(self._turn - 1) % len(self.engines)]
+        if self.policy == "least-loaded":
+            return min(self.engines, key=lambda e: e.load())
+        loads = {e.name: e.load() for e in self.engines}
+        name = kv_pick(tokens, self.block_size, self.index, loads, self.overlap_weight)
+        return next(e for e in self.engines if e.name == name)
+
+
+def kv_pick(
+    tokens: Sequence[int],
+    block_size: int,
+    index: dict[str, set[int]],
+    loads: dict[str, int],
+    overlap_weight: float,
+) -> str:
+    """The KV-aware choice among ``loads``' engines: the highest ``overlap_weight * leading
+    hits - load`` (``index[name]``: the int hashes engine ``name`` published), first on a tie."""
+    return max(
+        loads, key=lambda n: overlap_weight * leading_hits(tokens, block_size, index[n]) - loads[n]
+    )
+
+
+def leading_hits(tokens: Sequence[int], block_size: int, held: set[int]) -> int:
+    """Leading full blocks of ``tokens`` whose hash is in ``held``, the last token excluded."""
+    limit = (len(tokens) - 1) // block_size
+    count = 0
+    for h in block_hashes(tokens[: limit * block_size], block_size):
+        if to_int(h) not in held:
+            break
+        count += 1
+    return count
+
+
+@dataclass
+class RouteStats:
+    """One trace through one router: every figure the notebook compares."""
+
+    policy: str
+    served: list[Served] = field(default_factory=list)
+    stale: int = 0  # requests that found fewer blocks than the index promised
+    stale_tokens: int = 0  # tokens promised cached that the engine had to compute
+
+    @property
+    def hit_rate(self) -> float:
+        hits = sum(s.hit_tokens for s in self.served)
+        return hits / (hits + self.prefill_tokens)
+
+    @property
+    def prefill_tokens(self) -> int:
+        return sum(s.computed_tokens for s in self.served)
+
+    def per_engine(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for s in self.served:
+            counts[s.engine] = counts.get(s.engine, 0) + 1
+        return counts
+
+    @property
+    def imbalance(self) -> float:
+        """Requests on the busiest engine over the mean (1.0: perfectly even)."""
+        counts = self.per_engine()
+        return max(counts.values()) * len(counts) / len(self.served)
+
+    @property
+    def mean_ttft(self) -> float:
+        return sum(s.ttft for s in self.served) / len(self.served)
+
+    def p90_ttft(self) -> float:
+        ordered = sorted(s.ttft for s in self.served)
+        return ordered[int(0.9 * (len(ordered) - 1))]
+
+
+def route_trace(
+    trace: Sequence[Request],
+    policy: str,
+    num_engines: int = 3,
+    num_blocks: int = 96,
+    block_sizes: Sequence[int] = (16,),
+    overlap_weight: float = 4.0,
+    lose_removed: float = 0.0,
+) -> RouteStats:
+    """Run ``trace`` on ``num_engines`` fresh engines (block sizes cycled from
+    ``block_sizes``) behind one router of ``policy``; the router's block size is the first."""
+    check_int(num_engines, "num_engines", minimum=1)
+    engines = [
+        BlockEngine(f"E{i}", num_blocks, block_sizes[i % len(block_sizes)])
+        for i in range(num_engines)
+    ]
+    router = Router(engines, policy, overlap_weight, block_sizes[0], lose_removed)
+    stats = RouteStats(policy)
+    for request in trace:
+        for engine in engines:
+            engine.advance(request.arrival)
+        router.receive()
+        engine = router.choose(request.tokens)
+        promised = router.overlap(engine.name, request.tokens) * router.block_size
+        served = engine.serve(request, request.arrival)
+        stats.stale += served.hit_tokens < promised
+        stats.stale_tokens += max(0, promised - served.hit_tokens)
+        stats.served.append(served)
+    return stats
