@@ -6,7 +6,7 @@ first failing case (inputs, expected, got, and a hint for the common mistake). I
 raises. ``EXERCISES[name].solution`` is a reference solution; ``solution(name)`` shows its
 source. ``progress("01")`` counts the exercises of notebook 01 passed in this kernel.
 
-Each notebook 01-10 and 12 has two or more exercises, in the notebook's order, in a module
+Each notebook 01-12 has two or more exercises, in the notebook's order, in a module
 of its own (``nb01`` ... ``nb12``; notebook 04's Triton ladder and puzzle in
 ``nb04_ladder`` and ``nb04_puzzle``, notebook 09's torch-priced decision in ``nb09_cost``);
 ``stub(name)`` is the starter cell a notebook holds. Importing this package imports torch when it is
