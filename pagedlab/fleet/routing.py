@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -223,6 +224,7 @@ class RouteStats:
     """One trace through one router: every figure the notebook compares."""
 
     policy: str
+    names: list[str]  # the engines, in order
     served: list[Served] = field(default_factory=list)
     stale: int = 0  # requests that found fewer blocks than the index promised
     stale_tokens: int = 0  # tokens promised cached that the engine had to compute
@@ -237,16 +239,13 @@ class RouteStats:
         return sum(s.computed_tokens for s in self.served)
 
     def per_engine(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for s in self.served:
-            counts[s.engine] = counts.get(s.engine, 0) + 1
-        return counts
+        counts = Counter(s.engine for s in self.served)
+        return {name: counts[name] for name in self.names}
 
     @property
     def imbalance(self) -> float:
         """Requests on the busiest engine over the mean (1.0: perfectly even)."""
-        counts = self.per_engine()
-        return max(counts.values()) * len(counts) / len(self.served)
+        return max(self.per_engine().values()) * len(self.names) / len(self.served)
 
     @property
     def mean_ttft(self) -> float:
@@ -274,7 +273,7 @@ def route_trace(
         for i in range(num_engines)
     ]
     router = Router(engines, policy, overlap_weight, block_sizes[0], lose_removed)
-    stats = RouteStats(policy)
+    stats = RouteStats(policy, [e.name for e in engines])
     for request in trace:
         for engine in engines:
             engine.advance(request.arrival)
