@@ -1,22 +1,16 @@
-"""Three admission rules on one allocator and one trace, and the head-of-line deadlock.
+"""Three admission rules on one allocator (with a prefix cache) and one trace, and the
+head-of-line deadlock. Each step every running request decodes one token, then waiting
+requests are admitted in order while they fit.
 
-Each step every running request decodes one token, then waiting requests are admitted in
-order while they fit. One :class:`BlockAllocator` with a :class:`PrefixCache` holds every
-table (a request, and a recomputed one, starts on its cached prefix).
+- ``"vllm"``: admit on the *known* length (prompt, plus what it generated before a
+  preemption); a decode short of a block preempts the newest running request by recompute.
+- ``"no-evict"`` (TensorRT-LLM's ``GUARANTEED_NO_EVICT``): admit only if prompt + ``max_output``
+  fits beside every running request's reservation; never preempt (``idle``: reserved, unwritten).
+- ``"cache-aware"``: vLLM's rule, the first ``window`` waiting requests reordered deepest cached
+  prefix first once the pool is ``threshold`` used (vLLM 0.34's ``cache_aware_admission_*``).
 
-- ``"vllm"`` (vLLM's scheduler): admit on the *known* length (prompt, plus what it generated
-  before a preemption); when a decode finds no free block, preempt the most recent running
-  request by recompute (its blocks freed, itself back at the head of the queue).
-- ``"no-evict"`` (TensorRT-LLM's ``GUARANTEED_NO_EVICT``): admit only if prompt +
-  ``max_output`` fits beside every running request's own reservation; never preempts. The
-  blocks reserved but not yet written are the price (``idle``).
-- ``"cache-aware"``: vLLM's rule, the first ``window`` waiting requests reordered deepest
-  cached prefix first (arrival order breaking ties) once the pool is at least ``threshold``
-  used: vLLM 0.34's ``cache_aware_admission_window`` / ``_threshold``.
-
-A request no pool can ever hold (prompt + one token over every block) blocks the queue head
-forever: nothing behind it is admitted. ``refuse=True`` refuses it on arrival, naming the
-numbers (:class:`pagedlab.checks.Refused`, recorded in ``refused``), and the rest run.
+A request no pool can hold blocks the queue head forever; ``refuse=True`` refuses it on
+arrival, naming the numbers (``refused``), and the rest run.
 """
 
 from __future__ import annotations

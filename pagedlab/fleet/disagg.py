@@ -1,14 +1,9 @@
 """Disaggregated prefill: engine A computes a prompt's K/V, its pages move to engine B, B
-decodes. Nothing else moves: per layer, a block copy from A's pool into blocks B allocated
-(a new block table on B's allocator), plus the first token A sampled.
-
-Each engine is an :class:`pagedlab.engine.Engine`'s pools (its ``allocator`` and per-layer
-``caches``); the model runs through :class:`pagedlab.model.paged.PagedStep`, the engine's own
-forward (one piece: the whole prompt on A, then one token a step on B). What B must hold
-before the copy: ``ceil(prompt / block_size)`` blocks; the first decode writes position
-``prompt``, a new block when the prompt is block-aligned. Bytes moved, K and V of whole
-blocks in every layer: ``layers x 2 x kv_heads x head_dim x dtype_bytes x blocks x
-block_size`` (:func:`transfer_bytes`).
+decodes. What moves: per layer, a block copy from A's pool into blocks B allocated (a new block
+table on B), plus the first token A sampled. Each engine is a :class:`pagedlab.engine.Engine`'s
+pools (``allocator``, per-layer ``caches``), run through its own forward (``PagedStep``). B holds
+``ceil(prompt / block_size)`` blocks before the copy (the first decode needs one more when the
+prompt is block-aligned); bytes moved: :func:`transfer_bytes`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Block events in the shape of vLLM 0.34's KV events (``vllm.distributed.kv_events``).
 
-vLLM 0.34.0 publishes, per engine step, a ``KVEventBatch`` of ``BlockStored(block_hashes,
-parent_block_hash, token_ids, block_size, lora_id, medium, lora_name, ...)``,
-``BlockRemoved(block_hashes, medium, ...)`` and ``AllBlocksCleared()``. A router never sees
-an engine's blocks: it sees only these hashes. The classes below carry the same required
-fields with the same names (vLLM's are ``msgspec`` structs; these are dataclasses, so that
-``import pagedlab`` never imports vLLM). :func:`as_vllm` rebuilds one event as vLLM's own
-class where vLLM is installed.
-
-Hashes are ints (vLLM's ``ExternalBlockHash`` is ``bytes | int``): the chained sha256 of
-:mod:`pagedlab.memory.prefix_cache`, read as a hex number.
+vLLM 0.34.0 publishes ``BlockStored(block_hashes, parent_block_hash, token_ids, block_size,
+lora_id, medium, lora_name, ...)``, ``BlockRemoved(block_hashes, medium, ...)`` and
+``AllBlocksCleared()``: a router sees only these. The classes below carry the same required
+fields under the same names as dataclasses (``import pagedlab`` never imports vLLM);
+:func:`as_vllm` rebuilds one as vLLM's own class where vLLM is installed. Hashes are ints (vLLM's
+``ExternalBlockHash`` is ``bytes | int``): pagedlab's chained sha256 read as a hex number.
 """
 
 from __future__ import annotations

@@ -1,25 +1,17 @@
 """A host tier under the device prefix cache: where an evicted block's K/V goes, and what a
 hit from it costs.
 
-:class:`TieredCache` is a device :class:`PrefixCache` over a real :class:`BlockAllocator`
-(``free_rule="vllm-v1"``) and a host pool (a second allocator, the swap space's kind) keyed by
-the same chained hashes, least recently used evicted first. Small K/V tensors ride along
-(``PagedKVCache`` on both sides, :func:`pagedlab.attention.swap.copy_blocks` between them),
-each position's K/V a fixed function of its token and position, so every request can check
-that what it reads is what was computed.
-
-- ``write="through"``: a block is copied to the host as soon as it is computed (vLLM 0.34's
-  CPU offload in eager mode stores computed blocks); ``write="back"``: only when the device
-  evicts it (the allocator hands the block out again).
-- ``evict_first=True``: a freed block whose hash the host already holds joins the *front* of
-  the device's free queue (vLLM 0.34's ``BlockPool.free_blocks(evict_first=True)``, used by
-  the lazy offload mode for blocks it just copied out). pagedlab's allocator has no such
-  flag; the block's hash mark is dropped before the free, which under ``"vllm-v1"`` puts it
-  at the front (the prefix cache still finds it until it is handed out).
-
-A prompt's full blocks (at most ``(len - 1) // block_size``) hit the device first, then the
-host (copied back into the new device blocks), the rest are computed: ``sources`` counts the
-tokens of each.
+:class:`TieredCache`: a device :class:`PrefixCache` over a real :class:`BlockAllocator`
+(``"vllm-v1"``) and a host pool (a second allocator, LRU) keyed by the same chained hashes.
+Small K/V tensors ride along (``PagedKVCache`` both sides, ``copy_blocks`` between), each
+position's K/V a fixed function of token and position, so every request checks that what it
+reads is what was computed. ``write="through"`` copies a block to the host when it is computed
+(vLLM 0.34's eager CPU offload); ``"back"`` when the device hands it out again.
+``evict_first=True``: a freed block the host holds joins the *front* of the device's free queue
+(vLLM 0.34's ``BlockPool.free_blocks(evict_first=True)``); pagedlab's allocator has no such flag,
+so the block's hash mark is dropped before the free (the cache still finds it until reused).
+A prompt's hittable blocks come from the device first, then the host, the rest are computed:
+``sources`` counts the tokens of each.
 """
 
 from __future__ import annotations

@@ -1,33 +1,23 @@
 """Several engines behind one router: block-level engines, their KV events, three routers.
 
-A :class:`BlockEngine` is one engine's control plane: a real :class:`BlockAllocator`
-(``free_rule="vllm-v1"``) and :class:`PrefixCache`. It serves a request by admitting its
-prompt (cached prefix held, the rest computed), holding prompt + output blocks until the
-request finishes, and publishing what its cache stored and evicted as :mod:`.events` (the diff
-of ``PrefixCache.cached_blocks()`` around each admission). Time is a model: one prefill at a
-time per engine, at the cost model's ``recompute_s`` (notebook 09's ``CostModel``), each output
-token ``decode_s``; the TTFT proxy is queueing plus prefill. A request that needs blocks waits
-for the earliest-finishing requests to free theirs.
-
-A :class:`Router` sees only events. It keeps ``index[engine] = {block hash}`` and picks:
-
-- ``round-robin``: engines in turn;
-- ``least-loaded``: fewest blocks held by unfinished requests;
-- ``kv-aware``: highest ``overlap_weight * cached prefix blocks - load blocks``, the prefix
-  counted on its index (the leading hashes of the prompt it holds, hashed at the router's
-  block size). Ranking engines by it is ranking them by ``overlap_weight * blocks to prefill
-  + load`` (lowest first): the prompt's blocks are the same on every engine.
-
-Two hazards: an engine with another block size publishes hashes the router never computes
-(no overlap is ever found on it), and a router that loses ``BlockRemoved`` events routes to
-blocks already evicted (``stale`` counts the requests that found fewer blocks than the index
-promised).
+A :class:`BlockEngine` is one engine's control plane (a real :class:`BlockAllocator` under
+``"vllm-v1"`` and a :class:`PrefixCache`): it admits a prompt on its cached prefix, holds
+prompt + output blocks until the request finishes, and publishes the diff of
+``PrefixCache.cached_blocks()`` around each admission as :mod:`.events`. Time is a model: one
+prefill at a time per engine at ``CostModel``'s throughput (notebook 09), ``decode_s`` per
+output token; a request short of blocks waits for the earliest finishers; TTFT proxy =
+queueing + prefill. A :class:`Router` sees only events (``index[engine] = {hash}``):
+``round-robin``; ``least-loaded`` (fewest blocks held); ``kv-aware``: highest
+``overlap_weight * leading cached blocks - load``, i.e. lowest ``overlap_weight * blocks to
+prefill + load``. Hazards: another block size publishes hashes the router never computes; lost
+``BlockRemoved`` events make ``stale`` routes (fewer blocks found than the index promised).
 """
 
 from __future__ import annotations
 
 import bisect
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -95,10 +85,6 @@ class BlockEngine:
         self.busy_until = 0.0
         self.outbox: list[KVEvent] = []  # published, not yet read by a router
 
-    @property
-    def block_size(self) -> int:
-        return self.allocator.block_size
-
     def advance(self, now: float) -> None:
         """Free the tables of the requests finished by ``now``."""
         while self.running and self.running[0][0] <= now:
@@ -111,7 +97,7 @@ class BlockEngine:
     def serve(self, request: Request, now: float, decode_s: float = DECODE_S) -> Served:
         """Admit ``request`` at ``now`` (waiting for blocks if needed); publish the events."""
         self.advance(now)
-        tokens, size = request.tokens, self.block_size
+        tokens, size = request.tokens, self.allocator.block_size
         extra = blocks_to_append(len(tokens), request.output_len, size)
         if self.cache.blocks_to_admit(tokens) + extra > self.allocator.num_blocks:
             raise OutOfBlocksError(f"{request.name} can never fit {self.name}'s pool")
@@ -138,9 +124,9 @@ class BlockEngine:
         new = [i for i, h in enumerate(chain) if h in after - before]
         if new:
             parent = to_int(chain[new[0] - 1]) if new[0] else None
-            ids = list(tokens[new[0] * self.block_size : (new[-1] + 1) * self.block_size])
-            hashes = [to_int(chain[i]) for i in new]
-            self.outbox.append(BlockStored(hashes, parent, ids, self.block_size))
+            size = self.allocator.block_size
+            ids = list(tokens[new[0] * size : (new[-1] + 1) * size])
+            self.outbox.append(BlockStored([to_int(chain[i]) for i in new], parent, ids, size))
 
 
 class Router:
@@ -159,7 +145,7 @@ class Router:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
         self.engines, self.policy, self.overlap_weight = list(engines), policy, overlap_weight
-        self.block_size = block_size or self.engines[0].block_size
+        self.block_size = block_size or self.engines[0].allocator.block_size
         self.index: dict[str, set[int]] = {e.name: set() for e in self.engines}
         self.lose_removed, self._rng, self._turn = lose_removed, random.Random(seed), 0
 
@@ -223,6 +209,7 @@ class RouteStats:
     """One trace through one router: every figure the notebook compares."""
 
     policy: str
+    names: list[str]  # the engines, in order
     served: list[Served] = field(default_factory=list)
     stale: int = 0  # requests that found fewer blocks than the index promised
     stale_tokens: int = 0  # tokens promised cached that the engine had to compute
@@ -237,16 +224,13 @@ class RouteStats:
         return sum(s.computed_tokens for s in self.served)
 
     def per_engine(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for s in self.served:
-            counts[s.engine] = counts.get(s.engine, 0) + 1
-        return counts
+        counts = Counter(s.engine for s in self.served)
+        return {name: counts[name] for name in self.names}
 
     @property
     def imbalance(self) -> float:
         """Requests on the busiest engine over the mean (1.0: perfectly even)."""
-        counts = self.per_engine()
-        return max(counts.values()) * len(counts) / len(self.served)
+        return max(self.per_engine().values()) * len(self.names) / len(self.served)
 
     @property
     def mean_ttft(self) -> float:
@@ -274,7 +258,7 @@ def route_trace(
         for i in range(num_engines)
     ]
     router = Router(engines, policy, overlap_weight, block_sizes[0], lose_removed)
-    stats = RouteStats(policy)
+    stats = RouteStats(policy, [e.name for e in engines])
     for request in trace:
         for engine in engines:
             engine.advance(request.arrival)

@@ -95,6 +95,11 @@ def test_lost_removed_events_send_requests_to_blocks_already_evicted() -> None:
     assert route_trace(TRACE, "kv-aware", num_blocks=48).stale == 0
 
 
+def test_an_engine_no_request_reached_counts_in_the_imbalance() -> None:
+    stats = route_trace(TRACE[:1], "round-robin", num_engines=2)
+    assert stats.per_engine() == {"E0": 1, "E1": 0} and stats.imbalance == 2.0
+
+
 def test_refusals() -> None:
     with pytest.raises(ValueError, match="policy"):
         Router([BlockEngine("E", 8, 4)], "random")
