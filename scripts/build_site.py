@@ -22,6 +22,7 @@ import html
 import json
 import os
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -33,8 +34,6 @@ import nbformat
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 
-from pagedlab.model.threads import thread_env
-
 ROOT = Path(__file__).resolve().parent.parent
 MANAGER = ROOT / "node_modules" / "@jupyter-widgets" / "html-manager" / "dist"
 REQUIRE = ROOT / "node_modules" / "requirejs" / "require.js"
@@ -44,6 +43,9 @@ PYODIDE = ROOT / "node_modules" / "pyodide"
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip",
                  "pyodide-lock.json", "package.json")  # fmt: skip
 TEMPLATE = ROOT / "scripts" / "site_template"
+# the kernels' thread count, from its one place, read without importing pagedlab (whose
+# import sets TRITON_INTERPRET, which the kernels would inherit as if the user had set it)
+thread_env = runpy.run_path(str(ROOT / "pagedlab" / "model" / "threads.py"))["thread_env"]
 #: pagedlab's sources the browser never imports: they need torch, numpy, matplotlib or
 #: ipywidgets (the live core's import-linter contract in pyproject.toml keeps the rest pure).
 NOT_SHIPPED = (

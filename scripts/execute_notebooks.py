@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import runpy
 import sys
 import time
 from pathlib import Path
@@ -21,8 +22,10 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from pagedlab.model.threads import thread_env
-
+# the thread count, from its one place, read without importing pagedlab (whose import sets
+# TRITON_INTERPRET, which the kernels would inherit as if the user had set it)
+THREADS = Path(__file__).resolve().parent.parent / "pagedlab" / "model" / "threads.py"
+thread_env = runpy.run_path(str(THREADS))["thread_env"]
 VOLATILE_CELL_METADATA = ("execution", "collapsed", "scrolled")
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 

@@ -39,18 +39,12 @@ write. ``sample(...)[i]`` equals :func:`pagedlab.model.sample_contiguous` for ``
 with ``request=i``: one generator per (request, sample), one draw per token
 (:mod:`pagedlab.model.sampling`), so batching, preemption and block layout change no sample.
 
-Token accounting: the prefill's last logits give the first new token; each of the
-scheduler's decode steps stores one more token's K/V and yields the next, so a request is
-scheduled with ``output_len = max_new_tokens - 1`` decodes (0 when one token is asked: the
-prefill gives it). The last new token's K/V is never stored, as in vLLM, and the capacity
-check counts exactly what is stored: ``prompt + max_new_tokens - 1`` positions.
-
-Budget: ``token_budget=None`` means no per-step limit and whole prefills (vLLM V0's
-default); an int is the step's token budget with chunked prefill (Sarathi-Serve, vLLM V1's
-default) unless ``chunked_prefill=False`` (then a prefill step takes whole prompts up to
-the budget, one always fits). Errors (a prompt that could never fit the pool, a token id
-outside the vocabulary, too long for ``max_position_embeddings``) are ValueErrors raised
-before anything runs.
+Tokens: the prefill's last logits give the first new token, each decode step stores one
+more token's K/V and yields the next: ``output_len = max_new_tokens - 1`` decodes. The last
+new token's K/V is never stored (as in vLLM); capacity counts ``prompt + max_new_tokens - 1``.
+Budget: ``token_budget=None``, no per-step limit and whole prefills (vLLM V0's default); an
+int, the step's token budget with chunked prefill (Sarathi-Serve, vLLM V1's default) unless
+``chunked_prefill=False`` (whole prompts up to the budget, one always fits).
 """
 
 from __future__ import annotations
@@ -230,10 +224,11 @@ class Engine:
         self, checked: list[list[int]], new: int, samples: int, temp: float, seed: int
     ) -> EngineRun:
         """A new run on a new scheduler; its callers hold the lock and recover on an error."""
-        content = guard.weights_content(self.model)  # once per call: every in-place edit shows
-        if content != self._content:
-            self._reset_prefix_cache()  # none of its blocks was computed with these weights
-            self._content = content
+        if self.prefix_cache is not None:  # the only K/V that outlive a call: check once
+            content = guard.weights_content(self.model)  # every in-place edit shows
+            if content != self._content:
+                self._reset_prefix_cache()  # none of its blocks was computed with these
+                self._content = content
         self._identity = guard.weights_identity(self.model)
         scheduler = self._scheduler()
         self.kv.reset(temp)  # this call's requests only
@@ -262,10 +257,8 @@ class Engine:
             self.prefix_cache = PrefixCache(self.allocator)
 
     def abort(self, run: EngineRun) -> None:
-        """End ``run`` now and free every block it holds (device and host); idempotent.
-
-        The pools and the prefix cache are rebuilt empty (a forward cut short may have
-        written some cached blocks half-way). The engine is then ready for the next call."""
+        """End ``run`` now and free every block it holds (device and host); idempotent. The
+        pools and the prefix cache are rebuilt empty; the engine is ready for the next call."""
         if not isinstance(run, EngineRun):
             raise ArgumentTypeError(
                 f"run must be an EngineRun (what start() returns, or engine.last_run after a "
@@ -276,10 +269,8 @@ class Engine:
                 self._recover()
 
     def _recover(self) -> None:
-        """After an error or an interrupt inside a call: end the live run, if any, and rebuild
-        both pools and the prefix cache empty. Only the live run held blocks, so nothing else
-        is lost, and bookkeeping an interrupt left half-done (a block neither free nor held)
-        is gone with the old pools."""
+        """End the live run, if any; rebuild both pools and the prefix cache empty. Only that
+        run held blocks, and what an interrupt left half-done goes with the old pools."""
         if self._active is not None:
             self._active.aborted = True
         self._active = None

@@ -1,12 +1,13 @@
 """The engine's guards: its arguments (:func:`check_engine_settings` for ``Engine()``,
 :func:`check_start` for a run; each refusal names the value) and the weights.
 
-Cached K/V are a function of the weights that computed them. :func:`weights_content`
-(once per call): per tensor, its bytes summed as int64 words; any edit of an element changes
-it, ``p.data.copy_``, ``p.data.mul_`` and numpy writes included (torch's version counter
-misses those). Edits that cancel out exactly (elements swapped) escape: call
-``Engine.reset_prefix_cache()``. :func:`weights_identity` (every step): each tensor's storage
-and version counter (-1 for inference tensors, which have none).
+Cached K/V are a function of the weights that computed them. :func:`weights_content`, once
+per call when prefix caching is on (no other K/V outlive a call): per tensor, its bytes
+summed as int64 words; any edit of an element changes it, ``p.data.copy_``, ``p.data.mul_``
+and numpy writes included (torch's version counter misses those). Edits that cancel out
+exactly (elements swapped) escape: call ``Engine.reset_prefix_cache()``.
+:func:`weights_identity` (every step): each tensor's storage and version counter (-1 for
+inference tensors, which have none).
 """
 
 from __future__ import annotations

@@ -13,20 +13,14 @@ embeddings); the tokenizer is ``transformers``' own reading of the same file
 (``AutoTokenizer.from_pretrained(folder, gguf_file=name)``: vocabulary, merges, chat template).
 Nothing is downloaded.
 
-Speed: reading the GGUF takes seconds (the tokenizer's 49,152 strings, then dequantizing),
-so the first call writes the fp32 weights and the tokenizer's files to a cache folder,
-``$PAGEDLAB_CACHE`` or ``~/.cache/pagedlab``, under a name keyed by the GGUF's name and the
-SHA-256 of its bytes (and this cache's format): other bytes, another entry, whatever the file's
-size or dates say. Each file's size and CRC-32, and the model's config, are in a manifest
-written last, with the SHA-256 of its own contents; an entry that fails the check (truncated,
-edited, half-written, a manifest changed by hand) is deleted and rebuilt with a warning, and
-writing an entry deletes the entries of older cache formats. The check runs once per process
-per version of the files (their inode, size and dates). A folder that cannot be written just
-means no cache (every call reads the GGUF).
-
-Every call returns a *fresh* model and tokenizer whose weights are read into memory (not
-memory-mapped): its parameters are its own, and nothing done to the cache file afterwards
-(rewritten, truncated) reaches a model already loaded.
+Cache: reading the GGUF takes seconds, so the first call writes the fp32 weights and the
+tokenizer's files under ``$PAGEDLAB_CACHE`` or ``~/.cache/pagedlab``, keyed by the GGUF's name,
+the SHA-256 of its bytes and this cache's format. A manifest written last holds the config,
+each file's size and CRC-32, and the SHA-256 of itself; an entry failing it (truncated,
+edited, half-written) is rebuilt with a warning, checked once per process per version of its
+files (inode, size, dates). Older formats are deleted; an unwritable folder means no cache.
+Every call returns a *fresh* model, its weights read into memory (not memory-mapped): nothing
+done to the cache file later (rewritten, truncated) reaches a loaded model.
 """
 
 from __future__ import annotations
@@ -61,9 +55,7 @@ _MANIFEST = "manifest.json"
 
 _lock = threading.Lock()
 _patch_lock = threading.Lock()  # held while transformers_model() patches the gguf package
-_verified: set[tuple[tuple[str, int, int, int, int], ...]] = set()
-"""Cache entries that passed their check in this process: each file's (name, inode, size,
-mtime, ctime), which any rewrite changes."""
+_verified: set[tuple[tuple[str, int, int, int, int], ...]] = set()  # entries checked: _stamp
 _digests: dict[tuple[str, int, int, int, int, int], str] = {}
 """SHA-256 of a file by (path, device, inode, size, mtime, ctime): hashed once per process
 while none of these changes (writing the file's bytes or renaming another onto it changes its

@@ -275,6 +275,21 @@ def test_a_loaded_model_does_not_follow_its_cache_file(tiny_cache: list[Path]) -
     )
 
 
+def test_a_model_loaded_under_inference_mode_is_served(tiny_cache: list[Path]) -> None:
+    """``pretrained()`` inside ``torch.inference_mode()``: the engine serves it, inside the
+    mode and outside (its pages are allocated outside it)."""
+    from pagedlab.engine import Engine
+
+    for _ in range(2):  # from the GGUF, then from the cache
+        with torch.inference_mode():
+            model, _ = pretrained()
+        want = generate_contiguous(model, [1, 2, 3, 4, 5], 4)
+        engine = Engine(model, 8, 4)
+        assert engine.generate([[1, 2, 3, 4, 5]], 4) == [want]
+        with torch.inference_mode():
+            assert engine.generate([[1, 2, 3, 4, 5]], 4) == [want]
+
+
 def test_the_cache_is_keyed_by_the_gguf_bytes(
     tiny_cache: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
