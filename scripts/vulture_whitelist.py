@@ -15,3 +15,4 @@ cases_passed  # a field of an exercise's Result, for readers
 ContiguousSpace  # the Protocol both contiguous allocators implement (simulate/contiguous.py)
 exercise_names  # called by the live site's Web Worker (scripts/site_template/live/worker.js)
 __getattr__  # a module's lazy attributes (PEP 562; simulate/__init__.py)
+_.current_len  # what transformers' PagedAttentionCache reads of a request (oracles/hf_cache.py)
