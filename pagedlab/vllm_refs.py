@@ -82,13 +82,15 @@ REFS: Mapping[str, Ref] = MappingProxyType({
     ),
     "single_type_kv_cache_manager": Ref(
         "vllm/v1/core/single_type_kv_cache_manager.py",
-        ("SingleTypeKVCacheManager.free", "_apply_cow"),
+        ("SingleTypeKVCacheManager.free", "_apply_cow", "SlidingWindowManager",
+         "remove_skipped_blocks"),
         "free passes a request's blocks to BlockPool.free_blocks in reverse: its last block "
         "first. _apply_cow redirects a partial prefix-cache hit (hybrid models only) to a "
         "private copy: the copy replaces the shared block in the request's table, (source, "
         "copy) is queued for the worker, and the copy takes one extra reference, so neither "
-        "end is recycled before the copy ran.",
-        "460-480, 596-604",
+        "end is recycled before the copy ran. remove_skipped_blocks frees blocks a sliding "
+        "window left and puts the null block in their place.",
+        "460-480, 596-604, 666-695, 951",
         first_read="129ab7c60cbb8eb11e875373e67f7e521b74aa30",
     ),
     "kv_cache_utils": Ref(
@@ -123,7 +125,7 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         "(full-block hits only); HybridKVCacheCoordinator enables partial hits only where "
         "partial_hash_hits_enabled says so (a Mamba 'align' group); enable_partial_hash_hits "
         "is False on the base class.",
-        "89-92, 530-575, 617-702, 990-1052",
+        "89-92, 433, 530-575, 617-702, 990-1052",
         first_read="00b08dc44519a82cbdd9061d92d1226985094622",
     ),
     "kv_cache_planning": Ref(
@@ -144,8 +146,15 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         "and marks its in-flight output stale, which update_from_output still appends unless "
         "drop_stale_output was set (reset_prefix_cache, a KV connector's pending hand-off); "
         "cache-aware admission applies only under fcfs with prefix caching.",
-        "429-437, 950-992, 1065-1066, 1853-1897, 2355-2385, 3335-3344",
+        "351, 429-437, 738, 770-785, 950-992, 1065-1066, 1853-1897, 2355-2385, 3335-3344",
         first_read="b4622cf924bc72504aed99e486062d6633fde39e",
+    ),
+    "scheduler_output": Ref(
+        "vllm/v1/core/sched/output.py",
+        ("SchedulerOutput", "NewRequestData", "block_ids"),
+        "each step's SchedulerOutput carries, for every newly scheduled request, its block_ids "
+        "(one list per KV cache group) to the workers.",
+        "41-47, 220",
     ),
     "scheduler_config": Ref(
         "vllm/config/scheduler.py",
@@ -154,9 +163,9 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         "enable_chunked_prefill defaults to True and max_num_batched_tokens to 2048; "
         "cache_aware_admission_window (default 0: arrival order) lets waiting requests whose "
         "prefix is cached go first within the first N, once KV cache usage reaches "
-        "cache_aware_admission_threshold (0.5); async_scheduling None means on unless "
-        "something is incompatible (vllm/config/vllm.py:1610-1637).",
-        "40, 47, 146, 223-244, 246",
+        "cache_aware_admission_threshold (0.5); async_scheduling defaults to None (decided "
+        "in vllm/config/vllm.py).",
+        "40, 47, 90, 146, 223-244, 246",
         first_read="1f8758d584e8f599219d75adf658e182ed809a43",
     ),
     "cache_config": Ref(
@@ -174,6 +183,13 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         "185, 202-234, 267, 269, 395-416, 481-500",
         first_read="c1d86421174a87056edc90a41dc9942391509e84",
     ),
+    "vllm_config": Ref(
+        "vllm/config/vllm.py",
+        ("VllmConfig", "async_scheduling"),
+        "async_scheduling left unset is turned on unless the model is a pooling model, the "
+        "executor does not support it, or ROCm DeepEP high-throughput DBO is in use.",
+        "1610-1637",
+    ),
     "platform_interface": Ref(
         "vllm/platforms/interface.py",
         ("Platform.update_block_size_for_backend", "_align_hybrid_block_size"),
@@ -187,10 +203,10 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         "vllm/v1/worker/gpu/block_table.py",
         ("BlockTables", "_compute_slot_mappings_kernel", "PAD_SLOT_ID"),
         "the model runner's BlockTables keeps per KV cache group an int32 table of "
-        "[max_num_reqs, max blocks] on the GPU and a [max_num_batched_tokens] slot mapping; "
-        "the Triton _compute_slot_mappings_kernel fills it, the rest padded with PAD_SLOT_ID "
-        "(-1).",
-        "17-40, 86-95, 257-266, 334",
+        "[max_num_reqs, max blocks] on the GPU, gathers the step's rows into zero-initialised "
+        "input tables (gather_block_tables), and a [max_num_batched_tokens] slot mapping that "
+        "the Triton _compute_slot_mappings_kernel fills, the rest padded with PAD_SLOT_ID (-1).",
+        "17-94, 160-211, 257-266, 334",
         first_read="d29a69a5f9eac41579524a0c22bcd68dd15b9ba7",
     ),
     "attention_backend": Ref(

@@ -16,3 +16,4 @@ ContiguousSpace  # the Protocol both contiguous allocators implement (simulate/c
 exercise_names  # called by the live site's Web Worker (scripts/site_template/live/worker.js)
 __getattr__  # a module's lazy attributes (PEP 562; simulate/__init__.py)
 lora_id, medium, lora_name  # vLLM's KV event fields, read by fields() (fleet/events.py: as_vllm)
+_.current_len  # what transformers' PagedAttentionCache reads of a request (oracles/hf_cache.py)

@@ -21,7 +21,7 @@ copied or freed. It never touches K/V data; :mod:`pagedlab.attention` does that.
 
 Notebook 11 (what engines do in 2026, on the allocator above):
 
-- :mod:`~pagedlab.memory.peers`          vLLM 0.33's and transformers 5.24's free-block rules
+- :mod:`~pagedlab.memory.peers`          vLLM 0.34's and transformers 5.24's free-block rules
 - :mod:`~pagedlab.memory.partial_prefix` hits inside a block: ``prefix_match_unit``, the copy
 - :mod:`~pagedlab.memory.hybrid`         cache groups, sliding windows into the null block,
   model-set block sizes

@@ -52,9 +52,6 @@ class Run:
     engine: str
     steps: tuple[Step, ...]
 
-    def same_as(self, other: Run) -> bool:
-        return self.steps == other.steps
-
 
 class Recorder:
     """Collects one step's outcome; each driver calls it as its engine answers."""

@@ -1,4 +1,4 @@
-"""Notebook 11's pictures: what vLLM 0.33 and Hugging Face do now, drawn from real state.
+"""Notebook 11's pictures: what vLLM 0.34 and Hugging Face do now, drawn from real state.
 
 - :func:`three_allocators`: one trace, one pool strip per engine's free rule, who holds what;
 - :func:`partial_hit`: a hit that ends inside a block, the private copy and the kept source;

@@ -119,7 +119,8 @@ def tensor_parallel_scene(
     for i, b in enumerate(table.blocks):
         _cell(d, X0 + i * CELL, top, str(b), tint(color, 0.45), "table-cell", "table")
     d.labels.append(Label(X0 + len(table.blocks) * CELL + 0.1, top + ROW_H / 2,
-                          "(the scheduler's, sent to every worker)", 6.5, ha="left"))  # fmt: skip
+                          "(the scheduler's, sent to every worker each step)", 6.5,
+                          ha="left"))  # fmt: skip
     heads = num_kv_heads // num_workers
     held = set(table.blocks)
     for w in range(num_workers):
@@ -131,10 +132,12 @@ def tensor_parallel_scene(
             box = Box(X0 + b * cell, y, cell - 0.03, ROW_H)
             d.rects.append(Rect(box, face, INK if b in held else FREE_EDGE, kind, f"worker{w}", b))
             d.labels.append(Label(box.x + box.w / 2, y + ROW_H / 2, str(b), 6.0))
-        for i, b in enumerate(table.blocks):  # worker 0 from the table, the others below it
-            x = X0 + b * cell + (cell - 0.03) / 2
-            start = (X0 + i * CELL + (CELL - 0.03) / 2, top) if w == 0 else (x, y + 0.78)
-            d.arrows.append(Arrow(start, (x, y + ROW_H), color, i, b))
-    d.labels.append(Label(0.15, 0.2, "each worker holds the same block ids; a block holds only "
-                          "that worker's heads of K/V", 6.5, ha="left"))  # fmt: skip
+        for i, b in enumerate(table.blocks):  # every worker's ids come from the table itself:
+            x = X0 + b * cell + (cell - 0.03) / 2  # nothing passes from one GPU to another
+            d.arrows.append(
+                Arrow((X0 + i * CELL + (CELL - 0.03) / 2, top), (x, y + ROW_H), color, i, b)
+            )
+    d.labels.append(Label(0.15, 0.2, "each worker gets the same block ids from the scheduler; no "
+                          "K/V moves between GPUs: a block holds only that worker's heads",
+                          6.5, ha="left"))  # fmt: skip
     return d

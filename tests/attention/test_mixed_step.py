@@ -149,6 +149,8 @@ def test_tensor_parallel_picture_shows_the_same_blocks_on_every_worker() -> None
         )
         assert held == sorted(table.blocks)
     assert len(d.arrows) == 4 * len(table.blocks)
+    # every arrow starts at the scheduler's table, none at another worker's blocks (§4.6)
+    assert len({a.start for a in d.arrows}) == len(table.blocks)
     with pytest.raises(ValueError, match="num_kv_heads"):
         tensor_parallel_scene(table, num_workers=3, num_kv_heads=4)
     with pytest.raises(ValueError, match="num_workers"):

@@ -32,6 +32,7 @@ NOTEBOOKS = [
     "08_to_vllm",
     "09_when_memory_runs_out",
     "10_real_model",
+    "11_pagedattention_in_2026",
     "12_past_one_engine",
 ]
 PLAIN = [name for name, e in EXERCISES.items() if "@triton.jit" not in e.stub_code]  # no triton
@@ -82,6 +83,18 @@ def _ceil(a: int, b: int) -> int:
 # the wrong answers a learner writes first, and hostile ones
 GENERIC = "what this case was built to catch"
 WRONG = {
+    # notebook 11 (oracle37): the hit-rate law and classifying a miss
+    "shared_prefix_hits": [
+        (lambda p, s, b: len(s) * (p // b) * b, "empty cache"),
+        (lambda p, s, b: (len(s) - 1) * -(-p // b) * b, "round the prefix down"),
+        (lambda p, s, b: (len(s) - 1) * (p // b) * b, "last prompt token"),
+        (lambda p, s, b: (len(s) - 1) * p, GENERIC),
+    ],
+    "miss_counts": [
+        (lambda n, h, b, c, s: {"hit": 0}, "inputs:"),
+        (lambda n, h, b, c, s: _miss_counts(n, h, b, c, set()), "was evicted"),
+        (lambda n, h, b, c, s: _miss_counts(n, h, b, set(), s), GENERIC),
+    ],
     "blocks_needed": [
         (lambda n, b: n // b, "partly filled last block counts"),
         (lambda n, b: n // b + 1, "take no extra block"),
@@ -494,6 +507,12 @@ def _step(m, l, acc, s, v, rescale=True, invert=False):  # type: ignore[no-untyp
         a * alpha + sum(x * vv[d] for x, vv in zip(w, v, strict=True)) for d, a in enumerate(acc)
     ]
     return m_new, l * alpha + sum(w), acc_new
+
+
+def _miss_counts(n, h, b, c, s):  # type: ignore[no-untyped-def]
+    from pagedlab.exercises.nb11 import miss_counts
+
+    return miss_counts(n, h, b, c, s)
 
 
 def _hits(cached, prompt, b, keep_last=False, chained=True):  # type: ignore[no-untyped-def]

@@ -42,3 +42,26 @@ def test_c_gets_8_9_because_the_scheduler_frees_sectors_first() -> None:
     real = run_hf(trace, 8, 4)
     assert real.steps[-1].blocks == {"B": (7, 6, 5), "C": (8, 9)}
     assert real.steps == run_pagedlab_hf_rule(trace, 8, 4).steps
+
+
+def test_transformers_own_fifo_scheduler_gives_c_blocks_8_9() -> None:
+    """The same trace through transformers' real FIFOScheduler (no model: batches are only
+    scheduled): its _try_to_meet_safety_margin frees A's sectors before C's batch."""
+    from transformers.generation.continuous_batching.requests import RequestState
+    from transformers.generation.continuous_batching.scheduler import FIFOScheduler
+
+    from pagedlab.oracles.hf_cache import paged_cache
+
+    cache = paged_cache(8, 4)
+    table = cache.cache_allocators["full_attention"].block_table
+    scheduler = FIFOScheduler(cache, safety_margin=0.0, max_requests_per_batch=8)
+    for op, name, n in THE_TRACE:
+        if op == "free":
+            scheduler.finish_request(name)
+            scheduler.active_requests.pop(name, None)
+            continue
+        state = RequestState(request_id=name, initial_tokens=list(range(1, n + 1)))
+        scheduler.add_waiting_request(state)
+        batch = scheduler.schedule_batch(token_budget=64, cache_budget=1000)[0]
+        assert batch is not None and name in {f.state.request_id for f in batch}
+    assert table["B"] == [7, 6, 5] and table["C"] == [8, 9]

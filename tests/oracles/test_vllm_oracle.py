@@ -92,3 +92,44 @@ def test_missing_vllm_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(EngineMissing, match="pip install --no-deps vllm==0.34.0"):
         require_vllm()
+
+
+@pytest.mark.parametrize("block_size", [4, 16, 256, 1056])
+def test_the_miss_classifier_hits_what_vllm_hits(block_size: int) -> None:
+    """Notebook 11's workload: a prompt admitted after another in the same step hits it."""
+    from pagedlab.checks import ceil_div
+    from pagedlab.control_scenes import MISS_POOL_TOKENS, miss_scene, miss_workload
+    from pagedlab.oracles.trace import prompt_steps
+    from pagedlab.oracles.vllm_kv import run_vllm
+
+    pool = ceil_div(MISS_POOL_TOKENS, block_size) + 1
+    real = run_vllm(prompt_steps(miss_workload()), pool, block_size)
+    hits = {name: h for step in real.steps for name, h in step.hits.items()}
+    assert hits == {r.name: r.counts["hit"] for r in miss_scene(block_size).results}
+
+
+@pytest.mark.parametrize(("prefix", "suffixes", "block_size"), [
+    (908, [20] * 4, 1056), (908, [20] * 4, 64), (256, [0, 0, 3], 16), (7, [1, 0], 2),
+])  # fmt: skip
+def test_the_hit_rate_law_exercise_is_vllms(prefix: int, suffixes: list, block_size: int) -> None:
+    from pagedlab.exercises.nb11 import shared_prefix_hits
+    from pagedlab.oracles.vllm_kv import run_vllm
+
+    shared = tuple(range(1, prefix + 1))
+    trace = tuple(
+        (("admit", f"R{i}", shared + tuple(range(10_000 * (i + 1), 10_000 * (i + 1) + s))),)
+        for i, s in enumerate(suffixes)
+    )
+    real = run_vllm(trace, 4 * (prefix + 64) // block_size + 8, block_size)
+    hits = sum(h for step in real.steps for h in step.hits.values())
+    assert hits == shared_prefix_hits(prefix, suffixes, block_size)
+
+
+def test_without_prefix_caching_vllm_gives_c_blocks_2_1_as_peers_says() -> None:
+    from pagedlab.memory.peers import THE_TRACE, run_trace
+    from pagedlab.oracles.trace import takes
+    from pagedlab.oracles.vllm_kv import run_vllm
+
+    real = run_vllm(takes(THE_TRACE), 8, 4, enable_caching=False)
+    assert real.steps[-1].blocks["C"] == tuple(run_trace("vllm").blocks["C"]) == (2, 1)
+    assert run_vllm(takes(THE_TRACE), 8, 4).steps[-1].blocks["C"] == (2, 6)  # block 1 hashed
