@@ -86,7 +86,7 @@ def environment(folder: str) -> dict[str, str]:
 def layers(ready: Any) -> dict[str, str]:
     """The child's "ready" reply -> layer -> how it holds (or why not)."""
     said: dict[str, str] = {}
-    if isinstance(ready, tuple) and len(ready) == 2 and isinstance(ready[1], str) and ready[1]:
+    if isinstance(ready, tuple) and len(ready) == 3 and isinstance(ready[1], str) and ready[1]:
         with contextlib.suppress(ValueError):
             said = {str(k): str(v) for k, v in json.loads(ready[1]).items()}
     if not said:

@@ -70,8 +70,8 @@ def reach(libc: ctypes.CDLL, needs: list[str], said: dict[str, str]) -> None:
             folder = "/" + "/".join(parts[:depth])
             if os.path.isdir(folder) and not os.stat(folder).st_mode & 0o001:
                 covers.setdefault(folder, set()).add(parts[depth])
-                break
-    for folder, names in covers.items():
+    for folder in sorted(covers, key=lambda f: f.count("/")):  # outer first: inner ones are
+        names = covers[folder]  # then reached through the outer's bind mounts
         kept = {n: os.open(os.path.join(folder, n), os.O_PATH) for n in names
                 if os.path.lexists(os.path.join(folder, n))}  # fmt: skip
         if libc.mount(b"tmpfs", folder.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
@@ -85,7 +85,9 @@ def reach(libc: ctypes.CDLL, needs: list[str], said: dict[str, str]) -> None:
                        None)  # fmt: skip
             os.close(fd)
     if covers:
-        said["reach"] = "only the interpreter's way through " + ", ".join(sorted(covers))
+        said["reach"] = "only the ways to the interpreter and pagedlab through " + ", ".join(
+            sorted(covers)
+        )
 
 
 def limits(wanted: dict[str, int], said: dict[str, str]) -> None:

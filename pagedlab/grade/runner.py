@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import math
 import os
 import re
 import secrets
@@ -49,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pagedlab
 from pagedlab.exercises import EXERCISES, Exercise
 from pagedlab.exercises.core import Case, Kernel, held_back, short
 from pagedlab.exercises.drivers import BASES
@@ -257,8 +259,15 @@ class Child:
         )
         for fd in (to_child, from_child, audit):
             os.close(fd)
-        ready = self.ask(None, ready_s)  # ("ready", layers)
+        ready = self.ask(None, ready_s)  # ("ready", layers, the pagedlab it imported)
         self.layers: dict[str, str] = cage.layers(ready)
+        theirs = ready[-1] if isinstance(ready, tuple) and isinstance(ready[-1], str) else ""
+        if os.path.realpath(theirs) != os.path.realpath(pagedlab.__file__):
+            self.kill()
+            raise UsageError(
+                f"the grading child did not import this pagedlab ({pagedlab.__file__}; it got "
+                f"{theirs or 'none'}): the uid it runs as cannot read it, or PYTHONPATH differs"
+            )
 
     def ask(self, message: Any, seconds: float) -> Any:
         """Send ``message`` (None: send nothing) and return the reply within ``seconds``."""
@@ -324,7 +333,8 @@ class Verdict:
         self.output = printable(self.output)  # it holds what the learner's code printed or raised
 
     def test(self) -> dict[str, Any]:
-        return {"name": self.name, "score": self.score, "max_score": 1.0, "output": self.output}
+        return {"name": self.name, "score": self.score, "max_score": 1.0, "output": self.output,
+                "visibility": "visible"}  # fmt: skip
 
 
 class Grader:
@@ -498,6 +508,7 @@ def grade(
     before any learner code runs, gets provisional results: every exercise 0, "grading did not
     finish" (what stands if the submission kills this process).
     """
+    began = time.monotonic()
     files = [Path(p) for p in paths]
     entries = {entry_of(e) for e in EXERCISES.values()}
     notes: list[str] = []
@@ -534,15 +545,23 @@ def grade(
         say(printable(f"note: {text} (left out)"))
     for text in notes:
         say(f"note: {text}")
-    return _results(verdicts, notes, grader.layers)
+    return _results(verdicts, notes, grader.layers, time.monotonic() - began)
 
 
-def _results(verdicts: Sequence[Verdict], notes: Sequence[str],
-             layers: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
-    """Gradescope's results.json: the score and one test per exercise (and the notes); the
-    cage's layers in ``extra_data`` (Gradescope keeps it, never shows it)."""
+def _results(
+    verdicts: Sequence[Verdict],
+    notes: Sequence[str],
+    layers: dict[str, str] | None = None,
+    seconds: float = 0.0,
+) -> dict[str, Any]:
+    """Gradescope's results.json: the score, one test per exercise (its output: the verdict),
+    the notes, how long grading took; the cage's layers in ``extra_data`` (kept, never shown).
+    The learner sees every test's output; the grader's own stdout stays hidden."""
     results: dict[str, Any] = {
         "score": float(sum(v.score for v in verdicts)),
+        "execution_time": math.ceil(seconds),
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
         "tests": [v.test() for v in verdicts],
     }
     if layers:
