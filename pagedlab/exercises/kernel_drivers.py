@@ -21,6 +21,7 @@ nothing of :mod:`pagedlab.exercises` but the drivers. Needs torch (and triton to
 
 from __future__ import annotations
 
+import types
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -65,9 +66,30 @@ def _fence_intact(buffer: torch.Tensor, fill: float) -> None:
         )
 
 
+#: Names no Triton kernel can compile: a body that uses them is Python run by the interpreter
+#: (walking frames to the caller's padded input, say), not a kernel.
+NOT_TRITON = frozenset({"sys", "inspect", "gc", "ctypes", "os", "builtins", "torch", "numpy",
+                        "_getframe", "currentframe", "f_back", "f_locals", "f_globals",
+                        "tb_frame", "gi_frame", "__import__", "globals", "locals", "vars", "eval",
+                        "exec", "open", "getattr", "setattr"})  # fmt: skip
+
+
 def _kernel_of(kernel: Any) -> Any:
+    """``kernel``, refused unless it launches (``kernel[grid]``) and its body, where it is a
+    Python function, names nothing a compiled Triton kernel cannot (:data:`NOT_TRITON`)."""
     if not hasattr(kernel, "__getitem__"):
         raise TypeError(f"pass the @triton.jit kernel itself, got {type(kernel).__name__}")
+    fn = getattr(kernel, "fn", None)
+    codes = [fn.__code__] if type(fn) is types.FunctionType else []
+    while codes:
+        code = codes.pop()
+        used = sorted(NOT_TRITON & {*code.co_names, *code.co_varnames, *code.co_freevars})
+        if used:
+            raise TypeError(
+                f"the kernel's body uses {', '.join(used)}: a Triton kernel computes with tl.* "
+                "on what it loads, it cannot call Python (this would not compile on a GPU)"
+            )
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return kernel
 
 
@@ -179,8 +201,9 @@ def adapt_copy(kernel: Any) -> Callable[..., Any]:
         past = [i for i in past if i < len(padded)]
         if past:
             raise RuntimeError(
-                f"the kernel loaded x at offsets {past} (past n={n}), then masked the store "
-                "only: mask the load as well (an unmasked load reads memory x may not own)"
+                f"the kernel loaded x at offsets {past} (past n={n}): load only the lanes "
+                "whose offset is below n (tl.load(x_ptr + offs, mask=offs < n)); a load past n "
+                "reads memory x may not own"
             )
         return out.cpu()
 
@@ -211,8 +234,18 @@ def adapt_softmax(kernel: Any) -> Callable[..., Any]:
         block, dim = k.shape
         buffer, out = _fenced((block,), SENTINEL)
         keys, query = k.to(_device()).contiguous(), q.to(_device()).contiguous()
-        _quiet(lambda: kern[(1,)](query, keys, out, n, scale, BLOCK_SIZE=block, HEAD_DIM=dim))
+        with watched() as watch:
+            _quiet(lambda: kern[(1,)](query, keys, out, n, scale, BLOCK_SIZE=block,
+                                      HEAD_DIM=dim))  # fmt: skip
         _fence_intact(buffer, SENTINEL)
+        start, size = keys.data_ptr(), keys.element_size()
+        past = sorted({(a - start) // size // dim for a in watch.loads
+                       if start + n * dim * size <= a < start + keys.numel() * size})  # fmt: skip
+        if past:
+            raise RuntimeError(
+                f"the kernel loaded k's slots {past} (slots {n}.. hold no key): mask the load "
+                "of k too (mask=valid[:, None]), not only the scores"
+            )
         return out.cpu()
 
     return _named(kernel, run)

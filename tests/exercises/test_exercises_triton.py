@@ -14,6 +14,7 @@ from pagedlab.attention import backend
 if backend.BACKEND == "unavailable":  # pragma: no cover - macOS / Windows
     pytest.skip("triton is not installed here", allow_module_level=True)
 
+import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
@@ -192,17 +193,19 @@ def _gather(x_ptr, index_ptr, out_ptr, D: tl.constexpr, LOOKUP: tl.constexpr,
 
 @triton.jit
 def _softmax(q_ptr, k_ptr, out_ptr, n, scale, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
-             MASK: tl.constexpr, MAX: tl.constexpr, SCALE: tl.constexpr):  # fmt: skip
+             MASK: tl.constexpr, MAX: tl.constexpr, SCALE: tl.constexpr,
+             MASK_LOAD: tl.constexpr):  # fmt: skip
     offs_t = tl.arange(0, BLOCK_SIZE)
     offs_d = tl.arange(0, HEAD_DIM)
     q = tl.load(q_ptr + offs_d)
-    valid = offs_t < n if MASK else offs_t < BLOCK_SIZE
+    everywhere = offs_t < BLOCK_SIZE
+    loaded = offs_t < n if MASK_LOAD else everywhere
     k = tl.load(
-        k_ptr + offs_t[:, None] * HEAD_DIM + offs_d[None, :], mask=valid[:, None], other=0.0
+        k_ptr + offs_t[:, None] * HEAD_DIM + offs_d[None, :], mask=loaded[:, None], other=0.0
     )
     raw = tl.sum(k * q[None, :], axis=1)
     raw = raw * scale if SCALE else raw
-    scores = tl.where(valid, raw, float("-inf"))
+    scores = tl.where(offs_t < n if MASK else everywhere, raw, float("-inf"))
     top = tl.max(scores, axis=0) if MAX else 0.0
     p = tl.exp(scores - top)
     tl.store(out_ptr + offs_t, p / tl.sum(p, axis=0))
@@ -218,7 +221,7 @@ class _Switched:
 
 COPY_OK = {"MASK_STORE": True, "PER_PROGRAM": True}
 GATHER_OK = {"LOOKUP": True, "STRIDE": True}
-SOFTMAX_OK = {"MASK": True, "MAX": True, "SCALE": True}
+SOFTMAX_OK = {"MASK": True, "MAX": True, "SCALE": True, "MASK_LOAD": True}
 LADDER = [
     ("masked_copy", _copy, COPY_OK, {"MASK_STORE": False}, "case 1 of", "it must not store there"),
     ("masked_copy", _copy, COPY_OK, {"PER_PROGRAM": False}, "case 1 of", "program 1 stored"),
@@ -231,7 +234,9 @@ LADDER = [
         "stored x's row 0, expected x's row 4",
     ),
     ("gather_rows", _gather, GATHER_OK, {"STRIDE": False}, "case 1 of", "row 0 of out"),
-    ("block_softmax", _softmax, SOFTMAX_OK, {"MASK": False}, "case 2 of", "NaN at slots"),
+    ("block_softmax", _softmax, SOFTMAX_OK, {"MASK": False}, "case 2 of", "wrong weights at"),
+    # issue 38: the scores masked, the load of k not: the stub asks for a masked load
+    ("block_softmax", _softmax, SOFTMAX_OK, {"MASK_LOAD": False}, "case 2 of", "slots [3]"),
     ("block_softmax", _softmax, SOFTMAX_OK, {"MAX": False}, "case 4 of", "overflows"),
     ("block_softmax", _softmax, SOFTMAX_OK, {"SCALE": False}, "case 1 of", "small scores"),
 ]
@@ -268,8 +273,8 @@ DRAWN = [  # a wrong kernel -> the rows its feedback must draw (read off the int
      ["program 0  ====", "program 1      ."]),
     ("gather_rows", _gather, GATHER_OK, {"LOOKUP": False},
      ["x's row    0 1 2 3 4 5", "program 0  #       *", "program 1    o"]),
-    ("block_softmax", _softmax, SOFTMAX_OK, {"MASK": False},
-     ["slot       0123", "weight     NNNN", "key        kkk-"]),
+    ("block_softmax", _softmax, SOFTMAX_OK, {"MASK": False},  # loads masked, scores not
+     ["slot       0123", "weight     xxxx", "key        kkk-"]),
 ]  # fmt: skip
 
 
@@ -280,3 +285,37 @@ def test_a_wrong_rung_draws_what_each_program_touched(rung, kernel, right, wrong
     for row in rows:
         assert row in lines, f"{row!r} not drawn in:\n{result.message}"
     assert html.escape(rows[0]) in result._repr_html_()  # the <pre> keeps the grid's columns
+
+
+PYTHON_BODIED = """import sys
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def my_masked_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    frame = sys._getframe(1)
+    while frame is not None and "padded" not in frame.f_locals:
+        frame = frame.f_back
+    frame.f_locals["out"][:n] = frame.f_locals["padded"][:n]
+"""
+
+
+def test_a_python_bodied_kernel_is_refused(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 38: a ``@triton.jit`` masked_copy whose body is Python walking the frames to the
+    driver's padded input passed (Triton's interpreter runs any Python)."""
+    (tmp_path / "frames.py").write_text(PYTHON_BODIED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = EXERCISES["masked_copy"].check(__import__("frames").my_masked_copy)
+    assert result.status == FAILED and "the kernel's body uses" in result.message, result.message
+    assert "f_back, f_locals" in result.message
+
+
+def test_the_ladder_data_is_never_its_own_offsets() -> None:
+    """Issue 38: gather_rows accepted a kernel storing the source offsets (x held them)."""
+    for name in ("masked_copy", "gather_rows"):
+        for case in EXERCISES[name].cases():
+            x = case.args[0].flatten()
+            assert not bool((x == torch.arange(len(x), dtype=x.dtype)).any()), (name, case.label)
+        assert any(c.kind == "generated" for c in EXERCISES[name].cases()), name  # held back

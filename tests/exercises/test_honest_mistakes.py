@@ -263,7 +263,7 @@ def test_masked_copy_with_an_unmasked_load() -> None:
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         tl.store(out_ptr + offs, tl.load(x_ptr + offs), mask=offs < n)
 
-    _fails_on("masked_copy", my_masked_copy, "past n=5), then masked the store only")
+    _fails_on("masked_copy", my_masked_copy, "past n=5): load only the lanes")
 
 
 @pytest.mark.skipif("gather_rows" not in EXERCISES, reason="needs triton")
