@@ -241,7 +241,7 @@ def adapt_softmax(kernel: Any) -> Callable[..., Any]:
         start, size = keys.data_ptr(), keys.element_size()
         past = sorted({(a - start) // size // dim for a in watch.loads
                        if start + n * dim * size <= a < start + keys.numel() * size})  # fmt: skip
-        if past:
+        if past and not bool(torch.isnan(out).any()):  # NaN out: the values say more
             raise RuntimeError(
                 f"the kernel loaded k's slots {past} (slots {n}.. hold no key): mask the load "
                 "of k too (mask=valid[:, None]), not only the scores"
@@ -271,11 +271,33 @@ def launch(kernel: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Ten
                                tables.shape[1]))  # fmt: skip
     _fence_intact(buffer, float("nan"))
     watch.owners(out, q.shape[2], (num_seqs, num_heads))
+    stray = _unowned(watch.loads, k, tables, seq_lens) + _unowned(watch.loads, v, tables, seq_lens)
+    if stray and not bool(torch.isnan(out).any()):  # NaN out: the values say more
+        raise RuntimeError(
+            f"the kernel loaded K or V at slots no sequence owns ({sorted(set(stray))[:8]}): "
+            "mask both loads (slots at or past seq_len), not only the scores"
+        )
     _foreign_writes(
         lambda grid, o: _launch(kernel, grid, o, q, k, v, table, lens, tables.shape[1]),
         (num_seqs, num_heads), tuple(q.shape), float("nan"),
     )  # fmt: skip
     return out.cpu()
+
+
+def _unowned(loads: list[int], cache: torch.Tensor, tables: torch.Tensor,
+             seq_lens: torch.Tensor) -> list[int]:  # fmt: skip
+    """The slots of ``cache`` (its guard blocks included) that ``loads`` touched but no
+    sequence owns (past its length, or in no table)."""
+    size, per_slot, block_size = cache.element_size(), cache.stride(1), cache.shape[1]
+    start = cache.data_ptr()
+    low, high = (
+        start - GUARD * cache.stride(0) * size,
+        start + (cache.shape[0] + GUARD) * cache.stride(0) * size,
+    )
+    owned = {int(tables[s][p // block_size]) * block_size + p % block_size
+             for s in range(len(seq_lens)) for p in range(int(seq_lens[s]))}  # fmt: skip
+    return [slot for a in loads if low <= a < high
+            if (slot := (a - start) // size // per_slot) not in owned]  # fmt: skip
 
 
 def _launch(kernel: Any, grid: tuple[int, ...], out: torch.Tensor, q: torch.Tensor,

@@ -30,7 +30,8 @@ def _kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_bl
             BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
             MASK: tl.constexpr, MASK_V: tl.constexpr, RESCALE: tl.constexpr,
             LOOKUP: tl.constexpr, ALL_BLOCKS: tl.constexpr, RUNNING_MAX: tl.constexpr,
-            BLOCK_MAX: tl.constexpr, KEEP_M: tl.constexpr, GROUPS: tl.constexpr):  # fmt: skip
+            BLOCK_MAX: tl.constexpr, KEEP_M: tl.constexpr, GROUPS: tl.constexpr,
+            K_LOAD_MASK: tl.constexpr):  # fmt: skip
     """The solution with one switch per common mistake (all default: the right kernel)."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
@@ -50,7 +51,8 @@ def _kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_bl
         k_mask = valid if MASK else every
         v_mask = valid if (MASK and MASK_V) else every
         offs = ((physical * BLOCK_SIZE + offs_t[:, None]) * NUM_KV_HEADS + kv_head) * HEAD_DIM
-        k = tl.load(k_ptr + offs + offs_d[None, :], mask=k_mask[:, None], other=0.0)
+        k_load = k_mask if K_LOAD_MASK else every
+        k = tl.load(k_ptr + offs + offs_d[None, :], mask=k_load[:, None], other=0.0)
         v = tl.load(v_ptr + offs + offs_d[None, :], mask=v_mask[:, None], other=0.0)
         scores = tl.where(k_mask, tl.sum(k * q[None, :], axis=1), float("-inf"))
         if RUNNING_MAX:
@@ -72,7 +74,8 @@ def _kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_bl
 
 
 RIGHT = {"MASK": True, "MASK_V": True, "RESCALE": True, "LOOKUP": True, "ALL_BLOCKS": False,
-         "RUNNING_MAX": True, "BLOCK_MAX": False, "KEEP_M": True, "GROUPS": True}  # fmt: skip
+         "RUNNING_MAX": True, "BLOCK_MAX": False, "KEEP_M": True, "GROUPS": True,
+         "K_LOAD_MASK": True}  # fmt: skip
 
 
 class _Variant:
@@ -319,3 +322,11 @@ def test_the_ladder_data_is_never_its_own_offsets() -> None:
             x = case.args[0].flatten()
             assert not bool((x == torch.arange(len(x), dtype=x.dtype)).any()), (name, case.label)
         assert any(c.kind == "generated" for c in EXERCISES[name].cases()), name  # held back
+
+
+def test_an_unmasked_k_load_with_masked_scores_is_refused() -> None:
+    """Issue 38: K loaded unmasked (NaN in the empty slots) and the scores masked gave the
+    right output; the stub asks for a masked load, and so does every real kernel."""
+    result = PUZZLE.check(_Variant(K_LOAD_MASK=False))
+    assert result.status == FAILED and "case 2 of" in result.message, result.message
+    assert "loaded K or V at slots no sequence owns ([11])" in result.message
