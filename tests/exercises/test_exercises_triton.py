@@ -31,7 +31,8 @@ def _kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_bl
             MASK: tl.constexpr, MASK_V: tl.constexpr, RESCALE: tl.constexpr,
             LOOKUP: tl.constexpr, ALL_BLOCKS: tl.constexpr, RUNNING_MAX: tl.constexpr,
             BLOCK_MAX: tl.constexpr, KEEP_M: tl.constexpr, GROUPS: tl.constexpr,
-            K_LOAD_MASK: tl.constexpr):  # fmt: skip
+            K_LOAD_MASK: tl.constexpr, OLD_MAX: tl.constexpr, NO_OFFSET: tl.constexpr,
+            ROW0: tl.constexpr):  # fmt: skip
     """The solution with one switch per common mistake (all default: the right kernel)."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
@@ -45,8 +46,9 @@ def _kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_bl
     acc = tl.zeros([HEAD_DIM], tl.float32)
     end = max_blocks if ALL_BLOCKS else tl.cdiv(seq_len, BLOCK_SIZE)
     for b in range(0, end):
-        physical = tl.load(table_ptr + seq * max_blocks + b) if LOOKUP else b
-        valid = b * BLOCK_SIZE + offs_t < seq_len
+        row = 0 if ROW0 else seq
+        physical = tl.load(table_ptr + row * max_blocks + b) if LOOKUP else b
+        valid = (0 if NO_OFFSET else b * BLOCK_SIZE) + offs_t < seq_len
         every = offs_t < BLOCK_SIZE
         k_mask = valid if MASK else every
         v_mask = valid if (MASK and MASK_V) else every
@@ -61,7 +63,7 @@ def _kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_bl
             else:
                 m_new = tl.maximum(m, tl.max(scores, axis=0))
             alpha = tl.exp(m - m_new) if RESCALE else 1.0
-            p = tl.exp(scores - m_new)
+            p = tl.exp(scores - m) if OLD_MAX else tl.exp(scores - m_new)
         else:  # plain exp(scores): the same softmax in exact arithmetic
             m_new = m
             alpha = 1.0
@@ -75,7 +77,7 @@ def _kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_bl
 
 RIGHT = {"MASK": True, "MASK_V": True, "RESCALE": True, "LOOKUP": True, "ALL_BLOCKS": False,
          "RUNNING_MAX": True, "BLOCK_MAX": False, "KEEP_M": True, "GROUPS": True,
-         "K_LOAD_MASK": True}  # fmt: skip
+         "K_LOAD_MASK": True, "OLD_MAX": False, "NO_OFFSET": False, "ROW0": False}  # fmt: skip
 
 
 class _Variant:
@@ -142,15 +144,19 @@ def test_the_stub_is_not_done_yet(tmp_path, monkeypatch) -> None:  # type: ignor
 @pytest.mark.parametrize(
     ("switches", "words"),
     [
-        ({"RUNNING_MAX": False}, ["case 4 of", "score of 100", "overflows", "(NaN)"]),
-        ({"BLOCK_MAX": True}, ["case 4 of", "a block's own max", "logical block 1"]),
+        ({"RUNNING_MAX": False}, ["case 5 of", "score of 100", "overflows", "(NaN)"]),
+        ({"BLOCK_MAX": True}, ["case 5 of", "a block's own max", "logical block 1"]),
         ({"MASK_V": False}, ["case 2 of", "must be masked", "(NaN)"]),
         ({"MASK": False}, ["case 2 of", "must be masked", "logical block 0"]),
         ({"KEEP_M": False}, ["case 3 of", "m carries over"]),
         ({"RESCALE": False}, ["case 3 of", "rescaled", "logical block 2"]),
         ({"LOOKUP": False}, ["case 1 of", "physical block 3", "logical block 0 (physical 3"]),
-        ({"GROUPS": False}, ["case 6 of", "kv head 0", "head 1"]),
+        ({"GROUPS": False}, ["case 8 of", "kv head 0", "head 1"]),
         ({"MASK": False, "ALL_BLOCKS": True}, ["case 2 of", "(NaN)"]),
+        # issue 38: each was told another case's purpose (an overflow, GQA, an inverted alpha)
+        ({"OLD_MAX": True}, ["case 1 of", "or p subtracts the old max"]),
+        ({"NO_OFFSET": True}, ["case 4 of", "counts from the block's first position"]),
+        ({"ROW0": True}, ["case 7 of", "reads row s of the block table"]),
     ],
 )
 def test_wrong_kernels_fail_on_the_case_made_for_them(switches: dict, words: list[str]) -> None:
