@@ -284,7 +284,16 @@ class Steps:
         self.plan = StepResult(0)
 
     def apply(self, event: int) -> None:
-        self.plan = self.scheduler.step()
+        try:
+            self.plan = self.scheduler.step()
+        except ValueError as error:  # the Scheduler's own check: the learner's words first
+            if "behind the scheduler's back" not in str(error):
+                raise
+            raise ValueError(
+                "the policy admitted a group that is not the head of the waiting queue "
+                "(admit(self.waiting[0], out): first come, first served), or changed a table "
+                f"itself; the scheduler found: {error}"
+            ) from None
 
     def observe(self) -> tuple[Any, ...]:
         s, out = self.scheduler, self.plan

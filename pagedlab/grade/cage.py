@@ -59,7 +59,8 @@ def wrap(command: list[str]) -> list[str]:
         return command
     uid, gid = _ids()
     limits = {k: v for k, v in LIMITS.items() if not (k == "as" and _gpu())}  # CUDA maps TiBs
-    needs = [os.path.realpath(sys.executable), os.path.dirname(os.__file__), *sys.path]
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # pagedlab's folder
+    needs = [os.path.realpath(sys.executable), os.path.dirname(os.__file__), here, *sys.path]
     spec = json.dumps({"uid": uid, "gid": gid, "limits": limits, "needs": needs})
     return [sys.executable, JAIL, spec, "--", *command]
 

@@ -482,3 +482,23 @@ def test_prefix_cache_mistakes_are_said_in_their_own_words() -> None:
     result = exercise.check(last)
     assert result.status == FAILED and "its last token is always computed" in result.message
     assert "n must be" not in result.message
+
+
+def test_scheduler_step_admitting_past_the_head_is_said_so() -> None:
+    """Issue 38: admitting a later request when the head does not fit ended in the grader's
+    internal "a table was changed behind the scheduler's back"."""
+    exercise = EXERCISES["scheduler_step"]
+
+    class MyScheduler(exercise.solution):  # type: ignore[name-defined,misc]
+        def policy(self, out):  # type: ignore[no-untyped-def]
+            if not self.swapped:
+                for group in list(self.waiting):  # every one that fits, not the head only
+                    self.admit(group, out)
+                if out.admitted:
+                    return
+            super().policy(out)
+
+    result = exercise.check(MyScheduler)
+    assert result.status == FAILED, result.message
+    assert "behind the scheduler's back" not in result.message.split("found:")[0]
+    assert "not the head of the waiting queue" in result.message, result.message
