@@ -9,7 +9,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.pagedlab-installed
 
-.PHONY: lab test notebooks figures site bench clean
+.PHONY: lab test notebooks figures site bench clean autograder
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -59,5 +59,10 @@ site: $(STAMP)
 bench: $(STAMP)
 	for script in benchmarks/bench_*.py; do $(BIN)/python $$script || exit 1; done
 
+# Gradescope's bundle: autograder.zip (setup.sh, run_autograder, pagedlab, pinned versions);
+# README.md, "For instructors", says how to use it and how to grade a folder locally.
+autograder:
+	$(PYTHON) scripts/build_autograder.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build site node_modules
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build site node_modules autograder.zip

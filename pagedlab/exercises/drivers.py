@@ -194,8 +194,10 @@ Admit = tuple[list[int], bool]  # (prompt tokens, whether the request finishes r
 
 class Admissions:
     """Prompts admitted one after another into a large pool (no eviction), by pagedlab's
-    PrefixCache (``make`` None) or the learner's ``make(block_size)`` with ``lookup`` and
-    ``register``. Observed: (hit blocks, the new table's blocks)."""
+    PrefixCache (``make`` None) or the learner's ``make(block_size)`` with ``lookup``,
+    ``register`` and the stub's ``block_of`` (hash -> block). Observed: (hit blocks, the new
+    table's blocks, every cached block). A lookup that returns more blocks than the prompt
+    may hit (its last token is always computed) fails with its own words."""
 
     def __init__(self, make: Callable[[int], Any] | None, block_size: int,
                  admits: list[Admit]) -> None:  # fmt: skip
@@ -211,16 +213,43 @@ class Admissions:
             hits, table = list(admission.hit_blocks), admission.table
         else:
             hits = [int(b) for b in self.mine.lookup(list(tokens))]
+            _hits_fit(len(hits), len(tokens), self.pool.block_size)
             table = BlockTable(self.pool)
             table.hold_prefix(hits)
             table.append_tokens(len(tokens) - len(hits) * self.pool.block_size)
             self.mine.register(list(table.blocks), list(tokens))
+            tail = table.blocks[-1] if len(tokens) % self.pool.block_size else None
+            if tail in getattr(self.mine, "block_of", {}).values():
+                raise ValueError(
+                    f"register cached block {tail}, the prompt's partly filled last block: "
+                    "register only full blocks (a partly filled block's tokens are not all "
+                    "there yet)"
+                )
         self.seen = (hits, list(table.blocks))
         if finishes:
             table.free()
 
     def observe(self) -> tuple[Any, ...]:
-        return self.seen
+        if self.real is not None:
+            return (*self.seen, sorted(self.real.cached_blocks()))
+        held = getattr(self.mine, "block_of", None)
+        if not isinstance(held, dict):
+            raise TypeError("keep the stub's block_of (chained hash -> physical block): the "
+                            "check reads which blocks your cache holds")  # fmt: skip
+        return (*self.seen, sorted({int(b) for b in held.values()}))
+
+
+def _hits_fit(hits: int, tokens: int, size: int) -> None:
+    if hits * size > tokens:
+        raise ValueError(
+            f"lookup returned {hits} blocks for a {tokens}-token prompt: a hit is a full "
+            "block, and a partly filled tail is never cached (register only full blocks)"
+        )
+    if hits > (tokens - 1) // size:
+        raise ValueError(
+            f"lookup returned {hits} blocks for a {tokens}-token prompt: its last token is "
+            f"always computed, so at most {(tokens - 1) // size} of its blocks can be hits"
+        )
 
 
 def cache_log(make: Any, block_size: int, admits: list[Admit]) -> Log:
@@ -255,7 +284,16 @@ class Steps:
         self.plan = StepResult(0)
 
     def apply(self, event: int) -> None:
-        self.plan = self.scheduler.step()
+        try:
+            self.plan = self.scheduler.step()
+        except ValueError as error:  # the Scheduler's own check: the learner's words first
+            if "behind the scheduler's back" not in str(error):
+                raise
+            raise ValueError(
+                "the policy admitted a group that is not the head of the waiting queue "
+                "(admit(self.waiting[0], out): first come, first served), or changed a table "
+                f"itself; the scheduler found: {error}"
+            ) from None
 
     def observe(self) -> tuple[Any, ...]:
         s, out = self.scheduler, self.plan

@@ -21,6 +21,7 @@ nothing of :mod:`pagedlab.exercises` but the drivers. Needs torch (and triton to
 
 from __future__ import annotations
 
+import types
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -65,11 +66,32 @@ def _fence_intact(buffer: torch.Tensor, fill: float) -> None:
         )
 
 
+#: Names no Triton kernel can compile: a body that uses them is Python run by the interpreter
+#: (walking frames to the caller's padded input, say), not a kernel.
+NOT_TRITON = frozenset({"sys", "inspect", "gc", "ctypes", "os", "builtins", "torch", "numpy",
+                        "_getframe", "currentframe", "f_back", "f_locals", "f_globals",
+                        "tb_frame", "gi_frame", "__import__", "globals", "locals", "vars", "eval",
+                        "exec", "open", "getattr", "setattr"})  # fmt: skip
+
+
 def _kernel_of(kernel: Any) -> Any:
+    """``kernel``, refused unless it launches (``kernel[grid]``) and its body, where it is a
+    Python function, names nothing a compiled Triton kernel cannot (:data:`NOT_TRITON`)."""
     if not hasattr(kernel, "__getitem__"):
         raise TypeError(f"pass the @triton.jit kernel itself, got {type(kernel).__name__}")
     if stale := backend.stale_kernel(kernel):  # defined before import pagedlab: say so
         raise RuntimeError(stale)
+    fn = getattr(kernel, "fn", None)
+    codes = [fn.__code__] if type(fn) is types.FunctionType else []
+    while codes:
+        code = codes.pop()
+        used = sorted(NOT_TRITON & {*code.co_names, *code.co_varnames, *code.co_freevars})
+        if used:
+            raise TypeError(
+                f"the kernel's body uses {', '.join(used)}: a Triton kernel computes with tl.* "
+                "on what it loads, it cannot call Python (this would not compile on a GPU)"
+            )
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return kernel
 
 
@@ -181,8 +203,9 @@ def adapt_copy(kernel: Any) -> Callable[..., Any]:
         past = [i for i in past if i < len(padded)]
         if past:
             raise RuntimeError(
-                f"the kernel loaded x at offsets {past} (past n={n}), then masked the store "
-                "only: mask the load as well (an unmasked load reads memory x may not own)"
+                f"the kernel loaded x at offsets {past} (past n={n}): load only the lanes "
+                "whose offset is below n (tl.load(x_ptr + offs, mask=offs < n)); a load past n "
+                "reads memory x may not own"
             )
         return out.cpu()
 
@@ -213,8 +236,18 @@ def adapt_softmax(kernel: Any) -> Callable[..., Any]:
         block, dim = k.shape
         buffer, out = _fenced((block,), SENTINEL)
         keys, query = k.to(_device()).contiguous(), q.to(_device()).contiguous()
-        _quiet(lambda: kern[(1,)](query, keys, out, n, scale, BLOCK_SIZE=block, HEAD_DIM=dim))
+        with watched() as watch:
+            _quiet(lambda: kern[(1,)](query, keys, out, n, scale, BLOCK_SIZE=block,
+                                      HEAD_DIM=dim))  # fmt: skip
         _fence_intact(buffer, SENTINEL)
+        start, size = keys.data_ptr(), keys.element_size()
+        past = sorted({(a - start) // size // dim for a in watch.loads
+                       if start + n * dim * size <= a < start + keys.numel() * size})  # fmt: skip
+        if past and not bool(torch.isnan(out).any()):  # NaN out: the values say more
+            raise RuntimeError(
+                f"the kernel loaded k's slots {past} (slots {n}.. hold no key): mask the load "
+                "of k too (mask=valid[:, None]), not only the scores"
+            )
         return out.cpu()
 
     return _named(kernel, run)
@@ -240,11 +273,33 @@ def launch(kernel: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Ten
                                tables.shape[1]))  # fmt: skip
     _fence_intact(buffer, float("nan"))
     watch.owners(out, q.shape[2], (num_seqs, num_heads))
+    stray = _unowned(watch.loads, k, tables, seq_lens) + _unowned(watch.loads, v, tables, seq_lens)
+    if stray and not bool(torch.isnan(out).any()):  # NaN out: the values say more
+        raise RuntimeError(
+            f"the kernel loaded K or V at slots no sequence owns ({sorted(set(stray))[:8]}): "
+            "mask both loads (slots at or past seq_len), not only the scores"
+        )
     _foreign_writes(
         lambda grid, o: _launch(kernel, grid, o, q, k, v, table, lens, tables.shape[1]),
         (num_seqs, num_heads), tuple(q.shape), float("nan"),
     )  # fmt: skip
     return out.cpu()
+
+
+def _unowned(loads: list[int], cache: torch.Tensor, tables: torch.Tensor,
+             seq_lens: torch.Tensor) -> list[int]:  # fmt: skip
+    """The slots of ``cache`` (its guard blocks included) that ``loads`` touched but no
+    sequence owns (past its length, or in no table)."""
+    size, per_slot, block_size = cache.element_size(), cache.stride(1), cache.shape[1]
+    start = cache.data_ptr()
+    low, high = (
+        start - GUARD * cache.stride(0) * size,
+        start + (cache.shape[0] + GUARD) * cache.stride(0) * size,
+    )
+    owned = {int(tables[s][p // block_size]) * block_size + p % block_size
+             for s in range(len(seq_lens)) for p in range(int(seq_lens[s]))}  # fmt: skip
+    return [slot for a in loads if low <= a < high
+            if (slot := (a - start) // size // per_slot) not in owned]  # fmt: skip
 
 
 def _launch(kernel: Any, grid: tuple[int, ...], out: torch.Tensor, q: torch.Tensor,

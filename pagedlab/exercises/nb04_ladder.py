@@ -101,32 +101,41 @@ def _solutions() -> tuple[Any, Any, Any]:
 
 
 # --- rung 1 ------------------------------------------------------------------------------------
-COPIES = [  # (n, BLOCK, x's first value, why): x = first, first + 1, ...
-    (5, 4, 0.0, "5 elements in programs of 4: the second program's last 3 lanes are past n"),
-    (8, 8, 0.5, "8 elements, one full program: nothing to mask"),
-    (1, 16, 1.0, "1 element in a program of 16: 15 lanes masked"),
-    (37, 16, 1.5, "37 elements in 3 programs of 16"),
+COPIES = [  # (n, BLOCK, why): x holds seeded values, never its own offsets
+    (5, 4, "5 elements in programs of 4: the second program's last 3 lanes are past n"),
+    (8, 8, "8 elements, one full program: nothing to mask"),
+    (1, 16, "1 element in a program of 16: 15 lanes masked"),
+    (37, 16, "37 elements in 3 programs of 16"),
 ]
 
 
-def _copy_cases() -> list[Case]:
-    def given(n: int, block: int, first: float) -> tuple[Any, ...]:
-        return torch.arange(n, dtype=torch.float32) + first, n, block
+def _values(shape: tuple[int, ...], *key: int) -> torch.Tensor:
+    """Seeded values (held back: salted) that no index equals: 100.5 .. 999.5."""
+    generator = torch.Generator().manual_seed(seed_of(hash(key) % 1_000_003))
+    return torch.randint(100, 1000, shape, generator=generator).float() + 0.5
 
-    def expect(n: int, block: int, first: float) -> torch.Tensor:
+
+def _copy_cases() -> list[Case]:
+    def given(n: int, block: int) -> tuple[Any, ...]:
+        return _values((n,), 401, n, block), n, block
+
+    def expect(n: int, block: int) -> torch.Tensor:
         out = torch.full((n + block,), SENTINEL)  # past n: untouched
-        out[:n] = given(n, block, first)[0]
+        out[:n] = given(n, block)[0]
         return out
 
-    def label(n: int, block: int, first: float) -> str:
-        x = given(n, block, first)[0].tolist()
+    def label(n: int, block: int) -> str:
+        x = given(n, block)[0].tolist()
         return f"x = {x[:8]}{' ...' if n > 8 else ''} (n={n}), BLOCK={block}"
 
-    return cases(COPIES, expect=expect, label=label, given=given)
+    def generate(rng: Any) -> tuple[int, int]:
+        return rng.randint(1, 70), rng.choice((4, 8, 16, 32))
+
+    return cases(COPIES, generate, 4, 4010, expect=expect, label=label, given=given)
 
 
 # --- rung 2 ------------------------------------------------------------------------------------
-GATHERS = [  # (rows of x, D, index, why): x's row r holds r*D .. r*D + D - 1
+GATHERS = [  # (rows of x, D, index, why): x holds seeded values, never its own offsets
     (6, 4, [4, 1], "rows [4, 1] (the example's blocks): row 0 of out is row 4 of x"),
     (4, 4, [0, 1, 2, 3], "the identity: every row where it was"),
     (8, 16, [7, 0, 5], "rows of 16 floats: the row stride is D"),
@@ -134,19 +143,20 @@ GATHERS = [  # (rows of x, D, index, why): x's row r holds r*D .. r*D + D - 1
 ]
 
 
-def _gather_x(rows: int, d: int) -> torch.Tensor:
-    return torch.arange(rows * d, dtype=torch.float32).reshape(rows, d)
-
-
 def _gather_cases() -> list[Case]:
+    def given(rows: int, d: int, index: list[int]) -> tuple[Any, ...]:
+        return _values((rows, d), 402, rows, d, *index), index
+
+    def generate(rng: Any) -> tuple[int, int, list[int]]:
+        rows, d = rng.randint(1, 12), rng.choice((2, 4, 8, 16))
+        return rows, d, [rng.randrange(rows) for _ in range(rng.randint(1, 6))]
+
     return cases(
-        GATHERS,
-        expect=lambda rows, d, index: _gather_x(rows, d)[index],
-        label=lambda rows, d, index: (
-            f"x: {rows} rows of D={d} (row r holds r*D .. r*D + D - 1), index={index}"
-        ),
-        given=lambda rows, d, index: (_gather_x(rows, d), index),
-    )
+        GATHERS, generate, 4, 4020,
+        expect=lambda rows, d, index: given(rows, d, index)[0][index],
+        label=lambda rows, d, index: f"x: {rows} rows of D={d} seeded values, index={index}",
+        given=given,
+    )  # fmt: skip
 
 
 # --- rung 3 ------------------------------------------------------------------------------------
@@ -239,7 +249,7 @@ def draw_copy(got: Any, expected: Any, n: int, block: int) -> str:
 
 
 def _gather_where(fn: Callable[..., Any], case: Case) -> str:
-    """For each wrong row of ``out``, which row of ``x`` it holds (x's row r holds r*D ...)."""
+    """For each wrong row of ``out``, which row of ``x`` it holds (rows compared by value)."""
     x, index = case.args
     got = fn(*case.args)
     d = x.shape[1]

@@ -125,11 +125,16 @@ def _case_specs() -> list[tuple[str, tuple[Any, ...]]]:
         ("3 full blocks, the largest score in the last: l and acc are rescaled when the max "
          "grows, and m carries over to the next block", _one_sequence([5, 0, 3], 12, 4, 4,
                                                                      seed=42, big=(10, 6.0))),
+        ("2 blocks, the second holds 3 of 4 tokens: a slot's position is b * BLOCK_SIZE + its "
+         "offset, so the mask counts from the block's first position",
+         _one_sequence([1, 3], 7, 4, 4, seed=50, big=(5, 4.0))),
         ("a score of 100 after scaling in the first block, small ones after it: without the "
          "running max (exp of a raw score, or of a gap to a block's own max) exp overflows "
          "float32", _one_sequence([1, 4, 2], 12, 4, 4, seed=43, big=(1, 100.0))),
         ("a score of 100 after scaling in the last block: the same overflow, the other way",
          _one_sequence([2, 0], 7, 4, 4, seed=44, big=(6, 100.0))),
+        ("2 sequences, one head each: sequence s reads row s of the block table (max_blocks "
+         "entries a row)", _batch([6, 5], 4, 1, 1, 4, seed=51)),
         ("4 query heads on 2 kv heads: query heads 0-1 read kv head 0, 2-3 kv head 1",
          _batch([13, 6], 4, 4, 2, 8, seed=45)),
         ("the example of notebook 3: one scalar head, 5 tokens in blocks [4, 1], values 1..5",
@@ -256,9 +261,10 @@ def _mistake(hint: str, key: str, **switches: bool) -> Mistake:
 
 
 MISTAKES = [
-    _mistake("the factor applied to the old l and acc is inverted: when the max grows the old "
-             "terms must get smaller (a factor of at most 1), and on the first block, where m "
-             "is -inf, the factor is 0, never infinite.", "inverted", inverted=True),
+    _mistake("the factor applied to the old l and acc is inverted, or p subtracts the old max: "
+             "on the first block, where m is -inf, either is infinite. p = exp(scores - m_new), "
+             "and the factor exp(m - m_new) is at most 1 (0 on the first block).", "inverted",
+             inverted=True),
     _mistake("l and acc keep their old scale when a later block raises the max: the old terms "
              "stay too large next to the new ones.", "no_rescale", rescale=False),
     _mistake("m is not carried from one block to the next: each block compares with the "
@@ -271,7 +277,7 @@ MISTAKES = [
              "not interleaved.", "groups", groups=False),
 ]  # fmt: skip
 CATCHES = {0: ("inverted", "no_lookup"), 2: ("no_rescale", "keep_m", "inverted"),
-           3: ("block_max", "inverted"), 5: ("groups",)}  # fmt: skip
+           4: ("block_max", "inverted"), 7: ("groups",)}  # fmt: skip
 
 
 def make_puzzle() -> Kernel:

@@ -145,8 +145,8 @@ ADMITS: list[tuple[int, list[Admit], str]] = [
          ([8] * 8 + [2], False)],
      "four requests: the fourth hits the blocks the third registered"),
     (4, [(SYSTEM + [7, 7], False), (SYSTEM + [7, 7, 9], False)],
-     "A's last block holds 2 of 4 tokens: it is not cached, so B hits A's 2 full blocks "
-     "only"),
+     "A's last block holds 2 of 4 tokens: it is not cached (register only full blocks), so "
+     "B hits A's 2 full blocks only"),
 ]  # fmt: skip
 
 
@@ -248,7 +248,7 @@ EXERCISES_06 = [
             None, *args), label=_admits_label),
         solution=MyPrefixCache,
         driver="cache",
-        parts=("hit blocks", "the table's blocks"),
+        parts=("hit blocks", "the table's blocks", "cached blocks"),
         steps=lambda size, admits: [f"admitting prompt {k}" for k in range(1, len(admits) + 1)],
         todo="Write lookup and register",
         stub_code=PREFIX_CACHE_STUB,

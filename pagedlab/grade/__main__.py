@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from pagedlab.grade.cage import TOTAL_S
-from pagedlab.grade.reaper import kill_descendants, set_subreaper
 from pagedlab.grade.runner import UsageError, grade
 
 
@@ -95,7 +94,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"python -m pagedlab.grade: {missing}\n")
     if args.salt_file is not None:
         args.salt = args.salt_file.read_text(encoding="utf-8").strip() or None
-    set_subreaper()  # every orphan a submission leaves comes to this process (Linux)
     for path in args.submissions:
         if not path.is_file():
             parser.error(f"no such notebook: {path}")
@@ -110,7 +108,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     except UsageError as error:
         parser.error(str(error))
-    kill_descendants()  # nothing the submission started may outlive grading, nor write this
     if args.json is not None:
         write_results(args.json, results)
     return 0

@@ -59,7 +59,8 @@ def wrap(command: list[str]) -> list[str]:
         return command
     uid, gid = _ids()
     limits = {k: v for k, v in LIMITS.items() if not (k == "as" and _gpu())}  # CUDA maps TiBs
-    needs = [os.path.realpath(sys.executable), os.path.dirname(os.__file__), *sys.path]
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # pagedlab's folder
+    needs = [os.path.realpath(sys.executable), os.path.dirname(os.__file__), here, *sys.path]
     spec = json.dumps({"uid": uid, "gid": gid, "limits": limits, "needs": needs})
     return [sys.executable, JAIL, spec, "--", *command]
 
@@ -86,7 +87,7 @@ def environment(folder: str) -> dict[str, str]:
 def layers(ready: Any) -> dict[str, str]:
     """The child's "ready" reply -> layer -> how it holds (or why not)."""
     said: dict[str, str] = {}
-    if isinstance(ready, tuple) and len(ready) == 2 and isinstance(ready[1], str) and ready[1]:
+    if isinstance(ready, tuple) and len(ready) == 3 and isinstance(ready[1], str) and ready[1]:
         with contextlib.suppress(ValueError):
             said = {str(k): str(v) for k, v in json.loads(ready[1]).items()}
     if not said:

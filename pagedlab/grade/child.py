@@ -155,7 +155,10 @@ def main(argv: list[str]) -> int:
     module = types.ModuleType(NAMESPACE)  # a module, as a notebook's __main__ is (@dataclass
     sys.modules[NAMESPACE] = module  # looks its class's module up there)
     namespace: dict[str, Any] = module.__dict__
-    send(replies, ("ready", os.environ.pop("PAGEDLAB_JAIL", "")))  # before learner code
+    import pagedlab  # which copy: the grader checks it is its own
+
+    layers = os.environ.pop("PAGEDLAB_JAIL", "")
+    send(replies, ("ready", layers, pagedlab.__file__))  # before any learner code
     while True:
         try:
             nonce, message = receive(requests, trusted=True)

@@ -24,6 +24,7 @@ import signal
 import sys
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWPID = 0x20000, 0x8000000, 0x40000000, 0x20000000
+CLONE_NEWUSER = 0x10000000
 MS_REC, MS_PRIVATE, MS_BIND = 0x4000, 0x40000, 0x1000
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
@@ -40,7 +41,14 @@ def _why() -> str:
 
 
 def namespaces(libc: ctypes.CDLL, said: dict[str, str]) -> bool:
-    """unshare each namespace, alone; True if a PID namespace was made (fork next)."""
+    """unshare each namespace, alone; True if a PID namespace was made (fork next). Not root:
+    first a user namespace (where the kernel allows it) mapping only this uid, to hold them."""
+    uid, gid = os.getuid(), os.getgid()
+    if uid != 0 and libc.unshare(CLONE_NEWUSER) == 0:
+        for name, text in (("uid_map", f"{uid} {uid} 1"), ("setgroups", "deny"),
+                           ("gid_map", f"{gid} {gid} 1")):  # fmt: skip
+            with open(f"/proc/self/{name}", "w") as file:
+                file.write(text)
     for name, flag in (("network", CLONE_NEWNET), ("ipc", CLONE_NEWIPC)):
         ok = libc.unshare(flag) == 0
         said[name] = "own namespace" if ok else f"unavailable ({_why()})"
@@ -70,8 +78,8 @@ def reach(libc: ctypes.CDLL, needs: list[str], said: dict[str, str]) -> None:
             folder = "/" + "/".join(parts[:depth])
             if os.path.isdir(folder) and not os.stat(folder).st_mode & 0o001:
                 covers.setdefault(folder, set()).add(parts[depth])
-                break
-    for folder, names in covers.items():
+    for folder in sorted(covers, key=lambda f: f.count("/")):  # outer first: inner ones are
+        names = covers[folder]  # then reached through the outer's bind mounts
         kept = {n: os.open(os.path.join(folder, n), os.O_PATH) for n in names
                 if os.path.lexists(os.path.join(folder, n))}  # fmt: skip
         if libc.mount(b"tmpfs", folder.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
@@ -85,7 +93,9 @@ def reach(libc: ctypes.CDLL, needs: list[str], said: dict[str, str]) -> None:
                        None)  # fmt: skip
             os.close(fd)
     if covers:
-        said["reach"] = "only the interpreter's way through " + ", ".join(sorted(covers))
+        said["reach"] = "only the ways to the interpreter and pagedlab through " + ", ".join(
+            sorted(covers)
+        )
 
 
 def limits(wanted: dict[str, int], said: dict[str, str]) -> None:

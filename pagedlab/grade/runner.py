@@ -17,7 +17,7 @@ Invariants
       no method of a learner object runs here.
     * A case that runs past its budget (plus :data:`GRACE_S`), or a child that dies, fails
       that case; the child's whole process group is killed, then every other process it
-      started (one that left the group with ``setsid`` too: :mod:`pagedlab.grade.reaper`),
+      started (one that left the group with ``setsid`` too: its PID namespace ends),
       and a fresh child, with the same cells loaded, grades the next exercise. A cell whose
       top-level code hangs or ends the process is left out, and said so.
     * Every string that reaches the table or results.json is encodable UTF-8
@@ -32,11 +32,9 @@ Invariants
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import json
+import math
 import os
-import re
 import secrets
 import select
 import signal
@@ -44,13 +42,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pagedlab
 from pagedlab.exercises import EXERCISES, Exercise
-from pagedlab.exercises.core import Case, Kernel, held_back, short
+from pagedlab.exercises.core import Case, held_back, short
 from pagedlab.exercises.drivers import BASES
 from pagedlab.exercises.sandbox import (
     Gone,
@@ -62,155 +61,17 @@ from pagedlab.exercises.sandbox import (
     send,
 )
 from pagedlab.grade import cage
-from pagedlab.grade.reaper import kill_descendants, reaping
+from pagedlab.grade.cells import Cell, entry_of, kind_of, read_cells, source_problem
 
 GRACE_S = 5.0  # past a case's budget before the child is killed (it also starts torch)
 CELL_BUDGET_S = 120.0  # one cell's top-level code (imports of torch and triton included)
 REPLY_LIMIT = 64 * 1024 * 1024  # bytes of one reply; a larger one fails the case
 UNFINISHED = "✗ grading did not finish (the grader was stopped before it could judge this)"
-DEFINES = re.compile(r"^(?:def|class)\s+(\w+)", re.MULTILINE)
 
 
 class UsageError(ValueError):
     """The grader was asked for something it cannot do (an exercise that does not exist):
     the command line's error, not the submission's."""
-
-
-# --- the submission's cells ------------------------------------------------------------------
-@dataclass
-class Cell:
-    index: int  # its position among the exercise cells run, 0-based
-    where: str  # "notebook.ipynb, cell 12"
-    source: str
-    defines: set[str]
-
-
-def _code(source: str) -> str:
-    return "\n".join(
-        "" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()
-    )
-
-
-def read_cells(
-    paths: Sequence[Path], entries: set[str], unreadable: list[str] | None = None
-) -> list[Cell]:
-    """The code cells of ``paths`` that define (top level ``def``/``class``) an entry.
-
-    A notebook that cannot be read (not JSON, no cells, nested too deep ...) raises
-    ValueError, or, given an ``unreadable`` list, is said there and skipped (none of its cells
-    is kept)."""
-    cells: list[Cell] = []
-    for path in paths:
-        try:
-            found = _cells_of(Path(path), entries, len(cells))
-        except Exception as error:  # whatever the file holds (nested too deep: RecursionError)
-            why = printable(f"{Path(path).name}: not a readable notebook ({short(error)})")
-            if unreadable is None:
-                raise ValueError(why) from error
-            unreadable.append(why)
-            continue
-        cells += found
-    return cells
-
-
-def _cells_of(path: Path, entries: set[str], first: int) -> list[Cell]:
-    """The notebook's exercise cells, after one cell of the imports its other cells make at
-    their top level (``from pagedlab.checks import ceil_div``, ``import torch``): the names a
-    learner uses as the notebook does, as JupyterLab ran them."""
-    cells: list[Cell] = []
-    imports: list[str] = []
-    raw = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    for number, cell in enumerate(raw):
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            continue
-        source = cell.get("source", "")
-        source = source if isinstance(source, str) else "".join(map(str, source))
-        names = set(DEFINES.findall(_code(source))) & entries
-        if names:
-            cells.append(Cell(0, f"{path.name}, cell {number}", source, names))
-            continue
-        with contextlib.suppress(SyntaxError, ValueError, RecursionError):
-            tree = ast.parse(_code(source))
-            imports += [ast.unparse(n) for n in tree.body if isinstance(n, IMPORTS)]
-    if cells and imports:
-        guarded = "".join(f"try:\n    {line}\nexcept Exception:\n    pass\n" for line in imports)
-        cells.insert(0, Cell(0, f"{path.name}, its imports", guarded, set()))
-    for index, cell in enumerate(cells, start=first):
-        cell.index = index
-    return cells
-
-
-IMPORTS = (ast.Import, ast.ImportFrom)
-
-
-def entry_of(exercise: Exercise) -> str:
-    return exercise.entry or f"my_{exercise.name}"
-
-
-def kind_of(exercise: Exercise) -> str:
-    if isinstance(exercise, Kernel):
-        return "kernel"
-    return "class" if isinstance(exercise.solution, type) else "function"
-
-
-def source_problem(cells: Sequence[Cell], entry: str, kind: str, base: str = "") -> str:
-    """Why the cells' source does not define ``entry`` as the learner's own ("" if it does).
-
-    The entry must be bound by exactly one top-level ``def`` (``@triton.jit`` for a kernel,
-    no other decorator) or ``class`` statement, whose bases are classes the cells define
-    (or ``base``, the pagedlab class its driver runs a subclass of: ``drivers.BASES``),
-    and by nothing else (no assignment, import or loop target of that name anywhere).
-    """
-    classes: set[str] = {base} if base else set()
-    trees = []
-    for cell in cells:
-        try:
-            trees.append(ast.parse(_code(cell.source)))
-        except SyntaxError as error:
-            if entry in cell.defines:
-                return f"{cell.where} does not compile: {error.msg} (line {error.lineno})"
-    for tree in trees:
-        classes |= {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
-    defs = []
-    for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                if node.name == entry:
-                    defs.append((node, node in tree.body))
-            elif isinstance(node, ast.Name) and node.id == entry:
-                if not isinstance(node.ctx, ast.Load):
-                    return f"{entry} is assigned besides its definition: keep the one {kind}"
-            elif isinstance(node, ast.alias) and (node.asname or node.name) == entry:
-                return f"{entry} is imported: the graded {kind} must be written in the submission"
-            elif isinstance(node, (ast.Global, ast.Nonlocal)) and entry in node.names:
-                return f"{entry} is declared global or nonlocal: keep the one {kind}"
-    if not defs or not all(top for _, top in defs):
-        return f"{entry} must be defined by a def or class statement at the top level of a cell"
-    for node, _ in defs:  # a notebook may define it again (a first try, then a fix)
-        problem = _definition_problem(node, entry, kind, classes)
-        if problem:
-            return problem
-    return ""
-
-
-def _definition_problem(node: ast.AST, entry: str, kind: str, classes: set[str]) -> str:
-    """A class of the learner's own bases; a kernel ``@triton.jit`` and nothing else; any
-    other decorator is the child's to judge (it must give back the learner's own object)."""
-    if isinstance(node, ast.ClassDef):
-        if kind != "class":
-            return f"{entry} must be a function, not a class"
-        if node.keywords:
-            return f"{entry}: no metaclass or keyword on the class"
-        for base in node.bases:
-            if not (isinstance(base, ast.Name) and (base.id in classes or base.id == "object")):
-                return f"{entry} subclasses {ast.unparse(base)}: write the class yourself"
-        return ""
-    if kind == "class" or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return f"{entry} must be a class"
-    decorators = [ast.unparse(d) for d in node.decorator_list]
-    if kind == "kernel" and decorators not in (["triton.jit"], ["jit"]):
-        return f"{entry} has decorators {decorators}; the graded kernel takes @triton.jit"
-    return ""
 
 
 # --- the child --------------------------------------------------------------------------------
@@ -229,14 +90,11 @@ class ChildGone(Exception):
 
 class Child:
     """One grading child in its cage (:mod:`pagedlab.grade.jail`, on Linux); every call has a
-    deadline, then it is killed, and with it every process it started but those in ``spare``
-    (:func:`kill_descendants`). ``layers``: what the cage holds, as the child said it before
+    deadline, then it is killed, and with it (its PID namespace) every process it started.
+    ``layers``: what the cage holds, as the child said it before
     any learner code ran."""
 
-    def __init__(
-        self, workdir: str, ready_s: float = CELL_BUDGET_S, spare: Collection[int] = ()
-    ) -> None:
-        self._spare = spare
+    def __init__(self, workdir: str, ready_s: float = CELL_BUDGET_S) -> None:
         self.reported = ""  # the first thing the child's audit hook reported
         to_child, self._requests = os.pipe()
         self._replies, from_child = os.pipe()
@@ -257,8 +115,15 @@ class Child:
         )
         for fd in (to_child, from_child, audit):
             os.close(fd)
-        ready = self.ask(None, ready_s)  # ("ready", layers)
+        ready = self.ask(None, ready_s)  # ("ready", layers, the pagedlab it imported)
         self.layers: dict[str, str] = cage.layers(ready)
+        theirs = ready[-1] if isinstance(ready, tuple) and isinstance(ready[-1], str) else ""
+        if os.path.realpath(theirs) != os.path.realpath(pagedlab.__file__):
+            self.kill()
+            raise UsageError(
+                f"the grading child did not import this pagedlab ({pagedlab.__file__}; it got "
+                f"{theirs or 'none'}): the uid it runs as cannot read it, or PYTHONPATH differs"
+            )
 
     def ask(self, message: Any, seconds: float) -> Any:
         """Send ``message`` (None: send nothing) and return the reply within ``seconds``."""
@@ -294,14 +159,13 @@ class Child:
         return said.decode("utf-8", "replace").splitlines()[0] if said else ""
 
     def kill(self) -> None:
-        """Kill the child's whole process group (grandchildren too) and reap it, then every
-        other descendant of this process (those that left the group) but the spared."""
+        """Kill the child's whole process group and reap it: its cage's PID 1 dies, and the
+        kernel kills every process of that PID namespace (one that left the group too)."""
         if self._log.closed:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
-        kill_descendants(self._spare)
         for fd in (self._requests, self._replies, self._audit):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -324,7 +188,8 @@ class Verdict:
         self.output = printable(self.output)  # it holds what the learner's code printed or raised
 
     def test(self) -> dict[str, Any]:
-        return {"name": self.name, "score": self.score, "max_score": 1.0, "output": self.output}
+        return {"name": self.name, "score": self.score, "max_score": 1.0, "output": self.output,
+                "visibility": "visible"}  # fmt: skip
 
 
 class Grader:
@@ -336,13 +201,11 @@ class Grader:
         salt: str,
         workdir: str,
         cell_budget_s: float = CELL_BUDGET_S,
-        spare: Collection[int] = (),
         total_s: float = cage.TOTAL_S,
     ) -> None:
         self.cells = cells
         self.total_s = total_s
         self.deadline = time.monotonic() + total_s  # the whole submission's bound
-        self.spare = spare  # this process's children from before grading: never killed
         self.cell_budget_s = cell_budget_s
         self.salt = salt
         self.workdir = workdir
@@ -358,7 +221,7 @@ class Grader:
     def _ready(self) -> Child:
         """A child with every cell loaded (in order) but those that hang or end it."""
         while self.child is None:
-            child = Child(self.workdir, self._left(max(self.cell_budget_s, 60.0)), self.spare)
+            child = Child(self.workdir, self._left(max(self.cell_budget_s, 60.0)))
             self.layers = self.layers or child.layers
             try:
                 for cell in self.cells:
@@ -498,6 +361,7 @@ def grade(
     before any learner code runs, gets provisional results: every exercise 0, "grading did not
     finish" (what stands if the submission kills this process).
     """
+    began = time.monotonic()
     files = [Path(p) for p in paths]
     entries = {entry_of(e) for e in EXERCISES.values()}
     notes: list[str] = []
@@ -512,10 +376,9 @@ def grade(
     verdicts = []
     with (
         cage.not_dumpable(),
-        reaping() as spare,
         tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir,
     ):
-        grader = Grader(cells, salt, workdir, cell_budget_s, spare, total_s)
+        grader = Grader(cells, salt, workdir, cell_budget_s, total_s)
         try:
             for exercise in exercises:
                 try:
@@ -534,15 +397,23 @@ def grade(
         say(printable(f"note: {text} (left out)"))
     for text in notes:
         say(f"note: {text}")
-    return _results(verdicts, notes, grader.layers)
+    return _results(verdicts, notes, grader.layers, time.monotonic() - began)
 
 
-def _results(verdicts: Sequence[Verdict], notes: Sequence[str],
-             layers: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
-    """Gradescope's results.json: the score and one test per exercise (and the notes); the
-    cage's layers in ``extra_data`` (Gradescope keeps it, never shows it)."""
+def _results(
+    verdicts: Sequence[Verdict],
+    notes: Sequence[str],
+    layers: dict[str, str] | None = None,
+    seconds: float = 0.0,
+) -> dict[str, Any]:
+    """Gradescope's results.json: the score, one test per exercise (its output: the verdict),
+    the notes, how long grading took; the cage's layers in ``extra_data`` (kept, never shown).
+    The learner sees every test's output; the grader's own stdout stays hidden."""
     results: dict[str, Any] = {
         "score": float(sum(v.score for v in verdicts)),
+        "execution_time": math.ceil(seconds),
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
         "tests": [v.test() for v in verdicts],
     }
     if layers:

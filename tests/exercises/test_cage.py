@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -109,3 +110,25 @@ def test_a_missing_layer_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
     assert set(said) == set(cage.LAYERS) and all("unavailable" in v for v in said.values())
     assert len(cage.missing(said)) == len(cage.LAYERS)
     assert "uid: the grader's own" in cage.missing({"uid": "the grader's own (1000: not root)"})[0]
+
+
+@pytest.mark.skipif(
+    not (shutil.which("setpriv") and Path("/usr/bin/python3").exists()),
+    reason="needs setpriv and a Python every user can run",
+)
+def test_not_root_the_cage_still_has_its_namespaces() -> None:
+    """A grader that is not root gets its PID, network and IPC namespaces in a user namespace
+    of its own (where the kernel allows one); the uid layer says it is the grader's own."""
+    from pagedlab.grade import jail
+
+    probe = "import os; print(os.getpid(), os.environ['PAGEDLAB_JAIL'])"
+    run = subprocess.run(
+        ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "/usr/bin/python3",
+         jail.__file__, '{"uid": 65534, "gid": 65534, "limits": {}}', "--",
+         "/usr/bin/python3", "-c", probe],
+        capture_output=True, text=True, timeout=60, cwd="/",
+    )  # fmt: skip
+    pid, said = run.stdout.split(" ", 1)
+    layers = json.loads(said)
+    assert pid == "1" and layers["network"] == layers["pid"] == "own namespace", run.stdout
+    assert "the grader's own" in layers["uid"]

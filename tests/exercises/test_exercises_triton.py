@@ -14,6 +14,7 @@ from pagedlab.attention import backend
 if backend.BACKEND == "unavailable":  # pragma: no cover - macOS / Windows
     pytest.skip("triton is not installed here", allow_module_level=True)
 
+import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
@@ -29,7 +30,9 @@ def _kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_bl
             BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
             MASK: tl.constexpr, MASK_V: tl.constexpr, RESCALE: tl.constexpr,
             LOOKUP: tl.constexpr, ALL_BLOCKS: tl.constexpr, RUNNING_MAX: tl.constexpr,
-            BLOCK_MAX: tl.constexpr, KEEP_M: tl.constexpr, GROUPS: tl.constexpr):  # fmt: skip
+            BLOCK_MAX: tl.constexpr, KEEP_M: tl.constexpr, GROUPS: tl.constexpr,
+            K_LOAD_MASK: tl.constexpr, OLD_MAX: tl.constexpr, NO_OFFSET: tl.constexpr,
+            ROW0: tl.constexpr):  # fmt: skip
     """The solution with one switch per common mistake (all default: the right kernel)."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
@@ -43,13 +46,15 @@ def _kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_bl
     acc = tl.zeros([HEAD_DIM], tl.float32)
     end = max_blocks if ALL_BLOCKS else tl.cdiv(seq_len, BLOCK_SIZE)
     for b in range(0, end):
-        physical = tl.load(table_ptr + seq * max_blocks + b) if LOOKUP else b
-        valid = b * BLOCK_SIZE + offs_t < seq_len
+        row = 0 if ROW0 else seq
+        physical = tl.load(table_ptr + row * max_blocks + b) if LOOKUP else b
+        valid = (0 if NO_OFFSET else b * BLOCK_SIZE) + offs_t < seq_len
         every = offs_t < BLOCK_SIZE
         k_mask = valid if MASK else every
         v_mask = valid if (MASK and MASK_V) else every
         offs = ((physical * BLOCK_SIZE + offs_t[:, None]) * NUM_KV_HEADS + kv_head) * HEAD_DIM
-        k = tl.load(k_ptr + offs + offs_d[None, :], mask=k_mask[:, None], other=0.0)
+        k_load = k_mask if K_LOAD_MASK else every
+        k = tl.load(k_ptr + offs + offs_d[None, :], mask=k_load[:, None], other=0.0)
         v = tl.load(v_ptr + offs + offs_d[None, :], mask=v_mask[:, None], other=0.0)
         scores = tl.where(k_mask, tl.sum(k * q[None, :], axis=1), float("-inf"))
         if RUNNING_MAX:
@@ -58,7 +63,7 @@ def _kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_bl
             else:
                 m_new = tl.maximum(m, tl.max(scores, axis=0))
             alpha = tl.exp(m - m_new) if RESCALE else 1.0
-            p = tl.exp(scores - m_new)
+            p = tl.exp(scores - m) if OLD_MAX else tl.exp(scores - m_new)
         else:  # plain exp(scores): the same softmax in exact arithmetic
             m_new = m
             alpha = 1.0
@@ -71,7 +76,8 @@ def _kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq_lens_ptr, scale, max_bl
 
 
 RIGHT = {"MASK": True, "MASK_V": True, "RESCALE": True, "LOOKUP": True, "ALL_BLOCKS": False,
-         "RUNNING_MAX": True, "BLOCK_MAX": False, "KEEP_M": True, "GROUPS": True}  # fmt: skip
+         "RUNNING_MAX": True, "BLOCK_MAX": False, "KEEP_M": True, "GROUPS": True,
+         "K_LOAD_MASK": True, "OLD_MAX": False, "NO_OFFSET": False, "ROW0": False}  # fmt: skip
 
 
 class _Variant:
@@ -138,15 +144,19 @@ def test_the_stub_is_not_done_yet(tmp_path, monkeypatch) -> None:  # type: ignor
 @pytest.mark.parametrize(
     ("switches", "words"),
     [
-        ({"RUNNING_MAX": False}, ["case 4 of", "score of 100", "overflows", "(NaN)"]),
-        ({"BLOCK_MAX": True}, ["case 4 of", "a block's own max", "logical block 1"]),
+        ({"RUNNING_MAX": False}, ["case 5 of", "score of 100", "overflows", "(NaN)"]),
+        ({"BLOCK_MAX": True}, ["case 5 of", "a block's own max", "logical block 1"]),
         ({"MASK_V": False}, ["case 2 of", "must be masked", "(NaN)"]),
         ({"MASK": False}, ["case 2 of", "must be masked", "logical block 0"]),
         ({"KEEP_M": False}, ["case 3 of", "m carries over"]),
         ({"RESCALE": False}, ["case 3 of", "rescaled", "logical block 2"]),
         ({"LOOKUP": False}, ["case 1 of", "physical block 3", "logical block 0 (physical 3"]),
-        ({"GROUPS": False}, ["case 6 of", "kv head 0", "head 1"]),
+        ({"GROUPS": False}, ["case 8 of", "kv head 0", "head 1"]),
         ({"MASK": False, "ALL_BLOCKS": True}, ["case 2 of", "(NaN)"]),
+        # issue 38: each was told another case's purpose (an overflow, GQA, an inverted alpha)
+        ({"OLD_MAX": True}, ["case 1 of", "or p subtracts the old max"]),
+        ({"NO_OFFSET": True}, ["case 4 of", "counts from the block's first position"]),
+        ({"ROW0": True}, ["case 7 of", "reads row s of the block table"]),
     ],
 )
 def test_wrong_kernels_fail_on_the_case_made_for_them(switches: dict, words: list[str]) -> None:
@@ -192,17 +202,19 @@ def _gather(x_ptr, index_ptr, out_ptr, D: tl.constexpr, LOOKUP: tl.constexpr,
 
 @triton.jit
 def _softmax(q_ptr, k_ptr, out_ptr, n, scale, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
-             MASK: tl.constexpr, MAX: tl.constexpr, SCALE: tl.constexpr):  # fmt: skip
+             MASK: tl.constexpr, MAX: tl.constexpr, SCALE: tl.constexpr,
+             MASK_LOAD: tl.constexpr):  # fmt: skip
     offs_t = tl.arange(0, BLOCK_SIZE)
     offs_d = tl.arange(0, HEAD_DIM)
     q = tl.load(q_ptr + offs_d)
-    valid = offs_t < n if MASK else offs_t < BLOCK_SIZE
+    everywhere = offs_t < BLOCK_SIZE
+    loaded = offs_t < n if MASK_LOAD else everywhere
     k = tl.load(
-        k_ptr + offs_t[:, None] * HEAD_DIM + offs_d[None, :], mask=valid[:, None], other=0.0
+        k_ptr + offs_t[:, None] * HEAD_DIM + offs_d[None, :], mask=loaded[:, None], other=0.0
     )
     raw = tl.sum(k * q[None, :], axis=1)
     raw = raw * scale if SCALE else raw
-    scores = tl.where(valid, raw, float("-inf"))
+    scores = tl.where(offs_t < n if MASK else everywhere, raw, float("-inf"))
     top = tl.max(scores, axis=0) if MAX else 0.0
     p = tl.exp(scores - top)
     tl.store(out_ptr + offs_t, p / tl.sum(p, axis=0))
@@ -218,7 +230,7 @@ class _Switched:
 
 COPY_OK = {"MASK_STORE": True, "PER_PROGRAM": True}
 GATHER_OK = {"LOOKUP": True, "STRIDE": True}
-SOFTMAX_OK = {"MASK": True, "MAX": True, "SCALE": True}
+SOFTMAX_OK = {"MASK": True, "MAX": True, "SCALE": True, "MASK_LOAD": True}
 LADDER = [
     ("masked_copy", _copy, COPY_OK, {"MASK_STORE": False}, "case 1 of", "it must not store there"),
     ("masked_copy", _copy, COPY_OK, {"PER_PROGRAM": False}, "case 1 of", "program 1 stored"),
@@ -231,7 +243,9 @@ LADDER = [
         "stored x's row 0, expected x's row 4",
     ),
     ("gather_rows", _gather, GATHER_OK, {"STRIDE": False}, "case 1 of", "row 0 of out"),
-    ("block_softmax", _softmax, SOFTMAX_OK, {"MASK": False}, "case 2 of", "NaN at slots"),
+    ("block_softmax", _softmax, SOFTMAX_OK, {"MASK": False}, "case 2 of", "wrong weights at"),
+    # issue 38: the scores masked, the load of k not: the stub asks for a masked load
+    ("block_softmax", _softmax, SOFTMAX_OK, {"MASK_LOAD": False}, "case 2 of", "slots [3]"),
     ("block_softmax", _softmax, SOFTMAX_OK, {"MAX": False}, "case 4 of", "overflows"),
     ("block_softmax", _softmax, SOFTMAX_OK, {"SCALE": False}, "case 1 of", "small scores"),
 ]
@@ -268,8 +282,8 @@ DRAWN = [  # a wrong kernel -> the rows its feedback must draw (read off the int
      ["program 0  ====", "program 1      ."]),
     ("gather_rows", _gather, GATHER_OK, {"LOOKUP": False},
      ["x's row    0 1 2 3 4 5", "program 0  #       *", "program 1    o"]),
-    ("block_softmax", _softmax, SOFTMAX_OK, {"MASK": False},
-     ["slot       0123", "weight     NNNN", "key        kkk-"]),
+    ("block_softmax", _softmax, SOFTMAX_OK, {"MASK": False},  # loads masked, scores not
+     ["slot       0123", "weight     xxxx", "key        kkk-"]),
 ]  # fmt: skip
 
 
@@ -280,3 +294,45 @@ def test_a_wrong_rung_draws_what_each_program_touched(rung, kernel, right, wrong
     for row in rows:
         assert row in lines, f"{row!r} not drawn in:\n{result.message}"
     assert html.escape(rows[0]) in result._repr_html_()  # the <pre> keeps the grid's columns
+
+
+PYTHON_BODIED = """import sys
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def my_masked_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    frame = sys._getframe(1)
+    while frame is not None and "padded" not in frame.f_locals:
+        frame = frame.f_back
+    frame.f_locals["out"][:n] = frame.f_locals["padded"][:n]
+"""
+
+
+def test_a_python_bodied_kernel_is_refused(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 38: a ``@triton.jit`` masked_copy whose body is Python walking the frames to the
+    driver's padded input passed (Triton's interpreter runs any Python)."""
+    (tmp_path / "frames.py").write_text(PYTHON_BODIED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = EXERCISES["masked_copy"].check(__import__("frames").my_masked_copy)
+    assert result.status == FAILED and "the kernel's body uses" in result.message, result.message
+    assert "f_back, f_locals" in result.message
+
+
+def test_the_ladder_data_is_never_its_own_offsets() -> None:
+    """Issue 38: gather_rows accepted a kernel storing the source offsets (x held them)."""
+    for name in ("masked_copy", "gather_rows"):
+        for case in EXERCISES[name].cases():
+            x = case.args[0].flatten()
+            assert not bool((x == torch.arange(len(x), dtype=x.dtype)).any()), (name, case.label)
+        assert any(c.kind == "generated" for c in EXERCISES[name].cases()), name  # held back
+
+
+def test_an_unmasked_k_load_with_masked_scores_is_refused() -> None:
+    """Issue 38: K loaded unmasked (NaN in the empty slots) and the scores masked gave the
+    right output; the stub asks for a masked load, and so does every real kernel."""
+    result = PUZZLE.check(_Variant(K_LOAD_MASK=False))
+    assert result.status == FAILED and "case 2 of" in result.message, result.message
+    assert "loaded K or V at slots no sequence owns ([11])" in result.message

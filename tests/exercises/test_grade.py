@@ -97,7 +97,8 @@ def test_right_answers_grade_full(tmp_path: Path) -> None:
     assert [t["name"] for t in results["tests"]] == list(EXERCISES)
     assert {t["score"] for t in results["tests"]} == {1.0}, run.stdout
     assert results["score"] == float(len(EXERCISES))
-    assert all(set(t) == {"name", "score", "max_score", "output"} for t in results["tests"])
+    assert all(set(t) == {"name", "score", "max_score", "output", "visibility"}
+               for t in results["tests"])  # fmt: skip
     assert "held back" in results["tests"][0]["output"]
     assert f"total{' ' * 5}" in run.stdout or f"{len(EXERCISES)}/{len(EXERCISES)}" in run.stdout
 

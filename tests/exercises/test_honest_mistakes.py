@@ -263,7 +263,7 @@ def test_masked_copy_with_an_unmasked_load() -> None:
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         tl.store(out_ptr + offs, tl.load(x_ptr + offs), mask=offs < n)
 
-    _fails_on("masked_copy", my_masked_copy, "past n=5), then masked the store only")
+    _fails_on("masked_copy", my_masked_copy, "past n=5): load only the lanes")
 
 
 @pytest.mark.skipif("gather_rows" not in EXERCISES, reason="needs triton")
@@ -435,3 +435,70 @@ def test_refused_code_comes_back_even_if_interrupted_while_restoring(
     table = BlockTable(BlockAllocator(4, 4))
     table.append_tokens(5)
     assert table.blocks == [0, 1]
+
+
+class _Cache:
+    """notebook 06's MyPrefixCache, right (``tail``/``last`` switch the issue's mistakes on)."""
+
+    tail = False  # register the partly filled last block too
+    last = True  # leave the last prompt token out of the lookup
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self.block_of: dict[str, int] = {}
+
+    def _hashes(self, tokens: list[int]) -> list[str]:
+        from pagedlab.memory.prefix_cache import ROOT_HASH, chain_hash
+
+        out, parent, b = [], ROOT_HASH, self.block_size
+        end = len(tokens) if self.tail else len(tokens) - len(tokens) % b
+        for start in range(0, end, b):
+            parent = chain_hash(parent, tokens[start : start + b])
+            out.append(parent)
+        return out
+
+    def lookup(self, tokens: list[int]) -> list[int]:
+        found = []
+        for h in self._hashes(tokens[: len(tokens) - 1] if self.last else tokens):
+            if h not in self.block_of:
+                break
+            found.append(self.block_of[h])
+        return found
+
+    def register(self, blocks: list[int], tokens: list[int]) -> None:
+        for block, h in zip(blocks, self._hashes(tokens), strict=False):
+            self.block_of.setdefault(h, block)
+
+
+def test_prefix_cache_mistakes_are_said_in_their_own_words() -> None:
+    """Issue 38: caching the partly filled last block passed, and a forgotten last-token rule
+    got the grader's own ``ValueError: n must be >= 1``."""
+    exercise = EXERCISES["prefix_cache"]
+    assert exercise.check(_Cache).passed
+    tail = type("MyPrefixCache", (_Cache,), {"tail": True})
+    result = exercise.check(tail)
+    assert result.status == FAILED and "register only full blocks" in result.message, result
+    last = type("MyPrefixCache", (_Cache,), {"last": False})
+    result = exercise.check(last)
+    assert result.status == FAILED and "its last token is always computed" in result.message
+    assert "n must be" not in result.message
+
+
+def test_scheduler_step_admitting_past_the_head_is_said_so() -> None:
+    """Issue 38: admitting a later request when the head does not fit ended in the grader's
+    internal "a table was changed behind the scheduler's back"."""
+    exercise = EXERCISES["scheduler_step"]
+
+    class MyScheduler(exercise.solution):  # type: ignore[name-defined,misc]
+        def policy(self, out):  # type: ignore[no-untyped-def]
+            if not self.swapped:
+                for group in list(self.waiting):  # every one that fits, not the head only
+                    self.admit(group, out)
+                if out.admitted:
+                    return
+            super().policy(out)
+
+    result = exercise.check(MyScheduler)
+    assert result.status == FAILED, result.message
+    assert "behind the scheduler's back" not in result.message.split("found:")[0]
+    assert "not the head of the waiting queue" in result.message, result.message
