@@ -8,7 +8,7 @@ copied or freed. It never touches K/V data; :mod:`pagedlab.attention` does that.
 - :mod:`~pagedlab.memory.block_table`  ``BlockTable``: one sequence's logical -> physical map;
   ``blocks_to_append``: how many free blocks an append needs (the one formula)
 - :mod:`~pagedlab.memory.owner`        ``Owner``: a holder of references, as a table shows itself
-  to its allocator; ``drop_holder``; the checks of the values an allocator is given
+  to its allocator; the checks of the values an allocator is given
 - :mod:`~pagedlab.memory.events`       what happened (allocate, share, copy, free, ...)
 - :mod:`~pagedlab.memory.sharing`      parallel sampling and beam search (§4.4)
 - :mod:`~pagedlab.memory.prefix_cache` chained block hashes, hits, LRU eviction
