@@ -14,7 +14,8 @@ copied or freed. It never touches K/V data; :mod:`pagedlab.attention` does that.
 - :mod:`~pagedlab.memory.prefix_cache` chained block hashes, hits, LRU eviction
 - :mod:`~pagedlab.memory.savings`      memory saved by sharing (Fig. 15)
 - :mod:`~pagedlab.memory.scheduler`    ``Scheduler``: FCFS, preemption by swap or recompute,
-  chunked prefill (§4.5); with :mod:`~pagedlab.memory.requests` (a request's sequence group),
+  chunked prefill (§4.5); with :mod:`~pagedlab.memory.step_loop` (its base: the step loop),
+  :mod:`~pagedlab.memory.requests` (a request's sequence group, the plan and its executor),
   :mod:`~pagedlab.memory.swap_space` (the host pool), :mod:`~pagedlab.memory.capacity` (every
   "how many blocks" it asks) and :mod:`~pagedlab.memory.scheduler_checks` (what a step checks
   before it touches anything)

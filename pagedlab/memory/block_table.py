@@ -69,9 +69,9 @@ class BlockTable:
             self.check_usable("append to")
         alloc, room = self._alloc, -self._num_tokens % self._block_size  # room: empty slots
         copy = None
-        if n > room or (room and len(alloc.holders[self._blocks[-1]]) > 1):
+        if n > room or len(alloc.holders[self._blocks[-1]]) > 1:
             copy = self._take_blocks(n, room)  # new blocks, or the last one is shared
-        if "write" in alloc.listening:  # one event per position, for a listener only
+        if alloc.listening:  # one write event per position, for a listener of writes only
             alloc.note_writes(self._owner, self._blocks, self._num_tokens, n)
         self._num_tokens += n
         return copy
@@ -180,8 +180,7 @@ class BlockTable:
         """Flat slot ``block * block_size + offset`` of every position, in order."""
         if self._owner.lost:
             self.check_usable("read")
-        size = self._block_size
-        return [self._blocks[p // size] * size + p % size for p in range(self._num_tokens)]
+        return slot_mapping(self._blocks, 0, self._num_tokens, self._block_size)
 
     def blocks_needed(self, n: int = 1) -> int:
         """Free blocks ``append_tokens(n)`` needs now (new blocks plus a copy-on-write)."""
@@ -230,6 +229,14 @@ class BlockTable:
 
     def __repr__(self) -> str:
         return f"BlockTable(id={self.id}, blocks={self._blocks}, num_tokens={self._num_tokens})"
+
+
+def slot_mapping(blocks: Sequence[int], first: int, count: int, block_size: int) -> list[int]:
+    """The slot mapping of positions ``first .. first + count - 1`` through ``blocks``: position
+    ``p`` lives at offset ``p % block_size`` of block ``blocks[p // block_size]``, flat slot
+    ``block * block_size + offset`` (vLLM's ``slot_mapping``). The one place it is written."""
+    positions = range(first, first + count)
+    return [blocks[p // block_size] * block_size + p % block_size for p in positions]
 
 
 def blocks_to_append(

@@ -36,11 +36,12 @@ Invariants of a :class:`Group` (``Scheduler.check_invariants`` asserts them):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from pagedlab.checks import ceil_div, check_int
-from pagedlab.memory.block_table import BlockTable
+from pagedlab.memory.block_table import BlockTable, CopyOnWrite, slot_mapping
 from pagedlab.memory.owner import MAX_NUM_BLOCKS, MAX_SLOTS
 
 STATUSES = ("waiting", "running", "swapped", "finished")
@@ -116,6 +117,14 @@ class Group:
     def prefilling(self) -> bool:
         return self.prefilled < self.work
 
+    def next_piece(self) -> tuple[int, int, int]:
+        """Where the next prefill tokens go: (sample, first position, tokens left in it)."""
+        prompt, done = self.request.prompt_len, self.prefilled
+        if done < prompt:
+            return 0, done, prompt - done
+        sample, offset = divmod(done - prompt, self.generated)
+        return sample, prompt + offset, self.generated - offset
+
     def device_blocks(self) -> list[int]:
         """Distinct device blocks the group holds, in first-use order."""
         return list(dict.fromkeys(b for t in self.tables for b in t.blocks))
@@ -156,8 +165,7 @@ class Work:
 
     def slots(self, block_size: int) -> list[int]:
         """The slot mapping: the flat slot each position is written to."""
-        b = self.blocks
-        return [b[p // block_size] * block_size + p % block_size for p in self._positions()]
+        return slot_mapping(self.blocks, self.first, self.count, block_size)
 
     def written_blocks(self, block_size: int) -> set[int]:
         """Blocks the piece writes K/V into."""
@@ -214,3 +222,43 @@ class StepResult:
         lines += [f"recomputed {k} tokens of {n}" for n, k in self.recomputed.items()]
         lines += [f"finished {n}" for n in self.finished]
         return lines
+
+
+class KVHooks(Protocol):
+    """The data plane's side: what :func:`execute` asks K/V storage to do with a plan.
+
+    A store may also define ``check_pools(device, host)``: the scheduler calls it when built
+    (and whenever ``kv`` is replaced), so a store that does not fit its pools is refused
+    before any step (:class:`pagedlab.attention.swap.SwappingKV` defines it).
+    """
+
+    def write(self, group: Group, work: Work) -> None:
+        """Store the K/V of ``work``'s positions (of sample ``work.sample`` of ``group``),
+        through ``work.blocks``: the table as the plan made it (``work.slots(block_size)``)."""
+
+    def copy(self, cow: CopyOnWrite) -> None:
+        """Copy device block ``cow.src`` into ``cow.dst`` (copy-on-write)."""
+
+    def swap_out(self, pairs: Sequence[tuple[int, int]]) -> None:
+        """Copy each device block into its host block: ``(device, host)`` pairs."""
+
+    def swap_in(self, pairs: Sequence[tuple[int, int]]) -> None:
+        """Copy each host block into its (new) device block: ``(host, device)`` pairs."""
+
+
+def execute(plan: StepResult, kv: KVHooks, groups: dict[str, Group]) -> None:
+    """Carry out ``plan`` through ``kv``: swaps out, swaps in, copies, then every piece.
+
+    The order is what makes one forward enough: a swap-out reads its blocks before anything
+    this step writes (a block it frees may be handed to a piece or a swap-in of the same
+    step), swaps in and copies land before the pieces that read them, and the pieces write
+    disjoint slots (each slot is held by one table that grows this step).
+    """
+    if plan.swap_out_pairs:
+        kv.swap_out(plan.swap_out_pairs)
+    if plan.swap_in_pairs:
+        kv.swap_in(plan.swap_in_pairs)
+    for copy in plan.copies:
+        kv.copy(CopyOnWrite(copy.src, copy.dst))
+    for work in plan.work:
+        kv.write(groups[work.group], work)
