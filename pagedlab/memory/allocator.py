@@ -9,24 +9,19 @@ Invariants (checked by the property tests):
 
 - a block is on the free queue with ref count 0, or off it with ref count >= 1; an owner
   holds a block at most once; ``num_free`` is the length of the queue;
-- ``allocate`` takes the front of the queue. Without ``free_order`` the front starts at block
-  0, so a fresh pool hands out 0, 1, 2, ...; ``free_order`` stages a scene (the paper's 4, 1);
-- every method either succeeds or raises with nothing changed: each public method is one
-  guard (the ``_check_*`` methods at the end) that raises before anything moves, then the
-  mechanism. Misuse is recorded, not hidden: see ``_release``.
+- ``allocate`` takes the front of the queue: block 0, 1, 2, ... of a fresh pool, unless
+  ``free_order`` stages a scene (the paper's 4, 1);
+- every public method is one guard (the ``_check_*`` methods) that raises before anything
+  moves, then the mechanism (``_take``, ``_release``; a ``BlockTable``, which guards
+  itself, calls those directly). Misuse is recorded, not hidden: see ``_release``.
 
-Where a block whose ref count reaches 0 joins the queue is the ``free_rule``. ``"fifo"`` (the
-default): at the back. ``"vllm-v1"``: as vLLM V1's ``BlockPool.free_blocks``
-(``vllm/v1/core/block_pool.py`` at commit c59cb79): a block without a hash (a request's
-partly filled last block; every block when prefix caching is off) goes to the *front* and is
-reused first; a hashed block (full, registered by a prefix cache: ``mark_hashed``) goes to the
-back, kept longest for a hit. ``free_many(blocks)`` is ``free_blocks(blocks)``: one run at
-each end, each in the order given (a table gives its last block first, as vLLM does).
-``allocate`` drops the hash mark of the block it hands out (vLLM evicts the hash there).
-
-vLLM also takes block 0 off its queue at start-up as a *null block*, a placeholder never
-handed out; pagedlab reserves none, so block 0 is an ordinary block (the example hands it to
-request A). Events (``pagedlab.memory.events``) are built only for kinds somebody listens to.
+Where a block whose ref count reaches 0 joins the queue is the ``free_rule``: ``"fifo"`` (the
+default) at the back; ``"vllm-v1"`` as vLLM V1's ``BlockPool.free_blocks``
+(``vllm/v1/core/block_pool.py`` at commit c59cb79): a block without a hash (registered by a
+prefix cache: ``mark_hashed``) to the *front*, reused first, a hashed one to the back, kept
+longest for a hit; ``allocate`` drops the mark (vLLM evicts the hash there). vLLM also takes
+block 0 off its queue as a *null block*; pagedlab reserves none. Events
+(:mod:`pagedlab.memory.events`) are built only for kinds somebody listens to.
 """
 
 from __future__ import annotations
@@ -115,7 +110,9 @@ class BlockAllocator(EventSource):
         self._release([self._check_held(block, owner)], owner)
 
     def free_many(self, blocks: Sequence[int], owner: Owner | None = None) -> None:
-        """Drop one reference to each of ``blocks`` (distinct), in order; all or nothing."""
+        """Drop one reference to each of ``blocks`` (distinct), in order; all or nothing.
+        vLLM's ``free_blocks(blocks)``: under "vllm-v1" one run at each end of the queue, each
+        in the order given (a table gives its last block first, as vLLM does)."""
         self._release(self._check_each(blocks, owner, self._check_holding), owner)
 
     def _take(self, count: int, owner: Owner | None) -> list[int]:

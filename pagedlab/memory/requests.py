@@ -3,35 +3,20 @@
 A :class:`Request` is what a user sends: a prompt of ``prompt_len`` tokens, ``output_len``
 tokens to generate, and ``num_samples`` parallel samples (§4.4: the samples share the prompt's
 blocks and are *gang-scheduled* as one group, §4.5). A :class:`Group` is the scheduler's state
-for one request; only :class:`~pagedlab.memory.scheduler.Scheduler` changes it (its step
-step loop and its preemption methods).
+for one request (nano-vllm's ``Sequence``); only the scheduler changes it.
 
 Token accounting (pagedlab's simplification): a sample's table holds ``prompt_len +
 generated`` tokens; a prefill writes the prompt's K/V, and each decode step writes one more
-token's K/V and counts it as generated; ``output_len = 0`` finishes at the end of the
-prefill (an engine asked for one new token: the prefill's logits give it). (A real engine
-samples the first output token at the end of the prefill, one step earlier; nothing here
-depends on that.) All samples of a group
-decode together, so they always hold the same number of tokens and finish together.
-
-A group is one request's whole state, counters and tokens together (nano-vllm's
-``Sequence``): ``token_ids[s]`` is sample ``s``'s token ids, prompt first (empty when the
-scheduler runs without token ids, as in the simulations); the engine appends each sampled
-token there, and the prefix cache hashes them.
+token's K/V and counts it as generated; ``output_len = 0`` finishes at the end of the prefill.
+(A real engine samples the first output token at the end of the prefill, one step earlier;
+nothing here depends on that.) All samples of a group decode together, so they always hold
+the same number of tokens and finish together.
 
 A :class:`StepResult` is one step's **plan** (``Scheduler.schedule`` decides it; nothing is
 computed or copied while deciding): the :class:`Work` to compute (each piece's positions and
 the block list they are written through), the block copies (:class:`BlockCopy`), the swap
-pairs, and who was admitted, preempted, swapped and finished. An executor carries it out in
-one order: swaps out, swaps in, copies, then one forward over every piece.
-
-Invariants of a :class:`Group` (``Scheduler.check_invariants`` asserts them):
-
-- ``running``: ``tables`` holds one device table per sample (one table until the prompt is
-  prefilled: the samples are forked from it then), ``host`` is empty;
-- ``swapped``: ``tables`` is empty (no device block held), ``host`` holds each sample's host
-  block list, sharing host blocks exactly where the device tables shared blocks;
-- ``waiting`` and ``finished``: no tables and no host blocks.
+pairs, and who was admitted, preempted, swapped and finished. :func:`execute` carries it out
+through a store's :class:`KVHooks`, in one order: swaps out, swaps in, copies, then every piece.
 """
 
 from __future__ import annotations
@@ -84,7 +69,16 @@ class Request:
 
 @dataclass(eq=False)
 class Group:
-    """The scheduler's state for one request (a sequence group). Written by the scheduler only."""
+    """The scheduler's state for one request (a sequence group). Written by the scheduler only.
+
+    ``token_ids[s]`` is sample ``s``'s token ids, prompt first (empty when the scheduler runs
+    without token ids, as in the simulations); the prefix cache hashes them. Invariants
+    (``Scheduler.check_invariants`` asserts them): ``running``: ``tables`` holds one device
+    table per sample (one until the prompt is prefilled: the samples fork from it then),
+    ``host`` is empty; ``swapped``: no table, ``host`` holds each sample's host block list,
+    sharing host blocks exactly where the device tables shared blocks; ``waiting`` and
+    ``finished``: no tables and no host blocks.
+    """
 
     request: Request
     order: int  # arrival order: FCFS serves and keeps groups by it
