@@ -57,7 +57,7 @@ def main() -> int:
         print("unset TRITON_INTERPRET to compile the kernel.")
         return 0
 
-    from pagedlab.attention import kernels
+    from pagedlab.attention import launch as kernels
     from pagedlab.attention.ops import paged_attention, reference_attention, validate_paged_inputs
 
     print(backend.describe())

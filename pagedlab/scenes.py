@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import torch
 
@@ -66,6 +65,7 @@ from pagedlab.control_scenes import (  # the torch-free scenes, re-exported
     prefix_tokens,
 )
 from pagedlab.memory.allocator import BlockAllocator
+from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.simulate.contiguous import BuddyAllocator
 from pagedlab.simulate.policies import reserved_slots
@@ -85,49 +85,32 @@ def example_state(
 
 
 def with_kernel_output(state: ExampleState) -> ExampleState:
-    """``state`` with the Triton kernel's output on the example's head (none if impossible).
+    """``state`` with the Triton kernel's output on the example's head (none if impossible),
+    read through ``state.table``: the table the slider built is the one the kernel reads.
 
-    Memoised per (block size, layout, slots); each (block size, layout) keeps one KV cache,
-    written once with every position a full pool holds (appending never moves a position,
-    so the slots of a shorter length are a prefix of those); a position whose slot differs
-    is written again before the kernel runs. Slots past the length hold values the kernel
-    never reads (it stops at ``seq_len``, as in a real server).
+    Memoised per setting (block size, layout, length: the state is a pure function of them).
+    The cache holds key 0 and value ``p + 1`` at position ``p``'s slot; the output is their
+    mean.
     """
     if state.problem is not None or state.output is not None:
         return state
-    slots, blocks = tuple(state.table.slot_mapping()), tuple(state.table.blocks)
-    return replace(state, output=_example_output(state.block_size, state.layout, slots, blocks))
+    key = (state.block_size, state.layout, state.table.num_tokens)
+    if key not in _OUTPUTS:
+        _OUTPUTS[key] = _example_output(state.table)
+    return replace(state, output=_OUTPUTS[key])
 
 
-@lru_cache(maxsize=64)
-def _example_cache(block_size: int, layout: str) -> tuple[PagedKVCache, dict[int, int]]:
-    """The cache and ``{position: slot written}``, every position of a full pool written (one
-    kernel launch per block size and layout, instead of one per longer length visited)."""
-    cache = PagedKVCache(POOL_BLOCKS, block_size, 1, 1)
-    longest = example_table(block_size, POOL_BLOCKS * block_size, layout).table  # what fits
-    slots = longest.slot_mapping()
-    return cache, _write_example(cache, slots, range(len(slots)), {})
+_OUTPUTS: dict[tuple[int, str, int], float] = {}
 
 
-def _write_example(
-    cache: PagedKVCache, slots: Sequence[int], positions: Sequence[int], written: dict[int, int]
-) -> dict[int, int]:
-    """Write the example's K/V (key 0, value ``p + 1``) of ``positions`` at their ``slots``."""
-    if positions:
-        k = torch.zeros(len(positions), 1, 1, device=cache.device)
-        v = torch.tensor([p + 1.0 for p in positions], device=cache.device).reshape(-1, 1, 1)
-        cache.write([slots[p] for p in positions], k, v)
-        written.update((p, slots[p]) for p in positions)
-    return written
-
-
-@lru_cache(maxsize=4096)
-def _example_output(
-    block_size: int, layout: str, slots: tuple[int, ...], blocks: tuple[int, ...]
-) -> float:
-    cache, written = _example_cache(block_size, layout)
-    _write_example(cache, slots, [p for p, s in enumerate(slots) if written.get(p) != s], written)
-    return kernel_output(blocks, len(slots), cache)
+def _example_output(table: BlockTable) -> float:
+    """The kernel's output for the example over ``table``: keys 0, values ``p + 1`` written at
+    the table's slots in a fresh cache of one head of dimension 1, query 1."""
+    alloc, length = table.allocator, table.num_tokens
+    cache = PagedKVCache(alloc.num_blocks, alloc.block_size, 1, 1)
+    values = torch.arange(1.0, length + 1, device=cache.device).reshape(-1, 1, 1)
+    cache.write(table.slot_mapping(), torch.zeros_like(values), values)
+    return kernel_output(table.blocks, length, cache)
 
 
 def kernel_output(blocks: Sequence[int], length: int, cache: PagedKVCache) -> float:

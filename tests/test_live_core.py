@@ -115,7 +115,7 @@ def test_allocation_in_the_page_is_the_real_allocators(pure) -> None:
     assert len(table.blocks) == 4
     assert f"blocks 4, physical {table.blocks}" in readout
     here = live.render_view("AllocationExplorer", {"block_size": 3, "length": 11})
-    assert pure["alloc"]["svg"] == to_svg(here.drawing, title="AllocationExplorer")
+    assert pure["alloc"]["svg"] == to_svg(here.picture, title="AllocationExplorer")
 
 
 @pytest.mark.parametrize(
@@ -132,9 +132,9 @@ def test_live_views_draw_what_the_notebook_explorer_draws(explorer, settings) ->
     widget.set(**settings)
     name = explorer.__name__
     shown = live.render_view(name, {n: c.value for n, c in widget.controls.items()})
-    assert shown.drawing == widget.canvas.drawing
+    assert shown.picture == widget.canvas.drawing
     rendered = live.render(name, {n: str(c.value) for n, c in widget.controls.items()})
-    assert rendered["ok"] and rendered["svg"] == to_svg(shown.drawing, title=name)
+    assert rendered["ok"] and rendered["svg"] == to_svg(shown.picture, title=name)
 
 
 @pytest.mark.parametrize("setting", [("swap", 4, 16, True, 12), ("recompute", 2, 8, False, 30)])
@@ -142,7 +142,7 @@ def test_live_scheduler_makes_the_notebooks_block_decisions(setting) -> None:
     """No K/V store in the page, and still the same blocks, queues and counters every step."""
     state = explorer_state(*setting)
     shown = scheduler_view(*setting)
-    assert shown.drawing == scheduler_drawing(state.scheduler, state.result)
+    assert shown.picture == scheduler_drawing(state.scheduler, state.result)
     assert shown.state.preemptions == state.scheduler.preemptions
 
 

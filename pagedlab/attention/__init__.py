@@ -8,6 +8,7 @@ and the attention kernel reads them back through the block tables.
 - :mod:`~pagedlab.attention.kv_cache`     ``PagedKVCache``: write by slot mapping, copy, gather
 - :mod:`~pagedlab.attention.kernels`      the Triton kernels (paged attention: the one-page teaching
   kernel, then the tuned one; reshape-and-cache)
+- :mod:`~pagedlab.attention.launch`       their launches, and the tuned loop's interpreter form
 - :mod:`~pagedlab.attention.tuning`       a launch's tiles, pages per step, warps and splits
 - :mod:`~pagedlab.attention.validate`     one named check per contract rule, for every entry point
 - :mod:`~pagedlab.attention.ops`          ``paged_attention`` (tuned), ``paged_attention_one_page``

@@ -254,10 +254,10 @@ class PagedKVCache:
             and tuning.reshape_and_cache_fits(self.num_kv_heads, self.head_dim)
         )
         if use_triton:
-            from pagedlab.attention import kernels
+            from pagedlab.attention import launch
 
             with backend.on_device(self.device):
-                kernels.launch_reshape_and_cache(k, v, self.key, self.value, slots)
+                launch.launch_reshape_and_cache(k, v, self.key, self.value, slots)
         else:  # no Triton, or bf16 (the interpreter cannot hold it): plain torch indexing
             self._store(slots, k, v)
 

@@ -170,8 +170,8 @@ def paged_attention(
     group = shapes.num_heads // shapes.num_kv_heads
     tuning.check_kernel_fits(shapes.block_size, shapes.head_dim, group)
 
-    def launch(kernels: ModuleType, *tensors: torch.Tensor) -> torch.Tensor:
-        return kernels.launch_paged_attention(*tensors, shapes.scale, shapes.max_pages)
+    def launch(launcher: ModuleType, *tensors: torch.Tensor) -> torch.Tensor:
+        return launcher.launch_paged_attention(*tensors, shapes.scale, shapes.max_pages)
 
     return _run_triton(launch, query, key_cache, value_cache, block_tables, seq_lens)
 
@@ -198,9 +198,9 @@ def paged_attention_one_page(
     check_one_page_kernel_fits(shapes, query, key_cache, value_cache, block_tables)
     tuning.check_kernel_fits(shapes.block_size, shapes.head_dim, 1)
 
-    def launch(kernels: ModuleType, *tensors: torch.Tensor) -> torch.Tensor:
+    def launch(launcher: ModuleType, *tensors: torch.Tensor) -> torch.Tensor:
         contiguous = (t.contiguous() for t in tensors)
-        return kernels.launch_paged_attention_one_page(*contiguous, shapes.scale)
+        return launcher.launch_paged_attention_one_page(*contiguous, shapes.scale)
 
     return _run_triton(launch, query, key_cache, value_cache, block_tables, seq_lens)
 
@@ -214,7 +214,7 @@ def _run_triton(
     seq_lens: torch.Tensor,
 ) -> torch.Tensor:
     """What every Triton entry point does after validating: the backend and device checks,
-    bf16 upcast under the interpreter, ``launch(kernels, q, kc, vc, bt, sl)``, the cast back."""
+    bf16 upcast under the interpreter, ``launch(launcher, q, kc, vc, bt, sl)``, the cast back."""
     backend.require_triton()  # after validation: bad input is a ValueError on every platform
     if not backend.runs_on(query.device):
         raise ValueError(
@@ -222,9 +222,7 @@ def _run_triton(
             f"{backend.device()} here ({backend.BACKEND}): move them with "
             ".to(pagedlab.attention.backend.device()), or use reference_attention"
         )
-    from pagedlab.attention import (
-        kernels,  # imports triton; backend has set TRITON_INTERPRET already
-    )
+    from pagedlab.attention import launch as launcher  # imports triton, after backend
 
     out_dtype = query.dtype
     if backend.BACKEND == "interpreter" and out_dtype == torch.bfloat16:
@@ -232,7 +230,7 @@ def _run_triton(
         query, key_cache, value_cache = query.float(), key_cache.float(), value_cache.float()
     with backend.on_device(query.device):
         out = launch(
-            kernels,
+            launcher,
             query,
             key_cache,
             value_cache,

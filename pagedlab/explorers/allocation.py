@@ -50,7 +50,7 @@ class AllocationExplorer(Explorer):
         self.step_button.on_click(lambda _button: self.step())
 
     def render(self, block_size: int, length: int, layout: str) -> View:
-        return View(*allocation_view(block_size, length, layout))
+        return allocation_view(block_size, length, layout)
 
     def finish(self, view: View) -> View:
         state = with_kernel_output(view.state)

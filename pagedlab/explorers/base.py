@@ -10,59 +10,18 @@ A new explorer is its declaration plus one render function::
             state = build_state(length)  # the real objects, built fresh (pure)
             return View(state, scene_of(state), readout_of(state))
 
-The API (small on purpose):
+A subclass provides ``DECLARATION`` (its controls, static frames and Play, declared once; its
+registry entry holds the same object) and ``render``; optionally ``finish`` (the slow part),
+``bounds``, ``check_values``, ``ROWS`` and ``WIDGET_ARGS``. ``Explorer(**initial)`` starts each
+control at its default, moved by ``initial``. Attributes: ``.widget`` (the ``VBox``),
+``.picture`` (``Image``), ``.readout`` (``HTML``), ``.state``, ``.controls``, ``.values``, each
+control's widget by its name, ``.play`` where declared.
 
-- ``DECLARATION``: a :class:`pagedlab.views.controls.Declaration`, the one place an explorer
-  is declared: its controls in order (``CONTROLS`` is read from it), the frames the static
-  site draws ahead of time and its Play (:mod:`pagedlab.site.static` reads those), and,
-  for an explorer the live site runs, the live page's inputs (its entry in
-  :data:`pagedlab.site.registry.REGISTRY` holds the same object). Every explorer class has
-  one registry entry. The base builds one widget per control (``Slider``:
-  ``IntSlider``; ``Choice``: ``ToggleButtons``, or ``SelectionSlider`` if ``slider``;
-  ``Toggle``: ``Checkbox``), each with ``WIDGET_ARGS`` (style, layout). Options that depend
-  on the constructor's arguments: assign ``self.CONTROLS`` before calling the base.
-- ``ROWS``: optional, one entry per row: a name, or a tuple of names (an ``HBox``); a name is
-  a control, ``"play"`` or an attribute set before the base's ``__init__`` (a button).
-  Default: a row each. The Play, where declared, goes first unless a row names it.
-- Play: declared in the ``DECLARATION`` (:class:`pagedlab.views.controls.Play`: its axis and
-  mode), built by the base as ``.play`` (:mod:`pagedlab.explorers.play`); the static frames
-  and the live page run the same declaration.
-- ``Explorer(**initial)``: each control starts at its declared default, moved by
-  ``initial``, validated like ``set``.
-- ``render(**values) -> View``: **required**. The state, the picture (a ``Drawing``, drawn
-  on the explorer's one reused ``Canvas``; a matplotlib ``Figure``; or PNG bytes) and the
-  readout (HTML). Must not change any widget; should be fast (a few ms).
-- ``finish(view) -> View``: optional, the slow part (a kernel call), run after the picture
-  is on the page; returns the view with its final state and readout. Default: ``view``.
-- ``bounds(values) -> {name: (min, max)}``: optional, slider ranges that depend on other
-  values (inside the declared ones).
-- ``check_values(values)``: optional, rules across controls; raise ``ValueError``.
-- Attributes: ``.widget`` (the ``VBox``), ``.picture`` (``Image``, CSS class
-  ``pagedlab-picture``), ``.readout`` (``HTML``, class ``pagedlab-readout``), ``.state``
-  (what the picture was drawn from), ``.controls`` (name -> widget), ``.values``, and each
-  control's widget by its name (``explorer.length``).
-- ``set(**settings) -> state``: move controls as a learner would, with one redraw.
-
-Invariants:
-
-- ``set`` is atomic: it validates every keyword first (an unknown name is a ``TypeError``
-  naming it and listing the valid ones; a wrong kind a ``TypeError``, a wrong value a
-  ``ValueError``, both naming the value), then computes the whole new view; only then does
-  it assign anything. On any error no widget value, readout, picture or state changed.
-- A learner's move in the browser is fast the same way for every explorer: the state, then
-  the picture assigned (it reaches the page at once), then ``finish`` (deferred by
-  ``DEFER_S`` on the kernel's event loop and dropped if a newer move came), then the
-  readout. A move the ranges allow but the model refuses raises a
-  :class:`pagedlab.checks.Refused` (``OutOfBlocksError`` is one), the one error the base
-  catches: its message is the readout, the picture and state stay as they were. Anything
-  else a move raises is a bug and is not hidden (``tests/site/test_registry.py`` sweeps
-  every explorer's reachable settings for one).
-  Moves made by code (``set``, ``control.value = ...`` in a cell, tests) are synchronous.
-- Callbacks never display: they assign ``Image.value`` / ``HTML.value``, so strict nbval
-  sees the same outputs in a saved and a live notebook.
-- A notebook shows ``explorer`` itself: its bundle carries the widget view, the first
-  frame as ``image/png`` (what GitHub and nbviewer show; JupyterLab prefers the widget)
-  and a short deterministic ``text/plain``.
+Invariants: ``set`` is atomic (validated and computed before anything is assigned); a move
+shows state, then picture, then readout, the same way for every explorer (``_on_change``); a
+refusal is a :class:`pagedlab.checks.Refused`, the one error the base catches (its message is
+the readout); callbacks never display, so strict nbval sees the same outputs in a saved and a
+live notebook.
 """
 
 from __future__ import annotations
@@ -71,7 +30,6 @@ import asyncio
 import base64
 import html
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 import ipywidgets as widgets
@@ -82,25 +40,21 @@ from pagedlab.explorers.play import Player
 from pagedlab.pictures.canvas import Canvas, Drawing
 from pagedlab.pictures.png import to_png
 from pagedlab.views.controls import Control, Declaration, Slider, Toggle
+from pagedlab.views.shown import View as View  # one type: the live renders return it too
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-
-
-@dataclass(frozen=True)
-class View:
-    """What one setting shows: the state, its picture and its readout (HTML)."""
-
-    state: Any
-    picture: Drawing | Figure | bytes
-    readout: str
 
 
 class Explorer:
     """Controls -> ``render`` -> picture and readout; see the module docstring."""
 
     DECLARATION: Declaration | None = None  # controls, static frames, Play: declared once
-    CONTROLS: tuple[Control, ...] = ()  # read from DECLARATION
+    CONTROLS: tuple[Control, ...] = ()  # read from DECLARATION (or set before the base's init)
+    # One entry per row: a control's name, "play", or an attribute set before the base's
+    # __init__ (a button); a tuple of names is an HBox. Default: a row each, the Play first.
     ROWS: tuple[str | tuple[str, ...], ...] = ()
+    # Passed to every control's widget (style, layout): Slider -> IntSlider, Choice ->
+    # ToggleButtons (SelectionSlider if ``slider``), Toggle -> Checkbox.
     WIDGET_ARGS: Mapping[str, Any] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -154,15 +108,19 @@ class Explorer:
     else:
 
         def render(self, **values: Any) -> View:
-            """The view of one setting (required; see the module docstring)."""
+            """The view of one setting (required): the state, its picture (a ``Drawing``, drawn
+            on the explorer's one reused ``Canvas``; a ``Figure``; or PNG bytes) and the readout
+            (HTML). Must not change any widget; should be fast (a few ms)."""
             raise NotImplementedError(f"{type(self).__name__} must define render(**values)")
 
     def finish(self, view: View) -> View:
-        """The slow part of a view (a kernel call); the default has none."""
+        """The slow part of a view (a kernel call), run after the picture is on the page;
+        returns the view with its final state and readout. The default has none."""
         return view
 
     def bounds(self, values: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
-        """Ranges of int controls that depend on the other values; none by default."""
+        """Ranges of int controls that depend on the other values (inside the declared ones);
+        none by default."""
         return {}
 
     def check_values(self, values: Mapping[str, Any]) -> None:
@@ -185,7 +143,9 @@ class Explorer:
         """Move controls by name, all at once, with one redraw; returns the new state.
 
         Atomic: every value is validated and the whole view computed before anything is
-        assigned, so on an error nothing has changed.
+        assigned, so on an error nothing has changed: an unknown name is a ``TypeError``
+        naming it and listing the valid ones, a wrong kind a ``TypeError``, a wrong value a
+        ``ValueError``, both naming the value. Moves made by code are synchronous.
         """
         values = self._validated({**self.values, **settings}, list(settings))
         view = self.finish(self.render(**values))
@@ -253,9 +213,12 @@ class Explorer:
     def _on_change(self, _change: object) -> None:
         """A learner moved a control: state, then picture, then ``finish``, then readout.
 
-        When the move came from the browser (a comm message), ``finish`` runs a moment
+        When the move came from the browser (a comm message), ``finish`` runs ``DEFER_S``
         later on the kernel's event loop, so the picture leaves at once and a burst of
-        moves (a held arrow key) runs the slow part only for the last one.
+        moves (a held arrow key) runs the slow part only for the last one. A refusal
+        (:class:`~pagedlab.checks.Refused`) becomes the readout; anything else a move raises
+        is a bug and is not hidden (``tests/site/test_registry.py`` sweeps every explorer's
+        reachable settings for one).
         """
         if self._holding:
             return

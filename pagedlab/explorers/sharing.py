@@ -33,7 +33,7 @@ class SharingExplorer(Explorer):
     ROWS = ("mode", ("width", "prompt_len", "steps"))
 
     def render(self, mode: str, width: int, prompt_len: int, steps: int) -> View:
-        return View(*sharing_view(mode, width, prompt_len, steps))
+        return sharing_view(mode, width, prompt_len, steps)
 
 
 class PrefixCacheExplorer(Explorer):
@@ -43,7 +43,7 @@ class PrefixCacheExplorer(Explorer):
     ROWS = (("shared", "prompt_len", "requests"), "block_size")
 
     def render(self, shared: int, prompt_len: int, requests: int, block_size: int) -> View:
-        return View(*prefix_view(shared, prompt_len, requests, block_size))
+        return prefix_view(shared, prompt_len, requests, block_size)
 
 
 def eviction_html(run: EvictionRun) -> str:

@@ -8,13 +8,14 @@ copied or freed. It never touches K/V data; :mod:`pagedlab.attention` does that.
 - :mod:`~pagedlab.memory.block_table`  ``BlockTable``: one sequence's logical -> physical map;
   ``blocks_to_append``: how many free blocks an append needs (the one formula)
 - :mod:`~pagedlab.memory.owner`        ``Owner``: a holder of references, as a table shows itself
-  to its allocator; ``drop_holder``; the checks of the values an allocator is given
+  to its allocator; the checks of the values an allocator is given
 - :mod:`~pagedlab.memory.events`       what happened (allocate, share, copy, free, ...)
 - :mod:`~pagedlab.memory.sharing`      parallel sampling and beam search (§4.4)
 - :mod:`~pagedlab.memory.prefix_cache` chained block hashes, hits, LRU eviction
 - :mod:`~pagedlab.memory.savings`      memory saved by sharing (Fig. 15)
 - :mod:`~pagedlab.memory.scheduler`    ``Scheduler``: FCFS, preemption by swap or recompute,
-  chunked prefill (§4.5); with :mod:`~pagedlab.memory.requests` (a request's sequence group),
+  chunked prefill (§4.5); with :mod:`~pagedlab.memory.step_loop` (its base: the step loop),
+  :mod:`~pagedlab.memory.requests` (a request's sequence group, the plan and its executor),
   :mod:`~pagedlab.memory.swap_space` (the host pool), :mod:`~pagedlab.memory.capacity` (every
   "how many blocks" it asks) and :mod:`~pagedlab.memory.scheduler_checks` (what a step checks
   before it touches anything)

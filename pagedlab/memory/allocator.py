@@ -9,29 +9,24 @@ Invariants (checked by the property tests):
 
 - a block is on the free queue with ref count 0, or off it with ref count >= 1; an owner
   holds a block at most once; ``num_free`` is the length of the queue;
-- ``allocate`` takes the front of the queue. Without ``free_order`` the front starts at block
-  0, so a fresh pool hands out 0, 1, 2, ...; ``free_order`` stages a scene (the paper's 4, 1);
-- every method either succeeds or raises with nothing changed: each public method is one
-  guard (the ``_check_*`` methods at the end) that raises before anything moves, then the
-  mechanism. Misuse is recorded, not hidden: see ``owner.drop_holder``.
+- ``allocate`` takes the front of the queue: block 0, 1, 2, ... of a fresh pool, unless
+  ``free_order`` stages a scene (the paper's 4, 1);
+- every public method is one guard (the ``_check_*`` methods) that raises before anything
+  moves, then the mechanism (``_take``, ``_release``; a ``BlockTable``, which guards
+  itself, calls those directly). Misuse is recorded, not hidden: see ``_release``.
 
-Where a block whose ref count reaches 0 joins the queue is the ``free_rule``. ``"fifo"`` (the
-default): at the back. ``"vllm-v1"``: as vLLM V1's ``BlockPool.free_blocks``
-(``vllm/v1/core/block_pool.py`` at commit c59cb79): a block without a hash (a request's
-partly filled last block; every block when prefix caching is off) goes to the *front* and is
-reused first; a hashed block (full, registered by a prefix cache: ``mark_hashed``) goes to the
-back, kept longest for a hit. ``free_many(blocks)`` is ``free_blocks(blocks)``: one run at
-each end, each in the order given (a table gives its last block first, as vLLM does).
-``allocate`` drops the hash mark of the block it hands out (vLLM evicts the hash there).
-
-vLLM also takes block 0 off its queue at start-up as a *null block*, a placeholder never
-handed out; pagedlab reserves none, so block 0 is an ordinary block (the example hands it to
-request A). Events (``pagedlab.memory.events``) are built only for kinds somebody listens to.
+Where a block whose ref count reaches 0 joins the queue is the ``free_rule``: ``"fifo"`` (the
+default) at the back; ``"vllm-v1"`` as vLLM V1's ``BlockPool.free_blocks``
+(``vllm/v1/core/block_pool.py`` at commit c59cb79): a block without a hash (registered by a
+prefix cache: ``mark_hashed``) to the *front*, reused first, a hashed one to the back, kept
+longest for a hit; ``allocate`` drops the mark (vLLM evicts the hash there). vLLM also takes
+block 0 off its queue as a *null block*; pagedlab reserves none. Events
+(:mod:`pagedlab.memory.events`) are built only for kinds somebody listens to.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -44,7 +39,6 @@ from pagedlab.memory.owner import (
     check_named_owner,
     check_owner,
     check_pool,
-    drop_holder,
     permutation,
 )
 
@@ -72,7 +66,7 @@ class BlockAllocator(EventSource):
         self._num_blocks, self._block_size = check_pool(num_blocks, block_size)
         self._rule = check_free_rule(free_rule)
         order = range(num_blocks) if free_order is None else permutation(free_order, num_blocks)
-        self._free: OrderedDict[int, None] = OrderedDict.fromkeys(order)  # the queue, front first
+        self._free: deque[int] = deque(order)  # the free queue, front first
         # holders[b]: who holds block b, most recent last; its length is b's ref count. Read
         # it freely (a table asks whether its last block is shared); only _take, share, hold,
         # _take_back and _release change it.
@@ -84,7 +78,13 @@ class BlockAllocator(EventSource):
     def allocate(self, owner: Owner | None = None) -> int:
         """Take the block at the front of the free queue for ``owner``; its ref count is 1."""
         self._check_can_take(1, owner)
-        return self._take(owner)
+        return self._take(1, owner)[0]
+
+    def allocate_many(self, count: int, owner: Owner | None = None) -> list[int]:
+        """``count`` blocks from the front of the free queue, in order; all or nothing."""
+        count = check_int(count, "count", minimum=0)
+        self._check_can_take(count, owner)
+        return self._take(count, owner)
 
     def share(self, block: int, owner: Owner | None = None) -> None:
         """One more holder for an allocated ``block`` (a fork, or a prefix-cache hit)."""
@@ -98,39 +98,64 @@ class BlockAllocator(EventSource):
         the free queue replaces ``block`` among the owner's references. Returns the new block;
         the caller's KV storage must copy ``block`` into it. OutOfBlocksError if none is free."""
         block = self._check_copyable(block, owner)
-        copy = self._take(owner)
+        copy = self._take(1, owner)[0]
         if "copy" in self.listening:
             self._tell("copy", copy, owner, src=block)
-        self._release(block, owner)
+        self._release([block], owner)
         return copy
 
     def free(self, block: int, owner: Owner | None = None) -> None:
         """Drop one reference to ``block`` (without ``owner``: an anonymous one, else the most
-        recent owner's, see ``drop_holder``); at 0 it joins the free queue by the free rule."""
-        block = self._check_held(block, owner)
-        self._release(block, owner)
+        recent owner's, see ``_release``); at 0 it joins the free queue by the free rule."""
+        self._release([self._check_held(block, owner)], owner)
 
-    def _take(self, owner: Owner | None) -> int:
-        """The mechanism of ``allocate``: the caller checked that a block is free."""
-        block = self._free.popitem(last=False)[0]
-        self._hashed.discard(block)  # new contents: the old hash (if any) is evicted
-        self.holders[block].append(owner)
-        if "allocate" in self.listening:
-            self._tell("allocate", block, owner)
-        return block
+    def free_many(self, blocks: Sequence[int], owner: Owner | None = None) -> None:
+        """Drop one reference to each of ``blocks`` (distinct), in order; all or nothing.
+        vLLM's ``free_blocks(blocks)``: under "vllm-v1" one run at each end of the queue, each
+        in the order given (a table gives its last block first, as vLLM does)."""
+        self._release(self._check_each(blocks, owner, self._check_holding), owner)
 
-    def _release(self, block: int, owner: Owner | None) -> None:
-        holders = self.holders[block]
-        drop_holder(holders, owner, block)
-        if holders:
-            if "release" in self.listening:
-                self._tell("release", block, owner)
-            return
-        self._free[block] = None  # the back of the queue
-        if self._rule == "vllm-v1" and block not in self._hashed:
-            self._free.move_to_end(block, last=False)  # no hash: nothing worth keeping
-        if "free" in self.listening:
-            self._tell("free", block, owner)
+    def _take(self, count: int, owner: Owner | None) -> list[int]:
+        """The mechanism of ``allocate_many``, for a caller that checked ``count`` are free."""
+        taken = []
+        for _ in range(count):
+            block = self._free.popleft()
+            self._hashed.discard(block)  # new contents: the old hash (if any) is evicted
+            self.holders[block].append(owner)
+            taken.append(block)
+            if "allocate" in self.listening:
+                self._tell("allocate", block, owner)
+        return taken
+
+    def _release(self, blocks: list[int], owner: Owner | None) -> None:
+        """The mechanism of ``free_many``, for a caller that checked ``owner`` holds each block.
+
+        An anonymous drop (``owner=None``) with no anonymous holder left takes the most recent
+        owner's reference instead (a block freed behind a table's back): that owner records
+        the block in ``lost``, and its table refuses from then on instead of writing into it.
+        Under "vllm-v1" the unhashed blocks that reach 0 go last and in reverse, each to the
+        front: that builds vLLM's front run in the order given, one event at a time.
+        """
+        vllm = self._rule == "vllm-v1"
+        if vllm:
+            fresh = {b for b in blocks if len(self.holders[b]) == 1 and b not in self._hashed}
+            blocks = [b for b in blocks if b not in fresh] + [b for b in blocks[::-1] if b in fresh]
+        for block in blocks:
+            holders = self.holders[block]
+            try:
+                holders.remove(owner)
+            except ValueError:  # owner is None, and only tables hold the block
+                holders.pop().lost.append(block)  # type: ignore[union-attr]
+            if holders:
+                if "release" in self.listening:
+                    self._tell("release", block, owner)
+                continue
+            if vllm and block not in self._hashed:
+                self._free.appendleft(block)  # no hash: nothing worth keeping, reused first
+            else:
+                self._free.append(block)  # the back of the queue
+            if "free" in self.listening:
+                self._tell("free", block, owner)
 
     def _tell(
         self, kind: EventKind, block: int, owner: Owner | None, src: int | None = None
@@ -140,26 +165,7 @@ class BlockAllocator(EventSource):
         table = None if owner is None else owner.id
         self._emit(Event(kind, block, len(self.holders[block]), table, src=src))
 
-    # --- several blocks at once, and blocks taken back with their contents ------------------
-    def allocate_many(self, count: int, owner: Owner | None = None) -> list[int]:
-        """``count`` blocks from the front of the free queue, in order; all or nothing."""
-        count = check_int(count, "count", minimum=0)
-        self._check_can_take(count, owner)
-        return [self._take(owner) for _ in range(count)]
-
-    def free_many(self, blocks: Sequence[int], owner: Owner | None = None) -> None:
-        """Drop one reference to each of ``blocks`` (distinct), in order; all or nothing.
-
-        Under "vllm-v1" the unhashed blocks that reach 0 go last and in reverse, each to the
-        front: that builds vLLM's front run in the order given, one event at a time.
-        """
-        blocks = self._check_each(blocks, owner, self._check_holding)
-        if self._rule == "vllm-v1":
-            fresh = {b for b in blocks if len(self.holders[b]) == 1 and b not in self._hashed}
-            blocks = [b for b in blocks if b not in fresh] + [b for b in blocks[::-1] if b in fresh]
-        for block in blocks:
-            self._release(block, owner)
-
+    # --- blocks taken back with their contents -----------------------------------------------
     def reuse(self, block: int, owner: Owner | None = None) -> None:
         """Take the free ``block`` off the free queue with its contents intact (prefix caching)."""
         block = self._check_free(block, owner)
@@ -177,7 +183,7 @@ class BlockAllocator(EventSource):
                 self._take_back(block, owner)
 
     def _take_back(self, block: int, owner: Owner | None) -> None:
-        del self._free[block]
+        self._free.remove(block)  # a scan of the queue: only a prefix-cache hit does it
         self.holders[block].append(owner)
         if "reuse" in self.listening:
             self._tell("reuse", block, owner)

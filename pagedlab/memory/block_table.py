@@ -63,27 +63,40 @@ class BlockTable:
         Returns the copy-on-write the caller's KV storage must perform before writing, or
         None. Raises OutOfBlocksError (too few free blocks) or ValueError with nothing changed.
         """
-        # the guard: what the append needs, refused before anything changes
         if type(n) is not int or n < 1:  # a plain count >= 1 needs no converting
             n = check_int(n, "n", minimum=1)
-        if self._freed or self._owner.lost:
+        if self._owner.lost:  # (a freed table has no room: _take_blocks refuses it)
             self.check_usable("append to")
-        room = -self._num_tokens % self._block_size  # empty slots in the last block
-        copy_last = room > 0 and len(self._alloc.holders[self._blocks[-1]]) > 1  # shared
-        new_blocks = ceil_div(n - room, self._block_size) if n > room else 0  # beyond the room
-        if (copy_last or new_blocks) and copy_last + new_blocks > self._alloc.num_free:
-            self._refuse_append(n, copy_last + new_blocks)
-        # the mechanism
+        alloc, room = self._alloc, -self._num_tokens % self._block_size  # room: empty slots
         copy = None
-        if copy_last:  # the last block is shared and partly filled: write into a private copy
-            src = self._blocks[-1]
-            self._blocks[-1] = self._alloc.copy_on_write(src, self._owner)
-            copy = CopyOnWrite(src, self._blocks[-1])
-        if new_blocks:  # the tokens that do not fit open new blocks; nothing written moves
-            self._blocks += self._alloc.allocate_many(new_blocks, self._owner)
-        if "write" in self._alloc.listening:  # one event per position, for a listener only
-            self._alloc.note_writes(self._owner, self._blocks, self._num_tokens, n)
+        if n > room or len(alloc.holders[self._blocks[-1]]) > 1:
+            copy = self._take_blocks(n, room)  # new blocks, or the last one is shared
+        if alloc.listening:  # one write event per position, for a listener of writes only
+            alloc.note_writes(self._owner, self._blocks, self._num_tokens, n)
         self._num_tokens += n
+        return copy
+
+    def _take_blocks(self, n: int, room: int) -> CopyOnWrite | None:
+        """The blocks ``append_tokens(n)`` takes: a private copy of a shared, partly filled last
+        block, then new blocks for the tokens beyond its ``room``; refused before any is taken."""
+        if self._freed:
+            self.check_usable("append to")
+        alloc, size = self._alloc, self._block_size
+        copy_last = room > 0 and len(alloc.holders[self._blocks[-1]]) > 1
+        new_blocks = ceil_div(n - room, size) if n > room else 0
+        if copy_last + new_blocks > alloc.num_free:
+            free, total, needed = alloc.num_free, alloc.num_blocks, copy_last + new_blocks
+            raise OutOfBlocksError(
+                f"appending {n} token(s) to table {self.id} needs {needed} free block(s), "
+                f"but only {free} of {total} are free"
+            )
+        copy = None
+        if copy_last:  # write into a private copy; what the others read stays put
+            src = self._blocks[-1]
+            self._blocks[-1] = alloc.copy_on_write(src, self._owner)
+            copy = CopyOnWrite(src, self._blocks[-1])
+        # the guard above is the allocator's (enough free blocks; the owner is the table's)
+        self._blocks += alloc._take(new_blocks, self._owner)
         return copy
 
     def append_token(self) -> CopyOnWrite | None:
@@ -105,8 +118,8 @@ class BlockTable:
         Last block first, as vLLM frees a request: under either free rule a prefix cache then
         evicts a sequence's tail before its beginning, which other requests share more often.
         """
-        self.check_usable("free")
-        self._alloc.free_many(self._blocks[::-1], self._owner)
+        self.check_usable("free")  # the allocator's guard: the table holds each block once
+        self._alloc._release(self._blocks[::-1], self._owner)
         self._blocks = []
         self._num_tokens = 0
         self._freed = True
@@ -167,8 +180,7 @@ class BlockTable:
         """Flat slot ``block * block_size + offset`` of every position, in order."""
         if self._owner.lost:
             self.check_usable("read")
-        size = self._block_size
-        return [self._blocks[p // size] * size + p % size for p in range(self._num_tokens)]
+        return slot_mapping(self._blocks, 0, self._num_tokens, self._block_size)
 
     def blocks_needed(self, n: int = 1) -> int:
         """Free blocks ``append_tokens(n)`` needs now (new blocks plus a copy-on-write)."""
@@ -200,13 +212,6 @@ class BlockTable:
                 f"table no longer holds it; make a new table"
             )
 
-    def _refuse_append(self, n: int, needed: int) -> None:
-        free, total = self._alloc.num_free, self._alloc.num_blocks
-        raise OutOfBlocksError(
-            f"appending {n} token(s) to table {self.id} needs {needed} free block(s), "
-            f"but only {free} of {total} are free"
-        )
-
     def _check_position(self, pos: object) -> int:
         pos = check_int(pos, "pos")
         if not 0 <= pos < self._num_tokens:
@@ -224,6 +229,14 @@ class BlockTable:
 
     def __repr__(self) -> str:
         return f"BlockTable(id={self.id}, blocks={self._blocks}, num_tokens={self._num_tokens})"
+
+
+def slot_mapping(blocks: Sequence[int], first: int, count: int, block_size: int) -> list[int]:
+    """The slot mapping of positions ``first .. first + count - 1`` through ``blocks``: position
+    ``p`` lives at offset ``p % block_size`` of block ``blocks[p // block_size]``, flat slot
+    ``block * block_size + offset`` (vLLM's ``slot_mapping``). The one place it is written."""
+    positions = range(first, first + count)
+    return [blocks[p // block_size] * block_size + p % block_size for p in positions]
 
 
 def blocks_to_append(

@@ -1,6 +1,6 @@
-"""Who holds a block: the :class:`Owner` a block table shows its allocator, the one helper that
-drops a holder, and the checks of the values an allocator is given (each returns the checked
-value or raises TypeError / ValueError naming it; none changes anything).
+"""Who holds a block: the :class:`Owner` a block table shows its allocator, and the checks of
+the values an allocator is given (each returns the checked value or raises TypeError /
+ValueError naming it; none changes anything).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ class Owner:
     """A holder of block references: a ``BlockTable`` makes one with ``new_owner()``.
 
     ``id`` names it in events and messages. ``lost`` lists the blocks whose reference it held
-    and an anonymous ``free`` dropped (see :func:`drop_holder`).
+    and an anonymous ``free`` dropped (see ``BlockAllocator._release``).
     """
 
     __slots__ = ("id", "lost")
@@ -28,21 +28,6 @@ class Owner:
 
     def __repr__(self) -> str:
         return f"Owner({self.id})"
-
-
-def drop_holder(holders: list[Owner | None], owner: Owner | None, block: int) -> None:
-    """Remove one reference of ``owner`` from ``holders``, the holders of ``block``.
-
-    An anonymous drop (``owner=None``) with no anonymous holder left takes the most recent
-    owner's reference instead (a block freed behind a table's back): that owner records
-    ``block`` in ``lost``, and its table refuses from then on instead of writing into it.
-    """
-    if owner in holders:
-        holders.remove(owner)
-    else:
-        loser = holders.pop()
-        assert loser is not None, "the caller checked that owner holds the block"
-        loser.lost.append(block)
 
 
 def check_pool(num_blocks: object, block_size: object) -> tuple[int, int]:

@@ -3,44 +3,30 @@
 A :class:`Request` is what a user sends: a prompt of ``prompt_len`` tokens, ``output_len``
 tokens to generate, and ``num_samples`` parallel samples (§4.4: the samples share the prompt's
 blocks and are *gang-scheduled* as one group, §4.5). A :class:`Group` is the scheduler's state
-for one request; only :class:`~pagedlab.memory.scheduler.Scheduler` changes it (its step
-step loop and its preemption methods).
+for one request (nano-vllm's ``Sequence``); only the scheduler changes it.
 
 Token accounting (pagedlab's simplification): a sample's table holds ``prompt_len +
 generated`` tokens; a prefill writes the prompt's K/V, and each decode step writes one more
-token's K/V and counts it as generated; ``output_len = 0`` finishes at the end of the
-prefill (an engine asked for one new token: the prefill's logits give it). (A real engine
-samples the first output token at the end of the prefill, one step earlier; nothing here
-depends on that.) All samples of a group
-decode together, so they always hold the same number of tokens and finish together.
-
-A group is one request's whole state, counters and tokens together (nano-vllm's
-``Sequence``): ``token_ids[s]`` is sample ``s``'s token ids, prompt first (empty when the
-scheduler runs without token ids, as in the simulations); the engine appends each sampled
-token there, and the prefix cache hashes them.
+token's K/V and counts it as generated; ``output_len = 0`` finishes at the end of the prefill.
+(A real engine samples the first output token at the end of the prefill, one step earlier;
+nothing here depends on that.) All samples of a group decode together, so they always hold
+the same number of tokens and finish together.
 
 A :class:`StepResult` is one step's **plan** (``Scheduler.schedule`` decides it; nothing is
 computed or copied while deciding): the :class:`Work` to compute (each piece's positions and
 the block list they are written through), the block copies (:class:`BlockCopy`), the swap
-pairs, and who was admitted, preempted, swapped and finished. An executor carries it out in
-one order: swaps out, swaps in, copies, then one forward over every piece.
-
-Invariants of a :class:`Group` (``Scheduler.check_invariants`` asserts them):
-
-- ``running``: ``tables`` holds one device table per sample (one table until the prompt is
-  prefilled: the samples are forked from it then), ``host`` is empty;
-- ``swapped``: ``tables`` is empty (no device block held), ``host`` holds each sample's host
-  block list, sharing host blocks exactly where the device tables shared blocks;
-- ``waiting`` and ``finished``: no tables and no host blocks.
+pairs, and who was admitted, preempted, swapped and finished. :func:`execute` carries it out
+through a store's :class:`KVHooks`, in one order: swaps out, swaps in, copies, then every piece.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from pagedlab.checks import ceil_div, check_int
-from pagedlab.memory.block_table import BlockTable
+from pagedlab.memory.block_table import BlockTable, CopyOnWrite, slot_mapping
 from pagedlab.memory.owner import MAX_NUM_BLOCKS, MAX_SLOTS
 
 STATUSES = ("waiting", "running", "swapped", "finished")
@@ -83,7 +69,16 @@ class Request:
 
 @dataclass(eq=False)
 class Group:
-    """The scheduler's state for one request (a sequence group). Written by the scheduler only."""
+    """The scheduler's state for one request (a sequence group). Written by the scheduler only.
+
+    ``token_ids[s]`` is sample ``s``'s token ids, prompt first (empty when the scheduler runs
+    without token ids, as in the simulations); the prefix cache hashes them. Invariants
+    (``Scheduler.check_invariants`` asserts them): ``running``: ``tables`` holds one device
+    table per sample (one until the prompt is prefilled: the samples fork from it then),
+    ``host`` is empty; ``swapped``: no table, ``host`` holds each sample's host block list,
+    sharing host blocks exactly where the device tables shared blocks; ``waiting`` and
+    ``finished``: no tables and no host blocks.
+    """
 
     request: Request
     order: int  # arrival order: FCFS serves and keeps groups by it
@@ -115,6 +110,14 @@ class Group:
     @property
     def prefilling(self) -> bool:
         return self.prefilled < self.work
+
+    def next_piece(self) -> tuple[int, int, int]:
+        """Where the next prefill tokens go: (sample, first position, tokens left in it)."""
+        prompt, done = self.request.prompt_len, self.prefilled
+        if done < prompt:
+            return 0, done, prompt - done
+        sample, offset = divmod(done - prompt, self.generated)
+        return sample, prompt + offset, self.generated - offset
 
     def device_blocks(self) -> list[int]:
         """Distinct device blocks the group holds, in first-use order."""
@@ -156,8 +159,7 @@ class Work:
 
     def slots(self, block_size: int) -> list[int]:
         """The slot mapping: the flat slot each position is written to."""
-        b = self.blocks
-        return [b[p // block_size] * block_size + p % block_size for p in self._positions()]
+        return slot_mapping(self.blocks, self.first, self.count, block_size)
 
     def written_blocks(self, block_size: int) -> set[int]:
         """Blocks the piece writes K/V into."""
@@ -214,3 +216,43 @@ class StepResult:
         lines += [f"recomputed {k} tokens of {n}" for n, k in self.recomputed.items()]
         lines += [f"finished {n}" for n in self.finished]
         return lines
+
+
+class KVHooks(Protocol):
+    """The data plane's side: what :func:`execute` asks K/V storage to do with a plan.
+
+    A store may also define ``check_pools(device, host)``: the scheduler calls it when built
+    (and whenever ``kv`` is replaced), so a store that does not fit its pools is refused
+    before any step (:class:`pagedlab.attention.swap.SwappingKV` defines it).
+    """
+
+    def write(self, group: Group, work: Work) -> None:
+        """Store the K/V of ``work``'s positions (of sample ``work.sample`` of ``group``),
+        through ``work.blocks``: the table as the plan made it (``work.slots(block_size)``)."""
+
+    def copy(self, cow: CopyOnWrite) -> None:
+        """Copy device block ``cow.src`` into ``cow.dst`` (copy-on-write)."""
+
+    def swap_out(self, pairs: Sequence[tuple[int, int]]) -> None:
+        """Copy each device block into its host block: ``(device, host)`` pairs."""
+
+    def swap_in(self, pairs: Sequence[tuple[int, int]]) -> None:
+        """Copy each host block into its (new) device block: ``(host, device)`` pairs."""
+
+
+def execute(plan: StepResult, kv: KVHooks, groups: dict[str, Group]) -> None:
+    """Carry out ``plan`` through ``kv``: swaps out, swaps in, copies, then every piece.
+
+    The order is what makes one forward enough: a swap-out reads its blocks before anything
+    this step writes (a block it frees may be handed to a piece or a swap-in of the same
+    step), swaps in and copies land before the pieces that read them, and the pieces write
+    disjoint slots (each slot is held by one table that grows this step).
+    """
+    if plan.swap_out_pairs:
+        kv.swap_out(plan.swap_out_pairs)
+    if plan.swap_in_pairs:
+        kv.swap_in(plan.swap_in_pairs)
+    for copy in plan.copies:
+        kv.copy(CopyOnWrite(copy.src, copy.dst))
+    for work in plan.work:
+        kv.write(groups[work.group], work)

@@ -1,75 +1,21 @@
 """A step-by-step scheduler over the real allocator and block tables (the paper's §4.5).
 
-Each :meth:`Scheduler.step` is one iteration of the model over a batch. The rules:
+:meth:`Scheduler.step` is one iteration of the model over a batch: :meth:`~Scheduler.schedule`
+decides (:meth:`~Scheduler.policy`, the seam a subclass overrides: FCFS, the most recent
+running group preempted first, chunked prefill) and returns a plan, an executor carries it out
+(:func:`~pagedlab.memory.requests.execute`: swaps, copies, one forward), and
+:meth:`~Scheduler.complete` frees the groups it finished (that loop, the queues and the
+checks: :class:`~pagedlab.memory.step_loop.StepLoop`, the base). Preemption is all or nothing
+per group, by swapping to a host pool or by recomputation (:meth:`~Scheduler._preempt`).
 
-- **FCFS.** Groups are served in arrival order; the *most recent* running group is preempted
-  first when a running group needs a block and none is free.
-- **All or nothing, per group.** A group's samples are preempted, swapped and resumed together.
-- **Swap** (``mode="swap"``): the group's blocks are copied to a host pool with its own
-  :class:`BlockAllocator`; while any group is swapped out no new request is admitted; swapped
-  groups come back, oldest first, when their blocks (and room for their next token) are free.
-  If the host pool is full, that group is recomputed instead. (The paper stops admitting "until
-  all preempted sequences are completed"; pagedlab, like vLLM V0's default scheduler, admits
-  again as soon as nothing is swapped out.)
-- **Recompute** (``mode="recompute"``): the blocks are dropped and the group goes back to the
-  front of the waiting queue; when admitted again one prefill rebuilds prompt + generated.
-- **Chunked prefill** (``chunked_prefill=True``, Sarathi-Serve, vLLM V1's default): each step
-  has ``token_budget`` tokens; decodes take theirs first (one per sample), then prefills take
-  chunks of what is left. Without it a step that admits runs prefills only (decodes stall, as
-  in vLLM V0's default scheduler), with up to ``token_budget`` prefill tokens (one group always
-  fits, even if longer).
+Rules:
 
-A step decides (:meth:`Scheduler.policy`, the seam a subclass overrides, built of the
-blocks :meth:`~Scheduler.admit`, :meth:`~Scheduler.decode`, :meth:`~Scheduler.swap_out`,
-:meth:`~Scheduler.recompute`, :meth:`~Scheduler.swap_in`): decode the running groups (oldest
-first, preempting as needed), continue partial prefills, swap groups back in if nothing was
-preempted this step, then admit waiting groups if nothing is swapped out and nothing was
-preempted (vLLM V1 admits only then, too).
-Preemption is the scheduler's own (``_preempt``, as vLLM's ``Scheduler._preempt_request``):
-the victim is the most recent running group, ``running[-1]`` (FCFS: "the latest requests
-are preempted first", §4.5; vLLM V1 takes ``self.running.pop()``), and *all* of its blocks go
-(§4.5's all-or-nothing): swapped to the host pool if it has a free block for each distinct
-device block, else (or in ``mode="recompute"``) dropped, the group queued again by arrival
-order, its next prefill computing prompt + every sample's generated tokens. The
-host-pool-full fallback is pagedlab's choice; vLLM V0 raised "Aborted due to the lack of CPU
-swap space".
-
-How many blocks a move needs is always :func:`~pagedlab.memory.block_table.blocks_to_append`
-(through :mod:`pagedlab.memory.capacity`); every token appended goes through ``_append``.
-
-**Decide, execute, update** (as vLLM's ``schedule`` / model run / ``update_from_output``,
-and nano-vllm's ``schedule`` / ``run`` / ``postprocess``). :meth:`Scheduler.schedule`
-*decides*: it allocates blocks, grows and forks tables, moves groups between queues and
-returns the plan (:class:`~pagedlab.memory.requests.StepResult`): each piece of
-:class:`~pagedlab.memory.requests.Work` (a prefill chunk or a decode, with its block list),
-the copy-on-writes, the swap pairs. It touches no K/V and calls nobody. An executor then
-runs the plan: swaps out, swaps in, copies, and **one** forward over every piece
-(:func:`execute` through ``kv``; the engine's :class:`~pagedlab.engine.model_kv.ModelKV`
-with the model). :meth:`Scheduler.complete` *updates*: the groups that finished (their last
-piece was in the plan) or were stopped free their blocks only now, after the forward that
-wrote into them. :meth:`Scheduler.step` is the three in a row, with ``kv`` (optional: a
-:class:`KVHooks`, e.g. :class:`pagedlab.attention.swap.SwappingKV`) as the executor.
-
-Hazards the decision handles, so that one forward is enough:
-
-- a group preempted later in the same step after it was given work (chunked prefill
-  preempting ``running[-1]``, which already decoded): its work, copies and counters are
-  taken back out of the plan and it is recomputed (its tables hold positions no forward
-  will compute, so swapping them out would save K/V that was never written);
-- a copy-on-write whose source block this plan itself writes (a recompute's prompt tail,
-  then the samples' forked tables): no copy; the piece starts at the block's first
-  position and the forward computes those positions into the new block;
-- a block freed in the step (a swap-out, a preemption) and handed out again: the
-  executor's order reads it (swap-out) before anything writes it; a finished group's
-  blocks are not freed until :meth:`Scheduler.complete`.
-
-The scheduler uses only the public API of ``BlockAllocator`` and ``BlockTable``.
-
-Atomic steps: a step first checks everything it will touch (:mod:`.scheduler_checks`: the
-hooks, every running table, the swapped groups' host blocks, that nobody else took or freed
-blocks of either pool since the last step). A refused step raises with queues, tables,
-pools, counters and K/V as they were. The pools must be the scheduler's alone: fresh when it
-is built, and used by nobody else.
+- the scheduler uses only the public API of ``BlockAllocator`` and ``BlockTable``, and how many
+  blocks a move needs is always :func:`~pagedlab.memory.block_table.blocks_to_append`
+  (through :mod:`pagedlab.memory.capacity`);
+- atomic steps: a step first checks everything it will touch (:meth:`~Scheduler._check_step`);
+  a refused step raises with queues, tables, pools, counters and K/V as they were;
+- the pools are the scheduler's alone: fresh when it is built, and used by nobody else.
 
 Invariants (:meth:`Scheduler.check_invariants`; the tests run it after every step): every
 device block's ref count equals the number of running tables holding it, every host block's
@@ -79,74 +25,23 @@ the number of swapped samples holding it (no leaks); a swapped group holds no de
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Sequence
 from operator import attrgetter
-from typing import Protocol
 
-from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.block_table import BlockTable, CopyOnWrite
+from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.capacity import prefill_need, samples_need, tokens_that_fit
-from pagedlab.memory.requests import STATUSES, BlockCopy, Group, Request, StepResult, Work
+from pagedlab.memory.requests import BlockCopy, Group, StepResult, Work
+from pagedlab.memory.requests import KVHooks as KVHooks  # the executor, re-exported
+from pagedlab.memory.requests import execute as execute
 from pagedlab.memory.scheduler_checks import MODES as MODES  # the modes: "swap", "recompute"
-from pagedlab.memory.scheduler_checks import (
-    check_complete,
-    check_hooks,
-    check_host_blocks,
-    check_no_pending,
-    check_pool_unchanged,
-    check_request,
-    check_scheduler_args,
-    check_settings,
-    check_stop,
-    check_tables,
-)
+from pagedlab.memory.scheduler_checks import check_scheduler_args
+from pagedlab.memory.step_loop import StepLoop
 from pagedlab.memory.swap_space import swap_in, swap_in_need, swap_out
 
 by_arrival = attrgetter("order")  # the sort key of every queue: FCFS
 
 
-class KVHooks(Protocol):
-    """The data plane's side: what :func:`execute` asks K/V storage to do with a plan.
-
-    A store may also define ``check_pools(device, host)``: the scheduler calls it when built
-    (and whenever ``kv`` is replaced), so a store that does not fit its pools is refused
-    before any step (:class:`pagedlab.attention.swap.SwappingKV` defines it).
-    """
-
-    def write(self, group: Group, work: Work) -> None:
-        """Store the K/V of ``work``'s positions (of sample ``work.sample`` of ``group``),
-        through ``work.blocks``: the table as the plan made it (``work.slots(block_size)``)."""
-
-    def copy(self, cow: CopyOnWrite) -> None:
-        """Copy device block ``cow.src`` into ``cow.dst`` (copy-on-write)."""
-
-    def swap_out(self, pairs: Sequence[tuple[int, int]]) -> None:
-        """Copy each device block into its host block: ``(device, host)`` pairs."""
-
-    def swap_in(self, pairs: Sequence[tuple[int, int]]) -> None:
-        """Copy each host block into its (new) device block: ``(host, device)`` pairs."""
-
-
-def execute(plan: StepResult, kv: KVHooks, groups: dict[str, Group]) -> None:
-    """Carry out ``plan`` through ``kv``: swaps out, swaps in, copies, then every piece.
-
-    The order is what makes one forward enough: a swap-out reads its blocks before anything
-    this step writes (a block it frees may be handed to a piece or a swap-in of the same
-    step), swaps in and copies land before the pieces that read them, and the pieces write
-    disjoint slots (each slot is held by one table that grows this step).
-    """
-    if plan.swap_out_pairs:
-        kv.swap_out(plan.swap_out_pairs)
-    if plan.swap_in_pairs:
-        kv.swap_in(plan.swap_in_pairs)
-    for copy in plan.copies:
-        kv.copy(CopyOnWrite(copy.src, copy.dst))
-    for work in plan.work:
-        kv.write(groups[work.group], work)
-
-
-class Scheduler:
+class Scheduler(StepLoop):
     """Waiting queue, running and swapped sets over ``allocator`` (the device pool)."""
 
     def __init__(
@@ -178,107 +73,25 @@ class Scheduler:
         self._finishing: list[Group] = []  # finish with the plan: blocks held until complete
         self._before: dict[str, tuple[int, int, int]] = {}  # counters of groups given work
 
-    # --- requests ----------------------------------------------------------------------------
-    def add(self, request: Request) -> Group:
-        """Queue ``request`` (FCFS: behind everything already added); returns its group.
-
-        Refuses a request that could never run: one whose group at its longest (prompt
-        blocks shared by its samples, §4.4) needs more blocks than the pool has, or whose
-        samples decode more tokens a step than ``token_budget``.
-        """
-        check_request(request, self.groups, self.device, self.token_budget)
-        group = Group(request, order=len(self.groups), work=request.prompt_len)
-        self.groups[request.name] = group
-        self.waiting.append(group)
-        return group
-
-    @property
-    def done(self) -> bool:
-        return not (self.waiting or self.running or self.swapped or self._finishing)
-
-    def run(self, max_steps: int = 100_000) -> list[StepResult]:
-        """Step until every added request has finished; returns every step's plan."""
-        max_steps = check_int(max_steps, "max_steps", 1)
-        results: list[StepResult] = []
-        while not self.done:
-            if len(results) == max_steps:
-                raise RuntimeError(f"not done after max_steps = {max_steps} steps: {self.groups}")
-            results.append(self.step())
-        return results
-
-    def stop(self, name: str) -> None:
-        """End request ``name`` now, wherever it is (its output ended early: an EOS token).
-
-        Running: its tables are freed; swapped: its host blocks; waiting: it leaves the
-        queue. It joins ``finished`` with the tokens it has. Between steps only.
-        """
-        self._stop(check_stop(name, self.groups, self._plan))
-        self._free_after_step = (self.device.num_free, self.host.num_free)
-
-    def _stop(self, group: Group) -> None:
-        queue = {"running": self.running, "waiting": self.waiting, "swapped": self.swapped}
-        queue[group.status].remove(group)
-        for table in group.tables:
-            table.free()
-        for blocks in group.host:
-            for block in blocks:
-                self.host.free(block)
-        group.tables, group.host, group.host_tokens = [], [], []
-        group.status, group.finished_at = "finished", self.steps
-        group.work = group.prefilled = group.recompute_left = 0
-        self.finished.append(group)
-
-    # --- one step: decide, execute, update -----------------------------------------------------
-    def step(self) -> StepResult:
-        """One iteration: :meth:`schedule`, run the plan through ``kv``, :meth:`complete`.
-
-        The hooks are called only once the plan is decided, in the executor's order (swaps
-        out, swaps in, copies, then each piece's write). Returns the plan.
-        """
-        self._check_step()
-        plan = self._schedule()
-        if self.kv is not None:
-            execute(plan, self.kv, self.groups)
-        self._complete(plan, [])
-        return plan
-
-    def schedule(self) -> StepResult:
-        """Decide one step (see the module docstring) and return its plan; touches no K/V.
-
-        Blocks are allocated, tables grown and groups moved now; the caller executes the
-        plan (swaps out, swaps in, copies, one forward over ``plan.work``) and then calls
-        :meth:`complete`. Checks everything it will touch first: a refused call changed nothing.
-        """
-        self._check_step()
-        return self._schedule()
-
-    def complete(self, plan: StepResult, stopped: Sequence[str] = ()) -> None:
-        """The plan was executed: free the groups it finished and those in ``stopped``
-        (ended early, an EOS token: their names are added to ``plan.finished``)."""
-        self._complete(
-            plan, check_complete(plan, self._plan, stopped, self.groups, self._finishing)
-        )
-
-    def _schedule(self) -> StepResult:
-        self.steps += 1
-        out = self._plan = StepResult(self.steps)
-        self._before = {}
-        self.policy(out)
-        return out
-
-    # --- the policy: the seam a subclass overrides -------------------------------------------
     def policy(self, out: StepResult) -> None:
-        """Decide one step into ``out`` (the module docstring's rules): THE seam.
+        """Decide one step into ``out``: THE seam a subclass overrides (notebook 09's capstone).
 
         :meth:`schedule` calls it on a fresh plan after its checks; everything around it
         (the checks, the plan, :meth:`complete` freeing finished groups, the invariants) is
-        the class's. A subclass may override it (notebook 09's capstone does) and decide with
-        the building blocks this one uses: :meth:`admit`, :meth:`decode`, :meth:`swap_out`,
-        :meth:`recompute`, :meth:`swap_in`. With whole prefills and no token budget (the
-        defaults) it is §4.5's policy: admit FCFS while nothing is swapped out (a step that
-        admits runs prefills only), else decode the running groups oldest first, preempting
-        the most recent (``running[-1]``) while a token does not fit, then, if nobody was
-        preempted, swap groups back in, oldest first.
+        the class's. It decides with the building blocks below (:meth:`admit`,
+        :meth:`decode`, :meth:`swap_out`, :meth:`recompute`, :meth:`swap_in`), by the rules:
+
+        - **FCFS.** Groups are served in arrival order; the *most recent* running group is
+          preempted first when a running group needs a block and none is free (§4.5).
+        - Without chunked prefill a step that admits runs prefills only (decodes stall, as in
+          vLLM V0's default scheduler), up to ``token_budget`` prefill tokens (one group
+          always fits); groups are admitted only while nothing is swapped out.
+        - Else decode the running groups oldest first (preempting as needed), continue
+          partial prefills, then, if nobody was preempted this step, swap groups back in
+          (oldest first) and, with chunked prefill (``token_budget`` tokens a step, decodes
+          first: Sarathi-Serve, vLLM V1's default) and nothing swapped out, admit chunks of
+          the waiting prompts. (The paper stops admitting "until all preempted sequences are
+          completed"; pagedlab, like vLLM V0, admits again once nothing is swapped out.)
         """
         budget = self.token_budget if self.token_budget is not None else 1 << 62
         if not self.chunked_prefill and not self.swapped and self._admit_whole(out, budget):
@@ -293,6 +106,7 @@ class Scheduler:
             if self.chunked_prefill and not self.swapped:
                 self._admit_chunks(out, budget)
 
+    # --- the building blocks a policy decides with ------------------------------------------------
     def admit(self, group: Group, out: StepResult) -> bool:
         """Start waiting ``group`` with its whole (re)prefill (prompt, then every sample's
         generated tokens after a recompute) if its blocks fit now; False changes nothing."""
@@ -376,27 +190,6 @@ class Scheduler:
             self._scheduled(group, sample, table, table.num_tokens)
         return True
 
-    def _check_in(self, group: Group, queue: list[Group], name: str) -> None:
-        if not any(g is group for g in queue):
-            raise ValueError(
-                f"{getattr(group, 'name', group)!r} is not {name} (it is "
-                f"{getattr(group, 'status', 'no group')})"
-            )
-
-    def _complete(self, plan: StepResult, stopped: list[Group]) -> None:
-        """Update after the forward: finished groups free their blocks now, not before."""
-        for group in self._finishing:
-            for table in group.tables:
-                table.free()
-            group.tables, group.status, group.finished_at = [], "finished", self.steps
-            self.finished.append(group)
-        self._finishing = []
-        for group in stopped:
-            self._stop(group)
-            plan.finished.append(group.name)
-        self._plan, self._before = None, {}
-        self._free_after_step = (self.device.num_free, self.host.num_free)
-
     def _decode(self, out: StepResult, budget: int) -> int:
         """Decode the running groups oldest first within ``budget``, preempting the most
         recent while a token does not fit; returns the budget left."""
@@ -426,10 +219,11 @@ class Scheduler:
     ) -> None:
         """Append ``count`` tokens at ``first`` to ``sample``'s table; plan the copy and work.
 
-        A copy-on-write whose source block is itself written by this step's plan (a
-        recompute's prompt tail, computed before the samples fork) cannot be a copy made
-        before the forward: the piece starts at the block's first position instead, and the
-        forward computes those positions into the new block.
+        Every token the scheduler appends goes through here. A copy-on-write whose source
+        block is itself written by this step's plan (a recompute's prompt tail, computed
+        before the samples fork) cannot be a copy made before the forward: no copy; the piece
+        starts at the block's first position instead, and the forward computes those
+        positions into the new block.
         """
         counters = (group.generated, group.prefilled, group.recompute_left)
         self._before.setdefault(group.name, counters)  # as they were before this step
@@ -448,14 +242,7 @@ class Scheduler:
         """The plan grew ``sample``'s ``table`` by its last ``count`` positions (all of them:
         swapped in): a subclass's hook (the prefix cache registers full blocks here)."""
 
-    def _finish(self, group: Group, out: StepResult) -> None:
-        """``group``'s last piece is in the plan: it leaves ``running`` now (nobody preempts
-        it), and frees its blocks when the step is complete (its piece writes into them)."""
-        self.running.remove(group)
-        self._finishing.append(group)
-        out.finished.append(group.name)
-
-    # --- prefill -----------------------------------------------------------------------------
+    # --- prefill ----------------------------------------------------------------------------------
     def _admit_whole(self, out: StepResult, budget: int) -> bool:
         """Admit waiting groups FCFS, whole prefills, while memory and the budget allow."""
         while self.waiting:
@@ -483,21 +270,13 @@ class Scheduler:
         insort(self.running, group, key=by_arrival)
         out.admitted.append(group.name)
 
-    def _piece(self, group: Group) -> tuple[int, int, int]:
-        """Where the next prefill tokens go: (sample, first position, tokens left in it)."""
-        prompt, done = group.request.prompt_len, group.prefilled
-        if done < prompt:
-            return 0, done, prompt - done
-        sample, offset = divmod(done - prompt, group.generated)
-        return sample, prompt + offset, group.generated - offset
-
     def _prefill(self, group: Group, out: StepResult, budget: int, may_preempt: bool) -> int:
         """Prefill up to ``budget`` tokens of ``group`` into its tables; returns the budget it
         used: tokens done, less the tokens this step had given the groups it preempted (taken
         back out of the plan, they return to the budget, as in vLLM V1's scheduler)."""
         done = refunded = 0
         while budget + refunded > done and group.prefilling:
-            sample, first, left = self._piece(group)
+            sample, first, left = group.next_piece()
             table = group.tables[sample]
             count = min(budget + refunded - done, left, self._fit(table, left))
             if count == 0:
@@ -525,11 +304,15 @@ class Scheduler:
             self._finish(group, out)  # output_len = 0: the prefill was all of it
         return done - refunded
 
-    # --- preemption (§4.5) -------------------------------------------------------------------
+    # --- preemption (§4.5) ------------------------------------------------------------------------
     def _preempt(self, group: Group, out: StepResult) -> None:
-        """Evict all of running ``group``: swapped out in ``mode="swap"`` if it can be (the
-        host has room, and it got no work this step: its tables would hold positions no
-        forward computes), else recomputed."""
+        """Evict all of running ``group`` (§4.5's all-or-nothing; vLLM's
+        ``Scheduler._preempt_request``): swapped to the host pool in ``mode="swap"`` if the
+        host has a free block for each distinct device block and the group got no work this
+        step (its tables would hold positions no forward computes), else dropped and queued
+        again by arrival order, its next prefill computing prompt + every sample's generated
+        tokens. The host-pool-full fallback is pagedlab's choice; vLLM V0 raised "Aborted
+        due to the lack of CPU swap space"."""
         if not (self.mode == "swap" and self.swap_out(group, out)):
             self.recompute(group, out)
 
@@ -540,7 +323,10 @@ class Scheduler:
         out.preempted.append(group.name)
 
     def _unschedule(self, group: Group, out: StepResult) -> None:
-        """Take ``group``'s work, copies and counters of this step back out of the plan."""
+        """Take ``group``'s work, copies and counters of this step back out of the plan: it
+        was given work, then preempted later in the same step (chunked prefill preempting
+        ``running[-1]``, which already decoded). It is recomputed: its tables hold positions
+        no forward will compute, so swapping them out would save K/V never written."""
         name = group.name
         self._dropped(group, [w for w in out.work if w.group == name])
         out.work = [w for w in out.work if w.group != name]
@@ -555,7 +341,7 @@ class Scheduler:
     def _dropped(self, group: Group, work: list[Work]) -> None:
         """``work`` of ``group`` left the plan (its K/V will not be written): a subclass's hook."""
 
-    # --- how many blocks -----------------------------------------------------------------------
+    # --- how many blocks --------------------------------------------------------------------------
     def _fit(self, table: BlockTable | None, want: int) -> int:
         """How many of ``want`` tokens can be appended to ``table`` (None: a new one) now."""
         free = self.device.num_free
@@ -568,60 +354,3 @@ class Scheduler:
         """Device blocks one more token for every sample of ``group`` takes (COW included)."""
         lasts = [(t.num_tokens, t.blocks[-1]) for t in group.tables]
         return samples_need(lasts, 1, self.block_size, self.device.refcount)
-
-    # --- guards and invariants -----------------------------------------------------------------
-    def _check_step(self) -> None:
-        """Everything the step will touch, checked first (:mod:`.scheduler_checks`)."""
-        check_no_pending(self._plan)
-        check_settings(self.mode, self.token_budget, self.chunked_prefill)
-        if self.device is not self._pools[0] or self.host is not self._pools[1]:
-            raise ValueError(
-                "device and host cannot be replaced after the scheduler is built: its groups "
-                "hold blocks of the pools it was built with"
-            )
-        if self.kv is not self._kv_checked:  # replaced since it was checked
-            check_hooks(self.kv, self.device, self.host)
-            self._kv_checked = self.kv
-        check_tables(self.running)
-        check_host_blocks(self.swapped, self.host)
-        if (self.device.num_free, self.host.num_free) != self._free_after_step:
-            device, host = self._held()
-            check_pool_unchanged(self.device, "allocator (the device pool)", device)
-            check_pool_unchanged(self.host, "host (the swap space)", host)
-            self._free_after_step = (self.device.num_free, self.host.num_free)
-
-    def _held(self) -> tuple[list[int], list[int]]:
-        """How many running tables (device) and swapped samples (host) hold each block."""
-        device = [0] * self.device.num_blocks
-        host = [0] * self.host.num_blocks
-        for group in (*self.running, *self._finishing):
-            for table in group.tables:
-                for block in table.blocks:
-                    device[block] += 1
-        for group in self.swapped:
-            for held in group.host:
-                for block in held:
-                    host[block] += 1
-        return device, host
-
-    def check_invariants(self) -> None:
-        """Raise AssertionError if a block leaked or a group is in an impossible state."""
-        for group in (*self.waiting, *self.running, *self.swapped, *self.finished):
-            if group.status not in STATUSES:
-                raise AssertionError(f"{group} has status {group.status!r}, not one of {STATUSES}")
-        for group in self.running:
-            if not group.prefilling:
-                tokens = {t.num_tokens for t in group.tables}
-                if len(group.tables) != group.request.num_samples or tokens != {group.num_tokens}:
-                    raise AssertionError(f"{group} holds tokens {tokens}")
-        for group in self.swapped:
-            if group.tables:
-                raise AssertionError(f"swapped {group} still holds device blocks")
-        for group in self.waiting + self.finished:
-            if group.tables or group.host:
-                raise AssertionError(f"{group} holds blocks")
-        device, host = self._held()
-        if device != self.device.refcounts():
-            raise AssertionError(f"device ref counts {self.device.refcounts()} != held {device}")
-        if host != self.host.refcounts():
-            raise AssertionError(f"host ref counts {self.host.refcounts()} != held {host}")

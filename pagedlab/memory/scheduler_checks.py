@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
-from pagedlab.memory.requests import Group, Request, StepResult
+from pagedlab.memory.requests import STATUSES, Group, Request, StepResult
 
 HOOKS = ("write", "copy", "swap_out", "swap_in")
 MODES = ("swap", "recompute")
@@ -248,3 +248,62 @@ def check_pool_unchanged(pool: BlockAllocator, name: str, held: list[int]) -> No
 def _short(blocks: list[int], limit: int = 8) -> str:
     shown = ", ".join(map(str, blocks[:limit]))
     return f"[{shown}{', ...' if len(blocks) > limit else ''}]"
+
+
+def held_counts(
+    holding: Iterable[Group], swapped: Iterable[Group], num_device: int, num_host: int
+) -> tuple[list[int], list[int]]:
+    """How many tables of ``holding`` hold each device block, and how many samples of
+    ``swapped`` each host block: what the pools' ref counts must be."""
+    device, host = [0] * num_device, [0] * num_host
+    for group in holding:
+        for table in group.tables:
+            for block in table.blocks:
+                device[block] += 1
+    for group in swapped:
+        for held in group.host:
+            for block in held:
+                host[block] += 1
+    return device, host
+
+
+def check_pools_unchanged(
+    device: BlockAllocator, host: BlockAllocator, running: list[Group], swapped: list[Group]
+) -> None:
+    """Nobody else took or freed blocks of either pool: each block's ref count is what the
+    running tables (device) and swapped samples (host) hold."""
+    held_device, held_host = held_counts(running, swapped, device.num_blocks, host.num_blocks)
+    check_pool_unchanged(device, "allocator (the device pool)", held_device)
+    check_pool_unchanged(host, "host (the swap space)", held_host)
+
+
+def check_invariants(
+    queues: tuple[list[Group], ...],
+    finishing: list[Group],
+    device: BlockAllocator,
+    host: BlockAllocator,
+) -> None:
+    """AssertionError if a block leaked or a group of the ``queues`` (waiting, running, swapped,
+    finished) is in an impossible state; ``finishing`` groups hold their blocks until complete."""
+    waiting, running, swapped, finished = queues
+    for group in (*waiting, *running, *swapped, *finished):
+        if group.status not in STATUSES:
+            raise AssertionError(f"{group} has status {group.status!r}, not one of {STATUSES}")
+    for group in running:
+        if not group.prefilling:
+            tokens = {t.num_tokens for t in group.tables}
+            if len(group.tables) != group.request.num_samples or tokens != {group.num_tokens}:
+                raise AssertionError(f"{group} holds tokens {tokens}")
+    for group in swapped:
+        if group.tables:
+            raise AssertionError(f"swapped {group} still holds device blocks")
+    for group in waiting + finished:
+        if group.tables or group.host:
+            raise AssertionError(f"{group} holds blocks")
+    held_device, held_host = held_counts(
+        [*running, *finishing], swapped, device.num_blocks, host.num_blocks
+    )
+    if held_device != device.refcounts():
+        raise AssertionError(f"device ref counts {device.refcounts()} != held {held_device}")
+    if held_host != host.refcounts():
+        raise AssertionError(f"host ref counts {host.refcounts()} != held {held_host}")

@@ -33,7 +33,7 @@ from pagedlab.checks import Refused, check_int
 from pagedlab.pictures.svg import to_svg
 from pagedlab.site.registry import REGISTRY, Live
 from pagedlab.views.controls import Play, Slider, axis_values
-from pagedlab.views.shown import Shown
+from pagedlab.views.shown import View
 
 #: The live explorers: class name -> its live half (the class's own declaration and the
 #: torch-free render), read from :data:`pagedlab.site.registry.REGISTRY`.
@@ -56,7 +56,7 @@ def _live(explorer: object) -> Live:
     return EXPLORERS[explorer]
 
 
-def render_view(explorer: str, settings: Mapping[str, object]) -> Shown:
+def render_view(explorer: str, settings: Mapping[str, object]) -> View:
     """What ``explorer`` shows at ``settings``; raises ValueError/TypeError naming a bad one
     (or a :class:`~pagedlab.checks.Refused` the model raised)."""
     declared, view = _live(explorer)
@@ -82,7 +82,7 @@ def render(explorer: str, settings: Mapping[str, object]) -> dict[str, Any]:
         shown = render_view(explorer, settings)
     except (TypeError, ValueError, Refused) as refused:
         return _refused(refused)
-    return {"ok": True, "readout": shown.readout, "svg": to_svg(shown.drawing, title=explorer)}
+    return {"ok": True, "readout": shown.readout, "svg": to_svg(shown.picture, title=explorer)}
 
 
 def play_values(explorer: str, settings: Mapping[str, object]) -> tuple[Play, list[object]]:

@@ -27,15 +27,15 @@ from pagedlab.views.allocation import ALLOCATION_EXPLORER, allocation_view
 from pagedlab.views.controls import Declaration
 from pagedlab.views.scheduler import SCHEDULER_EXPLORER, scheduler_view
 from pagedlab.views.sharing import PREFIX_EXPLORER, SHARING_EXPLORER, prefix_view, sharing_view
-from pagedlab.views.shown import Shown
+from pagedlab.views.shown import View
 
 
 class Live(NamedTuple):
     """An explorer's live half: its declaration (the class's own) and its torch-free render,
-    which takes one keyword per declared control and returns a :class:`Shown`."""
+    which takes one keyword per declared control and returns a :class:`View`."""
 
     declaration: Declaration
-    render: Callable[..., Shown]
+    render: Callable[..., View]
 
 
 class Entry(NamedTuple):
@@ -47,7 +47,7 @@ class Entry(NamedTuple):
     live: Live | None = None
 
 
-def _allocation(block_size: object, length: object, layout: object = LAYOUTS[1]) -> Shown:
+def _allocation(block_size: object, length: object, layout: object = LAYOUTS[1]) -> View:
     """The allocation view with the page's readout: the outside checks' "blocks N, physical
     [...]" form, and a line saying the kernel's output needs torch."""
     shown = allocation_view(block_size, length, layout)  # type: ignore[arg-type]

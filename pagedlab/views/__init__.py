@@ -10,5 +10,5 @@ of torch, numpy, matplotlib and ipywidgets.
 - :mod:`~pagedlab.views.scheduler`  the scheduler explorer, control plane only (9)
 - :mod:`~pagedlab.views.controls`   ``Slider``, ``Choice``, ``Toggle``: a control declared once;
   ``Play``: an explorer's Play (axis, mode); ``Declaration``: an explorer declared once
-- :mod:`~pagedlab.views.shown`      ``Shown``: what one setting shows (state, drawing, readout)
+- :mod:`~pagedlab.views.shown`      ``View``: what one setting shows (state, picture, readout)
 """

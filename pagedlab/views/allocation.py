@@ -16,7 +16,7 @@ from pagedlab.control_scenes import KV_BYTES_PER_SLOT, LAYOUTS, ExampleState, ex
 from pagedlab.pictures.blocks import scene
 from pagedlab.pictures.drawing import Drawing
 from pagedlab.views.controls import Choice, Declaration, Play, Slider
-from pagedlab.views.shown import Shown
+from pagedlab.views.shown import View
 
 MAX_BLOCK_SIZE = 16  # where the notebook's sliders stop; the live page takes any size
 MAX_LENGTH = 64
@@ -61,7 +61,7 @@ def example_scene(state: ExampleState) -> Drawing:
     return scene(state.allocator, [state.table], highlight=highlight, caption=state.caption)
 
 
-def allocation_view(block_size: int, length: int, layout: str = LAYOUTS[1]) -> Shown:
+def allocation_view(block_size: int, length: int, layout: str = LAYOUTS[1]) -> View:
     """The allocation explorer's state, picture and readout, before the kernel runs."""
     state = example_table(block_size, length, layout)
-    return Shown(state, example_scene(state), readout_html(state))
+    return View(state, example_scene(state), readout_html(state))

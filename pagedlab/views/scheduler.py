@@ -17,7 +17,7 @@ from pagedlab.control_scenes import scheduler_control_scene
 from pagedlab.memory.scheduler import MODES
 from pagedlab.pictures.scheduler_drawing import scheduler_drawing
 from pagedlab.views.controls import Choice, Control, Declaration, Play, Slider, Toggle
-from pagedlab.views.shown import Shown
+from pagedlab.views.shown import View
 
 MAX_STEP = 60
 
@@ -47,7 +47,7 @@ def check_controls(
 
 def scheduler_view(
     mode: str, block_size: int, token_budget: int, chunked_prefill: bool, step: int
-) -> Shown:
+) -> View:
     """The scheduler after ``step`` steps (fewer if every request finished first)."""
     mode, size, budget, chunked, step = check_controls(
         mode, block_size, token_budget, chunked_prefill, step
@@ -68,4 +68,4 @@ def scheduler_view(
     if s.done:
         lines.append(f"all finished, in the order {', '.join(g.name for g in s.finished)}")
     readout = "<br>".join(html.escape(line) for line in lines)
-    return Shown(scheduler, scheduler_drawing(scheduler, result), readout)
+    return View(scheduler, scheduler_drawing(scheduler, result), readout)

@@ -25,7 +25,7 @@ from pagedlab.memory.prefix_cache import Admission, PrefixCache
 from pagedlab.memory.sharing import beam_step, fork_samples
 from pagedlab.pictures.sharing import MAX_TABLES, sharing_scene
 from pagedlab.views.controls import Choice, Declaration, Play, Slider
-from pagedlab.views.shown import Shown
+from pagedlab.views.shown import View
 
 POOL_BLOCKS, BLOCK_SIZE = 32, 4
 PREFIX_POOL_BLOCKS, MAX_PROMPT = 16, 16  # the smallest pool drawn: 16 blocks stay readable
@@ -126,11 +126,11 @@ def sharing_html(state: SharingState) -> str:
     )
 
 
-def sharing_view(mode: str, width: int, prompt_len: int, steps: int) -> Shown:
+def sharing_view(mode: str, width: int, prompt_len: int, steps: int) -> View:
     """The sharing explorer's state, picture and readout for one setting."""
     s = sharing_state(mode, width, prompt_len, steps)
     title = f"{s.mode}: {len(s.tables)} sequences of one prompt"  # few distinct strings
-    return Shown(s, sharing_scene(s.allocator, s.tables, title=title), sharing_html(s))
+    return View(s, sharing_scene(s.allocator, s.tables, title=title), sharing_html(s))
 
 
 # --- prefix caching --------------------------------------------------------------------------
@@ -174,7 +174,7 @@ def prefix_html(state: PrefixState) -> str:
     )
 
 
-def prefix_view(shared: int, prompt_len: int, requests: int, block_size: int) -> Shown:
+def prefix_view(shared: int, prompt_len: int, requests: int, block_size: int) -> View:
     """The prefix-cache explorer's state, picture and readout for one setting."""
     st = prefix_state(shared, prompt_len, requests, block_size)
     tables = [a.table for a in st.admissions]
@@ -188,4 +188,4 @@ def prefix_view(shared: int, prompt_len: int, requests: int, block_size: int) ->
         title=title,
         caption="outlined: cached full blocks",
     )
-    return Shown(st, drawing, prefix_html(st))
+    return View(st, drawing, prefix_html(st))

@@ -1,18 +1,17 @@
-"""``Shown``: what one explorer setting shows, with no widget and no matplotlib in sight."""
+"""``View``: what one explorer setting shows, with no widget and no matplotlib in sight."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from pagedlab.pictures.drawing import Drawing
 
+class View(NamedTuple):
+    """The state a setting builds, its picture and its readout (HTML).
 
-class Shown(NamedTuple):
-    """The state a setting builds, its ``Drawing`` and its readout (HTML).
-
-    An explorer wraps it in its ``View``; the live site writes the drawing as SVG.
+    The live renders of :mod:`pagedlab.views` draw a ``Drawing`` (the live site writes it as
+    SVG); a notebook explorer's ``render`` may also return a matplotlib ``Figure`` or PNG bytes.
     """
 
     state: Any
-    drawing: Drawing
+    picture: Any  # a pictures.drawing.Drawing, a matplotlib Figure, or PNG bytes
     readout: str

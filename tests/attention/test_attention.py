@@ -232,7 +232,7 @@ def test_bad_input_raises_value_error_naming_it(fn, case, monkeypatch):
         raise AssertionError("the kernel ran on invalid input")
 
     if fn is paged_attention:
-        from pagedlab.attention import kernels
+        from pagedlab.attention import launch as kernels
 
         monkeypatch.setattr(kernels, "launch_paged_attention", kernel_must_not_run)
     make, message = BAD_INPUTS[case]
@@ -441,7 +441,7 @@ def _kernel_must_not_run(*args, **kwargs):
 @pytest.mark.parametrize("bad", BAD, ids=BAD.ids())
 def test_bad_call_raises_a_clear_error_and_changes_nothing(bad, monkeypatch):
     """... and no kernel is launched: the checks come first."""
-    from pagedlab.attention import kernels
+    from pagedlab.attention import launch as kernels
 
     for launch in ("launch_paged_attention", "launch_paged_attention_one_page"):
         monkeypatch.setattr(kernels, launch, _kernel_must_not_run)

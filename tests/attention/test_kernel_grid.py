@@ -33,7 +33,8 @@ import textwrap
 import pytest
 import torch
 
-from pagedlab.attention import backend, kernels
+from pagedlab.attention import backend
+from pagedlab.attention import launch as kernels
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.attention.ops import (
     block_tables_tensor,

@@ -147,7 +147,7 @@ def test_final_output_matches_kernel_and_reference(
 
 def test_one_page_per_step_kernel_matches_the_steps():
     """``pages_per_step=1`` runs the very steps paged_attention_steps records."""
-    from pagedlab.attention import kernels
+    from pagedlab.attention import launch as kernels
 
     query, key_cache, value_cache, tables, lens = paged_batch([11], 3, 2, 1, 4, seed=7)
     bt = block_tables_tensor(tables)

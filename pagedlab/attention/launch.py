@@ -1,0 +1,319 @@
+"""Launching the kernels of :mod:`pagedlab.attention.kernels`, and the interpreter's form of the
+tuned one.
+
+Each ``launch_*`` takes inputs already validated (:mod:`pagedlab.attention.validate`, called by
+:mod:`pagedlab.attention.ops` and :mod:`pagedlab.attention.kv_cache`), picks the plan of
+:mod:`pagedlab.attention.tuning` and launches once.
+
+``paged_attention_lanes_kernel`` is ``kernels.paged_attention_kernel``'s loop, same arithmetic,
+for ``LANES`` (sequence, kv head) pairs at once: every tile gains a leading lane axis, each lane
+reads its own block-table row and kv head, and lanes that finish early (or lanes past the last,
+which repeat it and are not stored) only add masked slots. Triton's interpreter runs every
+``tl`` call as numpy work for every program, a few ms each whatever the tiles hold, so one
+program for a small batch's lanes costs about what one lane does (``benchmarks/
+bench_kernel_cpu.py``). Compiled, or split, launches use the tuned kernel. Its output equals
+the tuned kernel's bit for bit (``tests/attention/test_kernel_grid.py``). Older interpreters
+have no bf16: :mod:`pagedlab.attention.ops` upcasts bf16 to fp32 (exact) under the interpreter.
+"""
+
+from __future__ import annotations
+
+from pagedlab.attention import backend, tuning  # backend first: sets TRITON_INTERPRET
+
+backend.require_triton()
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from pagedlab.attention.kernels import (  # noqa: E402
+    paged_attention_kernel,
+    paged_attention_one_page_kernel,
+    reshape_and_cache_kernel,
+)
+from pagedlab.attention.tuning import next_power_of_two  # noqa: E402
+
+# The interpreter's form of the tuned kernel: several (sequence, kv head) lanes a program.
+
+
+@triton.jit
+def paged_attention_lanes_kernel(
+    out_ptr,  # [num_seqs, num_heads, head_dim]
+    q_ptr,  # [num_seqs, num_heads, head_dim]
+    k_cache_ptr,  # [num_blocks, block_size, num_kv_heads, head_dim]
+    v_cache_ptr,  # same shape as k_cache
+    block_tables_ptr,  # int32 [num_seqs, max_blocks_per_seq]
+    seq_lens_ptr,  # int32 [num_seqs]
+    part_acc_ptr,  # unused: the tuned kernel's arguments, so that one launch serves both
+    part_ml_ptr,  # unused
+    scale,  # float: softmax scale
+    max_pages,  # int: the largest ceil(seq_len / block_size) of the batch
+    stride_qs,
+    stride_qh,
+    stride_qd,
+    stride_kb,
+    stride_kt,
+    stride_kh,
+    stride_kd,
+    stride_vb,
+    stride_vt,
+    stride_vh,
+    stride_vd,
+    stride_bts,
+    stride_os,
+    stride_oh,
+    stride_od,
+    num_lanes,  # int: num_seqs * num_kv_heads
+    NUM_KV_HEADS: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,  # positions per page (any value >= 1)
+    HEAD_DIM: tl.constexpr,  # any value >= 1
+    GROUP: tl.constexpr,  # query heads per kv head
+    PAGES: tl.constexpr,  # pages folded in per loop step
+    BLOCK_T: tl.constexpr,  # next power of two >= BLOCK_SIZE
+    BLOCK_D: tl.constexpr,  # next power of two >= HEAD_DIM
+    BLOCK_G: tl.constexpr,  # next power of two >= GROUP
+    LANES: tl.constexpr,  # (sequence, kv head) pairs per program, a power of two
+):
+    # This program's lanes; lane i is (sequence i // NUM_KV_HEADS, kv head i % NUM_KV_HEADS),
+    # one program of paged_attention_kernel each. Lanes past the last repeat the last one
+    # (so no row is ever empty) and are not stored.
+    first_lane = tl.program_id(0).to(tl.int64) * LANES + tl.arange(0, LANES).to(tl.int64)
+    live = first_lane < num_lanes  # [LANES]
+    lane = tl.minimum(first_lane, num_lanes - 1)
+    seq = lane // NUM_KV_HEADS
+    kv_head = lane % NUM_KV_HEADS
+    seq_len = tl.load(seq_lens_ptr + seq).to(tl.int64)  # [LANES]
+
+    # Each lane's group of query heads: q is [LANES, BLOCK_G, BLOCK_D], fp32, pre-scaled.
+    offs_g = tl.arange(0, BLOCK_G).to(tl.int64)
+    offs_d = tl.arange(0, BLOCK_D).to(tl.int64)
+    head = kv_head[:, None] * GROUP + offs_g[None, :]  # [LANES, BLOCK_G]
+    gd_mask = ((offs_g < GROUP)[:, None] & (offs_d < HEAD_DIM)[None, :])[None, :, :]
+    q_offs = seq[:, None, None] * stride_qs + head[:, :, None] * stride_qh
+    q = tl.load(q_ptr + q_offs + offs_d[None, None, :] * stride_qd, mask=gd_mask, other=0.0)
+    q = q.to(tl.float32) * scale
+
+    # Tile row j of a step is (page j // BLOCK_T, offset j % BLOCK_T), as in the tuned kernel.
+    offs_j = tl.arange(0, PAGES * BLOCK_T).to(tl.int64)
+    page_in_step = offs_j // BLOCK_T
+    offset = offs_j % BLOCK_T
+    in_page = (offset < BLOCK_SIZE)[None, :]
+    d_mask = (offs_d < HEAD_DIM)[None, None, :]
+    table_row = (block_tables_ptr + seq * stride_bts)[:, None]  # [LANES, 1]
+    k_in_page = (kv_head[:, None] * stride_kh + offset[None, :] * stride_kt)[:, :, None]
+    k_in_page += offs_d[None, None, :] * stride_kd  # [LANES, PAGES * BLOCK_T, BLOCK_D]
+    v_in_page = (kv_head[:, None] * stride_vh + offset[None, :] * stride_vt)[:, :, None]
+    v_in_page += offs_d[None, None, :] * stride_vd
+
+    m = tl.full([LANES, BLOCK_G], float("-inf"), tl.float32)  # running max
+    l_sum = tl.full([LANES, BLOCK_G], 0.0, tl.float32)  # running sum of exp(score - m)
+    acc = tl.full([LANES, BLOCK_G, BLOCK_D], 0.0, tl.float32)  # running sum of exp() * v
+    for first in range(0, max_pages, PAGES):
+        logical = (first + page_in_step)[None, :]  # [1, PAGES * BLOCK_T]
+        valid = in_page & (logical * BLOCK_SIZE + offset[None, :] < seq_len[:, None])
+        # The one indirection, per lane: logical block -> physical block (masked: padding
+        # entries past a sequence's last page are never read).
+        physical = tl.load(table_row + logical, mask=valid, other=0).to(tl.int64)[:, :, None]
+        tile_mask = valid[:, :, None] & d_mask
+
+        k = tl.load(k_cache_ptr + physical * stride_kb + k_in_page, mask=tile_mask, other=0.0)
+        k = k.to(tl.float32)  # [LANES, PAGES * BLOCK_T, BLOCK_D]
+        scores = tl.sum(q[:, :, None, :] * k[:, None, :, :], axis=3)  # [LANES, G, T]
+        scores = tl.where(valid[:, None, :], scores, float("-inf"))
+
+        m_new = tl.maximum(m, tl.max(scores, axis=2))  # finite: step 0 has a valid slot
+        alpha = tl.exp(m - m_new)
+        p = tl.exp(scores - m_new[:, :, None])
+        l_sum = l_sum * alpha + tl.sum(p, axis=2)
+
+        v = tl.load(v_cache_ptr + physical * stride_vb + v_in_page, mask=tile_mask, other=0.0)
+        v = v.to(tl.float32)
+        acc = acc * alpha[:, :, None] + tl.sum(p[:, :, :, None] * v[:, None, :, :], axis=2)
+        m = m_new
+
+    out = acc / l_sum[:, :, None]
+    o_offs = seq[:, None, None] * stride_os + head[:, :, None] * stride_oh
+    tl.store(
+        out_ptr + o_offs + offs_d[None, None, :] * stride_od,
+        out.to(out_ptr.dtype.element_ty),
+        mask=live[:, None, None] & gd_mask,
+    )
+
+
+def launch_paged_attention_one_page(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Launch the teaching kernel on validated, contiguous inputs; returns a new output tensor.
+
+    One program per (sequence, query head); ``block_size`` and ``head_dim`` must be powers of
+    two and every tensor small enough for int32 offsets
+    (:func:`pagedlab.attention.validate.check_one_page_kernel_fits`).
+    """
+    num_seqs, num_heads, head_dim = query.shape
+    _, block_size, num_kv_heads, _ = key_cache.shape
+    out = torch.empty_like(query)
+    if num_seqs == 0:
+        return out
+    paged_attention_one_page_kernel[(num_seqs, num_heads)](
+        out,
+        query,
+        key_cache,
+        value_cache,
+        block_tables,
+        seq_lens,
+        float(scale),
+        block_tables.shape[1],
+        NUM_HEADS=num_heads,
+        NUM_KV_HEADS=num_kv_heads,
+        BLOCK_SIZE=block_size,
+        HEAD_DIM=head_dim,
+    )
+    return out
+
+
+def launch_paged_attention(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    max_pages: int,
+    pages_per_step: int | None = None,
+    num_warps: int | None = None,
+    splits: int | None = None,
+    lanes: int | None = None,
+) -> torch.Tensor:
+    """Launch the decode kernel on already validated inputs; returns a new output tensor.
+
+    ``max_pages`` is the largest ``ceil(seq_len / block_size)`` of the batch.
+    ``pages_per_step`` (a power of two: pages one loop step folds in), ``num_warps`` and
+    ``splits`` (> 1: flash-decoding slices, one program each, merged afterwards) default to
+    the heuristics of :mod:`pagedlab.attention.tuning`. Pass ``pages_per_step=1`` to run
+    exactly the steps :func:`pagedlab.paged_attention_steps` records. ``lanes`` > 1
+    (the interpreter's default) runs :func:`paged_attention_lanes_kernel`, that many
+    (sequence, kv head) lanes a program; 1 runs ``kernels.paged_attention_kernel``. The
+    heuristics never pick lanes > 1 for a compiled launch.
+    """
+    num_seqs, num_heads, head_dim = query.shape
+    _, block_size, num_kv_heads, _ = key_cache.shape
+    compiled = backend.BACKEND == "compiled"
+    sms = torch.cuda.get_device_properties(query.device).multi_processor_count if compiled else 0
+    plan = tuning.plan_attention(
+        interpreter=not compiled,
+        sms=sms,
+        num_seqs=num_seqs,
+        num_kv_heads=num_kv_heads,
+        block_size=block_size,
+        head_dim=head_dim,
+        group=num_heads // num_kv_heads,
+        max_pages=max_pages,
+        pages=pages_per_step,
+        warps=num_warps,
+        splits=splits,
+        lanes=lanes,
+    )
+    out = torch.empty_like(query)
+    if num_seqs == 0:
+        return out
+    if plan.splits == 1:
+        part_acc = part_ml = torch.empty(1, device=query.device)  # not read
+    else:
+        part = (num_seqs, num_heads, plan.splits)
+        part_acc = torch.empty(*part, head_dim, device=query.device, dtype=torch.float32)
+        part_ml = torch.empty(*part, 2, device=query.device, dtype=torch.float32)
+    grid: tuple[int, ...]
+    extra: tuple[int, ...]
+    if plan.lanes > 1:  # the interpreter: one program walks several (sequence, kv head) lanes
+        num_lanes = num_seqs * num_kv_heads
+        kernel, grid = paged_attention_lanes_kernel, (triton.cdiv(num_lanes, plan.lanes),)
+        extra, meta = (num_lanes,), {"NUM_KV_HEADS": num_kv_heads, "LANES": plan.lanes}
+    else:
+        kernel, grid = paged_attention_kernel, (num_seqs, num_kv_heads, plan.splits)
+        extra, meta = (), {"SPLITS": plan.splits}
+    kernel[grid](
+        out,
+        query,
+        key_cache,
+        value_cache,
+        block_tables,
+        seq_lens,
+        part_acc,
+        part_ml,
+        float(scale),
+        plan.pages_per_split,
+        *query.stride(),
+        *key_cache.stride(),
+        *value_cache.stride(),
+        block_tables.stride(0),
+        *out.stride(),
+        *extra,
+        BLOCK_SIZE=block_size,
+        HEAD_DIM=head_dim,
+        GROUP=num_heads // num_kv_heads,
+        PAGES=plan.pages_per_step,
+        BLOCK_T=plan.block_t,
+        BLOCK_D=plan.block_d,
+        BLOCK_G=plan.block_g,
+        num_warps=plan.num_warps,
+        **meta,
+    )
+    if plan.splits > 1:
+        out.copy_(merge_splits(part_acc, part_ml[..., 0], part_ml[..., 1]))
+    return out
+
+
+def merge_splits(acc: torch.Tensor, m: torch.Tensor, l_sum: torch.Tensor) -> torch.Tensor:
+    """Combine per-slice softmax partials ``[..., splits(, head_dim)]`` into the output.
+
+    Each slice's ``acc`` and ``l_sum`` were summed under its own max ``m``; rescale all to
+    the overall max, then divide: the same rule the kernel's loop applies step by step.
+    A slice with no pages has ``m = -inf`` and weight 0.
+    """
+    weight = torch.exp(m - m.amax(dim=-1, keepdim=True))
+    numerator = (acc * weight[..., None]).sum(dim=-2)
+    return numerator / (l_sum * weight).sum(dim=-1)[..., None]
+
+
+def launch_reshape_and_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """Write ``key[i]``/``value[i]`` into slot ``slot_mapping[i]`` of the caches, in place.
+
+    Inputs must already be validated (slots in range and distinct, shapes and dtypes
+    matching); see :meth:`pagedlab.attention.kv_cache.PagedKVCache.write`.
+    """
+    num_tokens, num_kv_heads, head_dim = key.shape
+    if num_tokens == 0:
+        return
+    block_h, block_d = next_power_of_two(num_kv_heads), next_power_of_two(head_dim)
+    interpreter = backend.BACKEND == "interpreter"
+    block_n = tuning.reshape_and_cache_block_n(interpreter, num_tokens, block_h, block_d)
+    grid = (triton.cdiv(num_tokens, block_n),)
+    reshape_and_cache_kernel[grid](
+        key,
+        value,
+        key_cache,
+        value_cache,
+        slot_mapping,
+        num_tokens,
+        *key.stride(),
+        *value.stride(),
+        *key_cache.stride(),
+        *value_cache.stride(),
+        BLOCK_SIZE=key_cache.shape[1],
+        NUM_KV_HEADS=num_kv_heads,
+        HEAD_DIM=head_dim,
+        BLOCK_N=block_n,
+        BLOCK_H=block_h,
+        BLOCK_D=block_d,
+    )
