@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 VLLM_RELEASE = "0.34.0"
+VLLM_COMMIT = "62d4bc3"  # the release's commit (the wheel's vllm/_version.py: g62d4bc3c7)
 HF_VERSION = "5.24.0"
 ENGINES = ("V1", "V0", "kernel", "gone")  # read in the wheel | removed engine | csrc | gone by 0.34
 
@@ -224,6 +225,13 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         "scheduled alone; they share the prompt's full blocks through prefix caching.",
         "13-30",
         first_read="491d923514ad9c40e665dc8deae57dd377cb88b0",
+    ),
+    "beam_search_offline": Ref(
+        "vllm/entrypoints/generate/beam_search/offline.py",
+        ("BeamSearchOfflineMixin.beam_search",),
+        "offline beam search submits, at every step, one request per beam with max_tokens=1 "
+        "and 2 * beam_width logprobs.",
+        "60, 115-117",
     ),
     "triton_unified_attention": Ref(
         "vllm/v1/attention/ops/triton_unified_attention.py",

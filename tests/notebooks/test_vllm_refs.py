@@ -90,7 +90,7 @@ def test_as_of_statement_and_table() -> None:
 
 
 def test_every_cell_naming_a_vllm_file_says_as_of_which_version() -> None:
-    shorts = {s for r in vllm_refs.REFS.values() for s in r.shorts}
+    shorts = {s for r in vllm_refs.REFS.values() for s in r.shorts} | {vllm_refs.VLLM_COMMIT}
     for nb in NOTEBOOKS:
         for cell in nbformat.read(nb, 4).cells:
             if cell.cell_type != "markdown" or not PATH.search(cell.source):
@@ -109,3 +109,9 @@ def test_hugging_face_refs_name_files_and_names_of_the_installed_transformers() 
         for name in h.names:
             assert name.split(".")[-1] in text, (key, name)
         assert vllm_refs.hf_statement(key).startswith("As of transformers 5.24.0")
+
+
+def test_the_release_commit_is_the_installed_wheels() -> None:
+    version = pytest.importorskip("vllm._version")
+    assert version.__version__ == vllm_refs.VLLM_RELEASE
+    assert version.commit_id.lstrip("g").startswith(vllm_refs.VLLM_COMMIT)
