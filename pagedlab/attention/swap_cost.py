@@ -7,17 +7,12 @@ that swapping is the more efficient with large blocks though recomputation's ove
 higher than 20% of swapping's latency", and that from block size 16 to 64 the two have
 comparable end-to-end performance (Fig. 19b).
 
-- :func:`measure_swap` times :func:`pagedlab.attention.swap.copy_blocks` for the *same bytes*
-  cut into blocks of each size: the device cache and a :class:`HostPool` on this machine (two
-  CPU tensors without a GPU; device memory and pinned host memory with one). Timings vary from
-  run to run; the shape does not: the cost per block dominates at small blocks.
-- :class:`CostModel` is arithmetic with stated constants: one transfer per block per layer for
-  K and for V, each costing a fixed latency plus its bytes over the PCIe bandwidth; recompute
-  is one prefill over the sequence's tokens at a fixed throughput. The constants are
-  assumptions (named below), not the paper's measurements. With the defaults swap falls with
-  the block size and recompute is flat; whether and where the two cross depends on the ratio
-  of bandwidth to prefill throughput (at the defaults and 1,024 tokens recompute stays just
-  below swap even at 256-token blocks: no crossover).
+:func:`measure_swap` times :func:`pagedlab.attention.swap.copy_blocks` for the *same bytes*
+cut into blocks of each size on this machine (timings vary; the shape does not: the cost per
+block dominates at small blocks). :class:`CostModel` is arithmetic with stated constants
+(assumptions, not the paper's measurements): one transfer per block per layer for K and V, a
+fixed latency plus bytes over PCIe bandwidth; recompute is one prefill at a fixed throughput.
+At the defaults and 1,024 tokens recompute stays just below swap even at 256-token blocks.
 """
 
 from __future__ import annotations
