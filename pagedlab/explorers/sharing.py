@@ -1,18 +1,11 @@
 """Explorers for sharing: sliders -> real allocator, block tables, prefix cache -> picture.
 
-The models, the render of one setting and the controls' declarations live in
-:mod:`pagedlab.views.sharing` (no widgets, so the live site runs them in a browser).
-``SharingExplorer`` and ``PrefixCacheExplorer`` are those controls plus that render on the
-:class:`~pagedlab.explorers.base.Explorer` base. Prompts of the prefix cache come from
-:func:`pagedlab.scenes.prefix_tokens`.
-
-``EvictionExplorer`` (notebook 6, widgets only, not on the live site) runs
-:func:`pagedlab.control_scenes.eviction_scene`: a pool size, a number of requests that run
-between request A and its return, and the free rule; the readout says which of A's cached
-blocks were evicted and how many its return still hits.
-
-Beam search picks its parents with a seeded ``random.Random`` (synthetic scores), so the
-same slider values always give the same tree.
+``SharingExplorer`` and ``PrefixCacheExplorer`` are the controls and render of
+:mod:`pagedlab.views.sharing` (no widgets: the live site runs them) on the
+:class:`~pagedlab.explorers.base.Explorer` base; beam search uses a seeded ``random.Random``,
+so the same values give the same tree. ``EvictionExplorer`` (notebook 6, widgets only) runs
+:func:`pagedlab.control_scenes.eviction_scene` and says which of A's cached blocks were
+evicted and how many its return still hits.
 """
 
 from __future__ import annotations
