@@ -109,6 +109,9 @@ def write_figures(directory: Path | str = "figures") -> list[Path]:
     return paths
 
 
+SAMPLING_TITLE = "parallel sampling: 2 sequences of one prompt"
+
+
 def _drawn(drawing: Drawing) -> bytes:
     return Canvas(dpi=DPI).render(drawing).png()
 
@@ -129,7 +132,7 @@ def _first_frames() -> list[bytes]:
     return [
         _drawn(fig3_scene(OneRequest(8, 2, 0, 2048, 16), *fragmented_pool(), names=RUNNING)),
         _drawn(scene(kernel.allocator, kernel.tables)),
-        _drawn(sharing_scene(prompt.allocator, samples, title="parallel sampling: 2 sequences of one prompt")),
+        _drawn(sharing_scene(prompt.allocator, samples, title=SAMPLING_TITLE)),
         _drawn(
             sharing_scene(
                 cache.allocator, tables, highlight=list(cache.cached_blocks()),
