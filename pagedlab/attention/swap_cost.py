@@ -102,12 +102,9 @@ def _check_rate(value: object, name: str, positive: bool) -> None:
 class CostModel:
     """Swap and recompute time of one sequence, in seconds. Defaults: OPT-13B on one A100.
 
-    ``kv_bytes_per_token`` and ``num_layers`` are the paper's (§3: 2 x 5120 x 40 x 2 bytes =
-    800 KB per token for OPT-13B). The rest are pagedlab's assumptions, not measured by the
-    paper: ``pcie_bytes_per_s`` (effective host <-> device bandwidth: half of PCIe 4.0 x16's
-    ~32 GB/s peak per direction), ``transfer_latency_s`` (fixed cost of one copy call) and
-    ``prefill_tokens_per_s`` (OPT-13B prefill throughput).
-    """
+    ``kv_bytes_per_token`` and ``num_layers`` are the paper's (§3); the rest are pagedlab's
+    assumptions: ``pcie_bytes_per_s`` (half of PCIe 4.0 x16's ~32 GB/s peak per direction),
+    ``transfer_latency_s`` (one copy call) and ``prefill_tokens_per_s``."""
 
     kv_bytes_per_token: int = 2 * 5120 * 40 * 2
     num_layers: int = 40
