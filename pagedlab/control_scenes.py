@@ -20,7 +20,7 @@ from pagedlab.memory.partial_prefix import PartialAdmission, PartialPrefixCache
 from pagedlab.memory.peers import vllm_block_pool
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Request
-from pagedlab.memory.scheduler import Scheduler
+from pagedlab.memory.scheduler import KVHooks, Scheduler
 from pagedlab.memory.sharing import beam_step, fork_samples
 
 # --- the example (ARCHITECTURE.md): block size 4, length 5, physical blocks 4 and 1 ------------
@@ -239,16 +239,19 @@ def scheduler_control_scene(
     block_size: int = 4,
     token_budget: int | None = None,
     chunked_prefill: bool = False,
+    host: BlockAllocator | None = None,
+    kv: KVHooks | None = None,
 ) -> Scheduler:
-    """Notebook 9's scene, control plane only: the same scheduler, requests and host pool
-    (as large as the device pool) as :func:`pagedlab.scenes.scheduler_scene`, with no K/V
-    store (``kv`` None): every block decision is the same, no tensor is written or moved."""
+    """Notebook 9's scene, queued: a host pool as large as the device pool and, by default, no
+    K/V store (``kv`` None: every block decision is the same, no tensor is written or moved;
+    :func:`pagedlab.scenes.scheduler_scene` gives it real K/V and that store's ``host``)."""
     scheduler = Scheduler(
         BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size),
         mode=mode,
         token_budget=token_budget,
         chunked_prefill=chunked_prefill,
-        host=BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size),
+        host=BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size) if host is None else host,
+        kv=kv,
     )
     for request in SCHEDULER_REQUESTS:
         scheduler.add(request)

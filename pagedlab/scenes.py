@@ -43,8 +43,8 @@ from pagedlab.control_scenes import (  # the torch-free scenes, re-exported
     lru_scene,
     make_allocator,
     prefix_tokens,
+    scheduler_control_scene,
 )
-from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.simulate.contiguous import BuddyAllocator
 from pagedlab.simulate.policies import reserved_slots
@@ -147,17 +147,8 @@ def scheduler_scene(
     on the CPU) with a host pool as large as the device pool."""
     device = PagedKVCache(SCHEDULER_POOL_BLOCKS, block_size, 1, 2, device="cpu")
     store = SwappingKV(device, HostPool.like(device))
-    scheduler = Scheduler(
-        BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size),
-        mode=mode,
-        token_budget=token_budget,
-        chunked_prefill=chunked_prefill,
-        host=store.host.allocator,
-        kv=store,
-    )
-    for request in SCHEDULER_REQUESTS:
-        scheduler.add(request)
-    return scheduler, store
+    args = (mode, block_size, token_budget, chunked_prefill, store.host.allocator, store)
+    return scheduler_control_scene(*args), store
 
 
 __all__ = [
