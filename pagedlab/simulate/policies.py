@@ -21,7 +21,6 @@ from pagedlab.checks import ArgumentTypeError, check_int
 from pagedlab.simulate.contiguous import ALLOCATORS
 from pagedlab.simulate.reservation import RESERVATIONS as RESERVATIONS  # re-exported
 from pagedlab.simulate.reservation import OneRequest as OneRequest
-from pagedlab.simulate.reservation import next_pow2 as next_pow2
 from pagedlab.simulate.reservation import reserved_slots as reserved_slots
 from pagedlab.simulate.validate import check_choice, check_type
 from pagedlab.simulate.workload import MAX_LEN, MAX_TOKENS

@@ -23,11 +23,6 @@ MAX_TOKENS = 2**31 - 1
 RESERVATIONS = ("max", "pow2", "oracle")
 
 
-def next_pow2(n: int) -> int:
-    """The smallest power of two >= ``n`` (``n`` >= 1)."""
-    return buddy_extent(n)
-
-
 def reserved_slots(policy: str, prompt_len: int, output_len: int, max_len: int = MAX_LEN) -> int:
     """Slots an Orca baseline reserves for one request (§6.1), before the allocator rounds:
     ``max_len``, ``prompt + next_pow2(output)`` (at most ``max_len``) or ``prompt + output``."""
@@ -38,7 +33,7 @@ def reserved_slots(policy: str, prompt_len: int, output_len: int, max_len: int =
     if policy == "max":
         return max_len
     if policy == "pow2":
-        return min(p + next_pow2(o), max_len)
+        return min(p + buddy_extent(o), max_len)  # the next power of two
     return p + o
 
 
