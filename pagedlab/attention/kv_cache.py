@@ -104,32 +104,26 @@ class PagedKVCache:
 
     @property
     def num_blocks(self) -> int:
-        """Physical blocks in the pool."""
         return self._num_blocks
 
     @property
     def block_size(self) -> int:
-        """Positions per block."""
         return self._block_size
 
     @property
     def num_kv_heads(self) -> int:
-        """K/V heads per position."""
         return self._num_kv_heads
 
     @property
     def head_dim(self) -> int:
-        """Size of one head's K or V vector."""
         return self._head_dim
 
     @property
     def dtype(self) -> torch.dtype:
-        """Storage dtype of K and V."""
         return self._dtype
 
     @property
     def device(self) -> torch.device:
-        """Where K and V live."""
         return self._device
 
     @property
