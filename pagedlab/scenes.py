@@ -55,10 +55,8 @@ from pagedlab.simulate.policies import reserved_slots
 def example_state(
     block_size: int, length: int, layout: str = LAYOUTS[1], run_kernel: bool = True
 ) -> ExampleState:
-    """The example's sequence for one setting (pure); see :class:`ExampleState`.
-
-    With ``run_kernel=False`` the output is left None; :func:`with_kernel_output` fills it in.
-    """
+    """The example's sequence for one setting (pure), with the kernel's output unless
+    ``run_kernel=False`` (:func:`with_kernel_output` fills it in later)."""
     state = example_table(block_size, length, layout)
     return with_kernel_output(state) if run_kernel else state
 

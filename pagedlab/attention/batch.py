@@ -62,10 +62,8 @@ def grow_batch(
     shuffled: bool = False,
     spare_blocks: int = 0,
 ) -> Batch:
-    """Grow ``len(lengths)`` sequences one token per step, then write random K/V for them.
-
-    The pool holds the blocks needed plus ``spare_blocks``; its free list is ascending, or
-    with ``shuffled`` a permutation seeded by ``seed`` (pages scattered by chance)."""
+    """Grow ``len(lengths)`` sequences one token per step, then write random K/V for them, in a
+    pool of the blocks needed plus ``spare_blocks``, ascending or ``shuffled`` by ``seed``."""
     block_size = check_int(block_size, "block_size", minimum=1)
     lengths = [check_int(n, "length", minimum=1) for n in lengths]
     if not lengths:

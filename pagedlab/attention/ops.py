@@ -127,9 +127,8 @@ def paged_attention(
     seq_lens: torch.Tensor,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """Validate, then run the tuned Triton kernel (compiled on CUDA, interpreted on the CPU).
-
-    Raises RuntimeError where Triton is unavailable (reference_attention works there)."""
+    """Validate, then run the tuned Triton kernel (compiled on CUDA, interpreted on the CPU);
+    RuntimeError where Triton is unavailable (reference_attention works there)."""
     shapes = validate_paged_inputs(query, key_cache, value_cache, block_tables, seq_lens, scale)
     group = shapes.num_heads // shapes.num_kv_heads
     tuning.check_kernel_fits(shapes.block_size, shapes.head_dim, group)

@@ -54,11 +54,8 @@ def measure_swap(
     repeats: int = 3,
     device: torch.device | str | None = None,
 ) -> list[SwapTiming]:
-    """Time swapping ``num_tokens`` tokens of K/V out and back in, for each block size.
-
-    ``device`` defaults to CUDA when available, else the CPU. Each block size must divide
-    ``num_tokens`` so that the bytes moved are the same.
-    """
+    """Time swapping ``num_tokens`` tokens of K/V out and back in, for each block size (each
+    dividing ``num_tokens``: the same bytes); ``device`` defaults to CUDA when available."""
     if isinstance(block_sizes, (str, bytes)) or not isinstance(block_sizes, Sequence):
         raise TypeError(f"block_sizes must be a sequence of block sizes, got {block_sizes!r}")
     num_tokens = check_int(num_tokens, "num_tokens", 1)

@@ -54,10 +54,8 @@ def eviction_html(run: EvictionRun) -> str:
 
 
 class EvictionExplorer(Explorer):
-    """Controls ``pool_blocks``, ``others`` (requests between A and its return), ``free_rule``.
-
-    Invariant shown: A's return hits all its cached full blocks until the pool runs out of
-    other blocks to hand out; then each handed-out cached block is an eviction and a miss."""
+    """Controls ``pool_blocks``, ``others`` (requests between A and its return), ``free_rule``;
+    once the pool runs out of other blocks, each cached block handed out is a miss for A."""
 
     DECLARATION = Declaration(
         "EvictionExplorer",

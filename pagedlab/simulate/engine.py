@@ -313,11 +313,8 @@ def simulate(
     watermark: float = 0.01,
     record: bool = False,
 ) -> SimResult:
-    """Run ``trace`` under ``policy`` until the trace's duration ends; see the module docstring.
-
-    With ``record=True`` the result carries per-step arrays (``t``, ``batch`` and every
-    category of ``CATEGORIES``) -- for tests and pictures of short traces.
-    """
+    """Run ``trace`` under ``policy`` until the trace's duration ends; with ``record=True`` the
+    result carries per-step arrays (``t``, ``batch``, every category) for short traces."""
     check_type(trace, "trace", Trace)
     check_type(policy, "policy", Policy)
     pool_slots = check_int(pool_slots, "pool_slots", minimum=1, maximum=MAX_POOL_SLOTS)
