@@ -177,16 +177,8 @@ class _Run:
         """Add the admitted requests to the running batch."""
         self.admitted += len(new)
         ids = np.asarray(new, np.int64)
-        self.batch.append(
-            _Batch(
-                ids,
-                self.context[ids],
-                self.steps_left[ids],
-                self.final[ids],
-                self.reserved[ids],
-                self.extent[ids],
-            )
-        )
+        arrays = (self.context, self.steps_left, self.final, self.reserved, self.extent)
+        self.batch.append(_Batch(ids, *(a[ids] for a in arrays)))
 
     def steps_until_event(self, new: list[int], dt: float) -> int:
         """Steps that can run before anything but lengths changes (at least 1)."""
