@@ -1,9 +1,8 @@
 """Small shared checks: integer arguments and ceiling division.
 
-Every public entry point validates its integer arguments with :func:`check_int`, so every
-layer refuses the same things in the same words: a bool, a float, a string or a 0-d tensor
-that is not an integer is a wrong *kind* (:class:`ArgumentTypeError`); an integer outside its
-range is a wrong *value* (``ValueError``). Both messages name the argument and the value.
+Every public entry point validates its integers with :func:`check_int`, so every layer refuses
+in the same words: a bool, float, string or non-integer 0-d tensor is a wrong *kind*
+(:class:`ArgumentTypeError`), an integer out of range a wrong *value* (``ValueError``).
 """
 
 from __future__ import annotations
@@ -12,11 +11,8 @@ import operator
 
 
 class ArgumentTypeError(TypeError, ValueError):
-    """An argument of the wrong kind (e.g. ``1.5`` or ``True`` where a count is expected).
-
-    A ``TypeError``; also a ``ValueError``, because the public contract (ARCHITECTURE.md)
-    promised ``ValueError`` for bad arguments before kinds and values were told apart.
-    """
+    """An argument of the wrong kind (``1.5`` or ``True`` for a count): a ``TypeError``, also a
+    ``ValueError`` as the public contract promised before kinds and values were told apart."""
 
 
 class Refused(Exception):
@@ -27,12 +23,8 @@ class Refused(Exception):
 def check_int(
     value: object, name: str, minimum: int | None = None, maximum: int | None = None
 ) -> int:
-    """``value`` as an int in ``[minimum, maximum]`` (either bound optional).
-
-    Accepts Python ints and anything with ``__index__`` (numpy integers, integer 0-d
-    tensors). Refuses bools (``True`` is not a count), floats and everything else with an
-    :class:`ArgumentTypeError`, and out-of-range integers with a ``ValueError``.
-    """
+    """``value`` (an int or anything with ``__index__``, not a bool) as an int in
+    ``[minimum, maximum]`` (either bound optional)."""
     if type(value) is int:  # the common case, decided at once (a bool's type is bool)
         number = value
     elif isinstance(value, bool) or _is_bool_like(value):

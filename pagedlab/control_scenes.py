@@ -20,7 +20,7 @@ from pagedlab.memory.partial_prefix import PartialAdmission, PartialPrefixCache
 from pagedlab.memory.peers import vllm_block_pool
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Request
-from pagedlab.memory.scheduler import Scheduler
+from pagedlab.memory.scheduler import KVHooks, Scheduler
 from pagedlab.memory.sharing import beam_step, fork_samples
 
 # --- the example (ARCHITECTURE.md): block size 4, length 5, physical blocks 4 and 1 ------------
@@ -33,13 +33,9 @@ SHUFFLE_SEED = 0
 def example_history(
     num_blocks: int = POOL_BLOCKS, block_size: int = 4, finished: bool = True
 ) -> tuple[BlockAllocator, list[BlockTable]]:
-    """A pool whose free list starts 4, 1, 0 because of what other requests did.
-
-    A fresh pool hands out 0, 1, 2, ...: A takes blocks 0, 1; B takes 2, 3; C takes 4; D
-    takes the rest. C finishes (4 is freed), then A (its last block first: 1, then 0).
-    With ``finished`` B and D finish too (free list 4, 1, 0, 3, 2, then D's blocks from the
-    last); otherwise they are returned still running. Needs ``num_blocks >= 6``.
-    """
+    """A pool whose free list starts 4, 1, 0: A takes blocks 0, 1; B 2, 3; C 4; D the rest;
+    C then A finish (A's last block first). With ``finished`` B and D finish too, otherwise
+    they are returned running. Needs ``num_blocks >= 6``."""
     if num_blocks < 6:
         raise ValueError(f"example_history needs num_blocks >= 6, got {num_blocks}")
     allocator = BlockAllocator(num_blocks, block_size)
@@ -56,12 +52,8 @@ def example_history(
 
 
 def make_allocator(layout: str, block_size: int, num_blocks: int = POOL_BLOCKS) -> BlockAllocator:
-    """A pool of ``num_blocks`` free blocks whose free list is in ``layout`` order.
-
-    ``ascending``: a fresh pool (0, 1, 2, ...); ``example [4, 1, …]``: after
-    :func:`example_history`; ``shuffled``: a fixed random permutation (seed
-    :data:`SHUFFLE_SEED`).
-    """
+    """A pool of ``num_blocks`` free blocks whose free list is in ``layout`` order: fresh,
+    after :func:`example_history`, or a permutation seeded by :data:`SHUFFLE_SEED`."""
     if layout == LAYOUTS[0]:
         return BlockAllocator(num_blocks, block_size)
     if layout == LAYOUTS[1]:
@@ -75,14 +67,10 @@ def make_allocator(layout: str, block_size: int, num_blocks: int = POOL_BLOCKS) 
 
 @dataclass(frozen=True)
 class ExampleState:
-    """One sequence of the example's head at one block size, length and layout.
-
-    Built by :func:`example_state`: a fresh 32-block pool in the ``layout`` order, the sequence
-    appended token by token with a real ``BlockTable``, and (unless left out) the Triton
-    kernel's output on the example's head (keys 0, query 1, values 1..L), which must be the
-    mean of the values, (L + 1) / 2. A length the pool cannot hold is not an error: the
-    table holds the tokens that fit and ``problem`` says why.
-    """
+    """The example's sequence at one block size, length and layout, appended token by token
+    on a fresh pool, with the kernel's output on the example's head (keys 0, query 1, values
+    1..L: the mean, (L + 1) / 2). A length the pool cannot hold keeps what fits; ``problem``
+    says why."""
 
     block_size: int
     length: int  # asked for
@@ -162,8 +150,6 @@ def example_table(block_size: int, length: int, layout: str = LAYOUTS[1]) -> Exa
     )
 
 
-# --- sharing (§4.4): Fig. 8 and Fig. 9, staged on a real allocator ----------------------------
-
 # --- Fig. 3's external fragmentation: holes between running requests -----------------------
 
 
@@ -171,11 +157,8 @@ def fragmented_pool(
     num_requests: int = 8, blocks_each: int = 2, block_size: int = 16
 ) -> tuple[BlockAllocator, list[BlockTable], BlockTable]:
     """Notebook 1's pool: ``num_requests`` requests of ``blocks_each`` blocks fill it, every
-    other one finishes (R1, R3, ...), and a newcomer of twice their size is paged in.
-
-    Returns the pool, the running tables (R2, R4, ...) and the newcomer. With the defaults:
-    16 blocks of 16 slots, holes of 2 blocks at 0, 4, 8, 12, newcomer in blocks [1, 0, 5, 4].
-    """
+    other one finishes, and a newcomer of twice their size is paged in (by default into
+    blocks [1, 0, 5, 4]). Returns the pool, the running tables and the newcomer."""
     check_int(num_requests, "num_requests", minimum=2)
     check_int(blocks_each, "blocks_each", minimum=1)
     pool = BlockAllocator(num_requests * blocks_each, block_size)
@@ -189,6 +172,7 @@ def fragmented_pool(
     return pool, requests[1::2], newcomer
 
 
+# --- sharing (§4.4): Fig. 8 and Fig. 9, staged on a real allocator ----------------------------
 FIG8_ORDER = (7, 1, 3, 0, 2, 4, 5, 6)  # the prompt lands in 7 and 1; the copy goes to 3
 FIG8_WORDS = ("Four", "score", "and", "seven", "years", "ago", "our")
 
@@ -202,9 +186,7 @@ def figure8_prompt() -> BlockTable:
 
 def figure8() -> tuple[list[BlockTable], list[CopyOnWrite | None]]:
     """Fig. 8: two samples of the prompt; A1 writes (copy 1 -> 3), then A2 (in place).
-
-    Returns the two tables and what each append returned.
-    """
+    Returns the two tables and what each append returned."""
     a1, a2 = fork_samples(figure8_prompt(), 2)
     return [a1, a2], [a1.append_tokens(1), a2.append_tokens(1)]  # "fathers", "mothers"
 
@@ -217,11 +199,8 @@ FIG9_STEP: tuple[int, ...] = (1, 1, 2, 2)
 
 
 def figure9_before(num_blocks: int = 16) -> list[BlockTable]:
-    """The four candidates of Fig. 9 just before the step, built by three beam steps.
-
-    Prompt in block 0; each earlier step appended a full block (4 tokens), so the tree is
-    block 0 -> {1, 2}, 1 -> 3, 2 -> 4, 3 -> {5, 6, 7}, 4 -> 8 on a fresh pool (0, 1, 2, ...).
-    """
+    """The four candidates of Fig. 9 just before the step, built by three beam steps of a
+    block each: 0 -> {1, 2}, 1 -> 3, 2 -> 4, 3 -> {5, 6, 7}, 4 -> 8 on a fresh pool."""
     prompt = BlockTable(BlockAllocator(num_blocks, 4))
     prompt.append_tokens(4)
     beams = [prompt]
@@ -260,16 +239,19 @@ def scheduler_control_scene(
     block_size: int = 4,
     token_budget: int | None = None,
     chunked_prefill: bool = False,
+    host: BlockAllocator | None = None,
+    kv: KVHooks | None = None,
 ) -> Scheduler:
-    """Notebook 9's scene, control plane only: the same scheduler, requests and host pool
-    (as large as the device pool) as :func:`pagedlab.scenes.scheduler_scene`, with no K/V
-    store (``kv`` None): every block decision is the same, no tensor is written or moved."""
+    """Notebook 9's scene, queued: a host pool as large as the device pool and, by default, no
+    K/V store (``kv`` None: every block decision is the same, no tensor is written or moved;
+    :func:`pagedlab.scenes.scheduler_scene` gives it real K/V and that store's ``host``)."""
     scheduler = Scheduler(
         BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size),
         mode=mode,
         token_budget=token_budget,
         chunked_prefill=chunked_prefill,
-        host=BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size),
+        host=BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size) if host is None else host,
+        kv=kv,
     )
     for request in SCHEDULER_REQUESTS:
         scheduler.add(request)
@@ -282,9 +264,7 @@ def scheduler_control_scene(
 def lru_scene(free_rule: FreeRule) -> tuple[PrefixCache, list[int], list[int]]:
     """Notebook 6's eviction example under ``free_rule``: two 9-token requests A and B end, A
     comes back (hits its 2 full blocks), ends, then an 11-token request needs 3 blocks.
-
-    Returns the cache, the free list after A and B first end, and the new request's blocks.
-    """
+    Returns the cache, the free list after A and B first end, and the new request's blocks."""
     cache = PrefixCache(BlockAllocator(6, 4, free_rule=free_rule))
     a = cache.admit(list(range(9)))
     b = cache.admit(list(range(100, 109)))
@@ -302,13 +282,9 @@ MISS_POOL_TOKENS = 4096
 
 
 def miss_workload() -> list[list[tuple[str, list[int]]]]:
-    """Notebook 11's four steps: (name, prompt token ids) per request, per step.
-
-    A 300-token system prompt ``S``: step 0, R1 and R2 (``S`` + a question) arrive together;
-    step 1, R3 (``S`` + a question), R4 (a 12-token prompt), R5 (``S``'s first 256 tokens);
-    step 2, R6 and R7, two unrelated 2,048-token documents (the whole pool); step 3, R8
-    (``S`` + a question) after them.
-    """
+    """Notebook 11's four steps of (name, prompt token ids) around a 300-token system prompt
+    ``S``: R1, R2 (``S`` + a question); R3, a 12-token R4, R5 (``S``'s first 256 tokens); two
+    2,048-token documents filling the pool; R8 (``S`` + a question)."""
     system = list(range(1, 301))
 
     def ask(r: int, n: int = 50) -> list[int]:
@@ -380,11 +356,9 @@ class EvictionRun:
 
 
 def eviction_scene(pool_blocks: int, others: int, free_rule: FreeRule = "fifo") -> EvictionRun:
-    """A 9-token request A ends; ``others`` 9-token requests (their own tokens) run one at a
-    time and end; A's prompt comes back. Blocks of 4, a pool of ``pool_blocks`` (at least 3:
-    one request at a time). Each later request takes 3 blocks off the front of the free list;
-    once the front reaches A's cached blocks, handing them out evicts them, and A's return
-    hits fewer (a pool too small for the working set). Pure: a fresh pool each call."""
+    """A 9-token request A ends; ``others`` 9-token requests run one at a time and end; A's
+    prompt comes back. Blocks of 4 on a fresh pool of ``pool_blocks`` (>= 3): once the free
+    list's front reaches A's cached blocks, handing them out evicts them and A hits fewer."""
     pool_blocks = check_int(pool_blocks, "pool_blocks", minimum=3)
     others = check_int(others, "others", minimum=0)
     cache = PrefixCache(BlockAllocator(pool_blocks, 4, free_rule=free_rule))

@@ -3,26 +3,11 @@
 Each scene is built with the real code (allocator, block tables, sharing, prefix cache,
 the one batch builder) and returns fresh objects, so callers may mutate what they get.
 This module imports the control and data planes only: never pictures or explorers. The
-scenes that need no torch live in :mod:`pagedlab.control_scenes` (re-exported here).
-
-- the example's history: :func:`example_history` (a pool whose free list starts 4, 1, 0);
-  notebook 6's eviction under either free rule (:func:`lru_scene`: pagedlab's FIFO queue and
-  vLLM V1's split side by side); the :data:`LAYOUTS` of the allocation explorer and
-  :func:`make_allocator` for each;
-- the example's sequence at any block size, length and layout, with the kernel's output
-  (:func:`example_state`, :class:`ExampleState`);
-- Fig. 3's external fragmentation (:func:`fragmented_pool`): holes between running requests;
-- Fig. 8 (:func:`figure8_prompt`, :data:`FIG8_WORDS`, :func:`figure8`): two samples of one
-  prompt, copy-on-write of the shared block;
-- Fig. 9 (:func:`figure9_before`, :data:`FIG9_STEP`): four beam candidates and the step;
-- the prefix-cache scene (:data:`SYSTEM_PROMPT`, :func:`prefix_tokens`);
-- notebook 4's batch in a shuffled pool (:func:`kernel_batch`);
-- notebook 8's mixed V1 step (:data:`MIXED_STEP_REQUESTS`, :func:`mixed_v1_step`): a prompt
-  chunk and three decodes, flattened as vLLM's model runner sends them;
-- notebook 7's buddy allocator at work (:func:`buddy_pow2_frames`): one Pow2 request split
-  out of a pool and merged back;
-- notebook 9's serving scene (:data:`SCHEDULER_REQUESTS`, :func:`scheduler_scene`): five
-  requests that do not all fit a 16-block pool, over real K/V.
+scenes that need no torch live in :mod:`pagedlab.control_scenes` (the ones used through this
+module are re-exported); here are those with torch: the example with the kernel's output
+(:func:`example_state`), notebook 4's shuffled batch (:func:`kernel_batch`), notebook 8's
+mixed V1 step (:func:`mixed_v1_step`), notebook 7's buddy allocator
+(:func:`buddy_pow2_frames`) and notebook 9's scheduler over real K/V (:func:`scheduler_scene`).
 """
 
 from __future__ import annotations
@@ -39,19 +24,13 @@ from pagedlab.attention.ops import block_tables_tensor, paged_attention
 from pagedlab.attention.swap import HostPool, SwappingKV
 from pagedlab.checks import check_int
 from pagedlab.control_scenes import (  # the torch-free scenes, re-exported
-    FIG8_ORDER,
     FIG8_WORDS,
-    FIG9_HISTORY,
     FIG9_STEP,
-    KV_BYTES_PER_SLOT,
     LAYOUTS,
     POOL_BLOCKS,
     SCHEDULER_POOL_BLOCKS,
     SCHEDULER_REQUESTS,
-    SHUFFLE_SEED,
     SYSTEM_PROMPT,
-    TABLE_ENTRY_BYTES,
-    EvictionRun,
     ExampleState,
     eviction_scene,
     example_history,
@@ -63,8 +42,8 @@ from pagedlab.control_scenes import (  # the torch-free scenes, re-exported
     lru_scene,
     make_allocator,
     prefix_tokens,
+    scheduler_control_scene,
 )
-from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.simulate.contiguous import BuddyAllocator
@@ -76,10 +55,8 @@ from pagedlab.simulate.policies import reserved_slots
 def example_state(
     block_size: int, length: int, layout: str = LAYOUTS[1], run_kernel: bool = True
 ) -> ExampleState:
-    """The example's sequence for one setting (pure); see :class:`ExampleState`.
-
-    With ``run_kernel=False`` the output is left None; :func:`with_kernel_output` fills it in.
-    """
+    """The example's sequence for one setting (pure), with the kernel's output unless
+    ``run_kernel=False`` (:func:`with_kernel_output` fills it in later)."""
     state = example_table(block_size, length, layout)
     return with_kernel_output(state) if run_kernel else state
 
@@ -134,14 +111,8 @@ def kernel_batch(
     seed: int = 0,
     dtype: torch.dtype = torch.float16,
 ) -> Batch:
-    """Random fp16 q/K/V for ``lengths`` in a pool that hands out blocks in random order.
-
-    8 query heads over 2 kv heads (grouped-query attention); the pool has two blocks more
-    than the batch needs (they stay free) and hands its blocks out in a seeded random order,
-    so the pages are scattered: none is adjacent to its neighbour by design, a few are by
-    chance (with the defaults, the 17-token sequence's blocks 1, 2 and the 30-token
-    sequence's 12, 13).
-    """
+    """Random fp16 q/K/V for ``lengths`` (8 query heads over 2 kv heads) in a pool of two
+    spare blocks that hands out blocks in a seeded random order: pages adjacent by chance only."""
     return grow_batch(
         lengths, block_size, num_heads=8, num_kv_heads=2, head_dim=head_dim, seed=seed,
         dtype=dtype, shuffled=True, spare_blocks=2,
@@ -161,41 +132,26 @@ def scheduler_scene(
     on the CPU) with a host pool as large as the device pool."""
     device = PagedKVCache(SCHEDULER_POOL_BLOCKS, block_size, 1, 2, device="cpu")
     store = SwappingKV(device, HostPool.like(device))
-    scheduler = Scheduler(
-        BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size),
-        mode=mode,
-        token_budget=token_budget,
-        chunked_prefill=chunked_prefill,
-        host=store.host.allocator,
-        kv=store,
-    )
-    for request in SCHEDULER_REQUESTS:
-        scheduler.add(request)
-    return scheduler, store
+    args = (mode, block_size, token_budget, chunked_prefill, store.host.allocator, store)
+    return scheduler_control_scene(*args), store
 
 
 __all__ = [
-    "FIG8_ORDER",
     "FIG8_WORDS",
-    "FIG9_HISTORY",
     "FIG9_STEP",
     "KERNEL_LENGTHS",
-    "KV_BYTES_PER_SLOT",
     "LAYOUTS",
     "POOL_BLOCKS",
     "SCHEDULER_POOL_BLOCKS",
     "SCHEDULER_REQUESTS",
-    "SHUFFLE_SEED",
     "SYSTEM_PROMPT",
     "ExampleState",
-    "TABLE_ENTRY_BYTES",
     "figure8",
     "figure8_prompt",
     "figure9_before",
     "fragmented_pool",
     "kernel_batch",
     "kernel_output",
-    "EvictionRun",
     "eviction_scene",
     "lru_scene",
     "make_allocator",
@@ -241,11 +197,7 @@ class BuddyFrame:
 
 def buddy_pow2_frames(pool: int = 1024, prompt: int = 100, output: int = 25) -> list[BuddyFrame]:
     """One Orca (Pow2) request in a buddy allocator of ``pool`` slots: before, allocated, freed.
-
-    Pow2 reserves ``prompt + next_pow2(output)`` slots (§6.1: 100 + 32 = 132); the buddy
-    allocator rounds that to a power-of-two extent (256), splitting the pool's block in halves
-    until one is that size, and merges it back with its buddies when the request ends.
-    """
+    Pow2 reserves ``prompt + next_pow2(output)`` slots (§6.1: 132), rounded to an extent (256)."""
     pool = check_int(pool, "pool", minimum=1)
     if pool & (pool - 1):
         raise ValueError(f"pool must be a power of two (one buddy block), got {pool}")

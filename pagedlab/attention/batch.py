@@ -1,15 +1,10 @@
 """A decode batch as a serving engine hands it to the GPU (a mixed step: ``mixed_step``).
 
-An engine such as vLLM keeps block tables on the CPU and, before each step, packs them into
-tensors: a padded ``int32 [num_seqs, max_blocks]`` table (``-1`` past each sequence's last
-block), ``seq_lens``, and a *slot mapping* that tells the cache-write kernel where each new
-token's K/V goes. This module builds such a batch from the real allocator and tables and
-computes the slot mapping the way a GPU worker does, vectorised over the whole batch.
-
-Invariants: ``batch_slot_mapping`` equals the concatenation of every table's
-``slot_mapping()``; sequences grow in lockstep (one token each per step, as in decode), so
-their blocks interleave in the pool the way they do in a running engine. ``dense_attention``
-is the contiguous-layout checkpoint that paged attention must agree with.
+An engine packs its block tables into a padded ``int32 [num_seqs, max_blocks]`` table,
+``seq_lens`` and a *slot mapping* (where each new token's K/V goes). This module builds such a
+batch from the real allocator and tables, sequences growing in lockstep so their blocks
+interleave. Invariant: ``batch_slot_mapping`` equals the concatenation of every table's
+``slot_mapping()``. ``dense_attention`` is the contiguous checkpoint paging must agree with.
 """
 
 from __future__ import annotations
@@ -36,12 +31,8 @@ from pagedlab.memory.block_table import BlockTable
 
 @dataclass
 class Batch:
-    """Sequences in one pool with their K/V written, and one query each.
-
-    ``keys[s]`` and ``values[s]`` are sequence ``s``'s K and V as they were produced,
-    ``[num_tokens, num_kv_heads, head_dim]`` contiguous in logical order: what was written
-    into the cache through the tables, kept so that a dense checkpoint needs no table.
-    """
+    """Sequences in one pool with their K/V written, and one query each; ``keys[s]`` and
+    ``values[s]`` are K and V as produced, in logical order (a dense checkpoint needs no table)."""
 
     allocator: BlockAllocator
     tables: list[BlockTable]
@@ -71,15 +62,8 @@ def grow_batch(
     shuffled: bool = False,
     spare_blocks: int = 0,
 ) -> Batch:
-    """Grow ``len(lengths)`` sequences one token per step, then write random K/V for them.
-
-    The pool holds the blocks the batch needs plus ``spare_blocks`` (they stay free); its
-    free list is ascending (the sequences' blocks interleave, one round of growth at a
-    time), or with ``shuffled`` a random permutation (seeded by ``seed``, like the random
-    q/K/V): then pages are scattered, adjacent to their neighbour by chance only, never by
-    design. K/V go to their slots through ``PagedKVCache.write`` (one reshape-and-cache
-    call for the whole batch).
-    """
+    """Grow ``len(lengths)`` sequences one token per step, then write random K/V for them, in a
+    pool of the blocks needed plus ``spare_blocks``, ascending or ``shuffled`` by ``seed``."""
     block_size = check_int(block_size, "block_size", minimum=1)
     lengths = [check_int(n, "length", minimum=1) for n in lengths]
     if not lengths:
@@ -136,13 +120,8 @@ def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.
 def batch_slot_mapping(
     block_tables: torch.Tensor, seq_lens: torch.Tensor, block_size: int
 ) -> torch.Tensor:
-    """Flat slot of every position of every sequence, sequence after sequence.
-
-    ``slot = block_tables[s, p // block_size] * block_size + p % block_size`` for
-    ``0 <= p < seq_lens[s]``: one gather over the whole batch, no Python loop. The inputs
-    follow the attention contract (int32, ``seq_len >= 1``, used entries are block ids >= 0;
-    checked by :mod:`pagedlab.attention.validate`, errors name the value).
-    """
+    """Flat slot of every position of every sequence, sequence after sequence: one gather,
+    ``block_tables[s, p // block_size] * block_size + p % block_size``; inputs validated."""
     bt = require_tensor("block_tables", block_tables)
     sl = require_tensor("seq_lens", seq_lens)
     check_index_shapes(bt, sl, int(bt.shape[0]) if bt.dim() else -1)

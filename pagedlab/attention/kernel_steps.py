@@ -1,47 +1,26 @@
 """The paged decode kernel, one logical block at a time, in plain torch, step by step.
 
 ``paged_attention_steps(query, key_cache, value_cache, block_table_row, seq_len, head)``
-does, for ONE sequence and ONE query head, what one program of
-:func:`pagedlab.attention.kernels.paged_attention_kernel` does, and records every step. For logical
-block ``i`` (``0 <= i < ceil(seq_len / block_size)``) the step:
-
-1. reads the physical block id ``block_table_row[i]`` (the one indirection of paging);
-2. covers positions ``i * block_size ...``; slots of the page past ``seq_len`` are masked
-   (never read, they count as score ``-inf``, weight 0);
-3. scores the valid positions: ``s_j = scale * q . k_j`` (``q`` is query head ``head``; ``k_j``
-   comes from kv head ``head // (num_heads // num_kv_heads)``, grouped-query attention);
-4. folds them into an online softmax::
+does, for ONE sequence and ONE query head, what one program of the teaching kernel
+(:func:`pagedlab.attention.ops.paged_attention_one_page`) does, and records every step: its
+loop step ``i`` is row ``i`` here (``launch_paged_attention(..., pages_per_step=1)`` makes the
+tuned kernel take the same steps). Step ``i`` reads block ``block_table_row[i]``, masks the
+slots past ``seq_len`` (never read, weight 0), scores ``s_j = scale * q . k_j`` (kv head
+``head // (num_heads // num_kv_heads)``) and folds them into an online softmax::
 
        m_new = max(m_old, max_j s_j)
        alpha = exp(m_old - m_new)     # 0 on the first block (m_old = -inf), 1 if m stayed
        l     = l * alpha + sum_j exp(s_j - m_new)
        acc   = acc * alpha + sum_j exp(s_j - m_new) * v_j
 
-Invariants (tests check them against the real kernel and the reference):
+Invariants (tests check them against the real kernel and the reference): after step ``i``,
+``acc / l`` is softmax attention over the positions read so far; after the last it equals
+:func:`pagedlab.reference_attention` (fp32 rounding apart); ``m`` never decreases, ``alpha``
+is in ``[0, 1]`` and ``l >= 1``. Math in fp32; a step holds Python floats.
 
-- after step ``i``, ``acc / l`` is exactly softmax attention over positions
-  ``0 .. (i + 1) * block_size - 1`` (clipped to ``seq_len``): every earlier term was
-  rescaled to the current max, so no score is ever kept past its own block;
-- after the last block, ``acc / l`` equals :func:`pagedlab.reference_attention` and
-  :func:`pagedlab.paged_attention` for that sequence and head (fp32 rounding apart).
-- ``m`` never decreases; ``alpha`` is in ``[0, 1]``; ``l >= 1`` from the first step on (the
-  maximal score contributes ``exp(0) = 1``).
-
-Granularity: these steps fold in one page each, as the teaching kernel
-(:func:`pagedlab.attention.ops.paged_attention_one_page`) does on every backend: its loop step
-``i`` is row ``i`` here. The tuned kernel (``paged_attention``) folds several pages per loop
-step (under the interpreter, enough for the whole sequence);
-``pagedlab.attention.kernels.launch_paged_attention(..., pages_per_step=1)`` makes it take
-the steps recorded here. The arithmetic is fp32, as in the kernel; a step holds Python floats.
-
-Inputs follow :func:`pagedlab.paged_attention` for one sequence: ``query`` is
-``[num_heads, head_dim]``, the caches ``[num_blocks, block_size, num_kv_heads, head_dim]``,
-``block_table_row`` a list or 1-D tensor (entries past the last page are padding, never
-read; entries must fit int32). Bad input raises ``ValueError`` naming the value, or
-``ArgumentTypeError`` (also a ``ValueError``) for a wrong kind such as a float block id
-(the checks are :func:`pagedlab.attention.validate.validate_paged_inputs`). Not handled:
-several queries per sequence (prefill), batching (replay one sequence at a time). No Triton
-needed.
+Inputs follow :func:`pagedlab.paged_attention` for one sequence (``query`` ``[num_heads,
+head_dim]``, ``block_table_row`` a list or 1-D tensor, padding never read), validated by
+:func:`~pagedlab.attention.validate.validate_paged_inputs`. No prefill, no batching, no Triton.
 """
 
 from __future__ import annotations
@@ -153,12 +132,7 @@ def _num(x: float, decimals: int) -> str:
 
 
 def steps_table(steps: Sequence[LoopStep], decimals: int = 3) -> str:
-    """The steps as a fixed-width text table (deterministic: every float rounded).
-
-    One row per logical block: the physical block read, the positions, the scores, the
-    running max before and after, ``alpha``, this block's sum, ``l``, and ``acc / l`` (its
-    first dimension when ``head_dim > 1``).
-    """
+    """The steps as a fixed-width text table, one row per block, every float rounded."""
     if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
         raise ArgumentTypeError(f"steps must be a list of LoopStep, got {type(steps).__name__}")
     if not steps:

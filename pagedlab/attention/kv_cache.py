@@ -1,31 +1,18 @@
 """Paged K/V storage: the memory that block tables point into.
 
-``PagedKVCache`` holds two tensors, ``key`` and ``value``, each
-``[num_blocks, block_size, num_kv_heads, head_dim]``: the same layout
-:func:`pagedlab.paged_attention` reads. A flat *slot* ``block * block_size + offset``
-names one position's storage; ``BlockTable.slot_mapping()`` yields one slot per position.
+``PagedKVCache`` holds ``key`` and ``value``, each ``[num_blocks, block_size, num_kv_heads,
+head_dim]`` (the layout :func:`pagedlab.paged_attention` reads); a flat *slot*
+``block * block_size + offset`` names one position's storage. ``write`` stores new tokens at
+their slots (vLLM's reshape-and-cache: the Triton kernel where Triton runs, torch indexing
+otherwise, identical results), ``copy_block`` duplicates a block for copy-on-write, ``gather``
+reads one sequence in logical order (the dense layout a non-paged kernel would need).
 
-Operations:
-
-- ``write(slot_mapping, k, v)``: store new tokens' K/V at their slots (vLLM's
-  reshape-and-cache). Runs the Triton kernel where Triton runs, torch indexing otherwise;
-  both give identical results (tests check it).
-- ``copy_block(src, dst)``: duplicate one physical block, for copy-on-write after a fork.
-- ``gather(blocks, num_tokens)``: one sequence's K and V in logical order, read through its
-  block list. This is the "dense layout" a non-paged kernel would need.
-
-Invariants: the cache never changes shape, dtype or device (``key``, ``value`` and the sizes
-are read-only attributes; the tensors' contents may be edited in place). Every argument is
-validated before anything is written (:mod:`pagedlab.attention.validate`): a wrong kind
-raises ``ArgumentTypeError`` (a ``TypeError`` that is also a ``ValueError``), a wrong value
-``ValueError``, both naming it, and a call that raises has changed nothing. Block ids and
-slots are integers: ``[1.7, 2.2]`` or ``[True, False]`` are refused, never truncated.
-Slots in one ``write`` must be distinct (the order of duplicate writes would be undefined
-on a GPU); negative slots are rejected rather than skipped. ``k``/``v`` may be any dense
-strided tensors (non-contiguous views included), even views of this cache (they are copied
-before the write); they are stored without autograd history. NaN or inf in ``k``/``v`` is
-data and is stored as given. This module takes plain lists or tensors, so it does not depend
-on pagedlab.memory.allocator or pagedlab.memory.block_table.
+Invariants: shape, dtype and device never change (contents may be edited in place). Every
+argument is validated before anything is written: ``ArgumentTypeError`` for a wrong kind,
+``ValueError`` for a wrong value, naming it, nothing changed. Ids and slots are integers,
+never truncated; slots in one ``write`` are distinct and non-negative. ``k``/``v`` may be any
+dense tensors, even views of this cache (copied first), stored without autograd history; NaN
+is data. Takes plain lists or tensors: no dependency on pagedlab.memory.
 """
 
 from __future__ import annotations
@@ -117,32 +104,26 @@ class PagedKVCache:
 
     @property
     def num_blocks(self) -> int:
-        """Physical blocks in the pool."""
         return self._num_blocks
 
     @property
     def block_size(self) -> int:
-        """Positions per block."""
         return self._block_size
 
     @property
     def num_kv_heads(self) -> int:
-        """K/V heads per position."""
         return self._num_kv_heads
 
     @property
     def head_dim(self) -> int:
-        """Size of one head's K or V vector."""
         return self._head_dim
 
     @property
     def dtype(self) -> torch.dtype:
-        """Storage dtype of K and V."""
         return self._dtype
 
     @property
     def device(self) -> torch.device:
-        """Where K and V live."""
         return self._device
 
     @property
@@ -181,10 +162,8 @@ class PagedKVCache:
     def _indices(
         self, name: str, values: object, minimum: int = INT64_MIN, maximum: int = INT64_MAX
     ) -> torch.Tensor:
-        """1-D int64 tensor on the cache's device from a list of ints or an integer tensor.
-
-        A list's entries are checked against ``[minimum, maximum]`` here; a tensor's by the
-        caller, vectorised."""
+        """1-D int64 tensor on the cache's device from a list of ints (checked against
+        ``[minimum, maximum]`` here) or an integer tensor (checked by the caller)."""
         if isinstance(values, torch.Tensor):
             t = require_tensor(name, values)
             if t.numel() == 0 and t.dim() == 1:
@@ -237,10 +216,7 @@ class PagedKVCache:
     # -- operations -----------------------------------------------------------------------
 
     def write(self, slot_mapping: SlotsLike, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Store ``k[i]``/``v[i]`` (each ``[num_kv_heads, head_dim]``) at slot ``slot_mapping[i]``.
-
-        Uses the Triton reshape-and-cache kernel when Triton runs here, else torch indexing.
-        """
+        """Store ``k[i]``/``v[i]`` (``[num_kv_heads, head_dim]``) at slot ``slot_mapping[i]``."""
         slots = self._slots(slot_mapping)
         k = self._tokens("k", k, slots.numel())
         v = self._tokens("v", v, slots.numel())
@@ -259,15 +235,12 @@ class PagedKVCache:
             with backend.on_device(self.device):
                 launch.launch_reshape_and_cache(k, v, self.key, self.value, slots)
         else:  # no Triton, or bf16 (the interpreter cannot hold it): plain torch indexing
-            self._store(slots, k, v)
+            self.store(slots, k, v)
 
     def store(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """``write`` without the checks, by torch indexing: for a caller that computed
         ``slots`` (int64, distinct, in range) from its own tables and k/v in the cache's dtype
         (the engine's forward, once per layer). Misuse here is not caught."""
-        self._store(slots, k, v)
-
-    def _store(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         self._key.view(self.num_slots, self.num_kv_heads, self.head_dim)[slots] = k
         self._value.view(self.num_slots, self.num_kv_heads, self.head_dim)[slots] = v
 
@@ -280,11 +253,8 @@ class PagedKVCache:
             self._value[dst].copy_(self._value[src])
 
     def gather(self, blocks: SlotsLike, num_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """K and V ``[num_tokens, num_kv_heads, head_dim]`` of one sequence, logical order.
-
-        ``blocks`` is the sequence's block list (``BlockTable.blocks``); only its first
-        ``ceil(num_tokens / block_size)`` entries are read. Returns copies.
-        """
+        """Copies of K and V ``[num_tokens, num_kv_heads, head_dim]`` of one sequence in logical
+        order, read through the first ``ceil(num_tokens / block_size)`` entries of ``blocks``."""
         num_tokens = check_int(num_tokens, "num_tokens", minimum=0)
         table = self._indices("blocks", blocks)
         capacity = table.numel() * self.block_size

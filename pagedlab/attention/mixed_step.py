@@ -4,21 +4,14 @@ vLLM V1's scheduler has no prefill phase and no decode phase: each step it gives
 running request some tokens (a decode gets 1, a prompt gets a chunk of what the token budget
 leaves), and the model runner flattens them into one batch (``vllm_refs``: the worker's
 ``BlockTables`` and ``_compute_slot_mappings_kernel``). :func:`mixed_step` builds such a step
-from the real allocator and tables and lays it out as the worker does:
-
-- ``input_ids`` and ``positions``: one entry per token of the step, request after request;
-- ``query_start_loc``: ``[num_reqs + 1]``, where each request's tokens start (a cumsum);
-- ``seq_lens``: ``[num_reqs]``, tokens each request holds after the step (computed + new);
-- ``block_table``: ``int32 [max_num_reqs, ceil(max_model_len / block_size)]``, zero-filled, a
-  row per request *slot*, used or not (padding reads as block 0, vLLM's null block);
-- ``slot_mapping``: ``[max_num_batched_tokens]``, one slot per token of the step, then
-  :data:`PAD_SLOT_ID` (-1) up to the token budget: the cache-write kernel skips -1.
-
-Block 0 is taken out of the pool first and held by nobody's table, as vLLM's ``BlockPool``
-takes it at start-up as its null block; so no request ever owns the block that padding
-names. :func:`compute_slot_mapping` is the slot-mapping computation re-done in torch (one
-gather for every token, then the padding); the tests and notebook 08 check it against
-``BlockTable.slot`` position by position.
+from the real allocator and tables: ``input_ids`` and ``positions`` (one entry per token,
+request after request), ``query_start_loc`` ``[num_reqs + 1]`` (a cumsum), ``seq_lens`` (tokens
+held after the step), ``block_table`` ``int32 [max_num_reqs, ceil(max_model_len / block_size)]``
+zero-filled, a row per request *slot*, and ``slot_mapping`` ``[max_num_batched_tokens]``, padded
+with :data:`PAD_SLOT_ID` (-1, skipped by the cache-write kernel). Block 0 is held back first
+as vLLM's ``BlockPool`` null block, so no request owns the block padding names.
+:func:`compute_slot_mapping` is vLLM's computation re-done in torch; tests and notebook 08
+check it against ``BlockTable.slot``.
 
 Invariants: ``query_start_loc[-1] == num_tokens``; for request ``r``, its positions are
 ``seq_lens[r] - n_r .. seq_lens[r] - 1`` (``n_r`` its tokens this step); row ``r`` of the
@@ -91,14 +84,9 @@ def mixed_step(
     max_num_reqs: int = 6,
     max_num_batched_tokens: int = 12,
 ) -> MixedStep:
-    """Grow every request to its ``seq_len`` in one pool, then lay out this step's tensors.
-
-    Requests grow one token per round in turn (as a running batch does), so their blocks
-    interleave; block 0 is held back first as the null block. Raises ValueError, naming the
-    value, if a request has no new token or ``computed < 0``, a ``seq_len`` exceeds
-    ``max_model_len``, there are more requests than ``max_num_reqs`` or more tokens than
-    ``max_num_batched_tokens``.
-    """
+    """Grow every request to its ``seq_len`` in one pool, one token per round in turn (their
+    blocks interleave, as in a running batch), then lay out this step's tensors. ValueError
+    naming the value when a request or the step exceeds a limit."""
     block_size = check_int(block_size, "block_size", minimum=1)
     max_model_len = check_int(max_model_len, "max_model_len", minimum=1)
     max_num_reqs = check_int(max_num_reqs, "max_num_reqs", minimum=1)
@@ -159,17 +147,10 @@ def compute_slot_mapping(
     block_size: int,
     max_num_tokens: int,
 ) -> torch.Tensor:
-    """Slot of every token of a flattened step, padded with ``PAD_SLOT_ID`` to ``max_num_tokens``.
-
-    What vLLM's ``_compute_slot_mappings_kernel`` computes (one Triton program per request,
-    one more for the padding), re-done in torch: token ``t`` of request ``r`` (``query_start_loc
-    [r] <= t < query_start_loc[r + 1]``) goes to ``block_table[r, positions[t] // block_size] *
-    block_size + positions[t] % block_size``; entries ``num_tokens .. max_num_tokens - 1`` are
-    -1. Returns int64 ``[max_num_tokens]``. ValueError, naming the value, when a tensor has the
-    wrong rank, ``query_start_loc`` does not rise from 0 to ``len(positions)``, a request has no
-    row, a position's block is outside the table, or there are more tokens than
-    ``max_num_tokens``.
-    """
+    """Slot of every token of a flattened step (int64), padded with ``PAD_SLOT_ID`` to
+    ``max_num_tokens``, as vLLM's ``_compute_slot_mappings_kernel``: token ``t`` of request
+    ``r`` goes to ``block_table[r, positions[t] // block_size] * block_size + positions[t] %
+    block_size``. ValueError naming the value for inconsistent inputs."""
     qsl = require_tensor("query_start_loc", query_start_loc)
     pos = require_tensor("positions", positions)
     bt = require_tensor("block_table", block_table)

@@ -1,47 +1,26 @@
 """Decode attention over a paged KV cache: a plain-torch reference and the Triton kernel.
 
-Both functions take the same arguments (the public contract, ARCHITECTURE.md)::
+Every function takes the same arguments (the public contract, ARCHITECTURE.md)::
 
     query        [num_seqs, num_heads, head_dim]            float16 / bfloat16 / float32
     key_cache    [num_blocks, block_size, num_kv_heads, head_dim]   same dtype and device
     value_cache  same shape, dtype and device as key_cache
     block_tables int32 [num_seqs, max_blocks_per_seq]
     seq_lens     int32 [num_seqs], 1 <= seq_len <= max_blocks_per_seq * block_size
-    scale        optional float, default head_dim ** -0.5
+    scale        optional float > 0, default head_dim ** -0.5
 
-and return ``out[s, h] = softmax(scale * q[s, h] . K_s^T) V_s`` in the query's dtype, where
-``K_s``/``V_s`` are the first ``seq_lens[s]`` positions of sequence ``s`` read page by page:
-position ``p`` lives in physical block ``block_tables[s, p // block_size]`` at offset
-``p % block_size``. Query head ``h`` reads kv head ``h // (num_heads // num_kv_heads)``
-(grouped-query attention, the same convention as vLLM and torch's ``enable_gqa``).
+and returns ``out[s, h] = softmax(scale * q[s, h] . K_s^T) V_s`` in the query's dtype (math in
+fp32). Position ``p`` of sequence ``s`` lives in block ``block_tables[s, p // block_size]`` at
+offset ``p % block_size``; query head ``h`` reads kv head ``h // (num_heads // num_kv_heads)``
+(grouped-query attention, as vLLM and torch's ``enable_gqa``). Only the first
+``ceil(seq_len / block_size)`` entries of a row are read: the rest is padding, never checked.
 
-Invariants and what is handled:
-
-- Only the first ``ceil(seq_len / block_size)`` entries of a table row are read; the rest is
-  padding with any value (``-1`` is customary) and is never validated or dereferenced.
-- :func:`~pagedlab.attention.validate.validate_paged_inputs` is the one validation both
-  functions share (one named check per rule, in :mod:`pagedlab.attention.validate`). Every
-  contract violation raises ``ValueError`` naming the offending value before any
-  computation runs (a wrong kind, e.g. a sparse tensor or an integer cache, raises
-  ``ArgumentTypeError``: a ``TypeError`` that is also a ``ValueError``). It is vectorised
-  torch (a handful of tensor ops, no Python loop over the table) so sliders can call it on
-  every move.
-- ``scale``: a real number in fp32's normal range and > 0 (see
-  :func:`~pagedlab.attention.validate.check_scale` for why); NaN or inf *stored* in K, V or
-  the query is data, not an error, and propagates as in softmax attention.
-- ``paged_attention`` also refuses shapes whose smallest tile exceeds the largest Triton
-  tensor (``block_size x head_dim x group`` above 2**20 elements, padded to powers of two);
-  ``reference_attention`` handles any size.
-- All math is fp32; the result is cast to the query's dtype.
-- bfloat16: compiled on a GPU the kernel reads it natively. Under Triton's CPU interpreter
-  :func:`paged_attention` upcasts bfloat16 inputs to float32 before the launch (exact, and
-  the kernel does its math in fp32 anyway) and casts the output back: the interpreters of
-  older Triton 3.x releases cannot hold bfloat16 at all, and this keeps one behaviour on
-  every release we allow.
-- :func:`paged_attention_one_page` runs the teaching kernel (one page per loop step) with
-  the same contract, for powers-of-two ``block_size`` and ``head_dim`` only.
-- Not handled: prefill (several query positions per sequence), sliding windows, ALiBi,
-  quantised (fp8) caches, float64.
+:func:`~pagedlab.attention.validate.validate_paged_inputs` is the one validation they share: a
+``ValueError`` naming the value before any computation (``ArgumentTypeError`` for a wrong kind),
+vectorised so sliders can call it on every move. NaN or inf stored in the tensors is data.
+``paged_attention`` also refuses tiles above Triton's largest tensor (2**20 elements). Under the
+CPU interpreter bfloat16 is upcast to float32 (exact) and cast back: older interpreters cannot
+hold bfloat16. Not handled: prefill, sliding windows, ALiBi, fp8 caches, float64.
 """
 
 from __future__ import annotations
@@ -82,11 +61,7 @@ def reference_attention(
     seq_lens: torch.Tensor,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """Ground truth in plain torch: gather each sequence's pages, then softmax attention.
-
-    Works on any device and platform (no Triton). One Python iteration per sequence, so
-    it is meant for checking, not for speed.
-    """
+    """Ground truth in plain torch, one sequence at a time: for checking, not for speed."""
     shapes = validate_paged_inputs(query, key_cache, value_cache, block_tables, seq_lens, scale)
     group = shapes.num_heads // shapes.num_kv_heads
     out = torch.empty_like(query)
@@ -113,10 +88,7 @@ def torch_paged_attention(
     seq_lens: torch.Tensor,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """The same contract in batched torch: what the engine reads the pages with on a CPU.
-
-    Validated like the kernel, then :func:`attend_pages`: every sequence at once (no loop).
-    """
+    """The same contract in batched torch (:func:`attend_pages`, validated): the CPU path."""
     shapes = validate_paged_inputs(query, key_cache, value_cache, block_tables, seq_lens, scale)
     return attend_pages(query, key_cache, value_cache, block_tables, seq_lens, shapes.scale)
 
@@ -129,14 +101,8 @@ def attend_pages(
     seq_lens: torch.Tensor,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """Decode attention through the block tables, batched; **no validation** (the caller
-    built the tables: the engine). Shapes as in the module docstring; ``scale`` defaults to
-    ``head_dim ** -0.5``.
-
-    Gathers each row's pages, ``key_cache[block_tables]`` -> ``[seqs, pages * block_size,
-    kv_heads, d]`` (padding entries, whatever their value, read block 0 and are masked), then
-    masked softmax attention in fp32, grouped-query by a view (no copy of K/V per query head).
-    """
+    """Decode attention through the block tables, batched, **unvalidated** (the engine built
+    them). Padding entries read block 0 and are masked; grouped-query by a view, no K/V copy."""
     seqs, heads, d = query.shape
     scale = d**-0.5 if scale is None else scale
     kv_heads, block_size = key_cache.shape[2], key_cache.shape[1]
@@ -161,11 +127,8 @@ def paged_attention(
     seq_lens: torch.Tensor,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """Validate, then run the Triton paged-attention decode kernel (see pagedlab.attention.kernels).
-
-    Compiled on a CUDA device, in Triton's interpreter on the CPU. Raises RuntimeError
-    where Triton is unavailable (pagedlab.reference_attention works there).
-    """
+    """Validate, then run the tuned Triton kernel (compiled on CUDA, interpreted on the CPU);
+    RuntimeError where Triton is unavailable (reference_attention works there)."""
     shapes = validate_paged_inputs(query, key_cache, value_cache, block_tables, seq_lens, scale)
     group = shapes.num_heads // shapes.num_kv_heads
     tuning.check_kernel_fits(shapes.block_size, shapes.head_dim, group)
@@ -184,16 +147,9 @@ def paged_attention_one_page(
     seq_lens: torch.Tensor,
     scale: float | None = None,
 ) -> torch.Tensor:
-    """The teaching kernel (one page per loop step), with ``paged_attention``'s contract.
-
-    Runs ``kernels.paged_attention_one_page_kernel``: one program per (sequence, query
-    head) whose loop step ``b`` is row ``b`` of :func:`pagedlab.paged_attention_steps`,
-    on every backend (on the CPU the tuned kernel folds several pages per step). Same
-    arguments, validation, dtypes and result as :func:`paged_attention`, plus the kernel's
-    simplifications (:func:`~pagedlab.attention.validate.check_one_page_kernel_fits`):
-    ``block_size`` and ``head_dim`` powers of two, every tensor under 2**31 elements;
-    otherwise ``ValueError``. Non-contiguous inputs are copied to contiguous ones first.
-    """
+    """The teaching kernel, ``paged_attention``'s contract: one program per (sequence, head)
+    whose loop step ``b`` is row ``b`` of :func:`pagedlab.paged_attention_steps`. Also needs
+    ``block_size`` and ``head_dim`` powers of two and tensors under 2**31 elements."""
     shapes = validate_paged_inputs(query, key_cache, value_cache, block_tables, seq_lens, scale)
     check_one_page_kernel_fits(shapes, query, key_cache, value_cache, block_tables)
     tuning.check_kernel_fits(shapes.block_size, shapes.head_dim, 1)
@@ -243,12 +199,8 @@ def _run_triton(
 def block_tables_tensor(
     tables: list[list[int]], pad: int = -1, device: torch.device | str | None = None
 ) -> torch.Tensor:
-    """Pack per-sequence block lists (e.g. ``BlockTable.blocks``) into an int32 tensor.
-
-    Rows shorter than the longest are padded with ``pad``; padding is never read. Each row
-    is a list of ints or a 1-D integer tensor; every entry and ``pad`` must fit int32 (block
-    ids are int32 in the contract). Floats and bools are refused, never truncated.
-    """
+    """Pack per-sequence block lists (ints or 1-D integer tensors) into an int32 tensor, short
+    rows padded with ``pad``. Entries must fit int32; floats and bools are refused."""
     if isinstance(tables, (str, bytes, torch.Tensor)) or not isinstance(tables, (list, tuple)):
         raise ArgumentTypeError(
             f"tables must be a list of per-sequence block lists, got {type(tables).__name__}"

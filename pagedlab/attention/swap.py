@@ -1,20 +1,13 @@
 """Swapping K/V between the device pool and a host pool (the data plane of §4.5).
 
-A :class:`HostPool` is the paper's CPU swap space: its own :class:`BlockAllocator` and its own
-K/V storage, a :class:`PagedKVCache` on the CPU (in pinned memory when CUDA is available, so
-copies to and from the GPU can run asynchronously at full PCIe speed).
-
-- :func:`copy_blocks` copies whole blocks between two caches, one block at a time, K and V:
-  as vLLM's ``swap_blocks`` does, one transfer per block. That is why small blocks swap slowly
-  (Fig. 19): the cost per transfer is paid once per block.
-- :func:`swap_out` / :func:`swap_in` move one sequence: out copies its blocks into host blocks
-  and frees its table; in copies them back into *new* device blocks of a new table. The
-  kernel's output for the sequence is the same before and after (tests check it), though its
-  blocks moved: block tables are addresses, not results.
-- :class:`SwappingKV` is the scheduler's data plane (:class:`pagedlab.memory.scheduler.KVHooks`):
-  it writes each token's K/V (a deterministic function of request, sample and position, so a
-  recompute writes exactly what was dropped), copies on write, and swaps; ``verify`` checks
-  every running sequence's K/V against what it should hold.
+A :class:`HostPool` is the paper's CPU swap space: its own :class:`BlockAllocator` and a CPU
+:class:`PagedKVCache` (pinned when CUDA is available). :func:`copy_blocks` makes one transfer
+per block, K and V, as vLLM's ``swap_blocks`` does: why small blocks swap slowly (Fig. 19).
+:func:`swap_out` / :func:`swap_in` move one sequence to host blocks and back into *new* device
+blocks; the kernel's output is unchanged (block tables are addresses, not results).
+:class:`SwappingKV` is the scheduler's data plane: it writes each token's K/V (a deterministic
+function of request, sample and position, so a recompute writes what was dropped), copies on
+write and swaps; ``verify`` checks every running sequence's K/V.
 """
 
 from __future__ import annotations
@@ -107,11 +100,8 @@ def _pairs(pairs: object) -> list[tuple[object, object]]:
 
 
 def copy_blocks(src: PagedKVCache, dst: PagedKVCache, pairs: Sequence[tuple[int, int]]) -> None:
-    """For each ``(s, d)`` in ``pairs``, copy block ``s`` of ``src`` over block ``d`` of ``dst``.
-
-    One copy per block for K and one for V (vLLM's ``swap_blocks`` loops the same way).
-    Validates every pair first, so a bad id changes nothing.
-    """
+    """For each ``(s, d)`` in ``pairs``, copy block ``s`` of ``src`` over block ``d`` of ``dst``
+    (K and V); every pair is validated first, so a bad id changes nothing."""
     for name, cache in (("src", src), ("dst", dst)):
         if not isinstance(cache, PagedKVCache):
             raise TypeError(f"{name} must be a PagedKVCache, got {type(cache).__name__}")
@@ -129,10 +119,8 @@ def copy_blocks(src: PagedKVCache, dst: PagedKVCache, pairs: Sequence[tuple[int,
 class SwappedSequence:
     """A sequence swapped out: its host blocks, in logical order, and how many tokens.
 
-    ``holder`` is the host-pool table that holds the blocks (the sequence's owner on the
-    host): :func:`swap_in` frees it, so a swapped sequence comes back once, and a host block
-    freed behind its back is noticed instead of copying another sequence's K/V in.
-    """
+    ``holder``, the host table owning the blocks, is freed by :func:`swap_in`: a sequence
+    comes back once, and a host block freed behind its back is noticed."""
 
     blocks: tuple[int, ...]
     num_tokens: int
@@ -168,12 +156,8 @@ def _check_kinds(device: object, host: object) -> None:
 
 
 def swap_out(table: BlockTable, device: PagedKVCache, host: HostPool) -> SwappedSequence:
-    """Copy ``table``'s blocks into new host blocks, then free the table; atomic.
-
-    Validates everything first: raises TypeError / ValueError (wrong kinds, caches that do
-    not match, a table freed or lost a block) or OutOfBlocksError (too few free host blocks)
-    with nothing allocated, freed or copied.
-    """
+    """Copy ``table``'s blocks into new host blocks, then free the table. Atomic: a bad input
+    or too few host blocks raises (TypeError, ValueError, OutOfBlocksError) with nothing done."""
     if not isinstance(table, BlockTable):
         raise TypeError(f"table must be a BlockTable, got {type(table).__name__}")
     _check_kinds(device, host)
@@ -197,11 +181,7 @@ def swap_in(
     swapped: SwappedSequence, host: HostPool, device: PagedKVCache, allocator: BlockAllocator
 ) -> BlockTable:
     """A new table on new device blocks holding ``swapped``'s K/V; frees its host blocks.
-
-    Atomic: raises ValueError (swapped in already, swapped out to another host pool, a host
-    block freed behind its back, caches that do not match), TypeError (wrong kinds) or
-    OutOfBlocksError (the device pool is too full) with nothing allocated, freed or copied.
-    """
+    Atomic like :func:`swap_out` (also refuses a sequence swapped in already or elsewhere)."""
     if not isinstance(swapped, SwappedSequence):
         raise TypeError(f"swapped must be a SwappedSequence, got {type(swapped).__name__}")
     if not isinstance(allocator, BlockAllocator):
@@ -235,11 +215,8 @@ def swap_in(
 def token_kv(
     name: str, stream: int, positions: torch.Tensor, num_kv_heads: int, head_dim: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Deterministic K and V ``[len(positions), num_kv_heads, head_dim]`` (float32).
-
-    ``stream`` is 0 for prompt positions (every sample shares them) and ``1 + sample`` for
-    generated ones. The same arguments always give bitwise the same tensors.
-    """
+    """Deterministic K and V ``[len(positions), num_kv_heads, head_dim]`` (float32); ``stream``
+    is 0 for prompt positions (shared by every sample), ``1 + sample`` for generated ones."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {name!r}")
     stream = check_int(stream, "stream", minimum=0)
@@ -256,21 +233,16 @@ def token_kv(
 
 
 class SwappingKV:
-    """Real K/V for a :class:`~pagedlab.memory.scheduler.Scheduler`: device cache + host pool.
-
-    Give the scheduler ``host=store.host.allocator`` and ``kv=store``.
-    """
+    """Real K/V for a :class:`~pagedlab.memory.scheduler.Scheduler` (give it
+    ``host=store.host.allocator`` and ``kv=store``): device cache + host pool."""
 
     def __init__(self, device: PagedKVCache, host: HostPool) -> None:
         _check_kinds(device, host)
         self.device, self.host = device, host
 
     def check_pools(self, device: BlockAllocator, host: BlockAllocator) -> None:
-        """Refuse a scheduler's pools this store cannot serve (the scheduler calls it when built).
-
-        The device allocator's blocks must all have K/V storage here (same block size, no
-        more blocks than the cache), and ``host`` must be this store's own host allocator.
-        """
+        """Refuse pools this store cannot serve: device blocks without K/V storage here, or a
+        ``host`` other than this store's own host allocator."""
         _check_pool(self.device, device, "allocator")
         if host is not self.host.allocator:
             raise ValueError(
@@ -312,11 +284,8 @@ class SwappingKV:
         return self._kv(group, sample, 0, check_int(num_tokens, "num_tokens", minimum=0))
 
     def verify(self, groups: Sequence[Group]) -> int:
-        """Assert every running sample's K/V (read through its table) is what it should be.
-
-        Returns how many sequences were checked. Raises AssertionError naming the first
-        sequence and position that differ.
-        """
+        """Assert every running sample's K/V (read through its table) is what it should be;
+        returns how many sequences were checked."""
         if isinstance(groups, (str, bytes)) or not isinstance(groups, Iterable):
             raise TypeError(f"groups must be a sequence of Groups, got {groups!r}")
         groups = list(groups)

@@ -7,17 +7,12 @@ that swapping is the more efficient with large blocks though recomputation's ove
 higher than 20% of swapping's latency", and that from block size 16 to 64 the two have
 comparable end-to-end performance (Fig. 19b).
 
-- :func:`measure_swap` times :func:`pagedlab.attention.swap.copy_blocks` for the *same bytes*
-  cut into blocks of each size: the device cache and a :class:`HostPool` on this machine (two
-  CPU tensors without a GPU; device memory and pinned host memory with one). Timings vary from
-  run to run; the shape does not: the cost per block dominates at small blocks.
-- :class:`CostModel` is arithmetic with stated constants: one transfer per block per layer for
-  K and for V, each costing a fixed latency plus its bytes over the PCIe bandwidth; recompute
-  is one prefill over the sequence's tokens at a fixed throughput. The constants are
-  assumptions (named below), not the paper's measurements. With the defaults swap falls with
-  the block size and recompute is flat; whether and where the two cross depends on the ratio
-  of bandwidth to prefill throughput (at the defaults and 1,024 tokens recompute stays just
-  below swap even at 256-token blocks: no crossover).
+:func:`measure_swap` times :func:`pagedlab.attention.swap.copy_blocks` for the *same bytes*
+cut into blocks of each size on this machine (timings vary; the shape does not: the cost per
+block dominates at small blocks). :class:`CostModel` is arithmetic with stated constants
+(assumptions, not the paper's measurements): one transfer per block per layer for K and V, a
+fixed latency plus bytes over PCIe bandwidth; recompute is one prefill at a fixed throughput.
+At the defaults and 1,024 tokens recompute stays just below swap even at 256-token blocks.
 """
 
 from __future__ import annotations
@@ -59,11 +54,8 @@ def measure_swap(
     repeats: int = 3,
     device: torch.device | str | None = None,
 ) -> list[SwapTiming]:
-    """Time swapping ``num_tokens`` tokens of K/V out and back in, for each block size.
-
-    ``device`` defaults to CUDA when available, else the CPU. Each block size must divide
-    ``num_tokens`` so that the bytes moved are the same.
-    """
+    """Time swapping ``num_tokens`` tokens of K/V out and back in, for each block size (each
+    dividing ``num_tokens``: the same bytes); ``device`` defaults to CUDA when available."""
     if isinstance(block_sizes, (str, bytes)) or not isinstance(block_sizes, Sequence):
         raise TypeError(f"block_sizes must be a sequence of block sizes, got {block_sizes!r}")
     num_tokens = check_int(num_tokens, "num_tokens", 1)
@@ -107,12 +99,9 @@ def _check_rate(value: object, name: str, positive: bool) -> None:
 class CostModel:
     """Swap and recompute time of one sequence, in seconds. Defaults: OPT-13B on one A100.
 
-    ``kv_bytes_per_token`` and ``num_layers`` are the paper's (§3: 2 x 5120 x 40 x 2 bytes =
-    800 KB per token for OPT-13B). The rest are pagedlab's assumptions, not measured by the
-    paper: ``pcie_bytes_per_s`` (effective host <-> device bandwidth: half of PCIe 4.0 x16's
-    ~32 GB/s peak per direction), ``transfer_latency_s`` (fixed cost of one copy call) and
-    ``prefill_tokens_per_s`` (OPT-13B prefill throughput).
-    """
+    ``kv_bytes_per_token`` and ``num_layers`` are the paper's (§3); the rest are pagedlab's
+    assumptions: ``pcie_bytes_per_s`` (half of PCIe 4.0 x16's ~32 GB/s peak per direction),
+    ``transfer_latency_s`` (one copy call) and ``prefill_tokens_per_s``."""
 
     kv_bytes_per_token: int = 2 * 5120 * 40 * 2
     num_layers: int = 40

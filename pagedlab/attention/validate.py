@@ -1,26 +1,12 @@
 """Input checks for the data plane: one named function per rule of the attention contract.
 
-:func:`validate_paged_inputs` is the one validation ``paged_attention``,
-``reference_attention`` and ``paged_attention_steps`` share; it calls the rules below in
-order and returns the sizes it read (:class:`PagedShapes`). The other helpers validate the
-index lists and devices that :class:`~pagedlab.attention.kv_cache.PagedKVCache` and
-``block_tables_tensor`` take.
-
-What a caller gets (the same words everywhere, ARCHITECTURE.md):
-
-- a wrong *kind* (not a tensor, a sparse / meta / quantized / nested tensor, a float or bool
-  where an integer id is expected, an integer or complex tensor where K/V live) raises
-  :class:`~pagedlab.checks.ArgumentTypeError`, a ``TypeError`` that is also a ``ValueError``
-  (the contract promised ``ValueError`` for bad input before kinds and values were told apart);
-- a wrong *value* (a shape, a size, an id out of range, a scale outside fp32's range) raises
-  ``ValueError``. Every message names the argument and the value; nothing has run yet.
-
-Not errors: NaN or inf stored in K, V or the query. They are data, and propagate into the
-output exactly as softmax attention does (a NaN key in a sequence's used slots makes that
-sequence's output NaN; slots a sequence does not own are never read, whatever they hold).
-
-Cost: the tensor rules are attribute reads; the table rule is a handful of vectorised
-tensor ops and one device-to-host copy of three flags, so sliders can validate on every move.
+:func:`validate_paged_inputs` is the one validation the attention functions and
+``paged_attention_steps`` share: it applies the rules below in order and returns the sizes
+(:class:`PagedShapes`). A wrong *kind* raises :class:`~pagedlab.checks.ArgumentTypeError` (a
+``TypeError`` that is also a ``ValueError``), a wrong *value* ``ValueError``; every message
+names the argument and the value, and nothing has run yet. NaN or inf stored in K, V or the
+query is data, not an error. The table rule is a few vectorised ops and one three-flag
+device-to-host copy, so sliders can validate on every move.
 """
 
 from __future__ import annotations
@@ -116,10 +102,8 @@ def check_same_device(first_name: str, first: torch.Tensor, **others: torch.Tens
 def check_attention_shapes(
     q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor
 ) -> tuple[int, int, int, int, int, int]:
-    """Rule: query ``[S, H, D]``, caches ``[B, T, KVH, D]`` alike, sizes >= 1, ``H % KVH == 0``.
-
-    Returns ``(num_seqs, num_heads, head_dim, num_blocks, block_size, num_kv_heads)``.
-    """
+    """Rule: query ``[S, H, D]``, caches ``[B, T, KVH, D]`` alike, sizes >= 1, ``H % KVH == 0``;
+    returns ``(S, H, D, B, T, KVH)``."""
     if q.dim() != 3:
         raise ValueError(
             f"query must be [num_seqs, num_heads, head_dim], got shape {tuple(q.shape)}"
@@ -159,10 +143,7 @@ def check_attention_shapes(
 
 
 def check_index_shapes(bt: torch.Tensor, sl: torch.Tensor, num_seqs: int) -> int:
-    """Rule: block_tables int32 ``[num_seqs, width]``, seq_lens int32 ``[num_seqs]``.
-
-    Returns the table's width (``max_blocks_per_seq``).
-    """
+    """Rule: block_tables int32 ``[num_seqs, width]``, seq_lens int32 ``[num_seqs]``: its width."""
     require_int_dtype("block_tables", bt, (torch.int32,))
     require_int_dtype("seq_lens", sl, (torch.int32,))
     if bt.dim() != 2 or bt.shape[0] != num_seqs:
@@ -176,17 +157,9 @@ def check_index_shapes(bt: torch.Tensor, sl: torch.Tensor, num_seqs: int) -> int
 
 
 def check_scale(scale: object, head_dim: int) -> float:
-    """Rule: ``scale`` is None (``head_dim ** -0.5``) or a real number in fp32's normal range.
-
-    Accepted: Python and numpy ints and floats, 0-d real tensors. Refused: bools, complex
-    numbers, strings (wrong kind); NaN, inf, ``scale <= 0`` and values outside
-    ``[1.2e-38, 3.4e38]`` (wrong value). Why positive: the scale is the softmax temperature
-    (``1 / sqrt(head_dim)`` in every model the paper serves); 0 would ignore the query and a
-    negative scale would attend to the least similar keys. Why fp32: the kernel computes in
-    fp32, where a larger scale is inf and turns every output into NaN.
-    Scores themselves are data: a finite scale times huge keys can still overflow fp32,
-    exactly as NaN stored in K/V propagates (see the module docstring).
-    """
+    """Rule: ``scale`` is None (``head_dim ** -0.5``) or a real number (not a bool) in fp32's
+    normal range. Positive: it is the softmax temperature (0 ignores the query, < 0 attends to
+    the least similar keys); fp32: the kernel computes there, where a larger one is inf."""
     if scale is None:
         return float(head_dim**-0.5)
     value = _real_number(scale)
@@ -221,11 +194,8 @@ def _real_number(value: object) -> float | None:
 def check_seq_lens_and_tables(
     bt: torch.Tensor, sl: torch.Tensor, num_blocks: int, block_size: int
 ) -> int:
-    """Rule: ``1 <= seq_len <= width * block_size``, and every *used* table entry is a block id.
-
-    Entries past a sequence's ``ceil(seq_len / block_size)`` pages are padding: never read,
-    never checked. Returns the batch's largest page count (0 for an empty batch).
-    """
+    """Rule: ``1 <= seq_len <= width * block_size``, and every *used* table entry is a block id
+    (padding is never checked). Returns the batch's largest page count (0 if empty)."""
     num_seqs, width = bt.shape
     if num_seqs == 0:
         return 0
@@ -262,11 +232,7 @@ def validate_paged_inputs(
     seq_lens: torch.Tensor,
     scale: float | None = None,
 ) -> PagedShapes:
-    """Check every input against the contract (the rules above, in order); return the sizes.
-
-    Raises ``ArgumentTypeError`` (wrong kind) or ``ValueError`` (wrong value) naming it.
-    Reads nothing past a sequence's last used table entry.
-    """
+    """Check every input against the contract (the rules above, in order); return the sizes."""
     q = require_tensor("query", query)
     kc = require_tensor("key_cache", key_cache)
     vc = require_tensor("value_cache", value_cache)
@@ -285,13 +251,8 @@ def validate_paged_inputs(
 
 
 def check_one_page_kernel_fits(shapes: PagedShapes, *tensors: torch.Tensor) -> None:
-    """ValueError unless the teaching kernel can run this shape (it trusts what it is given).
-
-    ``paged_attention_one_page_kernel`` keeps the puzzle's simplifications: ``block_size``
-    and ``head_dim`` are ``tl.arange`` lengths, so powers of two (no padding), and its
-    offsets are int32, so no tensor may hold more than ``INT32_MAX`` elements.
-    ``paged_attention`` has neither limit.
-    """
+    """ValueError unless the teaching kernel can run this shape: ``block_size`` and ``head_dim``
+    are ``tl.arange`` lengths (powers of two) and its offsets int32 (<= INT32_MAX elements)."""
     for name, size in (("block_size", shapes.block_size), ("head_dim", shapes.head_dim)):
         if size & (size - 1):
             raise ValueError(
@@ -312,13 +273,8 @@ def check_one_page_kernel_fits(shapes: PagedShapes, *tensors: torch.Tensor) -> N
 def int_list(
     name: str, values: object, minimum: int = INT64_MIN, maximum: int = INT64_MAX
 ) -> list[int]:
-    """``values`` as a list of ints in ``[minimum, maximum]``.
-
-    Takes a list, tuple or range of integers (Python, numpy, 0-d integer tensors), or a 1-D
-    integer tensor or numpy array. Refuses floats and bools anywhere (``[1.7, 2.2]`` would
-    otherwise be truncated to blocks 1 and 2, ``[True, False]`` read as 1 and 0), strings,
-    sets, generators and scalars, naming the first offending element.
-    """
+    """``values`` (a sequence of integers, or a 1-D integer tensor or array) as ints in
+    ``[minimum, maximum]``. Floats and bools are refused, never truncated."""
     if isinstance(values, torch.Tensor):
         t = require_tensor(name, values)
         require_integers(name, t)

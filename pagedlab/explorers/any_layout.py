@@ -1,14 +1,10 @@
 """Notebook 03's plumbing: one sequence in a pool of junk, the kernel on it, the moved max.
 
-``place(pool, keys)`` gives a new :class:`BlockTable` of ``pool`` one token per key and
-writes their K/V through its slot mapping into a fresh :func:`junk_cache`, whose every slot
-holds junk (key ``JUNK_KEY`` would win any softmax, value ``JUNK_VALUE`` would pull the
-output far off), so a single stray read shows. Position ``p`` has value ``p + 1``; the head
-is scalar (:func:`pagedlab.scenes.kernel_output` runs the kernel on it).
-``moved_max_widget`` is the slider of "move the largest key": key ``BIG`` at one position,
-the replayed steps (:func:`pagedlab.attention.kernel_steps.paged_attention_steps`) and a
-readout that checks they end on one softmax over all the scores. Nothing here changes a
-cache it is given.
+``place(pool, keys)`` gives a new :class:`BlockTable` of ``pool`` one token per key, written
+into a fresh :func:`junk_cache` whose every slot holds junk (``JUNK_KEY`` would win any
+softmax, ``JUNK_VALUE`` pull the output far off), so a single stray read shows; position
+``p`` has value ``p + 1``. ``moved_max_widget`` moves key ``BIG`` and checks the replayed
+steps end on one softmax. Nothing here changes a cache it is given.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """EngineExplorer: step a real model's serving run and watch the pool and the text (notebook 10).
 
-A :class:`pagedlab.engine.Engine` serves a few prompts (token ids, each shown by its
-``label``; ``decode`` turns new tokens into text: a tokenizer's) on a small pool (6 blocks
-of 8 by default: small enough to preempt). Each mode's whole run is computed once, on first use
-(real model forwards, decodes through ``paged_attention`` unless told otherwise); every
-step keeps its picture (:func:`~pagedlab.pictures.scheduler.scheduler_drawing`, drawn right
-after that step, so later steps cannot change it) and each request's text so far. Moving
-the ``step`` slider then only picks a frame: fast, deterministic, and the same frames every
-time. A step past the end shows the last frame.
-
-Controls (``set(**controls)`` takes the same names): ``mode`` (recompute / swap), ``step``.
-The readout says which step it is, what the scheduler did and each request's text, and
-whether every request's tokens equal :func:`pagedlab.model.generate_contiguous`'s (checked
-once the run is computed; pass ``expected`` to compare with tokens the oracle already gave).
-:meth:`EngineExplorer.served` hands out a mode's engine and finished run, so a notebook
-cell can inspect the same run (its steps, its tokens) instead of serving it again.
+A :class:`pagedlab.engine.Engine` serves a few prompts (shown by ``label``; ``decode`` turns
+tokens into text) on a small pool (6 blocks of 8: small enough to preempt). Each mode's run is
+computed once, on first use, and every step keeps its picture, drawn right after it, and each
+request's text, so moving ``step`` only picks a frame (past the end: the last). Controls:
+``mode`` (recompute / swap), ``step``. The readout also says whether every request's tokens
+equal :func:`pagedlab.model.generate_contiguous`'s (or ``expected``). :meth:`served` hands out
+a mode's engine and run, so a cell can inspect the same run.
 """
 
 from __future__ import annotations

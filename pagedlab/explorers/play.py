@@ -1,23 +1,15 @@
 """The notebook widget's Play: the explorer's declared :class:`~pagedlab.views.controls.Play`,
-run by an ``ipywidgets.Play`` on the axis's control.
+run by an ``ipywidgets.Play`` on the axis's control (a slider's value, or a choice's index).
 
-The Play's value is the control's position: a slider's value, or a choice's index. Its
-declared mode decides how it moves the control:
+- ``"step"``: linked both ways in the browser (``jslink``), from the position shown to the
+  maximum; a move made by the kernel is mirrored, a browser move is not (it would echo back).
+- ``"replay"``: pressed, it replays the control from its minimum up to the position shown and
+  stops. At rest it sits at its end, so a press restarts from the minimum; each tick the kernel
+  moves the control. Not linked in the browser, and the kernel writes to the Play only while
+  it is not playing, so nothing can race the browser's Play loop.
 
-- ``"step"``: linked both ways in the browser (``jslink``), from the position shown on to the
-  control's maximum (a press at the end starts from the minimum); a move made by code in the
-  kernel (``set``, a cell) is mirrored on the other side, a browser move is not (the link did
-  it already, and syncing again would echo an older value back).
-- ``"replay"``: pressed, it replays the control from its minimum up to the position shown,
-  one a tick, and stops there. At rest it sits at its end (``value == max`` == the position
-  shown), so the browser's Play restarts from the minimum when pressed; each tick the kernel
-  moves the control to the Play's position. Play and control are not linked in the browser,
-  and the kernel writes to the Play only while it is not playing, so nothing the kernel sends
-  can race the browser's Play loop.
-
-The ranges follow the control's (a range another control narrows). The static site's Play
-(:mod:`pagedlab.site.static`) and the live page's (:func:`pagedlab.site.live.play`) run the
-same declared Play over their own values, with the same :meth:`Play.span`.
+Ranges follow the control's. The static and live sites run the same declared Play over their
+own values, with the same :meth:`Play.span`.
 """
 
 from __future__ import annotations
@@ -31,11 +23,8 @@ from pagedlab.views.controls import Control, Play, Slider
 
 
 class Player:
-    """One explorer's Play: ``.widget`` (an ``ipywidgets.Play``) driving the control's widget.
-
-    ``from_browser()`` tells whether the code running now handles a browser's message (the
-    base's :func:`~pagedlab.explorers.base.from_browser`).
-    """
+    """One explorer's Play: ``.widget`` (an ``ipywidgets.Play``) driving the control's widget;
+    ``from_browser()`` tells whether the running code handles a browser's message."""
 
     def __init__(
         self,

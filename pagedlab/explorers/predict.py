@@ -1,19 +1,14 @@
 """Predict, then reveal: a small widget that asks for the learner's guess before showing a result.
 
-``Predict(question, answer, explain)`` shows the question, an entry (a text box, or a dropdown
-when ``choices`` are given) and two buttons. "Check my prediction" compares the guess with the
-answer and shows ✓ or ✗ with the answer and ``explain``; "Just show me" reveals it without a
-guess. Until then the answer is not on the page (a saved notebook shows the unanswered state).
+``Predict(question, answer, explain)`` shows the question, an entry (a dropdown with
+``choices``) and two buttons: "Check my prediction" shows ✓ or ✗ with the answer and
+``explain``; "Just show me" reveals it. Until then the answer is not on the page. Answers are
+one int ("4", not "block 4"), a list of ints ("2, 1, 1" or "[2 1 1]") or one of ``choices``,
+computed in :mod:`pagedlab.explorers.predictions` from the real objects.
 
-Answers are ints (the guess must be one integer: "4", not "block 4" nor "4.5"), lists of ints
-(integers separated by commas or spaces, optionally in brackets: "2, 1, 1" or "[2 1 1]") or one
-of ``choices`` (exactly). The answer and its explanation are computed in
-:mod:`pagedlab.explorers.predictions` from the real objects, never in a notebook cell's source;
-the widget only reads them.
-
-Invariants: a callback changes only this widget's own ``feedback.value`` (no printing, no
-``with out:``, so nbval sees the same outputs in every run), never raises (an unreadable guess
-asks again), and touches no pagedlab state, so nothing a prediction does can break a later cell.
+Invariants: a callback changes only this widget's ``feedback.value`` (no printing, so nbval
+sees the same outputs), never raises (an unreadable guess asks again) and touches no
+pagedlab state.
 """
 
 from __future__ import annotations

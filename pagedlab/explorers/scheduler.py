@@ -1,16 +1,11 @@
 """SchedulerExplorer: step a tiny serving engine through memory pressure (§4.5).
 
-A 16-block device pool, a host pool as large (the swap space), and five requests (one with
-two parallel samples) that do not all fit at once. ``explorer_state(...)`` is the model and
-is pure: it builds a real :class:`~pagedlab.memory.scheduler.Scheduler` with real K/V
-(:class:`~pagedlab.attention.swap.SwappingKV`), runs ``step`` steps and, after every step,
-checks every running sequence's K/V read back through its block table. Each setting's run
-is kept as a list of snapshots (one per step), so moving the step slider costs one step.
-:class:`SchedulerExplorer` draws it (:func:`~pagedlab.pictures.scheduler.scheduler_drawing`)
-on the common :class:`~pagedlab.explorers.base.Explorer` base.
-
-Controls (``set(**controls)`` takes the same names): ``mode`` (swap / recompute),
-``block_size``, ``token_budget``, ``chunked_prefill`` and ``step``.
+A 16-block device pool, a host pool as large, and five requests (one with two samples) that do
+not all fit. ``explorer_state(...)`` is the pure model: a real
+:class:`~pagedlab.memory.scheduler.Scheduler` over real K/V, stepped ``step`` times, every
+running sequence's K/V checked after each step; each setting's run is kept, so moving the
+step slider costs one step. Controls: ``mode`` (swap / recompute), ``block_size``,
+``token_budget``, ``chunked_prefill`` and ``step``.
 """
 
 from __future__ import annotations
@@ -60,12 +55,8 @@ def _total_steps(mode: str, block_size: int, budget: int, chunked: bool) -> int:
 
 @dataclass
 class _Run:
-    """One setting's states so far: ``states[n]`` is the scheduler after ``n`` steps.
-
-    Each state owns its scheduler (with the K/V store that is its ``kv``) and nothing ever
-    steps it again: the next state steps a deep copy. So a state handed out once stays what
-    it was, however far the run goes on, and step ``n + 1`` costs one step, not ``n + 1``.
-    """
+    """One setting's states so far: ``states[n]`` is the scheduler after ``n`` steps, never
+    stepped again (the next state steps a deep copy), so step ``n + 1`` costs one step."""
 
     states: list[SchedulerState]
 
@@ -99,16 +90,9 @@ def explorer_state(
     chunked_prefill: bool = True,
     step: int = 0,
 ) -> SchedulerState:
-    """The scheduler after ``step`` steps (fewer if everything finished first); pure.
-
-    The same state as building the scene and running ``step`` steps from scratch, but each
-    setting's run is kept, so the next step costs one scheduler step (see ``_Run``). Raises
-    AssertionError if a block leaked or a sequence's K/V is wrong after any step.
-
-    The state is the caller's own: a deep copy of the kept one (scheduler, tables, pools and
-    K/V store; about half a millisecond), so stepping or freeing anything in it by hand
-    changes nothing that a later call, or another explorer, shows.
-    """
+    """The scheduler after ``step`` steps (fewer if everything finished first); pure: the
+    caller's own deep copy of the kept run's state. AssertionError if a block leaked or a
+    sequence's K/V is wrong after any step."""
     checked = check_controls(mode, block_size, token_budget, chunked_prefill, step)
     return copy.deepcopy(_kept_state(*checked))
 
@@ -140,11 +124,8 @@ def readout_html(state: SchedulerState) -> str:
 
 
 class SchedulerExplorer(Explorer):
-    """Mode toggle, block-size and token-budget sliders, chunked prefill, step / Play.
-
-    ``set(mode=..., block_size=..., token_budget=..., chunked_prefill=..., step=...)`` and
-    ``advance()`` (one scheduler step, what Play does each tick) drive it without a browser.
-    """
+    """Mode toggle, block-size and token-budget sliders, chunked prefill, step / Play;
+    ``advance()`` is one scheduler step (what Play does each tick)."""
 
     DECLARATION = SCHEDULER_EXPLORER
     ROWS = (("play", "step_button", "step"), ("mode", "chunked_prefill"),

@@ -1,18 +1,11 @@
 """Explorers for sharing: sliders -> real allocator, block tables, prefix cache -> picture.
 
-The models, the render of one setting and the controls' declarations live in
-:mod:`pagedlab.views.sharing` (no widgets, so the live site runs them in a browser).
-``SharingExplorer`` and ``PrefixCacheExplorer`` are those controls plus that render on the
-:class:`~pagedlab.explorers.base.Explorer` base. Prompts of the prefix cache come from
-:func:`pagedlab.scenes.prefix_tokens`.
-
-``EvictionExplorer`` (notebook 6, widgets only, not on the live site) runs
-:func:`pagedlab.control_scenes.eviction_scene`: a pool size, a number of requests that run
-between request A and its return, and the free rule; the readout says which of A's cached
-blocks were evicted and how many its return still hits.
-
-Beam search picks its parents with a seeded ``random.Random`` (synthetic scores), so the
-same slider values always give the same tree.
+``SharingExplorer`` and ``PrefixCacheExplorer`` are the controls and render of
+:mod:`pagedlab.views.sharing` (no widgets: the live site runs them) on the
+:class:`~pagedlab.explorers.base.Explorer` base; beam search uses a seeded ``random.Random``,
+so the same values give the same tree. ``EvictionExplorer`` (notebook 6, widgets only) runs
+:func:`pagedlab.control_scenes.eviction_scene` and says which of A's cached blocks were
+evicted and how many its return still hits.
 """
 
 from __future__ import annotations
@@ -61,10 +54,8 @@ def eviction_html(run: EvictionRun) -> str:
 
 
 class EvictionExplorer(Explorer):
-    """Controls ``pool_blocks``, ``others`` (requests between A and its return), ``free_rule``.
-
-    Invariant shown: A's return hits all its cached full blocks until the pool runs out of
-    other blocks to hand out; then each handed-out cached block is an eviction and a miss."""
+    """Controls ``pool_blocks``, ``others`` (requests between A and its return), ``free_rule``;
+    once the pool runs out of other blocks, each cached block handed out is a miss for A."""
 
     DECLARATION = Declaration(
         "EvictionExplorer",

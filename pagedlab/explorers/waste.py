@@ -27,11 +27,8 @@ MAX_RESERVED = 2048
 
 
 class ReservationExplorer(Explorer):
-    """One request: contiguous reservation vs paged blocks, for a response length you choose.
-
-    ``prompt`` is fixed per explorer; the controls are ``response``, ``generated``,
-    ``reserved`` and ``block_size`` (their ranges narrowed by :meth:`bounds`).
-    """
+    """One request: contiguous reservation vs paged blocks; ``prompt`` is fixed, the controls
+    ``response``, ``generated``, ``reserved`` and ``block_size`` narrow each other's ranges."""
 
     DECLARATION = Declaration(
         "ReservationExplorer",

@@ -1,32 +1,17 @@
 """Scenes of paged KV memory, drawn from the real allocator and block tables (Figs. 6-7).
 
-One scene shows one sequence the way PagedAttention sees it:
+One scene shows one sequence the way PagedAttention sees it: the *logical view* (positions in
+logical blocks, each slot showing its value; slots past ``num_tokens`` tinted with a dot as
+"allocated, empty"), the *physical pool* in address order (each block coloured by the first
+drawn table holding it, light grey free, dark grey held by a table not drawn, a ``×2`` badge
+when shared), an *arrow* per logical block, the *block table* as a strip of cells, and a
+colour key naming the drawn sequences (letters, never table ids).
 
-- the *logical view*: the sequence's positions grouped in logical blocks of ``block_size``
-  slots, each slot showing its value (the example's 1, 2, 3, ...); slots of the last block past
-  ``num_tokens`` are marked "allocated, empty" (tinted, with a dot);
-- the *physical pool* in address order: every block coloured by the first drawn table that
-  holds it, light grey when free, dark grey when held by a table that is not drawn; filled
-  and empty slots; a ref-count badge (``×2``) on blocks held more than once;
-- an *arrow* from each logical block to its physical block;
-- the *block table* itself (logical index over physical id) as a strip of cells;
-- a colour key naming every drawn sequence ("our sequence" alone, else "sequence A", "B",
-  ... or the ``names`` given: never a table's numeric id, which would read as one more
-  block number), and the grey of sequences not drawn only when such blocks are shown.
-
-Pool columns are balanced (17 blocks: 6, 6, 5, never 8, 8, 1) and an arrow to a block past
-the first column runs through the empty lane above its row and the gap before its column,
-never behind another block.
-
-``scene(...)`` reads the state (``refcounts()``, ``blocks``, ``slot_mapping()``; never a
-hand-written model, never a write) and returns a :class:`~pagedlab.pictures.canvas.Drawing`
-for a :class:`~pagedlab.pictures.canvas.Canvas`. Laid out for the default 9 x 4.6 in canvas;
-readable up to a 32-block pool and 64 positions. Labels that would not fit a slot are
-replaced by one caption per block (pool) or hidden (logical view, only when a slot is
-narrower than a 5 pt digit pair). Colours: :mod:`pagedlab.pictures.theme`.
-
-Not handled: more than one sequence in the logical view (draw them with ``logical_view``
-into boxes of your own).
+Pool columns are balanced (17 blocks: 6, 6, 5) and arrows run through empty lanes, never
+behind a block. ``scene(...)`` only reads the state (``refcounts()``, ``blocks``,
+``slot_mapping()``) and returns a :class:`~pagedlab.pictures.canvas.Drawing`, laid out for
+the default 9 x 4.6 in canvas and readable up to a 32-block pool and 64 positions; labels that
+do not fit become one caption per block (pool) or are hidden (logical view).
 """
 
 from __future__ import annotations
@@ -168,10 +153,8 @@ def pool_contents(
     tables: Sequence[BlockTable],
     values: Sequence[Sequence[object] | None] | None = None,
 ) -> dict[tuple[int, int], str]:
-    """Label of every written slot ``(block, offset)``, read from the tables' slot mappings.
-
-    Tables that share a block wrote the same content there, so the first table's label wins.
-    """
+    """Label of every written slot ``(block, offset)``, from the tables' slot mappings (tables
+    sharing a block wrote the same content: the first one's label wins)."""
     size = allocator.block_size
     contents: dict[tuple[int, int], str] = {}
     for index, table in enumerate(tables):
@@ -190,12 +173,8 @@ def pool_view(
     rows: int = ROWS,
     copies: Mapping[int, int] | None = None,
 ) -> Drawing:
-    """Every physical block in address order, coloured by the first table holding it.
-
-    ``copies`` maps a copy-on-write target to its source: a target that no drawn table holds
-    yet (mid-operation) is drawn in its source's colour with the source's contents, which
-    is what the copy put there.
-    """
+    """Every physical block in address order, coloured by the first table holding it; a
+    copy-on-write target in ``copies`` no table holds yet is drawn as its source."""
     d = Drawing()
     size, refcounts = allocator.block_size, allocator.refcounts()
     contents = pool_contents(allocator, tables, values)
@@ -281,11 +260,7 @@ TABLE_BOX = Box(0.85, 0.55, 8.1, 0.36)
 
 def sequence_names(count: int) -> list[str]:
     """Default names of ``count`` drawn sequences: "our sequence" alone, else "sequence A",
-    "sequence B", ...
-
-    Letters, never a table's numeric id: an id next to "block 4" and "blocks of 4" reads as
-    one more block number.
-    """
+    "sequence B", ... (never a table's id, which would read as one more block number)."""
     if count == 1:
         return ["our sequence"]
     return [f"sequence {chr(ord('A') + i % 26)}" for i in range(count)]
@@ -316,11 +291,8 @@ def scene(
     caption: str = "",
     names: Sequence[str] | None = None,
 ) -> Drawing:
-    """``tables[0]``'s logical view, block table and arrows; every table in the pool.
-
-    ``names`` name the tables in the title and the colour key (default
-    :func:`sequence_names`: letters, never table ids).
-    """
+    """``tables[0]``'s logical view, block table and arrows; every table in the pool, named
+    by ``names`` (default :func:`sequence_names`)."""
     if not tables:
         raise ValueError("tables is empty: pass at least the table to show")
     if names is None:

@@ -1,15 +1,10 @@
 """Drawing primitives: a ``Drawing`` (rectangles, labels, arrows) and a ``Canvas`` that shows it.
 
-The ``Drawing`` types live in :mod:`pagedlab.pictures.drawing` (no numpy, no matplotlib) and
-are re-exported here; this module is the matplotlib half.
-
-A scene function (``pictures.blocks``, ``pictures.sharing``, ...) reads state and returns a
-``Drawing``: plain data that tests can count by kind. ``Canvas.render(drawing)`` puts it on
-one matplotlib figure whose four collections (rectangles, arrow shafts, arrowheads, glyphs)
-have their contents replaced in place, and text as cached glyph paths, so one redraw costs a
-few tens of milliseconds instead of hundreds (one ``Text`` artist costs 2-4 ms). Sizes are in
-inches; the figure is ``size`` inches (default 9 x 4.6). Everything renders with Agg; no
-pyplot, no global state.
+The ``Drawing`` types live in :mod:`pagedlab.pictures.drawing` and are re-exported here; this
+is the matplotlib half. ``Canvas.render(drawing)`` puts a drawing on one figure whose four
+collections (rectangles, shafts, arrowheads, glyphs) are replaced in place, text as cached
+glyph paths, so a redraw costs tens of milliseconds, not hundreds (a ``Text`` artist costs
+2-4 ms). Sizes in inches (default 9 x 4.6); Agg only, no pyplot, no global state.
 """
 
 from __future__ import annotations
@@ -82,12 +77,8 @@ def image(picture: Drawing | Figure | bytes) -> object:
 
 
 class Canvas:
-    """A figure that shows one ``Drawing`` at a time, updated in place.
-
-    Rectangles, arrow shafts, arrowheads and glyphs are four collections; ``render``
-    replaces their contents, so the figure and its artists are made once. A drawing laid
-    out for another size resizes the figure.
-    """
+    """A figure that shows one ``Drawing`` at a time, its artists made once and updated in
+    place; a drawing laid out for another size resizes the figure."""
 
     def __init__(self, dpi: float = DPI, size: tuple[float, float] = (FIG_W, FIG_H)) -> None:
         self.dpi = dpi

@@ -1,20 +1,12 @@
 """External fragmentation: the same pool seen by a contiguous allocator and by paging (Fig. 3).
 
-``fragmentation_scene(pool, running, newcomer)`` reads a pool in which the ``running``
-tables hold their blocks and ``newcomer`` has just been given its blocks by paging. Two
-rows on one address axis:
-
-- **contiguous**: the running requests' stretches with the holes between them, as a
-  contiguous allocator sees the pool *before* the newcomer: every hole is drawn in the
-  grey of "external fragmentation" and labelled with its size, and the newcomer's request
-  for ``len(newcomer.blocks)`` adjacent blocks is an outline over the largest hole, so
-  the reader sees it overlap a running request when no hole is big enough;
-- **paged**: the same pool after the newcomer, one cell per block, its blocks marked
-  ``N0``, ``N1``, ... by logical index wherever they landed.
-
-:func:`fig3_scene` stacks :func:`~pagedlab.pictures.reservation.reservation_scene` (the
-reserved slots and internal fragmentation of one request) over this one: Fig. 3's three
-wastes in one picture. Reads state only (``blocks``, ``num_blocks``); never writes.
+``fragmentation_scene(pool, running, newcomer)`` draws two rows on one address axis:
+**contiguous**, the running requests with the holes between them (grey, labelled with their
+size) and the newcomer's request for adjacent blocks outlined over the largest hole, so it
+overlaps a running request when none is big enough; **paged**, the pool after the newcomer,
+its blocks marked ``N0``, ``N1``, ... wherever they landed. :func:`fig3_scene` stacks
+:func:`~pagedlab.pictures.reservation.reservation_scene` over it: Fig. 3's three wastes.
+Reads state only.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """A picture of one kernel program's walk over a sequence, drawn from ``paged_attention_steps``.
 
-Three panels share one x axis, one column per logical block (one step of the loop):
-
-- **reads**: logical block ``i`` -> the physical block the step loaded (from the block
-  table), with the positions it covers and how many slots were masked;
-- **scores and running max**: every score of the block as a dot, the running max ``m``
-  after the step as a line; a step whose max grew is marked "max moved";
-- **running sum**: a bar per step stacked from what was carried over (``l_old * alpha``, grey)
-  and what the block added (``block sum``, in the colour of the physical block it read; the
-  key's swatch shows every one of those colours); beside it (never inside it, where a
-  smaller ``l_old`` would hide) a dashed bar shows ``l_old`` before it was rescaled, labelled
-  with its value and ``x alpha``, so the carried grey part reads as that bar shrunk.
-
-Everything drawn comes from the ``LoopStep`` records; nothing is recomputed here and the
-records are not modified. Rendered with Agg (no pyplot, no global state); colours are
-the theme's Okabe-Ito palette (:mod:`pagedlab.pictures.theme`); PNG through
-:func:`pagedlab.pictures.png.to_png`. Readable up to about 16 steps.
+Three panels share one x axis, a column per logical block: **reads** (logical block -> the
+physical block loaded, its positions and masked slots); **scores and running max** (a dot per
+score, the max ``m`` as a line, "max moved" where it grew); **running sum** (a bar stacked
+from what was carried, ``l_old * alpha`` in grey, and what the block added, in its physical
+block's colour; beside it a dashed bar shows ``l_old`` before rescaling, labelled ``x alpha``).
+Everything comes from the ``LoopStep`` records, unmodified. Agg, the theme's palette, PNG via
+:func:`pagedlab.pictures.png.to_png`; readable up to about 16 steps.
 """
 
 from __future__ import annotations

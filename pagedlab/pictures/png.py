@@ -1,12 +1,9 @@
 """The one PNG encoder: a matplotlib figure -> PNG bytes; PNG bytes or pixels -> small PNG.
 
-It takes figures and bytes only (a ``Drawing`` is rendered by :mod:`pagedlab.pictures.canvas`,
-which imports this module, never the other way). Every picture in pagedlab goes through
-:func:`to_png`: Agg draws the figure at its own dpi and :func:`rgb_png` writes the RGB pixels
-(rows unfiltered, zlib level 1: fast, lossless, no timestamp), so the same figure gives the
-same bytes on every run. :func:`quantised_png` makes them small (a few-colour palette) for
-static frames, and :func:`save_png` writes the README's files with it. A notebook cell shows
-any picture with :func:`pagedlab.pictures.canvas.image`.
+Takes figures and bytes only (:mod:`pagedlab.pictures.canvas` renders a ``Drawing`` and
+imports this module). :func:`to_png` draws with Agg at the figure's dpi and :func:`rgb_png`
+writes the pixels (unfiltered, zlib level 1, no timestamp): same figure, same bytes.
+:func:`quantised_png` makes them small for static frames; :func:`save_png` writes the README's.
 """
 
 from __future__ import annotations
@@ -58,12 +55,8 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
 
 
 def quantised_png(picture: bytes | np.ndarray, colors: int) -> bytes:
-    """``picture`` (PNG bytes, or RGB pixels [height, width, 3]) as a PNG of ``colors`` colours.
-
-    Quantised by median cut (no dithering: that applies only to a given palette), saved with
-    ``optimize``: the same pixels always give the same bytes, and flat-coloured pictures, which
-    use a handful of colours, lose nothing visible. Static frames and the README's files use it.
-    """
+    """``picture`` (PNG bytes, or RGB pixels [height, width, 3]) as a PNG of ``colors`` colours:
+    median cut, no dithering, ``optimize``; same pixels, same bytes."""
     from PIL import Image
 
     if isinstance(picture, bytes):

@@ -1,22 +1,12 @@
 """One request's KV slots: a contiguous reservation beside paged blocks (Fig. 3's wastes).
 
 ``reservation_scene(request)`` reads a :class:`~pagedlab.simulate.policies.OneRequest` and
-returns a :class:`~pagedlab.pictures.canvas.Drawing` (so a slider redraws it in place in a
-few milliseconds) with three bars on one slot axis and a zoom:
-
-- **contiguous**: token states, slots reserved for future tokens, and the rest of the
-  reservation that is never used (internal fragmentation);
-- **paged**: the blocks the same tokens hold; of the empty slots of the last block, those
-  the request's future tokens will fill are "allocated, for future tokens" and the rest
-  "allocated, stays empty" (the only waste, always < B);
-- **contiguous, zoomed** and **paged, zoomed**: the first ``paged_blocks * B`` slots of
-  each, on one axis across the whole width (one cell per block, and one thin cell per slot
-  up to ``MAX_SLOT_CELLS`` slots), so each of the 2 reserved slots and a 16-slot allocation
-  on a 2048-slot axis are readable and line up slot for slot.
-
-A category that holds any slot is drawn at least ``MIN_W`` wide (the row's widest category
-gives up the difference), so one reserved slot on a 1024-slot axis still shows. Colours are
-the theme's categories (:data:`pagedlab.pictures.theme.CATEGORY_COLORS`).
+returns a ``Drawing`` with bars on one slot axis: **contiguous** (token states, slots reserved
+for future tokens, the never-used rest: internal fragmentation), **paged** (the blocks the same
+tokens hold; of the last block's empty slots, those future tokens fill and those that stay
+empty, the only waste, < B), and both **zoomed** to the first ``paged_blocks * B`` slots (a
+cell per slot up to ``MAX_SLOT_CELLS``), lined up slot for slot. A category holding any slot
+is at least ``MIN_W`` wide. Colours: :data:`pagedlab.pictures.theme.CATEGORY_COLORS`.
 """
 
 from __future__ import annotations

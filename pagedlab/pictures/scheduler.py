@@ -1,18 +1,6 @@
-"""The scheduler at one step: device pool, host pool, queues and what just happened.
-
-``scheduler_drawing(scheduler, result)`` (in :mod:`~pagedlab.pictures.scheduler_drawing`,
-re-exported here) reads the scheduler's state (its groups' tables and
-host block lists, the allocators' ref counts) and returns a :class:`Drawing`; it never
-changes anything. Every block is one cell split into ``block_size`` slots, filled slots in
-the colour of the request holding it (the same colour for all samples of a request), a
-``×2`` badge where samples share it; free blocks are light grey. Blocks that arrived this step
-(swapped in, or written on the host by a swap-out) have a black outline.
-
-Layout on the fixed 9 x 4.6 in canvas of :mod:`pagedlab.pictures.blocks`: the device pool top
-left, the host pool (swap space) under it, the queues and this step's events on the right,
-the counters along the bottom.
-
-``plot_swap_timings`` and ``plot_cost_model`` draw the two halves of Fig. 19 as new Figures.
+"""The scheduler at one step (:func:`scheduler_drawing`, re-exported from
+:mod:`~pagedlab.pictures.scheduler_drawing`), and Fig. 19's two halves as new Figures
+(``plot_swap_timings``, ``plot_cost_model``).
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """The scheduler at one step as a ``Drawing``: device pool, host pool, queues, events.
 
-``scheduler_drawing(scheduler, result)`` reads the scheduler's state (its groups' tables and
-host block lists, the allocators' ref counts) and returns a :class:`Drawing`; it never
-changes anything. Every block is one cell split into ``block_size`` slots, filled slots in
-the colour of the request holding it (the same colour for all samples of a request), a
-``×2`` badge where samples share it; free blocks are light grey. Blocks that arrived this step
-(swapped in, or written on the host by a swap-out) have a black outline.
-
-Layout on the fixed 9 x 4.6 in canvas of :mod:`pagedlab.pictures.blocks`: the device pool top
-left, the host pool (swap space) under it, the queues and this step's events on the right,
-the counters along the bottom. No numpy or matplotlib (the live site draws it as SVG);
-:mod:`pagedlab.pictures.scheduler` re-exports it beside the Fig. 19 plots.
+``scheduler_drawing(scheduler, result)`` reads the scheduler's state (tables, host block
+lists, ref counts) and changes nothing. A block is a cell of ``block_size`` slots, filled in
+its request's colour (all samples alike), a ``×2`` badge where shared, light grey when free;
+blocks that arrived this step (swapped in or out) have a black outline. On the 9 x 4.6 in
+canvas: device pool top left, host pool under it, queues and events right, counters along
+the bottom. No numpy or matplotlib (the live site draws it as SVG).
 """
 
 from __future__ import annotations

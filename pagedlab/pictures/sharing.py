@@ -1,19 +1,12 @@
 """Pictures of shared blocks: several block tables over one pool, ref counts, copy-on-write.
 
-Built on ``pagedlab.pictures.blocks`` (its pool view with ``×n`` ref-count badges) and
-``pagedlab.pictures.canvas``; this module adds what is specific to sharing:
-
-- ``sharing_scene``: one block-table strip per sequence on the left (a cell of a block that
-  several tables hold is marked with its ref count), the physical pool on the right;
-- ``event_frames``: run an operation (a fork, an append, a beam step) while listening to the
-  allocator and take one drawing per event, so a copy-on-write is its own step: allocate
-  the target, copy, release the source, write. The block an event touches is outlined
-  (and the source of a copy too); the slot of a write is outlined as well.
-
-Everything is read from the allocator and tables (``refcounts()``, ``blocks``,
-``slot_mapping()``); nothing here writes. Frames are taken *during* an operation, so a
-table may still show its old block until the operation finishes: the caption says what
-the event did. Readable up to 6 tables and a 32-block pool.
+Built on ``pagedlab.pictures.blocks``. ``sharing_scene`` draws one block-table strip per
+sequence (a shared block's cell marked with its ref count) beside the physical pool;
+``event_frames`` runs an operation (a fork, an append, a beam step) while listening to the
+allocator and takes one drawing per event, so a copy-on-write is its own steps (allocate,
+copy, release, write), the touched block outlined. Everything is read, nothing written; a
+frame taken mid-operation may show a table's old block, and its caption says what happened.
+Readable up to 6 tables and a 32-block pool.
 """
 
 from __future__ import annotations
@@ -43,15 +36,9 @@ def sharing_scene(
     copies: Mapping[int, int] | None = None,
     highlight_key: str = "",
 ) -> Drawing:
-    """Block-table strips of up to 6 ``tables`` and the whole pool with ref counts.
-
-    ``highlight_key``, if given, is the colour key of the ``highlight`` outline (e.g.
-    "cached full block"): a swatch outlined as the highlighted blocks are, under the pool.
-
-    ``names`` label the strips (default :func:`~pagedlab.pictures.blocks.sequence_names`:
-    letters in the order given, never table ids). With ``values``, each strip has its
-    sequence's words under it, one group per logical block. ``copies`` (target -> source of
-    a copy-on-write in progress): see :func:`~pagedlab.pictures.blocks.pool_view`."""
+    """Block-table strips of up to 6 ``tables`` (labelled by ``names``, with ``values``' words
+    under them) and the whole pool with ref counts. ``highlight_key`` names the ``highlight``
+    outline in the key; ``copies``: see :func:`~pagedlab.pictures.blocks.pool_view`."""
     if len(tables) > MAX_TABLES:
         raise ValueError(f"at most {MAX_TABLES} tables fit one picture, got {len(tables)}")
     if names is None:
@@ -140,11 +127,8 @@ def event_frames(
     title: str = "",
     names: Sequence[str] | None = None,
 ) -> list[Frame]:
-    """One frame before ``action()``, one per allocator event during it, one after.
-
-    ``tables`` (and ``values``) are called at each frame, so an action that replaces the
-    tables (a beam step) is drawn with whatever is current.
-    """
+    """One frame before ``action()``, one per allocator event during it, one after;
+    ``tables`` (and ``values``) are called at each frame (a beam step replaces them)."""
 
     copies: dict[int, int] = {}  # copy-on-write target -> source, seen so far
 

@@ -1,19 +1,13 @@
 """What one engine step sends to the GPU, and who reads the one block table (§4.6).
 
 ``mixed_step_scene(step)`` draws a :class:`~pagedlab.attention.mixed_step.MixedStep`: the
-flattened ``input_ids`` and ``positions`` (one cell per token, coloured by request),
-``query_start_loc`` and ``seq_lens``, the block table (a row per request slot; a used entry
-in its request's colour, the rest of a sent row in grey; the rows of unused request slots
-faded, since attention gets only the first ``num_reqs`` rows) and the slot mapping with
-its ``-1`` padding up to the token budget (hatched grey).
-
-``tensor_parallel_scene(table, num_workers, num_kv_heads)`` draws §4.6: one KV cache manager
-with one block table, and ``num_workers`` tensor-parallel workers that each read the same
-block ids, each holding only its share of the attention heads in every block.
-
-Both read state and never change it; both return a :class:`Drawing`. Rect kinds (counted by
-the tests): ``token``, ``pad``, ``index``, ``table-cell``, ``null``, ``worker-block``,
-``free-block``.
+flattened ``input_ids`` and ``positions`` (coloured by request), ``query_start_loc``,
+``seq_lens``, the block table (used entries in the request's colour, the rest grey, unused
+request rows faded) and the slot mapping with its hatched ``-1`` padding.
+``tensor_parallel_scene(table, num_workers, num_kv_heads)`` draws one KV cache manager with
+one block table read by every worker, each holding its share of the heads in every block.
+Both read state only. Rect kinds (counted by the tests): ``token``, ``pad``, ``index``,
+``table-cell``, ``null``, ``worker-block``, ``free-block``.
 """
 
 from __future__ import annotations

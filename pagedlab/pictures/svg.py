@@ -1,15 +1,11 @@
 """A ``Drawing`` as SVG: the live site's pictures, from the same scenes the PNGs come from.
 
-:class:`~pagedlab.pictures.canvas.Canvas` renders a :class:`~pagedlab.pictures.drawing.Drawing`
-with matplotlib (the notebooks' PNGs); :func:`to_svg` writes the very same drawing as an SVG
-document, so a page without numpy or matplotlib (Pyodide in a browser) draws what a notebook
-draws: the same rectangles, labels and arrows, at the same places, in the same colours.
-
-Conventions, matching the canvas: drawing units are inches with the origin at the bottom left;
-the SVG's user unit is one point (1/72 in) with y flipped; labels are centred vertically on
-the height of a digit (``0.36 x size`` under the anchor) and anchored by ``ha``; an arrow is a
-shaft through its ``via`` points ending at a triangular head of ``HEAD_LEN`` inches.
-Every string is XML-escaped; the output depends only on the drawing (deterministic).
+:func:`to_svg` writes the very drawing :class:`~pagedlab.pictures.canvas.Canvas` renders, so a
+page without numpy or matplotlib (Pyodide) draws what a notebook draws. Conventions match the
+canvas: inches with the origin bottom left become points (1/72 in) with y flipped; labels are
+centred on a digit's height (``0.36 x size`` under the anchor), anchored by ``ha``; an arrow is
+a shaft through ``via`` ending in a head of ``HEAD_LEN`` inches. Strings are XML-escaped; the
+output depends only on the drawing.
 """
 
 from __future__ import annotations

@@ -47,34 +47,19 @@ if TYPE_CHECKING:  # the names below load on first use: numpy only when a numpy 
 # Each name's module. Importing ``pagedlab.simulate`` loads none of them, so its numpy-free
 # modules (``reservation``, ``contiguous``, ``validate``) import in a browser (Pyodide).
 _HOMES: dict[str, str] = {
-    "BuddyAllocator": "pagedlab.simulate.contiguous",
-    "CATEGORIES": "pagedlab.simulate.accounting",
-    "FIG2": "pagedlab.simulate.accounting",
-    "FirstFit": "pagedlab.simulate.contiguous",
-    "MAX_LEN": "pagedlab.simulate.workload",
-    "OneRequest": "pagedlab.simulate.policies",
-    "PAPER_MEAN_BATCH": "pagedlab.simulate.report",
-    "PAPER_POOL_SLOTS": "pagedlab.simulate.policies",
-    "PAPER_TOKEN_SHARE": "pagedlab.simulate.report",
-    "Policy": "pagedlab.simulate.policies",
-    "SimResult": "pagedlab.simulate.accounting",
-    "StepCost": "pagedlab.simulate.step_cost",
-    "SweepRow": "pagedlab.simulate.report",
-    "Trace": "pagedlab.simulate.workload",
-    "WORKLOADS": "pagedlab.simulate.workload",
-    "block_size_sweep": "pagedlab.simulate.report",
-    "breakdown_table": "pagedlab.simulate.report",
-    "buddy_extent": "pagedlab.simulate.contiguous",
-    "compare_table": "pagedlab.simulate.report",
-    "make_trace": "pagedlab.simulate.workload",
-    "orca_max": "pagedlab.simulate.policies",
-    "orca_oracle": "pagedlab.simulate.policies",
-    "orca_pow2": "pagedlab.simulate.policies",
-    "paper_policies": "pagedlab.simulate.policies",
-    "reserved_slots": "pagedlab.simulate.policies",
-    "simulate": "pagedlab.simulate.engine",
-    "sweep_table": "pagedlab.simulate.report",
-    "vllm": "pagedlab.simulate.policies",
+    name: f"pagedlab.simulate.{module}"
+    for module, names in (
+        ("accounting", "CATEGORIES FIG2 SimResult"),
+        ("contiguous", "BuddyAllocator FirstFit buddy_extent"),
+        ("engine", "simulate"),
+        ("policies", "PAPER_POOL_SLOTS OneRequest Policy paper_policies reserved_slots"),
+        ("policies", "orca_max orca_oracle orca_pow2 vllm"),
+        ("report", "PAPER_MEAN_BATCH PAPER_TOKEN_SHARE SweepRow block_size_sweep"),
+        ("report", "breakdown_table compare_table sweep_table"),
+        ("step_cost", "StepCost"),
+        ("workload", "MAX_LEN WORKLOADS Trace make_trace"),
+    )
+    for name in names.split()
 }
 
 

@@ -1,30 +1,21 @@
 """Closed-form accounting of a run of steps during which only lengths change.
 
-Between two events every running sequence gains one token per step, so the slots in each
-memory category (below) after step ``j = 1..k`` are simple functions of
-``j``; their sums over the ``k`` steps are computed here in one numpy expression each, and,
-when asked, the per-step rows too. Both functions return the category sums in the order of
-``CATEGORIES``, which add up to ``k x pool`` slots.
+Between two events every sequence gains one token per step, so each category's slots after
+step ``j = 1..k`` are simple functions of ``j``: their sums (in ``CATEGORIES`` order, adding
+up to ``k x pool``) and, when asked, the per-step rows are one numpy expression each.
 
 Memory categories (slots; they sum to the pool at every step -- tests check it)
     tokens    KV of tokens computed so far
-    reserved  contiguous slots reserved for this request's future tokens (true final length
-              minus current length); the paged policy reserves nothing
+    reserved  contiguous slots reserved for the request's future tokens (paged: none)
     internal  contiguous: reservation beyond the true final length; paged: empty slots in
               each sequence's last block (< B per sequence)
-    rounding  contiguous: the allocator's extent beyond the reservation (a buddy extent is a
-              power of two); paged: none
-    external  free slots while a request waits. Contiguous: no free block fits the head's
-              extent. Paged: free blocks held back by the watermark or too few for the head's
-              prompt (memory that a waiting request cannot use), plus the pool's tail
-              ``slots % B``.
-    idle      free slots while nobody waits: no demand, so not a waste of the policy.
-    Averages are over steps (time with nothing running is not a step). ``shares()`` divides by
-    the pool. ``fig2_shares()`` gives the four segments of the paper's Fig. 2 bars: rounding
-    goes into "external fragmentation and others" (the paper's Oracle bar has no internal
-    fragmentation although its buddy allocator rounds every extent up, so the rounding must be
-    in that segment), and idle slots are left out (the paper's bars have no segment for free
-    memory nobody asks for; our choice, so ``shares()["idle"]`` is printed beside them).
+    rounding  contiguous: the allocator's extent beyond the reservation (paged: none)
+    external  free slots while a request waits that it cannot use (no extent fits; paged:
+              held back by the watermark or too few for the head's prompt, plus ``slots % B``)
+    idle      free slots while nobody waits: no demand, not the policy's waste.
+Averages are over steps. ``fig2_shares()`` gives the paper's Fig. 2 segments: rounding goes
+into "external fragmentation and others" (the paper's Oracle bar has no internal fragmentation
+though its buddy allocator rounds), and idle is left out (our choice; printed beside them).
 """
 
 from __future__ import annotations
@@ -63,11 +54,8 @@ class SimResult:
         return {k: v / self.pool_slots for k, v in self.mean_slots.items()}
 
     def fig2_shares(self) -> dict[str, float]:
-        """The paper's Fig. 2 segments, as shares of the pool minus idle slots (sums to 1).
-
-        ``external`` is "external fragmentation and others": free slots a waiting request
-        cannot use plus the allocator's rounding.
-        """
+        """The paper's Fig. 2 segments, as shares of the non-idle pool (sums to 1);
+        ``external`` includes the allocator's rounding."""
         m = self.mean_slots
         busy = self.pool_slots - m["idle"]
         seg = {k: m[k] for k in FIG2}
@@ -100,11 +88,8 @@ def paged_steps(
     blocks_after_first: int,
     rows: bool,
 ) -> tuple[int, Sums, Rows]:
-    """Account up to ``k`` paged steps; stop before the first step that lacks blocks.
-
-    ``blocks_after_first`` is the number of blocks held after step 1 (already checked to fit).
-    Returns the number of steps accounted, the sums and (if ``rows``) the per-step rows.
-    """
+    """Account up to ``k`` paged steps, stopping before the first that lacks blocks
+    (``blocks_after_first`` fit); returns the steps accounted, the sums and the rows."""
     B = block_size
     if k == 1:
         used = np.array([blocks_after_first])

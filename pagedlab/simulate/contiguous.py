@@ -1,26 +1,15 @@
 """Contiguous address spaces for the Orca baselines: a buddy allocator and first-fit.
 
 The paper (§6.1): "We assume Orca uses the buddy allocation algorithm to determine the
-memory address to store KV cache." ``BuddyAllocator`` is that algorithm:
+memory address to store KV cache." ``BuddyAllocator`` hands out power-of-two extents
+(``buddy_extent(n)`` slots) aligned to their size: it splits the smallest large-enough free
+block (lowest address first) in halves, and a freed extent merges with its *buddy* (at
+``start XOR size``) while that is free and whole. A pool whose size is not a power of two (the
+paper's 15,728 slots) starts as its binary decomposition, largest first from address 0, so no
+merge crosses between them and a request above the largest can never be served.
 
-* every extent it hands out is a power of two, ``buddy_extent(n)`` slots for a request of
-  ``n``, and starts at a multiple of its own size;
-* to serve an extent it takes the smallest free block that is large enough (lowest address
-  first among equals) and splits it in halves until it has the right size; the upper halves
-  go back on the free lists;
-* a freed extent merges with its *buddy* (the other half of the block it was split from,
-  at ``start XOR size``) while that buddy is free and whole, so freeing everything gives
-  back the blocks the pool started with.
-
-A pool whose size is not a power of two (the paper's 15,728 slots) starts as its binary
-decomposition: the largest power of two at address 0, the next one after it, and so on
-(15,728 = 8,192 + 4,096 + 2,048 + 1,024 + 256 + 64 + 32 + 16). Each starts at a multiple of
-its size and no two have the same size, so no merge ever crosses from one to another; a
-request larger than the largest of them can never be served.
-
-``FirstFit`` is the other classic: an extent of exactly ``n`` slots at the lowest address
-whose hole is large enough. It wastes nothing by rounding, so running the same baseline on
-both shows how much of the buddy allocator's waste is its rounding.
+``FirstFit`` places exactly ``n`` slots at the lowest hole large enough: no rounding, so
+running a baseline on both shows how much of the buddy allocator's waste is its rounding.
 
 Invariants (both): live extents never overlap and lie inside ``[0, size)``;
 ``used + free == size``; a failed ``alloc`` returns None and changes nothing.

@@ -1,36 +1,21 @@
 """Event-driven simulation of KV memory under FCFS continuous batching (the paper's Fig. 2, 13).
 
-Model
-    One iteration ("step") advances every running request by one token. A request admitted at
-    a step boundary is prefilled in the next step: after its first step it holds ``prompt + 1``
-    token states, after its ``output``-th step ``prompt + output`` and it leaves. Requests are
-    admitted first-come first-served, never skipping the head of the queue:
-    * contiguous policies (the Orca baselines) reserve ``Policy.reservation`` slots at
-      admission; the allocator (a buddy allocator by default, as the paper assumes in §6.1)
-      hands out an extent of ``Policy.extent`` slots, and the request never runs out later;
-    * the paged policy admits while the free blocks cover the prompt's blocks plus a watermark
-      (1 % of the pool, as vLLM does; waived when nothing runs). Before each step every running
-      sequence must own ceil(len / B) blocks; when the pool cannot supply them the newest
-      request is preempted by recompute (its blocks are freed, it returns to the head of the
-      queue with everything generated so far as its new prompt) -- counted in ``preemptions``.
-    A step lasts ``StepCost.seconds``; this only sets how many arrivals happen per step.
+Each step advances every running request by one token: admitted at a step boundary, a request
+holds ``prompt + 1`` token states after its first step and leaves after its ``output``-th.
+Admission is first-come first-served, never skipping the queue's head. Contiguous policies
+(Orca) reserve ``Policy.reservation`` slots and get an extent of ``Policy.extent`` from the
+allocator (a buddy allocator by default, §6.1), never running out later. The paged policy
+admits while the free blocks cover the prompt's blocks plus a watermark (1 % of the pool, as
+vLLM; waived when nothing runs); when the pool cannot give every sequence its ceil(len / B)
+blocks the newest request is preempted by recompute (back to the queue's head with what it
+generated as prompt), counted in ``preemptions``. ``StepCost.seconds`` only sets how many
+arrivals happen per step. Memory categories: see ``accounting`` (they sum to the pool).
 
-Memory categories: see ``accounting`` (they sum to the pool at every step).
-
-Correspondence with pagedlab.BlockAllocator / BlockTable
-    A sequence of ``len`` tokens holds exactly ``ceil(len / B)`` blocks, the number a
-    ``BlockTable.append_tokens`` run leaves in ``.blocks``; ``num_slots = blocks * B`` and
-    ``internal = num_slots - len``. The pool is ``BlockAllocator(slots // B, B)``; a preempted
-    sequence's ``BlockTable.free()`` returns its blocks. Which physical blocks are used is
-    irrelevant to the accounting, so the simulator keeps counts, not tables.
-
-Speed
-    Between events (a request finishes, one arrives to an empty queue, the paged pool would
-    run out, the horizon) nothing changes but lengths, so whole runs of steps are accounted in
-    one numpy expression: exact, not sampled.
-
-Not handled: prefill token budgets and prefill-only steps (a new request's prompt is processed
-in the same step as everyone's decode, Orca-style), swapping to CPU, beam search and sharing.
+A sequence of ``len`` tokens holds ``ceil(len / B)`` blocks, as a ``BlockTable`` would, in a
+``BlockAllocator(slots // B, B)``: which blocks is irrelevant, so the simulator keeps counts.
+Between events (a finish, an arrival to an empty queue, the pool running out, the horizon)
+only lengths change, so whole runs of steps are one numpy expression: exact, not sampled.
+Not handled: prefill budgets and prefill-only steps, swapping, beam search and sharing.
 """
 
 from __future__ import annotations
@@ -192,16 +177,8 @@ class _Run:
         """Add the admitted requests to the running batch."""
         self.admitted += len(new)
         ids = np.asarray(new, np.int64)
-        self.batch.append(
-            _Batch(
-                ids,
-                self.context[ids],
-                self.steps_left[ids],
-                self.final[ids],
-                self.reserved[ids],
-                self.extent[ids],
-            )
-        )
+        arrays = (self.context, self.steps_left, self.final, self.reserved, self.extent)
+        self.batch.append(_Batch(ids, *(a[ids] for a in arrays)))
 
     def steps_until_event(self, new: list[int], dt: float) -> int:
         """Steps that can run before anything but lengths changes (at least 1)."""
@@ -328,11 +305,8 @@ def simulate(
     watermark: float = 0.01,
     record: bool = False,
 ) -> SimResult:
-    """Run ``trace`` under ``policy`` until the trace's duration ends; see the module docstring.
-
-    With ``record=True`` the result carries per-step arrays (``t``, ``batch`` and every
-    category of ``CATEGORIES``) -- for tests and pictures of short traces.
-    """
+    """Run ``trace`` under ``policy`` until the trace's duration ends; with ``record=True`` the
+    result carries per-step arrays (``t``, ``batch``, every category) for short traces."""
     check_type(trace, "trace", Trace)
     check_type(policy, "policy", Policy)
     pool_slots = check_int(pool_slots, "pool_slots", minimum=1, maximum=MAX_POOL_SLOTS)

@@ -1,20 +1,13 @@
 """KV-pool sizing and the four systems of the paper's Fig. 2 and Fig. 13 (§6.1).
 
-What is handled
-    * The paper's pool: OPT-13B on an A100-40GB keeps about 12 GB of KV cache (Fig. 1: "> 30 %"
-      of 40 GB; we take 30 %) at 800 KB per token (§3: 2 x 5120 x 40 x 2 bytes = 819,200 B),
-      i.e. 15,728 token slots.
-    * The baselines as §6.1 defines them (``reserved_slots``): Orca (Max) reserves the
-      maximum sequence length, 2048; Orca (Pow2) reserves the prompt plus the next power of
-      two of the true output length ("if the true output length is 25, it reserves 32
-      positions for outputs"); Orca (Oracle) reserves exactly prompt + output. Each places its
-      reservation with a buddy allocator (§6.1; ``contiguous.BuddyAllocator``), which rounds
-      the reservation up to a power of two; ``allocator="first_fit"`` places it unrounded.
-    * vLLM: paged allocation in blocks of ``block_size`` slots.
+The paper's pool: OPT-13B on an A100-40GB keeps about 12 GB of KV cache (Fig. 1: "> 30 %"; we
+take 30 %) at 800 KB per token (§3: 2 x 5120 x 40 x 2 bytes), i.e. 15,728 token slots. The
+baselines as §6.1 defines them (``reserved_slots``): Orca (Max) reserves 2048; Orca (Pow2) the
+prompt plus the next power of two of the true output ("if the true output length is 25, it
+reserves 32 positions for outputs"); Orca (Oracle) exactly prompt + output; each placed by a
+buddy allocator (or ``allocator="first_fit"``, unrounded). vLLM: paging in ``block_size`` blocks.
 
-Invariants
-    ``reserved_slots`` >= prompt + output (a request always fits its reservation) and <= the
-    maximum length; the allocator's extent >= the reservation.
+Invariants: prompt + output <= ``reserved_slots`` <= the maximum length; extent >= reservation.
 """
 
 from __future__ import annotations
@@ -28,7 +21,6 @@ from pagedlab.checks import ArgumentTypeError, check_int
 from pagedlab.simulate.contiguous import ALLOCATORS
 from pagedlab.simulate.reservation import RESERVATIONS as RESERVATIONS  # re-exported
 from pagedlab.simulate.reservation import OneRequest as OneRequest
-from pagedlab.simulate.reservation import next_pow2 as next_pow2
 from pagedlab.simulate.reservation import reserved_slots as reserved_slots
 from pagedlab.simulate.validate import check_choice, check_type
 from pagedlab.simulate.workload import MAX_LEN, MAX_TOKENS
@@ -40,11 +32,8 @@ PAPER_POOL_SLOTS = KV_BYTES_OPT13B_A100 // BYTES_PER_TOKEN_OPT13B  # 15,728 toke
 
 @dataclass(frozen=True)
 class Policy:
-    """How a request gets KV memory: contiguous ``reserve`` or paging in ``block_size`` blocks.
-
-    Contiguous policies place their reservation with ``allocator`` ("buddy", the paper's
-    assumption, or "first_fit").
-    """
+    """How a request gets KV memory: contiguous ``reserve`` (placed by ``allocator``, "buddy"
+    or "first_fit") or paging in ``block_size`` blocks."""
 
     name: str
     reserve: str | None = None  # "max" | "pow2" | "oracle" for contiguous policies
@@ -97,10 +86,8 @@ class Policy:
 
 
 def _lengths(values: object, name: str) -> np.ndarray:
-    """``values`` as an int64 array of lengths in ``[1, MAX_TOKENS]`` (integer dtype required).
-
-    Widened before any arithmetic, so small dtypes cannot overflow and uint64 cannot wrap.
-    """
+    """``values`` as an int64 array of lengths in ``[1, MAX_TOKENS]`` (integer dtype required),
+    widened before any arithmetic (no overflow, no uint64 wrap)."""
     arr = np.asarray(values)
     if arr.dtype.kind not in "iu":
         raise ArgumentTypeError(f"{name} must hold integers, got dtype {arr.dtype}")

@@ -1,14 +1,10 @@
 """The paper's numbers beside ours (Fig. 2, Fig. 13), and the block-size trade-off.
 
-``fig2_table`` prints the paper's Fig. 2 breakdown and ours row by row, ``fig13_table`` the
-mean batch sizes of Fig. 13 (OPT-13B, ShareGPT, 2 req/s); ``compare_table`` prints both with
-the cause of each difference (``GAP_NOTES``). The paper's numbers come from ``pagedlab.paper``.
-
-``block_size_sweep`` runs the paged policy for each block size and reports what the paper's
-Fig. 18b trades off: internal fragmentation (grows with B), block-table entries per sequence
-(shrink with B: fewer, larger gathers for the kernel) and sharing granularity (only whole
-blocks are shared, and a copy-on-write copies a whole block of B slots). Kernel speed itself is
-not simulated.
+``fig2_table`` and ``fig13_table`` (mean batch sizes; OPT-13B, ShareGPT, 2 req/s) print the
+paper's numbers (``pagedlab.paper``) beside ours; ``compare_table`` both, with the cause of
+each difference (``GAP_NOTES``). ``block_size_sweep`` runs the paged policy per block size
+and reports Fig. 18b's trade-off: internal fragmentation (grows with B), table entries per
+sequence and sharing granularity (shrink and coarsen with B). Kernel speed is not simulated.
 """
 
 from __future__ import annotations
@@ -61,11 +57,8 @@ def _pct(v: float | None) -> str:
 
 
 def fig2_table(results: Sequence[SimResult]) -> str:
-    """The paper's Fig. 2 breakdown and ours, row by row (shares of the non-idle pool).
-
-    Our row also shows, apart, the two parts of 'external & others' (the allocator's
-    rounding; free slots while a request waits) and the idle share of the whole pool.
-    """
+    """The paper's Fig. 2 breakdown and ours (shares of the non-idle pool); ours also splits
+    'external & others' into rounding and waiting, and shows the idle share."""
     results = _check_results(results)
     head = f"{'system':<14}{'':<6}" + "".join(f"{h:>12}" for h in _HEADS)
     head += f" | {'rounding':>8} {'free':>6} {'idle':>6}"
@@ -104,11 +97,8 @@ def fig13_table(results: Sequence[SimResult]) -> str:
 
 
 def compare_table(results: Sequence[SimResult], with_paper: bool = True) -> str:
-    """Fig. 2 and Fig. 13, ours beside the paper's, and why each row differs.
-
-    The paper's numbers are for OPT-13B, ShareGPT, 2 req/s: pass ``with_paper=False`` for
-    any other setting, and only our columns are printed.
-    """
+    """Fig. 2 and Fig. 13, ours beside the paper's (OPT-13B, ShareGPT, 2 req/s), and why each
+    row differs; ``with_paper=False`` prints only ours (for any other setting)."""
     results = _check_results(results)
     check_type(with_paper, "with_paper", bool)
     if not with_paper:

@@ -1,13 +1,9 @@
 """One request's reservation and its paged blocks, without numpy (paper §6.1, Fig. 3).
 
-``reserved_slots`` is what each Orca baseline reserves for one request; ``OneRequest`` splits
-one request's memory into the slots that hold KV, those reserved for tokens still to come and
-those never used, beside paging's blocks. Pure Python (no numpy), so the graders and the live
-site's pictures that use it run in a browser; :mod:`pagedlab.simulate.policies` re-exports both.
-
-Invariants
-    ``reserved_slots`` >= prompt + output (a request always fits its reservation) and <= the
-    maximum length.
+``reserved_slots`` is what each Orca baseline reserves for one request (>= prompt + output, <=
+the maximum length); ``OneRequest`` splits one request's memory into KV, slots reserved for
+tokens to come and slots never used, beside paging's blocks. Pure Python, so graders and the
+live site run it in a browser; :mod:`pagedlab.simulate.policies` re-exports both.
 """
 
 from __future__ import annotations
@@ -27,18 +23,9 @@ MAX_TOKENS = 2**31 - 1
 RESERVATIONS = ("max", "pow2", "oracle")
 
 
-def next_pow2(n: int) -> int:
-    """The smallest power of two >= ``n`` (``n`` >= 1)."""
-    return buddy_extent(n)
-
-
 def reserved_slots(policy: str, prompt_len: int, output_len: int, max_len: int = MAX_LEN) -> int:
-    """Slots an Orca baseline reserves for one request (§6.1), before the allocator rounds.
-
-    ``"max"``: ``max_len``; ``"pow2"``: ``prompt_len + next_pow2(output_len)``, at most
-    ``max_len``; ``"oracle"``: ``prompt_len + output_len``. E.g. prompt 100, output 25:
-    2048 / 132 / 125.
-    """
+    """Slots an Orca baseline reserves for one request (§6.1), before the allocator rounds:
+    ``max_len``, ``prompt + next_pow2(output)`` (at most ``max_len``) or ``prompt + output``."""
     check_choice(policy, "policy", RESERVATIONS)
     max_len = check_int(max_len, "max_len", minimum=2, maximum=MAX_TOKENS)
     p = check_int(prompt_len, "prompt_len", minimum=1, maximum=max_len - 1)
@@ -46,18 +33,14 @@ def reserved_slots(policy: str, prompt_len: int, output_len: int, max_len: int =
     if policy == "max":
         return max_len
     if policy == "pow2":
-        return min(p + next_pow2(o), max_len)
+        return min(p + buddy_extent(o), max_len)  # the next power of two
     return p + o
 
 
 @dataclass(frozen=True)
 class OneRequest:
-    """One request's memory under contiguous reservation and under paging (paper Fig. 3).
-
-    ``tokens`` slots hold KV now; a contiguous reservation of ``reserved_slots`` splits into
-    ``tokens + future + never_used``; paging holds ``ceil(tokens / B)`` blocks whose empty tail
-    ``paged_waste`` is always < B.
-    """
+    """One request's memory under contiguous reservation and under paging (paper Fig. 3): the
+    reservation is ``tokens + future + never_used``; paging's empty tail ``paged_waste`` < B."""
 
     prompt: int
     response: int

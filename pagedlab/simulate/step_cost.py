@@ -1,8 +1,5 @@
-"""How long one step of continuous batching takes: the time axis of the simulator.
-
-Only the time axis depends on it (how many requests arrive per step); the memory accounting
-per step does not. See ``StepCost`` for the model and where its numbers come from.
-"""
+"""How long one step of continuous batching takes: only the simulator's time axis (arrivals
+per step) depends on it, never the memory accounting."""
 
 from __future__ import annotations
 
@@ -16,14 +13,11 @@ from pagedlab.simulate.validate import check_real
 class StepCost:
     """Seconds per step: ``base_s + per_seq_s * batch + per_prefill_token_s * prompt tokens``.
 
-    The model is ours; the paper gives no step times. Defaults: a 30 ms floor (one pass over
-    OPT-13B's 26 GB of weights takes 17 ms at an A100-40GB's 1.555 TB/s peak bandwidth; we
-    allow for kernels below peak and framework overhead), 0.5 ms per running sequence (its KV
-    reads and sampling) and 0.1 ms per prompt token prefilled in the step. We chose them so
-    that Little's law (batch = rate x mean output x step) lands near the paper's vLLM batch
-    at 2 req/s: 30 sequences take 45 ms, and 2 x 338 x 0.045 = 30.4. So vLLM's batch size is
-    calibrated, not predicted. The Orca baselines' batches are set by memory (a request is
-    always waiting), so they hardly depend on it.
+    Ours (the paper gives no step times): a 30 ms floor (OPT-13B's 26 GB of weights take 17 ms
+    at an A100's 1.555 TB/s peak, plus overheads), 0.5 ms per sequence, 0.1 ms per prompt token.
+    Chosen so that Little's law lands near the paper's vLLM batch at 2 req/s (30 sequences
+    take 45 ms; 2 x 338 x 0.045 = 30.4): vLLM's batch is calibrated, not predicted. The Orca
+    baselines' batches are set by memory, so they hardly depend on it.
     """
 
     base_s: float = 0.030

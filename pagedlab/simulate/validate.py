@@ -21,11 +21,8 @@ def check_real(
     at_least: float | None = None,
     below: float | None = None,
 ) -> float:
-    """``value`` as a finite float, ``> above``, ``>= at_least`` and ``< below`` (each optional).
-
-    Ints, floats and numpy real scalars are accepted; bools, strings, complex numbers and
-    arrays are refused as a wrong kind; NaN and infinities as a wrong value.
-    """
+    """``value`` (a real number or numpy real scalar, not a bool) as a finite float, ``> above``,
+    ``>= at_least`` and ``< below`` (each optional)."""
     if isinstance(value, bool) or str(getattr(value, "dtype", "")) == "bool":
         raise ArgumentTypeError(f"{name} must be a real number, got {value!r}")
     if not isinstance(value, numbers.Real):

@@ -1,29 +1,16 @@
 """Synthetic request traces for the memory simulator: Poisson arrivals, long-tailed lengths.
 
-What is handled
-    * Poisson arrivals at ``rate`` requests per second over ``duration_s`` seconds.
-    * Prompt and output lengths drawn from lognormal distributions whose *capped* means equal
-      the paper's dataset means (Kwon et al. 2023, Sec. 6.1): ShareGPT 161.31 in / 337.99 out,
-      Alpaca 19.31 in / 58.45 out. No dataset is downloaded.
-    * Every length is an integer >= 1, and prompt + output <= ``max_len`` (OPT's 2048).
+Poisson arrivals at ``rate`` requests per second over ``duration_s`` seconds. Prompt and output
+lengths are lognormal with a fixed log-space ``sigma``, the log-mean solved so that the mean of
+``min(X, cap)`` equals the paper's dataset mean (§6.1: ShareGPT 161.31 in / 337.99 out, Alpaca
+19.31 in / 58.45 out; no dataset is downloaded). The sigmas are stated, not fitted: ShareGPT
+1.0 / 0.8, Alpaca 0.6 / 0.8. Drawn independently, then ``prompt + output <= max_len`` (OPT's
+2048) shortens a few outputs, so realised means sit slightly below the targets
+(``Trace.summary`` prints both). Not handled: correlated lengths, multi-turn sessions,
+burstier-than-Poisson arrivals.
 
-The distribution choice (stated, not fitted to the paper's results)
-    The paper gives means and a histogram (Fig. 11), not a closed form. We use a lognormal
-    for each marginal with a fixed log-space spread ``sigma`` and solve for the log-mean so that
-    the mean of ``min(X, cap)`` equals the paper's mean. ShareGPT-like: sigma 1.0 for prompts
-    (coefficient of variation 1.3: mostly short, some very long) and 0.8 for outputs (CV 0.95);
-    Alpaca-like: 0.6 / 0.8 (short instructions). Prompt and output are drawn independently;
-    the joint cap ``prompt + output <= max_len`` then shortens a few outputs, so a trace's
-    realised means sit slightly below the targets (``Trace.summary`` prints both).
-
-What is not handled
-    Real conversation structure (correlated prompt/output lengths, multi-turn sessions) and
-    burstier-than-Poisson arrivals.
-
-Invariants
-    Same arguments and seed -> identical arrays. ``arrival`` is sorted ascending. A
-    ``Trace`` keeps its lengths as int64 copies, each in ``[1, MAX_TOKENS]``, so sums such as
-    ``final_len`` never overflow a small integer dtype (int8 ``100 + 100`` would be -56).
+Invariants: same arguments and seed, identical arrays; ``arrival`` ascending; a ``Trace``
+keeps int64 copies of its lengths, each in ``[1, MAX_TOKENS]`` (no small-dtype overflow).
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
 """What the live site's Web Worker calls: explorers drawn as SVG, exercises graded in the page.
 
-The static site runs this module in the browser (Pyodide, no torch, no numpy): every call
-takes and returns plain JSON-able values, so the worker only moves strings across.
+Runs in the browser (Pyodide, no torch, no numpy): every call takes and returns JSON-able
+values. :func:`render` gives the readout and SVG of a setting (from the same views and
+``Drawing`` as the notebook), :func:`play` the values the declared Play shows, :func:`grade`
+the notebook's own ``EXERCISES[name].check`` on the learner's code (``✓`` / ``✗`` / ``…``
+first), :func:`exercise_names` the exercises whose graders import here.
 
-- :func:`render` ``(explorer, settings)`` -> the readout and the SVG of that setting
-  (:func:`render_view`: the drawing itself), from the same render the notebook's explorer
-  runs (:mod:`pagedlab.views`) and the same ``Drawing`` its PNG comes from
-  (:mod:`pagedlab.pictures.svg`).
-- :func:`play` ``(explorer, settings)`` -> the values the explorer's declared Play shows
-  from that setting (:class:`pagedlab.views.controls.Play`, as in the notebook and the frames).
-- :func:`grade` ``(exercise, code)`` -> the notebook's own ``EXERCISES[name].check`` on the
-  function the code defines, with its message (``✓`` / ``✗`` / ``…`` first).
-- :func:`exercise_names`: every exercise whose grader imports here (all of them where torch
-  is installed; without it those of :mod:`pagedlab.exercises` that need no torch).
-
-Invariants: neither function raises for any learner input: a refused setting is a readout
-that says why (nothing drawn changes), code that does not compile or run is a ``✗`` with the
-error. A learner function that loops forever is stopped by the grader's time budget, and one
-long C call by the page's Stop button (it ends the worker).
+Invariants: no function raises for any learner input: a refused setting is a readout that says
+why, code that does not compile or run is a ``✗`` with the error. A learner function that loops
+forever is stopped by the grader's time budget, one long C call by the page's Stop button.
 """
 
 from __future__ import annotations
@@ -72,12 +63,8 @@ def _refused(error: Exception) -> dict[str, Any]:
 
 
 def render(explorer: str, settings: Mapping[str, object]) -> dict[str, Any]:
-    """``{"ok", "readout", "svg"}`` of ``explorer`` at ``settings`` (control name -> value).
-
-    A setting refused (a value the page's free input allows but the declaration does not, or
-    a :class:`~pagedlab.checks.Refused` of the model) gives ``ok`` False, a readout naming
-    the value and no svg (the page keeps the picture it has).
-    """
+    """``{"ok", "readout", "svg"}`` of ``explorer`` at ``settings`` (control name -> value); a
+    refused setting gives ``ok`` False, a readout naming the value and no svg."""
     try:
         shown = render_view(explorer, settings)
     except (TypeError, ValueError, Refused) as refused:
@@ -101,11 +88,8 @@ def play_values(explorer: str, settings: Mapping[str, object]) -> tuple[Play, li
 
 
 def play(explorer: str, settings: Mapping[str, object]) -> dict[str, Any]:
-    """``{"ok", "axis", "values", "interval_ms"}``: what the live page's Play button shows,
-    the same declared Play the notebook's widget and the static frames run, over every value
-    the control takes (``"replay"``: from the first up to the one shown; ``"step"``: from the
-    one shown on). A setting refused: ``ok`` False and a readout saying why.
-    """
+    """``{"ok", "axis", "values", "interval_ms"}``: the values the declared Play shows (the
+    notebook's and the frames' Play); a refused setting: ``ok`` False and a readout."""
     try:
         declared, values = play_values(explorer, settings)
     except (TypeError, ValueError, Refused) as refused:

@@ -1,27 +1,20 @@
 """The live site's markup, written into a page while its notebook runs for the static build.
 
-Static mode (:mod:`pagedlab.site.static`) shows every explorer as pre-rendered frames;
-under each explorer that :data:`pagedlab.site.live.EXPLORERS` can run in the browser it adds a live
-panel, and under each exercise check's output a live exercise. The page's script
-(``site/_static/live/live.js``) switches them on once Python runs in its Web Worker.
+Under each explorer :data:`pagedlab.site.live.EXPLORERS` can run it adds a live panel, under
+each exercise check's output a live exercise; ``site/_static/live/live.js`` switches them on
+once Python runs in its Web Worker. The markup is a contract relied on outside the project
+(DESIGN.md §2):
 
-The markup is a contract that checks outside the project rely on (DESIGN.md §2):
+- a live explorer: ``[data-explorer=ClassName]`` holding one ``input[data-control=name]`` per
+  control, its readout in ``[data-readout]``, the SVG in ``[data-picture]`` and the declared
+  Play, if any, a ``button[data-play=axis]``;
+- an exercise, once per page under its first check: ``textarea[data-exercise=name]``,
+  ``button[data-check=name]``, ``[data-result=name]`` (✓ or ✗ and the grader's message) and
+  ``button[data-stop=name]``.
 
-- a live explorer: an element ``[data-explorer=ClassName]`` holding one
-  ``input[data-control=name]`` per control (the explorer's control names) and its readout in
-  ``[data-readout]`` (the picture, an SVG, in ``[data-picture]``; the declared Play, if any,
-  a ``button[data-play=axis]``);
-- an exercise: ``textarea[data-exercise=name]``, ``button[data-check=name]`` and
-  ``[data-result=name]``, whose text holds ✓ or ✗ and the grader's message
-  (``button[data-stop=name]`` stops a check that runs too long), once per page: under the
-  first check of that exercise.
-
-Invariants: each input is written from the control's declaration (the one the explorer's
-widget is built from: description, min / max or options; a ``Slider`` declared ``unbounded``
-has no max in the page), starts disabled (the page has no Python yet) and holds the
-explorer's current value; the panel's first readout and picture are what
-:func:`pagedlab.site.live.render` gives for them, so a page that never goes live (opened from
-disk) still shows the truth.
+Invariants: each input is written from the control's declaration (an ``unbounded`` Slider has
+no max), starts disabled and holds the current value; the first readout and picture are what
+:func:`pagedlab.site.live.render` gives, so a page that never goes live still shows the truth.
 """
 
 from __future__ import annotations

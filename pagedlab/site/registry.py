@@ -1,20 +1,10 @@
 """Every explorer of the package, one entry each: what the site shows of it.
 
-An explorer is declared once, on its class (``DECLARATION``: controls, static frames, Play;
-:class:`pagedlab.views.controls.Declaration`), and registered here once. From the two:
-
-- the notebook's widget: the class itself (``pagedlab.explorers.<module>.<name>``);
-- the static site's frames: the class's declared ``frames`` and ``play``
-  (:func:`pagedlab.site.static.enable` shows every explorer that way);
-- the live page: the entries with a ``live`` part, whose declaration is the very object the
-  class holds and whose render is the torch-free half of the class's own render (in
-  :mod:`pagedlab.views`), run in the browser by :mod:`pagedlab.site.live`.
-
-``tests/site/test_registry.py`` checks that the registry, the classes and the live page agree:
-every ``Explorer`` subclass in ``pagedlab.explorers`` has exactly one entry naming its module,
-and each live entry's declaration is its class's.
-
-Torch-free (the live core): the classes are named, never imported, here.
+An explorer is declared once, on its class (``DECLARATION``), and registered here once: the
+notebook shows the class, the static site its declared frames and Play, the live page (entries
+with a ``live`` part) the very declaration the class holds with the torch-free half of its
+render (:mod:`pagedlab.views`). ``tests/site/test_registry.py`` checks they agree: one entry
+per ``Explorer`` subclass, naming its module. Torch-free: classes are named, never imported.
 """
 
 from __future__ import annotations

@@ -1,24 +1,16 @@
 """Static mode: an explorer's frames rendered ahead of time, selected in the page itself.
 
-On GitHub, nbviewer or a static site there is no kernel, so an explorer's Python callbacks
-never run and its sliders are dead. :func:`static_view` renders, while a kernel is still
-there, every frame the learner could reach over a few ``axes`` (control name -> values),
-and returns a widget whose sliders choose among those frames *in the browser*: each
-control's ``index`` is ``jslink``-ed to the ``selected_index`` of a ``Stack`` of frames
-(one ``Stack`` level per axis), and a ``Play`` is linked to the animated axis. Links,
-stacks, images and HTML are core widgets, so the page's widget manager runs them with no
-kernel at all.
+Without a kernel (GitHub, nbviewer, a static site) an explorer's callbacks never run.
+:func:`static_view` renders, while a kernel is there, every frame reachable over a few
+``axes`` (control name -> values) and returns core widgets only: each control's ``index`` is
+``jslink``-ed to the ``selected_index`` of a ``Stack`` of frames (a level per axis), and a
+``Play`` to the animated axis, so the page's widget manager runs it with no kernel.
 
-Invariants:
-- A frame is exactly what the live explorer shows after ``explorer.set(**setting)``: its
-  ``picture`` bytes and its ``readout`` text, read back from the explorer itself.
-- The explorer is left at the setting it had before (``set`` back to its start values).
-- Frame order is the Cartesian product of the axes in the order given, last axis fastest.
-  A setting the explorer refuses (a range another control sets) gets a frame saying so.
-
-:func:`enable` makes the kernel display every explorer as its static view over the frames
-its ``DECLARATION`` names (:class:`pagedlab.views.controls.Declaration`); the site builder
-(``scripts/build_site.py``) calls it before a notebook runs.
+Invariants: a frame is exactly the live explorer's ``picture`` and ``readout`` after
+``explorer.set(**setting)``; the explorer is set back to its start values afterwards; frames
+are in the axes' Cartesian order, last axis fastest; a refused setting gets a frame saying so.
+:func:`enable` (called by ``scripts/build_site.py``) shows every explorer so, over the frames
+its ``DECLARATION`` names.
 """
 
 from __future__ import annotations
@@ -42,13 +34,9 @@ FRAME_COLORS = 32  # frames are quantised to this many colours: ~4x smaller, sam
 def enable() -> None:
     """From now on this kernel displays every explorer statically, over its declared frames.
 
-    One display printer for the :class:`Explorer` base (IPython looks printers up along a
-    class's bases, before an object's own display methods), so the explorers need no flag:
-    each shows :func:`static_view` over its ``DECLARATION``'s frames and Play (an explorer
-    declared without frames shows as usual). Each explorer the live site runs
-    (:data:`pagedlab.site.live.EXPLORERS`) gets its live panel under the frames, and each exercise
-    check's output its live exercise (:mod:`pagedlab.site.markup`).
-    """
+    One display printer for the :class:`Explorer` base (IPython looks printers up along the
+    bases first), so explorers need no flag; the live site's explorers get their live panel
+    under the frames, and each exercise check's output its live exercise (:mod:`.markup`)."""
     from IPython import get_ipython
 
     from pagedlab.site import markup
@@ -168,14 +156,9 @@ def static_view(
     explorer: Explorer, axes: Mapping[str, Sequence[object]], play: Play | None = None
 ) -> widgets.VBox:
     """A kernel-free copy of ``explorer`` over ``axes``; ``play`` (its declared
-    :class:`~pagedlab.views.controls.Play`) runs over that axis's frames.
-
-    The Play's position is the frame's index on its axis, its range the declared
-    :meth:`Play.span` from the starting frame. A ``"replay"`` Play runs from the first frame
-    up to the starting one and stops there, driving the control one way only, so a control
-    moved by hand leaves it ready to replay again; a ``"step"`` Play steps on from the frame
-    shown, linked both ways.
-    """
+    :class:`~pagedlab.views.controls.Play`) runs over that axis's frames, its range
+    :meth:`Play.span` from the starting frame. A ``"replay"`` Play drives the control one way
+    only (moved by hand, it is ready to replay); a ``"step"`` Play is linked both ways."""
     _check_axes(explorer, axes, play)
     names = list(axes)
     start = {name: _current(explorer, name) for name in names}
