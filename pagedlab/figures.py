@@ -7,7 +7,8 @@ fixed palette, no timestamps. Files (in ``figures/`` unless a directory is given
 example's layout, its 4 -> 5 transition, two layouts, ``allocation.gif`` (lengths 1 to 16),
 and ``nbNN_*.png``, the first picture each notebook's explorer shows, except notebook 1's
 Fig. 3 (three wastes), notebook 7's Fig. 2 breakdown from a 1-hour trace, notebook 9 at its
-first swap-out, notebook 10's engine at its first swap-out (seeded random weights).
+first swap-out, notebook 10's engine at its first swap-out (seeded random weights), notebook
+12's three routers on one trace.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from PIL import Image
 
 from pagedlab.attention.batch import grow_batch
+from pagedlab.fleet.routing import POLICIES, multi_tenant_trace, route_trace
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.peers import run_trace
@@ -31,6 +33,7 @@ from pagedlab.pictures.canvas import Canvas, Drawing
 from pagedlab.pictures.fragmentation import fig3_scene
 from pagedlab.pictures.in_2026 import three_allocators
 from pagedlab.pictures.png import save_png, to_png
+from pagedlab.pictures.routing import routers_figure
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.pictures.sharing import sharing_scene
 from pagedlab.scenes import (
@@ -56,6 +59,7 @@ NOTEBOOK_FILES = (
     "nb09_when_memory_runs_out.png",
     "nb10_real_model.png",
     "nb11_in_2026.png",
+    "nb12_past_one_engine.png",
 )
 DPI = 80
 COLORS = 96
@@ -144,6 +148,7 @@ def _first_frames() -> list[bytes]:
         _drawn(scheduler_drawing(engine, last)),
         _drawn(_engine_swap_frame()),
         _drawn(_three_allocators()),
+        _routers_png(),
     ]  # fmt: skip
 
 
@@ -170,6 +175,12 @@ def _three_allocators() -> Drawing:
     """Notebook 11: one trace under pagedlab's, vLLM 0.34's and transformers 5.24's rules."""
     results = [run_trace(rule) for rule in ("pagedlab", "vllm", "hf")]
     return three_allocators(results, [range(8), range(8), range(10)], [[], [0], [0, 1]])
+
+
+def _routers_png() -> bytes:
+    """Notebook 12: one multi-tenant trace through three routers over three engines."""
+    trace = multi_tenant_trace()
+    return to_png(routers_figure([route_trace(trace, p, 3) for p in POLICIES], 3))
 
 
 def _breakdown_png() -> bytes:

@@ -9,10 +9,9 @@ The picture: hit rate per router, and requests per engine under each.
 
 from __future__ import annotations
 
-from matplotlib.figure import Figure
-
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.fleet.routing import POLICIES, RouteStats, multi_tenant_trace, route_trace
+from pagedlab.pictures.routing import routers_figure
 from pagedlab.views.controls import Choice, Declaration, Play
 
 WEIGHTS = (0, 1, 2, 4, 8, 16)
@@ -49,21 +48,7 @@ class RouterExplorer(Explorer):
 
     def render(self, overlap_weight: int, num_engines: int) -> View:
         runs = self.runs(overlap_weight, num_engines)
-        fig = Figure(figsize=(7.5, 2.6), dpi=90, layout="constrained")
-        hits, spread = fig.subplots(1, 2)
-        hits.bar([r.policy for r in runs], [100 * r.hit_rate for r in runs], color="#4c72b0")
-        hits.set_ylabel("prefix hit rate (%)")
-        hits.set_ylim(0, 100)
-        width = 0.8 / len(runs)
-        for i, r in enumerate(runs):
-            counts = r.per_engine()
-            xs = [k + i * width for k in range(num_engines)]
-            spread.bar(xs, [counts.get(f"E{k}", 0) for k in range(num_engines)], width,
-                       label=r.policy)  # fmt: skip
-        spread.set_xticks([k + width for k in range(num_engines)])
-        spread.set_xticklabels([f"E{k}" for k in range(num_engines)])
-        spread.set_ylabel("requests")
-        spread.legend(fontsize=7)
+        fig = routers_figure(runs, num_engines)
         readout = " · ".join(
             f"{r.policy}: hit <b>{100 * r.hit_rate:.1f} %</b>, prefill {r.prefill_tokens:,} "
             f"tokens, imbalance {r.imbalance:.2f}, mean TTFT {1000 * r.mean_ttft:.1f} ms"
