@@ -1,4 +1,4 @@
-"""Small shared checks: integer arguments and ceiling division.
+"""Small shared checks: integer arguments, ceiling division and the slot formula.
 
 Every public entry point validates its integers with :func:`check_int`, so every layer refuses
 in the same words: a bool, float, string or non-integer 0-d tensor is a wrong *kind*
@@ -8,6 +8,7 @@ in the same words: a bool, float, string or non-integer 0-d tensor is a wrong *k
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 
 
 class ArgumentTypeError(TypeError, ValueError):
@@ -58,3 +59,12 @@ def _is_bool_like(value: object) -> bool:
 def ceil_div(a: int, b: int) -> int:
     """``ceil(a / b)`` for ints, ``b > 0``: blocks that ``a`` positions need at ``b`` per block."""
     return -(-a // b)
+
+
+def slot_mapping(blocks: Sequence[int], first: int, count: int, block_size: int) -> list[int]:
+    """The slot mapping of positions ``first .. first + count - 1`` through ``blocks``: position
+    ``p`` lives at offset ``p % block_size`` of block ``blocks[p // block_size]``, flat slot
+    ``block * block_size + offset`` (vLLM's ``slot_mapping``). Written once, on the ground
+    floor: ``BlockTable``, the scheduler's ``Work`` and the model's pieces all call it."""
+    positions = range(first, first + count)
+    return [blocks[p // block_size] * block_size + p % block_size for p in positions]

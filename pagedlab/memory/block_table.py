@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from pagedlab.checks import ceil_div, check_int
+from pagedlab.checks import ceil_div, check_int, slot_mapping
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.owner import items_of
 
@@ -229,14 +229,6 @@ class BlockTable:
 
     def __repr__(self) -> str:
         return f"BlockTable(id={self.id}, blocks={self._blocks}, num_tokens={self._num_tokens})"
-
-
-def slot_mapping(blocks: Sequence[int], first: int, count: int, block_size: int) -> list[int]:
-    """The slot mapping of positions ``first .. first + count - 1`` through ``blocks``: position
-    ``p`` lives at offset ``p % block_size`` of block ``blocks[p // block_size]``, flat slot
-    ``block * block_size + offset`` (vLLM's ``slot_mapping``). The one place it is written."""
-    positions = range(first, first + count)
-    return [blocks[p // block_size] * block_size + p % block_size for p in positions]
 
 
 def blocks_to_append(
