@@ -194,10 +194,10 @@ Admit = tuple[list[int], bool]  # (prompt tokens, whether the request finishes r
 
 class Admissions:
     """Prompts admitted one after another into a large pool (no eviction), by pagedlab's
-    PrefixCache (``make`` None) or the learner's ``make(block_size)`` with ``lookup``,
-    ``register`` and the stub's ``block_of`` (hash -> block). Observed: (hit blocks, the new
-    table's blocks, every cached block). A lookup that returns more blocks than the prompt
-    may hit (its last token is always computed) fails with its own words."""
+    PrefixCache (``make`` None) or the learner's ``make(block_size)`` with ``lookup`` and
+    ``register``. Observed: (hit blocks, the new table's blocks). A lookup that returns more
+    blocks than the prompt may hit (its last token is always computed), or a partly filled
+    block registered (in the stub's ``block_of``), fails in its own words."""
 
     def __init__(self, make: Callable[[int], Any] | None, block_size: int,
                  admits: list[Admit]) -> None:  # fmt: skip
@@ -230,13 +230,7 @@ class Admissions:
             table.free()
 
     def observe(self) -> tuple[Any, ...]:
-        if self.real is not None:
-            return (*self.seen, sorted(self.real.cached_blocks()))
-        held = getattr(self.mine, "block_of", None)
-        if not isinstance(held, dict):
-            raise TypeError("keep the stub's block_of (chained hash -> physical block): the "
-                            "check reads which blocks your cache holds")  # fmt: skip
-        return (*self.seen, sorted({int(b) for b in held.values()}))
+        return self.seen
 
 
 def _hits_fit(hits: int, tokens: int, size: int) -> None:

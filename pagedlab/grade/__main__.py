@@ -18,8 +18,8 @@ from pagedlab.grade.runner import UsageError, grade
 
 
 def write_results(path: Path, results: dict[str, Any]) -> None:
-    """Write ``results`` as JSON to ``path`` atomically: a temporary file in the same folder,
-    then ``os.replace``; on any failure ``path`` keeps what it held before."""
+    """Write ``results`` as JSON to ``path`` atomically (mode 0600): a temporary file in the
+    same folder, then ``os.replace``; on any failure ``path`` keeps what it held before."""
     text = json.dumps(results, indent=2, ensure_ascii=False) + "\n"
     folder = path.parent
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
@@ -28,9 +28,7 @@ def write_results(path: Path, results: dict[str, Any]) -> None:
             file.write(text)
             file.flush()
             os.fsync(file.fileno())
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(temporary, 0o666 & ~mask)  # as a plain open() would have made it
+        os.chmod(temporary, 0o600)  # the grader's alone: no grading child reads or writes it
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -390,6 +390,7 @@ def test_results_are_replaced_whole_or_not_at_all(tmp_path: Path) -> None:
 
     out = tmp_path / "results.json"
     write_results(out, {"score": 1.0, "tests": []})
+    assert out.stat().st_mode & 0o777 == 0o600  # the grader's alone (the child runs as nobody)
     with pytest.raises(UnicodeEncodeError):
         write_results(out, {"score": 0.0, "tests": [], "output": "\ud800"})
     assert json.loads(out.read_text()) == {"score": 1.0, "tests": []}
