@@ -264,7 +264,7 @@ class Scheduler(StepLoop):
             budget -= self._prefill(group, out, budget, may_preempt=False)
 
     def _start(self, group: Group, out: StepResult) -> None:
-        self.waiting.pop(0)
+        self.waiting.remove(group)  # the head in FCFS; any waiting group a policy admits
         group.status = "running"
         group.tables = [BlockTable(self.device)]
         insort(self.running, group, key=by_arrival)

@@ -491,3 +491,19 @@ def test_policy_is_the_seam_a_subclass_overrides_and_its_blocks_refuse_a_group_e
     ]:
         refuses(call, ValueError, match=re.escape(words), state=state)
     assert s.admit(b, out) is False and state() == (["B"], ["A"], repr(out), 1)
+
+
+def test_a_policy_may_admit_a_group_behind_the_head() -> None:
+    """admit(group) starts that group, not the queue's head: a policy that admits out of order
+    (cache-aware admission does) leaves both queues consistent and the head still waiting."""
+
+    class Newest(Scheduler):
+        def policy(self, out: StepResult) -> None:
+            if self.waiting:
+                self.admit(self.waiting[-1], out)
+
+    scheduler = Newest(BlockAllocator(16, 4))
+    first, second = (scheduler.add(Request(n, 5, 2)) for n in ("A", "B"))
+    plan = scheduler.step()
+    assert plan.admitted == ["B"]
+    assert scheduler.waiting == [first] and scheduler.running == [second]
