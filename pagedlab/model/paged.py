@@ -37,7 +37,7 @@ import torch
 
 from pagedlab.attention import PagedKVCache, backend, block_tables_tensor, paged_attention
 from pagedlab.attention.ops import attend_pages
-from pagedlab.checks import ArgumentTypeError, ceil_div, check_bool, check_int
+from pagedlab.checks import ArgumentTypeError, ceil_div, check_bool, check_int, slot_mapping
 from pagedlab.model.checks import check_instance, check_qkv
 from pagedlab.model.kv import causal_attention, invariant_attention
 
@@ -64,10 +64,7 @@ class Piece:
     def slots(self, block_size: int) -> list[int]:
         """Flat slot of each new position: ``block * block_size + offset``."""
         self._check_block_size(block_size)
-        return [
-            self.blocks[p // block_size] * block_size + p % block_size
-            for p in range(self.first, self.first + self.count)
-        ]
+        return slot_mapping(self.blocks, self.first, self.count, block_size)
 
     def read_blocks(self, block_size: int) -> tuple[int, ...]:
         """Blocks attention reads: those holding positions ``0 .. first + count - 1``."""
