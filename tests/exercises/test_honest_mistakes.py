@@ -470,4 +470,5 @@ def test_scheduler_step_admitting_past_the_head_is_said_so() -> None:
     result = exercise.check(MyScheduler)
     assert result.status == FAILED, result.message
     assert "behind the scheduler's back" not in result.message.split("found:")[0]
-    assert "not the head of the waiting queue" in result.message, result.message
+    assert "admission is FCFS" in result.message, result.message  # the case's why, then where:
+    assert "admitted: expected ['A'], got ['A', 'C']" in result.message, result.message
