@@ -1,6 +1,6 @@
-"""The Predict cells of notebooks 01, 02, 05, 06, 07, 09 and 12: each question's answer and explanation
-are computed here, from the same scene the next cell of the notebook builds (pagedlab.scenes,
-pagedlab.paper), so no notebook cell's source holds an answer.
+"""The Predict cells of notebooks 01, 02, 05, 06, 07, 09 and 12: each question's answer and
+explanation are computed here, from the same scene the next cell of the notebook builds
+(pagedlab.scenes, pagedlab.paper), so no notebook cell's source holds an answer.
 
 ``predict("05")`` returns the widget of notebook 05 (see :mod:`pagedlab.explorers.predict`).
 Every answer is read off real objects: a real allocator's free list, real ref counts after a
