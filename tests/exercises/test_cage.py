@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -122,9 +123,14 @@ def test_not_root_the_cage_still_has_its_namespaces() -> None:
     from pagedlab.grade import jail
 
     probe = "import os; print(os.getpid(), os.environ['PAGEDLAB_JAIL'])"
+    # a copy nobody can read: a fresh clone may sit under a 0700 folder (mktemp -d)
+    folder = Path(tempfile.mkdtemp())
+    folder.chmod(0o755)
+    readable = Path(shutil.copy(jail.__file__, folder / "jail.py"))
+    readable.chmod(0o644)
     run = subprocess.run(
         ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "/usr/bin/python3",
-         jail.__file__, '{"uid": 65534, "gid": 65534, "limits": {}}', "--",
+         str(readable), '{"uid": 65534, "gid": 65534, "limits": {}}', "--",
          "/usr/bin/python3", "-c", probe],
         capture_output=True, text=True, timeout=60, cwd="/",
     )  # fmt: skip
