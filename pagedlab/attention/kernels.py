@@ -12,12 +12,13 @@ their inputs: every check lives in :mod:`pagedlab.attention.validate`; they are 
   accumulator ``acc``, the last two rescaled by ``exp(m - m_new)`` when the max grows). One
   step is one row of :func:`pagedlab.paged_attention_steps`; notebook 04's puzzle. Contiguous
   tensors, ``block_size`` and ``head_dim`` powers of two, int32 offsets.
-- ``paged_attention_kernel``, tuned: the same loop, ``PAGES`` pages a step. One program per
-  (sequence, kv head) serves the kv head's whole group of query heads (grouped-query
-  attention: each page loaded once for the group); any ``block_size`` and ``head_dim``
-  (tiles padded to powers of two, masked); int64 offsets, strides, fp32 arithmetic. With
-  ``SPLITS > 1`` (flash-decoding) a sequence's pages are cut into slices, one program each,
-  merged afterwards (``launch.merge_splits``) by the same rescaling rule.
+- ``paged_attention_kernel``, tuned: the same loop (``fold_pages``, which the interpreter's
+  lanes kernel in :mod:`pagedlab.attention.launch` runs too), ``PAGES`` pages a step. One
+  program per (sequence, kv head) serves the kv head's whole group of query heads
+  (grouped-query attention: each page loaded once for the group); any ``block_size`` and
+  ``head_dim`` (tiles padded to powers of two, masked); int64 offsets, strides, fp32
+  arithmetic. With ``SPLITS > 1`` (flash-decoding) a sequence's pages are cut into slices, one
+  program each, merged afterwards (``launch.merge_splits``) by the same rescaling rule.
 - ``reshape_and_cache_kernel``: each new token's flat slot ``s`` is (block ``s // block_size``,
   offset ``s % block_size``); its ``[num_kv_heads, head_dim]`` key and value are stored there.
 """
@@ -65,9 +66,62 @@ def paged_attention_one_page_kernel(out_ptr, q_ptr, k_ptr, v_ptr, table_ptr, seq
     tl.store(out_ptr + (seq * NUM_HEADS + head) * HEAD_DIM + offs_d, acc / l)
 
 
-# The tuned kernel: the same loop, several pages a step, split across programs. One program
-# serves a kv head's whole group of query heads (each page loaded once for the group), any
-# block_size and head_dim (tiles padded to powers of two and masked), int64 offsets, strides.
+@triton.jit
+def fold_pages(q, seq_len, end_page, table_row, kv_head, start, stop, k_cache_ptr, v_cache_ptr,
+               stride_kb, stride_kt, stride_kh, stride_kd,
+               stride_vb, stride_vt, stride_vh, stride_vd,
+               BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, PAGES: tl.constexpr,
+               BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):  # fmt: skip
+    """The tuned loop: pages ``[start, stop)``, ``PAGES`` a step, folded into an online softmax.
+
+    ``q`` is ``[*, BLOCK_G, BLOCK_D]`` (fp32, pre-scaled); ``seq_len``, ``end_page`` (the
+    first page not read), ``table_row`` (a pointer) and ``kv_head`` are scalars or ``[*, 1]``:
+    ``*`` is no axis for the tuned kernel, a lane axis for the interpreter's lanes kernel.
+    Returns the running max ``m`` and sum ``l_sum`` ``[*, BLOCK_G]``, and ``acc``
+    ``[*, BLOCK_G, BLOCK_D]``, the sum of ``exp(score - m) * v``.
+    """
+    # One step covers PAGES pages laid side by side: tile row j is (page j // BLOCK_T,
+    # offset j % BLOCK_T). Offsets >= BLOCK_SIZE are power-of-two padding, masked off.
+    # Everything that does not depend on the step is computed once, before the loop.
+    offs_j = tl.arange(0, PAGES * BLOCK_T).to(tl.int64)
+    page_in_step = offs_j // BLOCK_T
+    offset = offs_j % BLOCK_T
+    in_page = offset < BLOCK_SIZE
+    offs_d = tl.arange(0, BLOCK_D).to(tl.int64)
+    d_mask = (offs_d < HEAD_DIM)[None, :]
+    head = tl.expand_dims(kv_head, -1)  # broadcasts over the tile [PAGES * BLOCK_T, BLOCK_D]
+    k_in_page = head * stride_kh + offset[:, None] * stride_kt + offs_d[None, :] * stride_kd
+    v_in_page = head * stride_vh + offset[:, None] * stride_vt + offs_d[None, :] * stride_vd
+
+    acc = tl.zeros_like(q)  # running sum of exp(score - m) * v
+    l_sum = tl.sum(acc, axis=-1)  # running sum of exp(score - m): 0
+    m = l_sum + float("-inf")  # running max of the scores
+    for first in range(start, stop, PAGES):
+        logical = first + page_in_step  # logical block of each tile row
+        valid = in_page & (logical < end_page) & (logical * BLOCK_SIZE + offset < seq_len)
+        # The one indirection of PagedAttention: logical block -> physical block.
+        # Masked: table entries past the last page (padding, e.g. -1) are never read.
+        physical = tl.expand_dims(tl.load(table_row + logical, mask=valid, other=0), -1)
+        physical = physical.to(tl.int64)
+        tile_mask = tl.expand_dims(valid, -1) & d_mask
+
+        k = tl.load(k_cache_ptr + physical * stride_kb + k_in_page, mask=tile_mask, other=0.0)
+        k = k.to(tl.float32)  # [*, PAGES * BLOCK_T, BLOCK_D]
+        # scores[g, j] = q[g] . k[j]; masked rows get -inf so that exp() gives 0.
+        scores = tl.sum(tl.expand_dims(q, -2) * tl.expand_dims(k, -3), axis=-1)  # [*, G, T]
+        scores = tl.where(tl.expand_dims(valid, -2), scores, float("-inf"))
+
+        m_new = tl.maximum(m, tl.max(scores, axis=-1))
+        alpha = tl.exp(m - m_new)  # rescales everything summed under the old max
+        p = tl.exp(scores - tl.expand_dims(m_new, -1))
+        l_sum = l_sum * alpha + tl.sum(p, axis=-1)
+
+        v = tl.load(v_cache_ptr + physical * stride_vb + v_in_page, mask=tile_mask, other=0.0)
+        v = v.to(tl.float32)
+        pv = tl.sum(tl.expand_dims(p, -1) * tl.expand_dims(v, -3), axis=-2)
+        acc = acc * tl.expand_dims(alpha, -1) + pv
+        m = m_new
+    return m, l_sum, acc
 
 
 @triton.jit
@@ -82,21 +136,11 @@ def paged_attention_kernel(
     part_ml_ptr,  # fp32 [num_seqs, num_heads, SPLITS, 2]: running max, running sum
     scale,  # float: softmax scale, usually head_dim ** -0.5
     pages_per_split,  # int: pages each split handles (>= every sequence's pages if SPLITS == 1)
-    stride_qs,
-    stride_qh,
-    stride_qd,
-    stride_kb,
-    stride_kt,
-    stride_kh,
-    stride_kd,
-    stride_vb,
-    stride_vt,
-    stride_vh,
-    stride_vd,
-    stride_bts,
-    stride_os,
-    stride_oh,
-    stride_od,
+    stride_qs, stride_qh, stride_qd,  # query: sequence, head, dim
+    stride_kb, stride_kt, stride_kh, stride_kd,  # key cache: block, slot, kv head, dim
+    stride_vb, stride_vt, stride_vh, stride_vd,  # value cache: the same
+    stride_bts,  # block tables: sequence
+    stride_os, stride_oh, stride_od,  # out: sequence, head, dim
     BLOCK_SIZE: tl.constexpr,  # positions per page (any value >= 1)
     HEAD_DIM: tl.constexpr,  # any value >= 1
     GROUP: tl.constexpr,  # query heads per kv head
@@ -105,7 +149,7 @@ def paged_attention_kernel(
     BLOCK_D: tl.constexpr,  # next power of two >= HEAD_DIM
     BLOCK_G: tl.constexpr,  # next power of two >= GROUP
     SPLITS: tl.constexpr,  # slices of each sequence's pages, one program each (flash-decoding)
-):
+):  # fmt: skip
     # Index arithmetic is int64: offsets into a large cache overflow int32, and (a bonus
     # under the interpreter) int64 math skips the interpreter's per-op overflow checks.
     seq = tl.program_id(0).to(tl.int64)
@@ -118,63 +162,22 @@ def paged_attention_kernel(
     offs_d = tl.arange(0, BLOCK_D).to(tl.int64)
     head = kv_head * GROUP + offs_g
     gd_mask = (offs_g < GROUP)[:, None] & (offs_d < HEAD_DIM)[None, :]
-    q = tl.load(
-        q_ptr + seq * stride_qs + head[:, None] * stride_qh + offs_d[None, :] * stride_qd,
-        mask=gd_mask,
-        other=0.0,
-    ).to(tl.float32)
-    q = q * scale
-
-    # One step covers PAGES pages laid side by side: tile row j is (page j // BLOCK_T,
-    # offset j % BLOCK_T). Offsets >= BLOCK_SIZE are power-of-two padding, masked off.
-    # Everything that does not depend on the step is computed once, before the loop.
-    offs_j = tl.arange(0, PAGES * BLOCK_T).to(tl.int64)
-    page_in_step = offs_j // BLOCK_T
-    offset = offs_j % BLOCK_T
-    in_page = offset < BLOCK_SIZE
-    d_mask = (offs_d < HEAD_DIM)[None, :]
-    table_row = block_tables_ptr + seq * stride_bts
-    k_in_page = kv_head * stride_kh + offset[:, None] * stride_kt + offs_d[None, :] * stride_kd
-    v_in_page = kv_head * stride_vh + offset[:, None] * stride_vt + offs_d[None, :] * stride_vd
-
-    m = tl.full([BLOCK_G], float("-inf"), tl.float32)  # running max of the scores
-    l_sum = tl.full([BLOCK_G], 0.0, tl.float32)  # running sum of exp(score - m)
-    acc = tl.full([BLOCK_G, BLOCK_D], 0.0, tl.float32)  # running sum of exp(score - m) * v
+    q_offs = seq * stride_qs + head[:, None] * stride_qh + offs_d[None, :] * stride_qd
+    q = tl.load(q_ptr + q_offs, mask=gd_mask, other=0.0).to(tl.float32) * scale
 
     num_pages = (seq_len + BLOCK_SIZE - 1) // BLOCK_SIZE  # ceil: the last page may be partial
     first_page = split * pages_per_split  # this program's slice: [first_page, end_page)
     end_page = tl.minimum(num_pages, first_page + pages_per_split)
-    for first in range(first_page, end_page, PAGES):
-        logical = first + page_in_step  # logical block of each tile row
-        valid = in_page & (logical < end_page) & (logical * BLOCK_SIZE + offset < seq_len)
-        # The one indirection of PagedAttention: logical block -> physical block.
-        # Masked: table entries past the last page (padding, e.g. -1) are never read.
-        physical = tl.load(table_row + logical, mask=valid, other=0).to(tl.int64)[:, None]
-        tile_mask = valid[:, None] & d_mask
-
-        k = tl.load(k_cache_ptr + physical * stride_kb + k_in_page, mask=tile_mask, other=0.0)
-        k = k.to(tl.float32)  # [PAGES * BLOCK_T, BLOCK_D]
-        # scores[g, j] = q[g] . k[j]; masked rows get -inf so that exp() gives 0.
-        scores = tl.sum(q[:, None, :] * k[None, :, :], axis=2)  # [BLOCK_G, PAGES * BLOCK_T]
-        scores = tl.where(valid[None, :], scores, float("-inf"))
-
-        m_new = tl.maximum(m, tl.max(scores, axis=1))
-        alpha = tl.exp(m - m_new)  # rescales everything summed under the old max
-        p = tl.exp(scores - m_new[:, None])
-        l_sum = l_sum * alpha + tl.sum(p, axis=1)
-
-        v = tl.load(v_cache_ptr + physical * stride_vb + v_in_page, mask=tile_mask, other=0.0)
-        v = v.to(tl.float32)
-        acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
-        m = m_new
+    m, l_sum, acc = fold_pages(
+        q, seq_len, end_page, block_tables_ptr + seq * stride_bts, kv_head, first_page, end_page,
+        k_cache_ptr, v_cache_ptr, stride_kb, stride_kt, stride_kh, stride_kd,
+        stride_vb, stride_vt, stride_vh, stride_vd, BLOCK_SIZE, HEAD_DIM, PAGES, BLOCK_T, BLOCK_D,
+    )  # fmt: skip
 
     if SPLITS == 1:
         out = acc / l_sum[:, None]
-        tl.store(
-            out_ptr + seq * stride_os + head[:, None] * stride_oh + offs_d[None, :] * stride_od,
-            out.to(out_ptr.dtype.element_ty),
-            mask=gd_mask,
-        )
+        o_offs = seq * stride_os + head[:, None] * stride_oh + offs_d[None, :] * stride_od
+        tl.store(out_ptr + o_offs, out.to(out_ptr.dtype.element_ty), mask=gd_mask)
     else:
         # Flash-decoding: store this slice's unnormalised (acc, m, l_sum); the launcher
         # merges the slices with the same rescaling rule the loop uses.
@@ -193,27 +196,17 @@ def reshape_and_cache_kernel(
     v_cache_ptr,
     slot_mapping_ptr,  # int64 [num_tokens]: block * block_size + offset
     num_tokens,
-    stride_kn,
-    stride_kh,
-    stride_kd,
-    stride_vn,
-    stride_vh,
-    stride_vd,
-    stride_ckb,
-    stride_ckt,
-    stride_ckh,
-    stride_ckd,
-    stride_cvb,
-    stride_cvt,
-    stride_cvh,
-    stride_cvd,
+    stride_kn, stride_kh, stride_kd,  # key: token, kv head, dim
+    stride_vn, stride_vh, stride_vd,  # value: the same
+    stride_ckb, stride_ckt, stride_ckh, stride_ckd,  # key cache: block, slot, kv head, dim
+    stride_cvb, stride_cvt, stride_cvh, stride_cvd,  # value cache: the same
     BLOCK_SIZE: tl.constexpr,
     NUM_KV_HEADS: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_N: tl.constexpr,  # tokens per program
     BLOCK_H: tl.constexpr,  # next power of two >= NUM_KV_HEADS
     BLOCK_D: tl.constexpr,  # next power of two >= HEAD_DIM
-):
+):  # fmt: skip
     # Tokens of this program, as [BLOCK_N, 1, 1]; heads [1, BLOCK_H, 1]; dims [1, 1, BLOCK_D].
     token = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N).to(tl.int64)
     in_batch = token < num_tokens

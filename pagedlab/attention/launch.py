@@ -5,15 +5,14 @@ Each ``launch_*`` takes inputs already validated (:mod:`pagedlab.attention.valid
 :mod:`pagedlab.attention.ops` and :mod:`pagedlab.attention.kv_cache`), picks the plan of
 :mod:`pagedlab.attention.tuning` and launches once.
 
-``paged_attention_lanes_kernel`` is ``kernels.paged_attention_kernel``'s loop, same arithmetic,
-for ``LANES`` (sequence, kv head) pairs at once: every tile gains a leading lane axis, each lane
-reads its own block-table row and kv head, and lanes that finish early (or lanes past the last,
-which repeat it and are not stored) only add masked slots. Triton's interpreter runs every
-``tl`` call as numpy work for every program, a few ms each whatever the tiles hold, so one
-program for a small batch's lanes costs about what one lane does (``benchmarks/
-bench_kernel_cpu.py``). Compiled, or split, launches use the tuned kernel. Its output equals
-the tuned kernel's bit for bit (``tests/attention/test_kernel_grid.py``). Older interpreters
-have no bf16: :mod:`pagedlab.attention.ops` upcasts bf16 to fp32 (exact) under the interpreter.
+``paged_attention_lanes_kernel`` runs the tuned loop (``kernels.fold_pages``) for ``LANES``
+(sequence, kv head) pairs at once, with a leading lane axis; lanes that finish early (or lanes
+past the last, which repeat it and are not stored) only add masked slots. Triton's interpreter
+runs every ``tl`` call as numpy work for every program, a few ms each whatever the tiles hold,
+so one program for a small batch's lanes costs about what one lane does (``benchmarks/
+bench_kernel_cpu.py``). Compiled, or split, launches use the tuned kernel; the outputs are equal
+bit for bit (``tests/attention/test_kernel_grid.py``). Older interpreters have no bf16:
+:mod:`pagedlab.attention.ops` upcasts bf16 to fp32 (exact) under the interpreter.
 """
 
 from __future__ import annotations
@@ -27,13 +26,12 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from pagedlab.attention.kernels import (  # noqa: E402
+    fold_pages,
     paged_attention_kernel,
     paged_attention_one_page_kernel,
     reshape_and_cache_kernel,
 )
 from pagedlab.attention.tuning import next_power_of_two  # noqa: E402
-
-# The interpreter's form of the tuned kernel: several (sequence, kv head) lanes a program.
 
 
 @triton.jit
@@ -48,21 +46,11 @@ def paged_attention_lanes_kernel(
     part_ml_ptr,  # unused
     scale,  # float: softmax scale
     max_pages,  # int: the largest ceil(seq_len / block_size) of the batch
-    stride_qs,
-    stride_qh,
-    stride_qd,
-    stride_kb,
-    stride_kt,
-    stride_kh,
-    stride_kd,
-    stride_vb,
-    stride_vt,
-    stride_vh,
-    stride_vd,
+    stride_qs, stride_qh, stride_qd,
+    stride_kb, stride_kt, stride_kh, stride_kd,
+    stride_vb, stride_vt, stride_vh, stride_vd,
     stride_bts,
-    stride_os,
-    stride_oh,
-    stride_od,
+    stride_os, stride_oh, stride_od,
     num_lanes,  # int: num_seqs * num_kv_heads
     NUM_KV_HEADS: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,  # positions per page (any value >= 1)
@@ -73,7 +61,7 @@ def paged_attention_lanes_kernel(
     BLOCK_D: tl.constexpr,  # next power of two >= HEAD_DIM
     BLOCK_G: tl.constexpr,  # next power of two >= GROUP
     LANES: tl.constexpr,  # (sequence, kv head) pairs per program, a power of two
-):
+):  # fmt: skip
     # This program's lanes; lane i is (sequence i // NUM_KV_HEADS, kv head i % NUM_KV_HEADS),
     # one program of paged_attention_kernel each. Lanes past the last repeat the last one
     # (so no row is ever empty) and are not stored.
@@ -93,44 +81,12 @@ def paged_attention_lanes_kernel(
     q = tl.load(q_ptr + q_offs + offs_d[None, None, :] * stride_qd, mask=gd_mask, other=0.0)
     q = q.to(tl.float32) * scale
 
-    # Tile row j of a step is (page j // BLOCK_T, offset j % BLOCK_T), as in the tuned kernel.
-    offs_j = tl.arange(0, PAGES * BLOCK_T).to(tl.int64)
-    page_in_step = offs_j // BLOCK_T
-    offset = offs_j % BLOCK_T
-    in_page = (offset < BLOCK_SIZE)[None, :]
-    d_mask = (offs_d < HEAD_DIM)[None, None, :]
-    table_row = (block_tables_ptr + seq * stride_bts)[:, None]  # [LANES, 1]
-    k_in_page = (kv_head[:, None] * stride_kh + offset[None, :] * stride_kt)[:, :, None]
-    k_in_page += offs_d[None, None, :] * stride_kd  # [LANES, PAGES * BLOCK_T, BLOCK_D]
-    v_in_page = (kv_head[:, None] * stride_vh + offset[None, :] * stride_vt)[:, :, None]
-    v_in_page += offs_d[None, None, :] * stride_vd
-
-    m = tl.full([LANES, BLOCK_G], float("-inf"), tl.float32)  # running max
-    l_sum = tl.full([LANES, BLOCK_G], 0.0, tl.float32)  # running sum of exp(score - m)
-    acc = tl.full([LANES, BLOCK_G, BLOCK_D], 0.0, tl.float32)  # running sum of exp() * v
-    for first in range(0, max_pages, PAGES):
-        logical = (first + page_in_step)[None, :]  # [1, PAGES * BLOCK_T]
-        valid = in_page & (logical * BLOCK_SIZE + offset[None, :] < seq_len[:, None])
-        # The one indirection, per lane: logical block -> physical block (masked: padding
-        # entries past a sequence's last page are never read).
-        physical = tl.load(table_row + logical, mask=valid, other=0).to(tl.int64)[:, :, None]
-        tile_mask = valid[:, :, None] & d_mask
-
-        k = tl.load(k_cache_ptr + physical * stride_kb + k_in_page, mask=tile_mask, other=0.0)
-        k = k.to(tl.float32)  # [LANES, PAGES * BLOCK_T, BLOCK_D]
-        scores = tl.sum(q[:, :, None, :] * k[:, None, :, :], axis=3)  # [LANES, G, T]
-        scores = tl.where(valid[:, None, :], scores, float("-inf"))
-
-        m_new = tl.maximum(m, tl.max(scores, axis=2))  # finite: step 0 has a valid slot
-        alpha = tl.exp(m - m_new)
-        p = tl.exp(scores - m_new[:, :, None])
-        l_sum = l_sum * alpha + tl.sum(p, axis=2)
-
-        v = tl.load(v_cache_ptr + physical * stride_vb + v_in_page, mask=tile_mask, other=0.0)
-        v = v.to(tl.float32)
-        acc = acc * alpha[:, :, None] + tl.sum(p[:, :, :, None] * v[:, None, :, :], axis=2)
-        m = m_new
-
+    _, l_sum, acc = fold_pages(
+        q, seq_len[:, None], max_pages, (block_tables_ptr + seq * stride_bts)[:, None],
+        kv_head[:, None], 0, max_pages, k_cache_ptr, v_cache_ptr,
+        stride_kb, stride_kt, stride_kh, stride_kd, stride_vb, stride_vt, stride_vh, stride_vd,
+        BLOCK_SIZE, HEAD_DIM, PAGES, BLOCK_T, BLOCK_D,
+    )  # fmt: skip
     out = acc / l_sum[:, :, None]
     o_offs = seq[:, None, None] * stride_os + head[:, :, None] * stride_oh
     tl.store(
@@ -159,20 +115,11 @@ def launch_paged_attention_one_page(
     out = torch.empty_like(query)
     if num_seqs == 0:
         return out
+    tensors = (out, query, key_cache, value_cache, block_tables, seq_lens)
     paged_attention_one_page_kernel[(num_seqs, num_heads)](
-        out,
-        query,
-        key_cache,
-        value_cache,
-        block_tables,
-        seq_lens,
-        float(scale),
-        block_tables.shape[1],
-        NUM_HEADS=num_heads,
-        NUM_KV_HEADS=num_kv_heads,
-        BLOCK_SIZE=block_size,
-        HEAD_DIM=head_dim,
-    )
+        *tensors, float(scale), block_tables.shape[1], NUM_HEADS=num_heads,
+        NUM_KV_HEADS=num_kv_heads, BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
+    )  # fmt: skip
     return out
 
 
@@ -202,31 +149,19 @@ def launch_paged_attention(
     """
     num_seqs, num_heads, head_dim = query.shape
     _, block_size, num_kv_heads, _ = key_cache.shape
-    compiled = backend.BACKEND == "compiled"
+    group, compiled = num_heads // num_kv_heads, backend.BACKEND == "compiled"
     sms = torch.cuda.get_device_properties(query.device).multi_processor_count if compiled else 0
     plan = tuning.plan_attention(
-        interpreter=not compiled,
-        sms=sms,
-        num_seqs=num_seqs,
-        num_kv_heads=num_kv_heads,
-        block_size=block_size,
-        head_dim=head_dim,
-        group=num_heads // num_kv_heads,
-        max_pages=max_pages,
-        pages=pages_per_step,
-        warps=num_warps,
-        splits=splits,
-        lanes=lanes,
-    )
+        interpreter=not compiled, sms=sms, num_seqs=num_seqs, num_kv_heads=num_kv_heads,
+        block_size=block_size, head_dim=head_dim, group=group, max_pages=max_pages,
+        pages=pages_per_step, warps=num_warps, splits=splits, lanes=lanes,
+    )  # fmt: skip
     out = torch.empty_like(query)
     if num_seqs == 0:
         return out
-    if plan.splits == 1:
-        part_acc = part_ml = torch.empty(1, device=query.device)  # not read
-    else:
-        part = (num_seqs, num_heads, plan.splits)
-        part_acc = torch.empty(*part, head_dim, device=query.device, dtype=torch.float32)
-        part_ml = torch.empty(*part, 2, device=query.device, dtype=torch.float32)
+    part = (num_seqs, num_heads, plan.splits) if plan.splits > 1 else (1,)  # (1,): not read
+    part_acc = torch.empty(*part, head_dim, device=query.device, dtype=torch.float32)
+    part_ml = torch.empty(*part, 2, device=query.device, dtype=torch.float32)
     grid: tuple[int, ...]
     extra: tuple[int, ...]
     if plan.lanes > 1:  # the interpreter: one program walks several (sequence, kv head) lanes
@@ -236,33 +171,14 @@ def launch_paged_attention(
     else:
         kernel, grid = paged_attention_kernel, (num_seqs, num_kv_heads, plan.splits)
         extra, meta = (), {"SPLITS": plan.splits}
+    tensors = (out, query, key_cache, value_cache, block_tables, seq_lens, part_acc, part_ml)
+    strides = (*query.stride(), *key_cache.stride(), *value_cache.stride(), block_tables.stride(0))
     kernel[grid](
-        out,
-        query,
-        key_cache,
-        value_cache,
-        block_tables,
-        seq_lens,
-        part_acc,
-        part_ml,
-        float(scale),
-        plan.pages_per_split,
-        *query.stride(),
-        *key_cache.stride(),
-        *value_cache.stride(),
-        block_tables.stride(0),
-        *out.stride(),
-        *extra,
-        BLOCK_SIZE=block_size,
-        HEAD_DIM=head_dim,
-        GROUP=num_heads // num_kv_heads,
-        PAGES=plan.pages_per_step,
-        BLOCK_T=plan.block_t,
-        BLOCK_D=plan.block_d,
-        BLOCK_G=plan.block_g,
-        num_warps=plan.num_warps,
-        **meta,
-    )
+        *tensors, float(scale), plan.pages_per_split, *strides, *out.stride(), *extra,
+        BLOCK_SIZE=block_size, HEAD_DIM=head_dim, GROUP=group, PAGES=plan.pages_per_step,
+        BLOCK_T=plan.block_t, BLOCK_D=plan.block_d, BLOCK_G=plan.block_g,
+        num_warps=plan.num_warps, **meta,
+    )  # fmt: skip
     if plan.splits > 1:
         out.copy_(merge_splits(part_acc, part_ml[..., 0], part_ml[..., 1]))
     return out
@@ -299,21 +215,10 @@ def launch_reshape_and_cache(
     interpreter = backend.BACKEND == "interpreter"
     block_n = tuning.reshape_and_cache_block_n(interpreter, num_tokens, block_h, block_d)
     grid = (triton.cdiv(num_tokens, block_n),)
+    caches = (key_cache, value_cache)
+    strides = (*key.stride(), *value.stride(), *key_cache.stride(), *value_cache.stride())
     reshape_and_cache_kernel[grid](
-        key,
-        value,
-        key_cache,
-        value_cache,
-        slot_mapping,
-        num_tokens,
-        *key.stride(),
-        *value.stride(),
-        *key_cache.stride(),
-        *value_cache.stride(),
-        BLOCK_SIZE=key_cache.shape[1],
-        NUM_KV_HEADS=num_kv_heads,
-        HEAD_DIM=head_dim,
-        BLOCK_N=block_n,
-        BLOCK_H=block_h,
+        key, value, *caches, slot_mapping, num_tokens, *strides, BLOCK_SIZE=key_cache.shape[1],
+        NUM_KV_HEADS=num_kv_heads, HEAD_DIM=head_dim, BLOCK_N=block_n, BLOCK_H=block_h,
         BLOCK_D=block_d,
-    )
+    )  # fmt: skip

@@ -22,10 +22,8 @@ from pagedlab.explorers.base import Explorer, View
 from pagedlab.memory.requests import StepResult
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.pictures.scheduler import scheduler_drawing
-from pagedlab.scenes import SCHEDULER_POOL_BLOCKS, scheduler_scene
+from pagedlab.scenes import scheduler_scene
 from pagedlab.views.scheduler import MAX_STEP, SCHEDULER_EXPLORER, check_controls
-
-POOL_BLOCKS = SCHEDULER_POOL_BLOCKS
 
 
 @dataclass(frozen=True)
@@ -43,12 +41,9 @@ class SchedulerState:
     total_steps: int  # steps this setting takes to finish every request
 
 
-_build = scheduler_scene
-
-
 @lru_cache(maxsize=16)
 def _total_steps(mode: str, block_size: int, budget: int, chunked: bool) -> int:
-    scheduler, _ = _build(mode, block_size, budget, chunked)
+    scheduler, _ = scheduler_scene(mode, block_size, budget, chunked)
     scheduler.kv = None  # counting steps needs no K/V
     return len(scheduler.run())
 
@@ -78,7 +73,7 @@ class _Run:
 
 @lru_cache(maxsize=16)
 def _run(mode: str, block_size: int, budget: int, chunked: bool) -> _Run:
-    scheduler, _store = _build(mode, block_size, budget, chunked)  # the store is scheduler.kv
+    scheduler, _store = scheduler_scene(mode, block_size, budget, chunked)  # store: .kv
     total = _total_steps(mode, block_size, budget, chunked)
     return _Run([SchedulerState(mode, block_size, budget, chunked, 0, scheduler, None, 0, total)])
 

@@ -15,11 +15,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from pagedlab.paper import FIG2_BREAKDOWN
-from pagedlab.pictures.theme import CATEGORY_COLORS, HIGHLIGHT, PAPER, SIMULATED
+from pagedlab.pictures.theme import CATEGORY_COLORS as COLORS
+from pagedlab.pictures.theme import HIGHLIGHT, PAPER, SIMULATED
 from pagedlab.simulate.accounting import FIG2, SimResult
 from pagedlab.simulate.report import PAPER_MEAN_BATCH, SweepRow
 
-COLORS = CATEGORY_COLORS
 LABELS = {
     "tokens": "token states",
     "reserved": "reserved for future tokens",
@@ -45,37 +45,17 @@ def plot_breakdown(results: Sequence[SimResult]) -> Figure:
     rows = [FIG2_BREAKDOWN.get(n) for n in names]
     for cat in FIG2:
         v = np.array([100 * r.fig2_shares()[cat] for r in results])
-        ax.barh(
-            y + 0.2,
-            v,
-            0.38,
-            left=ours_left,
-            color=COLORS[cat],
-            label=LABELS[cat],
-            edgecolor="white",
-        )
+        bar = {"color": COLORS[cat], "edgecolor": "white"}
+        ax.barh(y + 0.2, v, 0.38, left=ours_left, label=LABELS[cat], **bar)
         ours_left += v
         pv = np.array([100 * (row[cat] or 0.0) if row else 0.0 for row in rows])
-        ax.barh(
-            y - 0.2, pv, 0.38, left=paper_left, color=COLORS[cat], edgecolor="white", hatch="//"
-        )
+        ax.barh(y - 0.2, pv, 0.38, left=paper_left, hatch="//", **bar)
         paper_left += pv
     rest = np.where([row is not None for row in rows], 100 - paper_left, 0)
-    ax.barh(
-        y - 0.2,
-        rest,
-        0.38,
-        left=paper_left,
-        color="white",
-        edgecolor="#868e96",
-        hatch="//",
-        label="paper: not broken down",
-    )
-    ax.set_yticks(
-        np.concatenate([y + 0.2, y - 0.2]),
-        [f"{n}: ours" for n in names] + ["paper (Fig. 2)"] * len(names),
-        fontsize=8,
-    )
+    grey = {"color": "white", "edgecolor": "#868e96", "hatch": "//"}
+    ax.barh(y - 0.2, rest, 0.38, left=paper_left, label="paper: not broken down", **grey)
+    ticks = [f"{n}: ours" for n in names] + ["paper (Fig. 2)"] * len(names)
+    ax.set_yticks(np.concatenate([y + 0.2, y - 0.2]), ticks, fontsize=8)
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of KV memory (idle excluded: free slots while nobody waits)")
     fig.legend(loc="outside lower center", ncols=3, fontsize=8)
