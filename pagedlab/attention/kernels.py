@@ -136,11 +136,21 @@ def paged_attention_kernel(
     part_ml_ptr,  # fp32 [num_seqs, num_heads, SPLITS, 2]: running max, running sum
     scale,  # float: softmax scale, usually head_dim ** -0.5
     pages_per_split,  # int: pages each split handles (>= every sequence's pages if SPLITS == 1)
-    stride_qs, stride_qh, stride_qd,  # query: sequence, head, dim
-    stride_kb, stride_kt, stride_kh, stride_kd,  # key cache: block, slot, kv head, dim
-    stride_vb, stride_vt, stride_vh, stride_vd,  # value cache: the same
-    stride_bts,  # block tables: sequence
-    stride_os, stride_oh, stride_od,  # out: sequence, head, dim
+    stride_qs,
+    stride_qh,
+    stride_qd,
+    stride_kb,
+    stride_kt,
+    stride_kh,
+    stride_kd,
+    stride_vb,
+    stride_vt,
+    stride_vh,
+    stride_vd,
+    stride_bts,
+    stride_os,
+    stride_oh,
+    stride_od,
     BLOCK_SIZE: tl.constexpr,  # positions per page (any value >= 1)
     HEAD_DIM: tl.constexpr,  # any value >= 1
     GROUP: tl.constexpr,  # query heads per kv head
@@ -149,7 +159,7 @@ def paged_attention_kernel(
     BLOCK_D: tl.constexpr,  # next power of two >= HEAD_DIM
     BLOCK_G: tl.constexpr,  # next power of two >= GROUP
     SPLITS: tl.constexpr,  # slices of each sequence's pages, one program each (flash-decoding)
-):  # fmt: skip
+):
     # Index arithmetic is int64: offsets into a large cache overflow int32, and (a bonus
     # under the interpreter) int64 math skips the interpreter's per-op overflow checks.
     seq = tl.program_id(0).to(tl.int64)
