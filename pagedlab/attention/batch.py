@@ -51,6 +51,17 @@ class Batch:
         return torch.tensor(lens, dtype=torch.int32, device=self.cache.device)
 
 
+def grow_in_turn(pool: BlockAllocator, lengths: Sequence[int]) -> list[BlockTable]:
+    """A table of ``pool`` per length, grown one token a round in turn, as a running batch
+    grows: their blocks interleave."""
+    tables = [BlockTable(pool) for _ in lengths]
+    for step in range(max(lengths)):
+        for table, length in zip(tables, lengths, strict=True):
+            if length > step:
+                table.append_tokens()
+    return tables
+
+
 def grow_batch(
     lengths: Sequence[int],
     block_size: int,
@@ -81,11 +92,7 @@ def grow_batch(
     order = torch.randperm(num_blocks, generator=generator).tolist() if shuffled else None
     allocator = BlockAllocator(num_blocks, block_size, free_order=order)
     cache = PagedKVCache(num_blocks, block_size, num_kv_heads, head_dim, dtype=dtype)
-    tables = [BlockTable(allocator) for _ in lengths]
-    for step in range(max(lengths)):
-        for table, length in zip(tables, lengths, strict=True):
-            if length > step:
-                table.append_tokens()
+    tables = grow_in_turn(allocator, lengths)
     slots = [slot for table in tables for slot in table.slot_mapping()]
     k, v = torch.randn(2, len(slots), num_kv_heads, head_dim, generator=generator)
     k, v = k.to(cache.device, dtype), v.to(cache.device, dtype)

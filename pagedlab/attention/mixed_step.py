@@ -22,9 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 import torch
 
+from pagedlab.attention.batch import grow_in_turn
 from pagedlab.attention.validate import require_int_dtype, require_tensor
 from pagedlab.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator
@@ -111,16 +113,10 @@ def mixed_step(
     pool = BlockAllocator(1 + sum(ceil_div(r.seq_len, block_size) for r in reqs), block_size)
     if pool.allocate() != NULL_BLOCK:  # held by nobody's table, never freed
         raise AssertionError("a fresh pool hands out block 0 first")
-    tables = [BlockTable(pool) for _ in reqs]
-    for length in range(1, max(r.seq_len for r in reqs) + 1):
-        for table, r in zip(tables, reqs, strict=True):
-            if r.seq_len >= length:
-                table.append_tokens()
+    tables = grow_in_turn(pool, [r.seq_len for r in reqs])
     positions = [p for r in reqs for p in range(r.computed, r.seq_len)]
     ids = [token_id(i, p) for i, r in enumerate(reqs) for p in range(r.computed, r.seq_len)]
-    starts = [0]
-    for r in reqs:
-        starts.append(starts[-1] + r.new)
+    starts = [0, *accumulate(r.new for r in reqs)]
     width = ceil_div(max_model_len, block_size)
     block_table = torch.zeros(max_num_reqs, width, dtype=torch.int32)
     for row, t in enumerate(tables):
@@ -188,10 +184,7 @@ def compute_slot_mapping(
 
 
 def pagedlab_slots(step: MixedStep) -> list[int]:
-    """The same slots from pagedlab's tables, one ``BlockTable.slot`` per token, then padding."""
-    flat = []
-    for table, r in zip(step.tables, step.requests, strict=True):
-        for p in range(r.computed, r.seq_len):
-            block, offset = table.slot(p)
-            flat.append(block * table.block_size + offset)
+    """The same slots from pagedlab's tables (``BlockTable.slot_mapping``), then padding."""
+    pairs = zip(step.tables, step.requests, strict=True)
+    flat = [s for table, r in pairs for s in table.slot_mapping()[r.computed : r.seq_len]]
     return flat + [PAD_SLOT_ID] * (int(step.slot_mapping.numel()) - len(flat))

@@ -45,18 +45,18 @@ class Player:
         self._link: Any = None
         if isinstance(control, Slider):
             self.widget.step = control.step
-        self.follow_range()
+        self.follow_range()  # replay: parked at its end, so a press replays up to the shown
+        follow = ["min", "max", "options"]
         if replay:
-            self.rest()
             self.widget.observe(self._replay_tick, names="value")
-            self.widget.observe(self._replay_stopped, names="playing")
-            widget.observe(self._replay_moved, names=self.position)
+            self.widget.observe(lambda _change: self.follow_range(), names="playing")  # ended
+            follow.append(self.position)  # moved by hand: ready to replay up to there
         else:
             self.widget.value = self._shown()
             self._link = widgets.jslink((self.widget, "value"), (widget, self.position))
             self.widget.observe(self._step_tick, names="value")
             widget.observe(self._step_moved, names=self.position)
-        for trait in ("min", "max", "options"):
+        for trait in follow:
             if trait in widget.trait_names():
                 widget.observe(lambda _change: self.follow_range(), names=trait)
 
@@ -69,7 +69,8 @@ class Player:
         return 0, len(self.control.options) - 1
 
     def follow_range(self) -> None:
-        """The Play's range: the control's (replay: up to the position shown)."""
+        """The Play's range: the control's (replay: up to the position shown, parked at its
+        end); nothing while it plays."""
         if self.widget.playing:
             return
         low, high = self._bounds()
@@ -81,24 +82,12 @@ class Player:
         if self.declared.mode == "replay":
             self.widget.value = top
 
-    # --- replay: driven by the kernel, tick by tick --------------------------------------
-    def rest(self) -> None:
-        """Park the Play at its end: pressing it replays from the first value to the shown."""
-        self.follow_range()
-
+    # --- replay: driven by the kernel, tick by tick ------------------------------------------
     def _replay_tick(self, change: dict) -> None:
         if self.widget.playing:
             setattr(self.control, self.position, change["new"])
         elif change["new"] != self._shown():  # Stop, or a value set from code
-            self.rest()
-
-    def _replay_stopped(self, change: dict) -> None:
-        if not change["new"]:  # paused or finished: the replay ends at the value shown
-            self.rest()
-
-    def _replay_moved(self, _change: dict) -> None:
-        if not self.widget.playing:
-            self.rest()
+            self.follow_range()
 
     # --- step: linked in the browser; code's moves mirrored here ----------------------------
     def _step_tick(self, change: dict) -> None:

@@ -113,11 +113,8 @@ class Canvas:
         self.rects.set_facecolor([r.face for r in rects])
         self.rects.set_edgecolor([r.edge for r in rects])
         self.rects.set_linewidth([r.linewidth for r in rects])
-        shafts, heads = [], []
-        for arrow in drawing.arrows:
-            shaft, head = _arrow(arrow.start, arrow.end, arrow.via)
-            shafts.append(shaft)
-            heads.append(head)
+        shapes = [arrow.shape() for arrow in drawing.arrows]
+        shafts, heads = [shaft for shaft, _ in shapes], [head for _, head in shapes]
         colors = [a.color for a in drawing.arrows]
         self.shafts.set_segments(shafts)
         self.shafts.set_color(colors)
@@ -143,20 +140,3 @@ class Canvas:
 
 def _corners(b: Box) -> list[Point]:
     return [(b.x, b.y), (b.x + b.w, b.y), (b.x + b.w, b.y + b.h), (b.x, b.y + b.h)]
-
-
-HEAD_LEN, HEAD_HALF = 0.1, 0.045
-
-
-def _arrow(
-    start: Point, end: Point, via: tuple[Point, ...] = ()
-) -> tuple[list[Point], list[Point]]:
-    """A shaft through ``via`` stopping at the head, and a triangular head ending at ``end``."""
-    points = [start, *via]
-    (x0, y0), (x1, y1) = points[-1], end
-    length = max(float(np.hypot(x1 - x0, y1 - y0)), 1e-9)
-    ux, uy = (x1 - x0) / length, (y1 - y0) / length
-    bx, by = x1 - ux * HEAD_LEN, y1 - uy * HEAD_LEN
-    px, py = -uy * HEAD_HALF, ux * HEAD_HALF
-    head = [(x1, y1), (bx + px, by + py), (bx - px, by - py)]
-    return [*points, (bx, by)], head

@@ -9,11 +9,13 @@ site). This module imports only the standard library and the theme, so it runs i
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from pagedlab.pictures.theme import INK
 
 FIG_W, FIG_H = 9.0, 4.6  # inches: the default canvas
+HEAD_LEN, HEAD_HALF = 0.1, 0.045  # an arrowhead's length and half width, inches
 Point = tuple[float, float]
 
 
@@ -61,6 +63,17 @@ class Arrow:
     logical: int
     physical: int
     via: tuple[Point, ...] = ()
+
+    def shape(self) -> tuple[list[Point], list[Point]]:
+        """A shaft through ``via`` stopping at the head, and a triangular head ending at
+        ``end`` (the canvas and the SVG draw the same one)."""
+        points = [self.start, *self.via]
+        (x0, y0), (x1, y1) = points[-1], self.end
+        length = max(math.hypot(x1 - x0, y1 - y0), 1e-9)
+        ux, uy = (x1 - x0) / length, (y1 - y0) / length
+        bx, by = x1 - ux * HEAD_LEN, y1 - uy * HEAD_LEN
+        px, py = -uy * HEAD_HALF, ux * HEAD_HALF
+        return [*points, (bx, by)], [(x1, y1), (bx + px, by + py), (bx - px, by - py)]
 
 
 @dataclass

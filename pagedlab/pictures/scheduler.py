@@ -14,20 +14,9 @@ from matplotlib.figure import Figure
 from pagedlab.attention.swap_cost import CostModel, SwapTiming
 from pagedlab.memory.requests import StepResult
 from pagedlab.memory.scheduler import Scheduler
-from pagedlab.pictures.scheduler_drawing import (  # re-exported: pictures.scheduler.X
-    group_color,
-    pool_drawing,
-    scheduler_drawing,
-)
+from pagedlab.pictures.scheduler_drawing import scheduler_drawing  # re-exported
 
-__all__ = [
-    "group_color",
-    "plot_cost_model",
-    "plot_swap_timings",
-    "pool_drawing",
-    "scheduler_drawing",
-    "scheduler_image",
-]
+__all__ = ["plot_cost_model", "plot_swap_timings", "scheduler_drawing", "scheduler_image"]
 
 
 def scheduler_image(scheduler: Scheduler, result: StepResult | None = None) -> object:

@@ -4,19 +4,17 @@
 page without numpy or matplotlib (Pyodide) draws what a notebook draws. Conventions match the
 canvas: inches with the origin bottom left become points (1/72 in) with y flipped; labels are
 centred on a digit's height (``0.36 x size`` under the anchor), anchored by ``ha``; an arrow is
-a shaft through ``via`` ending in a head of ``HEAD_LEN`` inches. Strings are XML-escaped; the
+a shaft through ``via`` ending in a head (``Arrow.shape``). Strings are XML-escaped; the
 output depends only on the drawing.
 """
 
 from __future__ import annotations
 
-import math
 from xml.sax.saxutils import escape, quoteattr
 
 from pagedlab.pictures.drawing import Arrow, Drawing, Label, Point, Rect
 
 PT = 72.0  # points per inch
-HEAD_LEN, HEAD_HALF = 0.1, 0.045  # inches, as on the canvas
 SHAFT_WIDTH = 0.9  # points
 ANCHORS = {"center": "middle", "left": "start", "right": "end"}
 FONT = "DejaVu Sans, Verdana, sans-serif"
@@ -24,19 +22,6 @@ FONT = "DejaVu Sans, Verdana, sans-serif"
 
 def _num(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".") or "0"
-
-
-def arrow_shape(
-    start: Point, end: Point, via: tuple[Point, ...] = ()
-) -> tuple[list[Point], list[Point]]:
-    """A shaft through ``via`` stopping at the head, and a triangular head ending at ``end``."""
-    points = [start, *via]
-    (x0, y0), (x1, y1) = points[-1], end
-    length = max(math.hypot(x1 - x0, y1 - y0), 1e-9)
-    ux, uy = (x1 - x0) / length, (y1 - y0) / length
-    bx, by = x1 - ux * HEAD_LEN, y1 - uy * HEAD_LEN
-    px, py = -uy * HEAD_HALF, ux * HEAD_HALF
-    return [*points, (bx, by)], [(x1, y1), (bx + px, by + py), (bx - px, by - py)]
 
 
 class _Page:
@@ -66,14 +51,14 @@ class _Page:
         )
 
     def shaft(self, a: Arrow) -> str:
-        shaft, _head = arrow_shape(a.start, a.end, a.via)
+        shaft, _head = a.shape()
         return (
             f'<polyline points="{" ".join(map(self.point, shaft))}" fill="none" '
             f'stroke={quoteattr(a.color)} stroke-width="{SHAFT_WIDTH}"/>'
         )
 
     def head(self, a: Arrow) -> str:
-        _shaft, head = arrow_shape(a.start, a.end, a.via)
+        _shaft, head = a.shape()
         return f'<polygon points="{" ".join(map(self.point, head))}" fill={quoteattr(a.color)}/>'
 
 

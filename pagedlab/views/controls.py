@@ -1,16 +1,11 @@
-"""A control declared once (name, range or options, description, default), an explorer
-declared once (:class:`Declaration`: its controls, its static frames and its :class:`Play`).
+"""Controls (:class:`Slider`, :class:`Choice`, :class:`Toggle`) and an explorer
+(:class:`Declaration`: its controls, static frames and :class:`Play`), each declared once.
 
-An explorer lists its controls as class data (``CONTROLS``, a tuple of these). The notebook's
-``Explorer`` base builds its ipywidgets from them, and the live site writes its page inputs
-from the very same declarations (``pagedlab.site.registry.REGISTRY``), so a range, an option
-or a description is typed once. No widgets here: the live core imports this module in a browser.
-
-Invariants, checked when a declaration is made (a ``ValueError`` or ``TypeError`` naming it):
-the name is an identifier, the description is not empty, and the default is a value the
-control takes (inside a slider's range, one of a choice's options, a bool for a toggle).
-``accept(value)`` checks one value against the declaration and returns it; a wrong kind is an
-``ArgumentTypeError`` and a value outside the range or the options a ``ValueError``, both
+The notebook's ``Explorer`` base builds its ipywidgets from a declaration and the live site
+writes its page inputs from the very same one, so a range, an option or a description is typed
+once. No widgets here: the live core imports this module in a browser. Each declaration is
+checked when made, and ``accept(value)`` checks one value against a control: a wrong kind is
+an ``ArgumentTypeError``, a value outside the range or the options a ``ValueError``, both
 naming the control and the value.
 """
 
