@@ -29,7 +29,8 @@ from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.sharing import fork_samples
 from pagedlab.pictures.at_scale import plot_breakdown
 from pagedlab.pictures.blocks import scene
-from pagedlab.pictures.canvas import Canvas, Drawing
+from pagedlab.pictures.canvas import Canvas
+from pagedlab.pictures.drawing import Drawing
 from pagedlab.pictures.fragmentation import fig3_scene
 from pagedlab.pictures.in_2026 import three_allocators
 from pagedlab.pictures.png import save_png, to_png

@@ -144,26 +144,16 @@ def steps_table(steps: Sequence[LoopStep], decimals: int = 3) -> str:
     dims = len(steps[0].acc)
     out_head = "acc/l" if dims == 1 else "acc/l[0]"
     header = ("block", "reads", "positions", "scores", "m_old", "m_new", "alpha", "block sum", "l")
-    rows = [(*header, out_head)]
+    rows: list[tuple[str, ...]] = [(*header, out_head)]
     for s in steps:
         first, last = s.positions[0], s.positions[-1]
         span = f"{first}" if first == last else f"{first}-{last}"
         if s.masked:
             span += f" (+{s.masked} masked)"
-        rows.append(
-            (
-                f"{s.logical}",
-                f"physical {s.physical}",
-                span,
-                " ".join(_num(x, 1) for x in s.scores),
-                _num(s.m_old, decimals),
-                _num(s.m_new, decimals),
-                _num(s.alpha, decimals),
-                _num(s.block_sum, decimals),
-                _num(s.l_sum, decimals),
-                _num(s.output[0], decimals),
-            )
-        )
+        numbers = (s.m_old, s.m_new, s.alpha, s.block_sum, s.l_sum, s.output[0])
+        scores = " ".join(_num(x, 1) for x in s.scores)
+        text = (f"{s.logical}", f"physical {s.physical}", span, scores)
+        rows.append((*text, *(_num(x, decimals) for x in numbers)))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = []
     for r in rows:  # text columns left-aligned, numbers right-aligned

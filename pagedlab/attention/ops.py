@@ -25,9 +25,6 @@ hold bfloat16. Not handled: prefill, sliding windows, ALiBi, fp8 caches, float64
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from types import ModuleType
-
 import torch
 
 from pagedlab.attention import backend, tuning
@@ -132,11 +129,8 @@ def paged_attention(
     shapes = validate_paged_inputs(query, key_cache, value_cache, block_tables, seq_lens, scale)
     group = shapes.num_heads // shapes.num_kv_heads
     tuning.check_kernel_fits(shapes.block_size, shapes.head_dim, group)
-
-    def launch(launcher: ModuleType, *tensors: torch.Tensor) -> torch.Tensor:
-        return launcher.launch_paged_attention(*tensors, shapes.scale, shapes.max_pages)
-
-    return _run_triton(launch, query, key_cache, value_cache, block_tables, seq_lens)
+    tensors = (query, key_cache, value_cache, block_tables, seq_lens)
+    return _run_triton("launch_paged_attention", tensors, shapes.scale, shapes.max_pages)
 
 
 def paged_attention_one_page(
@@ -153,24 +147,16 @@ def paged_attention_one_page(
     shapes = validate_paged_inputs(query, key_cache, value_cache, block_tables, seq_lens, scale)
     check_one_page_kernel_fits(shapes, query, key_cache, value_cache, block_tables)
     tuning.check_kernel_fits(shapes.block_size, shapes.head_dim, 1)
-
-    def launch(launcher: ModuleType, *tensors: torch.Tensor) -> torch.Tensor:
-        contiguous = (t.contiguous() for t in tensors)
-        return launcher.launch_paged_attention_one_page(*contiguous, shapes.scale)
-
-    return _run_triton(launch, query, key_cache, value_cache, block_tables, seq_lens)
+    tensors = (query, key_cache, value_cache, block_tables, seq_lens)
+    contiguous = tuple(t.contiguous() for t in tensors)  # it computes offsets, not strides
+    return _run_triton("launch_paged_attention_one_page", contiguous, shapes.scale)
 
 
-def _run_triton(
-    launch: Callable[..., torch.Tensor],
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-) -> torch.Tensor:
+def _run_triton(launcher: str, tensors: tuple[torch.Tensor, ...], *args: object) -> torch.Tensor:
     """What every Triton entry point does after validating: the backend and device checks,
-    bf16 upcast under the interpreter, ``launch(launcher, q, kc, vc, bt, sl)``, the cast back."""
+    bf16 upcast under the interpreter, ``launch.<launcher>(q, kc, vc, bt, sl, *args)`` with
+    ``bt`` and ``sl`` contiguous, the cast back."""
+    query, key_cache, value_cache, block_tables, seq_lens = tensors
     backend.require_triton()  # after validation: bad input is a ValueError on every platform
     if not backend.runs_on(query.device):
         raise ValueError(
@@ -178,21 +164,15 @@ def _run_triton(
             f"{backend.device()} here ({backend.BACKEND}): move them with "
             ".to(pagedlab.attention.backend.device()), or use reference_attention"
         )
-    from pagedlab.attention import launch as launcher  # imports triton, after backend
+    from pagedlab.attention import launch  # imports triton, after backend
 
     out_dtype = query.dtype
     if backend.BACKEND == "interpreter" and out_dtype == torch.bfloat16:
         # The interpreter has no bfloat16 arithmetic; bf16 -> fp32 is exact.
         query, key_cache, value_cache = query.float(), key_cache.float(), value_cache.float()
+    indices = (block_tables.contiguous(), seq_lens.contiguous())
     with backend.on_device(query.device):
-        out = launch(
-            launcher,
-            query,
-            key_cache,
-            value_cache,
-            block_tables.contiguous(),
-            seq_lens.contiguous(),
-        )
+        out = getattr(launch, launcher)(query, key_cache, value_cache, *indices, *args)
     return out.to(out_dtype)
 
 

@@ -37,7 +37,8 @@ from matplotlib.figure import Figure
 
 from pagedlab.checks import Refused, check_int
 from pagedlab.explorers.play import Player
-from pagedlab.pictures.canvas import Canvas, Drawing
+from pagedlab.pictures.canvas import Canvas
+from pagedlab.pictures.drawing import Drawing
 from pagedlab.pictures.png import to_png
 from pagedlab.views.controls import Control, Declaration, Slider, Toggle
 from pagedlab.views.shown import View as View  # one type: the live renders return it too
@@ -92,7 +93,8 @@ class Explorer:
             else getattr(self, row)
             for row in self.ROWS
         ] or list(self.controls.values())  # fmt: skip
-        if self.play is not None and not any("play" in _names(row) for row in self.ROWS):
+        named = [n for row in self.ROWS for n in (row if isinstance(row, tuple) else (row,))]
+        if self.play is not None and "play" not in named:
             rows.insert(0, self.play)
         self.widget = widgets.VBox([*rows, self.picture, self.readout])
         values = self._validated({**self.values, **initial}, list(initial))
@@ -211,15 +213,9 @@ class Explorer:
         self.readout.value = view.readout
 
     def _on_change(self, _change: object) -> None:
-        """A learner moved a control: state, then picture, then ``finish``, then readout.
-
-        When the move came from the browser (a comm message), ``finish`` runs ``DEFER_S``
-        later on the kernel's event loop, so the picture leaves at once and a burst of
-        moves (a held arrow key) runs the slow part only for the last one. A refusal
-        (:class:`~pagedlab.checks.Refused`) becomes the readout; anything else a move raises
-        is a bug and is not hidden (``tests/site/test_registry.py`` sweeps every explorer's
-        reachable settings for one).
-        """
+        """A learner moved a control: state, picture, then ``finish`` and readout, ``DEFER_S``
+        later for a browser's move (a held arrow key runs the slow part for the last move
+        only). Only a :class:`~pagedlab.checks.Refused` is caught: anything else is a bug."""
         if self._holding:
             return
         self._generation += 1
@@ -309,10 +305,6 @@ def _after_this_message(callback: Callable[[], None]) -> bool:
 
 
 _RESERVED = {"picture", "readout", "widget", "state", "controls", "canvas", "values", "play"}
-
-
-def _names(row: str | tuple[str, ...]) -> tuple[str, ...]:
-    return row if isinstance(row, tuple) else (row,)
 
 
 def _slider(control: Control) -> TypeGuard[Slider]:

@@ -21,7 +21,7 @@ from pagedlab.explorers.base import Explorer, View
 from pagedlab.memory.scheduler import MODES
 from pagedlab.model import TinyLlama, generate_contiguous
 from pagedlab.model.paged import DecodeAttention
-from pagedlab.pictures.canvas import Drawing
+from pagedlab.pictures.drawing import Drawing
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.views.controls import Choice, Declaration, Play, Slider
 

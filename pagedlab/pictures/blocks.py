@@ -9,7 +9,7 @@ colour key naming the drawn sequences (letters, never table ids).
 
 Pool columns are balanced (17 blocks: 6, 6, 5) and arrows run through empty lanes, never
 behind a block. ``scene(...)`` only reads the state (``refcounts()``, ``blocks``,
-``slot_mapping()``) and returns a :class:`~pagedlab.pictures.canvas.Drawing`, laid out for
+``slot_mapping()``) and returns a :class:`~pagedlab.pictures.drawing.Drawing`, laid out for
 the default 9 x 4.6 in canvas and readable up to a 32-block pool and 64 positions; labels that
 do not fit become one caption per block (pool) or are hidden (logical view).
 """

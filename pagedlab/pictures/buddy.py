@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from pagedlab.pictures.canvas import Box, Drawing, Label, Rect
+from pagedlab.pictures.drawing import Box, Drawing, Label, Rect
 from pagedlab.pictures.theme import CATEGORY_COLORS, FREE_COLOR, FREE_EDGE, INK, tint
 
 

@@ -1,10 +1,10 @@
-"""Drawing primitives: a ``Drawing`` (rectangles, labels, arrows) and a ``Canvas`` that shows it.
+"""The matplotlib half of a picture: a ``Canvas`` that shows a ``Drawing`` (its data half,
+:mod:`pagedlab.pictures.drawing`), and ``image`` / ``drawing_png`` for a cell.
 
-The ``Drawing`` types live in :mod:`pagedlab.pictures.drawing` and are re-exported here; this
-is the matplotlib half. ``Canvas.render(drawing)`` puts a drawing on one figure whose four
-collections (rectangles, shafts, arrowheads, glyphs) are replaced in place, text as cached
-glyph paths, so a redraw costs tens of milliseconds, not hundreds (a ``Text`` artist costs
-2-4 ms). Sizes in inches (default 9 x 4.6); Agg only, no pyplot, no global state.
+``Canvas.render(drawing)`` puts a drawing on one figure whose four collections (rectangles,
+shafts, arrowheads, glyphs) are replaced in place, text as cached glyph paths, so a redraw
+costs tens of milliseconds, not hundreds (a ``Text`` artist costs 2-4 ms). Sizes in inches
+(default 9 x 4.6); Agg only, no pyplot, no global state.
 """
 
 from __future__ import annotations
@@ -20,18 +20,7 @@ from matplotlib.path import Path
 from matplotlib.textpath import TextPath
 from matplotlib.transforms import Affine2D
 
-from pagedlab.pictures.drawing import (  # the data half, re-exported: canvas.Drawing etc.
-    FIG_H,
-    FIG_W,
-    Arrow,
-    Box,
-    Drawing,
-    Label,
-    Point,
-    Rect,
-    font_size,
-    stack,
-)
+from pagedlab.pictures.drawing import FIG_H, FIG_W, Box, Drawing, Point
 from pagedlab.pictures.png import to_png
 from pagedlab.pictures.theme import DPI
 
@@ -49,12 +38,6 @@ def _glyphs(text: str, size: float, ha: str) -> Path:
     dx = -(x0 + x1) / 2 if ha == "center" else (-(x1 - x0) if ha == "right" else 0.0)
     dy = -size * 0.36  # centre on the height of a digit, not on this label's own ink
     return Path(path.vertices + (dx, dy), path.codes)
-
-
-__all__ = [
-    "FIG_H", "FIG_W", "Arrow", "Box", "Canvas", "Drawing", "Label", "Point", "Rect",
-    "drawing_png", "font_size", "image", "stack",
-]  # fmt: skip
 
 
 def drawing_png(picture: Drawing | Figure) -> bytes:

@@ -13,8 +13,9 @@ Both read state only. Rect kinds (counted by the tests): ``token``, ``pad``, ``i
 from __future__ import annotations
 
 from pagedlab.attention.mixed_step import PAD_SLOT_ID, MixedStep
+from pagedlab.checks import check_int
 from pagedlab.memory.block_table import BlockTable
-from pagedlab.pictures.canvas import Arrow, Box, Drawing, Label, Rect
+from pagedlab.pictures.drawing import Arrow, Box, Drawing, Label, Rect
 from pagedlab.pictures.theme import FREE_COLOR, FREE_EDGE, INK, table_color, tint
 
 CELL = 0.42  # inches, one tensor entry
@@ -91,13 +92,8 @@ def tensor_parallel_scene(
     table: BlockTable, num_workers: int = 2, num_kv_heads: int = 4
 ) -> Drawing:
     """§4.6: one block table, read by every tensor-parallel worker (module doc)."""
-    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
-        raise ValueError(f"num_workers must be an int >= 1, got {num_workers!r}")
-    if (
-        not isinstance(num_kv_heads, int)
-        or num_kv_heads < num_workers
-        or num_kv_heads % num_workers
-    ):
+    num_workers = check_int(num_workers, "num_workers", minimum=1)
+    if check_int(num_kv_heads, "num_kv_heads", minimum=1) % num_workers:
         raise ValueError(
             f"num_kv_heads must be a multiple of num_workers = {num_workers}, got {num_kv_heads!r}"
         )

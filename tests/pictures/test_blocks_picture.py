@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from pagedlab import BlockAllocator, BlockTable
 from pagedlab.pictures.blocks import pool_contents, scene
-from pagedlab.pictures.canvas import Box, Canvas
+from pagedlab.pictures.canvas import Canvas
+from pagedlab.pictures.drawing import Box
 from pagedlab.pictures.theme import PALETTE, table_color
 
 

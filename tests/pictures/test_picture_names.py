@@ -9,7 +9,7 @@ from pagedlab import BlockAllocator, BlockTable, fork_samples
 from pagedlab.explorers.sharing import PrefixCacheExplorer
 from pagedlab.memory.sharing import beam_step
 from pagedlab.pictures.blocks import POOL_BOX, scene
-from pagedlab.pictures.canvas import Box, Drawing, Label
+from pagedlab.pictures.drawing import Box, Drawing, Label
 from pagedlab.pictures.sharing import Frame, event_frames, sharing_scene
 from pagedlab.pictures.theme import OTHER_COLOR, table_color
 from pagedlab.scenes import (

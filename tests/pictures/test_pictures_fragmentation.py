@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pagedlab import BlockAllocator, BlockTable
-from pagedlab.pictures.canvas import Drawing, Label, stack
 from pagedlab.pictures.canvas import drawing_png as to_png
+from pagedlab.pictures.drawing import Drawing, Label, stack
 from pagedlab.pictures.fragmentation import fig3_scene, fragmentation_scene, holes
 from pagedlab.pictures.reservation import reservation_scene
 from pagedlab.scenes import fragmented_pool
