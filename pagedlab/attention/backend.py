@@ -1,31 +1,25 @@
 """Where pagedlab's Triton kernels run, decided once, before anything imports Triton.
 
-Three outcomes, exposed as ``BACKEND``:
+``BACKEND`` is one of:
 
 - ``"compiled"``: a CUDA device is visible and ``TRITON_INTERPRET`` is not set to a true
-  value. Kernels are compiled for the GPU and tensors live on ``device() == cuda``.
+  value; tensors live on ``device() == cuda``.
 - ``"interpreter"``: no CUDA device (or the user set ``TRITON_INTERPRET=1``). We set
   ``TRITON_INTERPRET=1`` ourselves when the user left it unset; Triton then runs every
-  kernel program as plain Python/numpy on the CPU. Same kernel source, same results,
-  no speed. Tensors live on ``device() == cpu``.
-- ``"unavailable"``: the ``triton`` package is not installed (pagedlab's ``pyproject.toml``
-  installs it on Linux x86_64 only), or the user forced ``TRITON_INTERPRET=0`` on a machine
-  without CUDA. pagedlab still imports; :func:`require_triton` raises a ``RuntimeError``
-  that points to ``pagedlab.reference_attention``, the plain-torch path that works
-  everywhere.
+  program as numpy on the CPU: same source, same results, no speed. ``device() == cpu``.
+- ``"unavailable"``: no ``triton`` package (pagedlab installs it on Linux x86_64 only), or
+  ``TRITON_INTERPRET=0`` without CUDA. pagedlab still imports; :func:`require_triton` raises
+  a ``RuntimeError`` pointing to ``pagedlab.reference_attention`` (plain torch, everywhere).
 
-Why the order matters: Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` decorates a
-function (``triton.knobs.runtime.interpret``), so the variable must be in the environment
-before :mod:`pagedlab.attention.kernels` is imported. ``import torch`` does not import
-Triton (checked for torch 2.3-2.13; ``tests/attention/test_kernel_grid.py`` checks it in a fresh
-interpreter), and this module never imports Triton itself: it only asks whether the package exists.
+Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` decorates a function, so it must be
+set before :mod:`pagedlab.attention.kernels` is imported. ``import torch`` does not import
+Triton (``tests/attention/test_kernel_grid.py`` checks it in a fresh interpreter), and this
+module never imports it. A kernel decorated *before* ``import pagedlab`` was built for a GPU
+("0 active drivers" on a CPU): importing pagedlab after ``triton`` warns, and
+:func:`stale_kernel` says so for one kernel.
 
-A kernel decorated *before* ``import pagedlab`` (a notebook's kernel cell run first after a
-restart) was built for a GPU; on a CPU Triton then fails with "0 active drivers". Importing
-pagedlab after ``triton`` warns about it, and :func:`stale_kernel` says so for one kernel.
-
-Invariant: this module is imported first by ``pagedlab/__init__.py``; nothing in pagedlab
-imports ``triton`` except :mod:`pagedlab.attention.kernels`, which imports this module first.
+Invariant: ``pagedlab/__init__.py`` imports this module first; nothing in pagedlab imports
+``triton`` except :mod:`pagedlab.attention.kernels`, which imports this module first.
 """
 
 from __future__ import annotations

@@ -147,16 +147,8 @@ def plan_attention(
         lanes = lanes_per_program(interpreter, num_seqs * num_kv_heads, splits, step)
     if lanes > 1 and splits > 1:
         raise ValueError(f"lanes={lanes} > 1 needs splits == 1, got splits={splits}")
-    return AttentionPlan(
-        block_t,
-        block_d,
-        block_g,
-        pages,
-        warps,
-        splits,
-        pages_per_split(max_pages, splits, pages),
-        lanes,
-    )
+    per_split = pages_per_split(max_pages, splits, pages)
+    return AttentionPlan(block_t, block_d, block_g, pages, warps, splits, per_split, lanes)
 
 
 def reshape_and_cache_block_n(

@@ -14,7 +14,7 @@ import html
 from typing import cast
 
 from pagedlab.control_scenes import scheduler_control_scene
-from pagedlab.memory.scheduler import MODES
+from pagedlab.memory.scheduler import MODES, Scheduler
 from pagedlab.pictures.scheduler_drawing import scheduler_drawing
 from pagedlab.views.controls import Choice, Control, Declaration, Play, Slider, Toggle
 from pagedlab.views.shown import View
@@ -45,6 +45,21 @@ def check_controls(
     return cast(tuple[str, int, int, bool, int], tuple(checked))
 
 
+def readout(s: Scheduler, check: str, total_steps: int | None = None) -> str:
+    """The readout, as HTML: the step (of ``total_steps``), what preemption cost so far,
+    ``check``, and once every request finished, their order."""
+    step = f"step {s.steps}" + ("" if total_steps is None else f" of {total_steps}")
+    moved = s.blocks_swapped_out + s.blocks_swapped_in
+    lines = [
+        f"{step} · preemptions {s.preemptions} · blocks moved {moved} · "
+        f"tokens recomputed {s.tokens_recomputed}",
+        check,
+    ]
+    if s.done:
+        lines.append(f"all finished, in the order {', '.join(g.name for g in s.finished)}")
+    return "<br>".join(html.escape(line) for line in lines)
+
+
 def scheduler_view(
     mode: str, block_size: int, token_budget: int, chunked_prefill: bool, step: int
 ) -> View:
@@ -57,15 +72,8 @@ def scheduler_view(
     while scheduler.steps < step and not scheduler.done:
         result = scheduler.step()
         scheduler.check_invariants()
-    s = scheduler
-    moved = s.blocks_swapped_out + s.blocks_swapped_in
-    lines = [
-        f"step {s.steps} · preemptions {s.preemptions} · blocks moved {moved} · "
-        f"tokens recomputed {s.tokens_recomputed}",
+    check = (
         "✓ no block leaked after any step (Scheduler.check_invariants); the K/V these blocks "
-        "hold is the data plane: the notebook moves and reads it back with torch",
-    ]
-    if s.done:
-        lines.append(f"all finished, in the order {', '.join(g.name for g in s.finished)}")
-    readout = "<br>".join(html.escape(line) for line in lines)
-    return View(scheduler, scheduler_drawing(scheduler, result), readout)
+        "hold is the data plane: the notebook moves and reads it back with torch"
+    )
+    return View(scheduler, scheduler_drawing(scheduler, result), readout(scheduler, check))
