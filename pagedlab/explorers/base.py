@@ -97,10 +97,7 @@ class Explorer:
         if self.play is not None and "play" not in named:
             rows.insert(0, self.play)
         self.widget = widgets.VBox([*rows, self.picture, self.readout])
-        values = self._validated({**self.values, **initial}, list(initial))
-        view = self.finish(self.render(**values))
-        self._apply(values)
-        self._show(view)
+        self.set(**initial)
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
 
@@ -153,7 +150,9 @@ class Explorer:
         view = self.finish(self.render(**values))
         self._generation += 1
         self._apply(values)
-        self._show(view)
+        self.state = view.state
+        self.picture.value = self._encode(view.picture)
+        self.readout.value = view.readout
         return self.state
 
     # --- validation ----------------------------------------------------------------------------
@@ -206,11 +205,6 @@ class Explorer:
         if isinstance(picture, Figure):
             return to_png(picture)
         return picture
-
-    def _show(self, view: View) -> None:
-        self.state = view.state
-        self.picture.value = self._encode(view.picture)
-        self.readout.value = view.readout
 
     def _on_change(self, _change: object) -> None:
         """A learner moved a control: state, picture, then ``finish`` and readout, ``DEFER_S``

@@ -41,15 +41,8 @@ def _validate(question: Any, answer: Any, explain: Any, choices: Any) -> None:
         if len(set(choices)) != len(choices):
             raise ValueError(f"choices must differ from one another, got {list(choices)!r}")
         return
-    if isinstance(answer, bool):
-        raise TypeError(f"answer must be an int, a list of int or a choice, got {answer!r}")
-    if isinstance(answer, int):
-        return
-    if (
-        isinstance(answer, list)
-        and answer
-        and all(isinstance(n, int) and not isinstance(n, bool) for n in answer)
-    ):
+    numbers = answer if isinstance(answer, list) and answer else [answer]
+    if all(type(n) is int for n in numbers):  # an int, or a non-empty list of ints (no bool)
         return
     if isinstance(answer, str):
         raise ValueError(f"a str answer {answer!r} needs choices (a guess typed freely never "

@@ -9,6 +9,7 @@ One request's reservation is :mod:`pagedlab.pictures.reservation`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -45,14 +46,14 @@ def plot_breakdown(results: Sequence[SimResult]) -> Figure:
     rows = [FIG2_BREAKDOWN.get(n) for n in names]
     for cat in FIG2:
         v = np.array([100 * r.fig2_shares()[cat] for r in results])
-        bar = {"color": COLORS[cat], "edgecolor": "white"}
+        bar: dict[str, Any] = {"color": COLORS[cat], "edgecolor": "white"}
         ax.barh(y + 0.2, v, 0.38, left=ours_left, label=LABELS[cat], **bar)
         ours_left += v
         pv = np.array([100 * (row[cat] or 0.0) if row else 0.0 for row in rows])
         ax.barh(y - 0.2, pv, 0.38, left=paper_left, hatch="//", **bar)
         paper_left += pv
     rest = np.where([row is not None for row in rows], 100 - paper_left, 0)
-    grey = {"color": "white", "edgecolor": "#868e96", "hatch": "//"}
+    grey: dict[str, Any] = {"color": "white", "edgecolor": "#868e96", "hatch": "//"}
     ax.barh(y - 0.2, rest, 0.38, left=paper_left, label="paper: not broken down", **grey)
     ticks = [f"{n}: ours" for n in names] + ["paper (Fig. 2)"] * len(names)
     ax.set_yticks(np.concatenate([y + 0.2, y - 0.2]), ticks, fontsize=8)

@@ -5,7 +5,7 @@ chosen layout, the sequence appended token by token with a real ``BlockTable``. 
 notebook's ``AllocationExplorer`` renders with :func:`allocation_view` and then adds the
 Triton kernel's output (``scenes.with_kernel_output``); the live site runs
 :func:`allocation_view` alone in the browser, where there is no torch. Both take their
-controls from :data:`ALLOCATION_CONTROLS`.
+controls from :data:`ALLOCATION_EXPLORER`.
 """
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ from pagedlab.views.shown import View
 MAX_BLOCK_SIZE = 16  # where the notebook's sliders stop; the live page takes any size
 MAX_LENGTH = 64
 
-ALLOCATION_CONTROLS = (
-    Slider("block_size", 1, MAX_BLOCK_SIZE, "block size", 4, unbounded=True),
-    Slider("length", 1, MAX_LENGTH, "length", 5, unbounded=True),
-    Choice("layout", LAYOUTS, "layout", LAYOUTS[1]),
-)
 ALLOCATION_EXPLORER = Declaration(
     "AllocationExplorer",
-    ALLOCATION_CONTROLS,
+    (
+        Slider("block_size", 1, MAX_BLOCK_SIZE, "block size", 4, unbounded=True),
+        Slider("length", 1, MAX_LENGTH, "length", 5, unbounded=True),
+        Choice("layout", LAYOUTS, "layout", LAYOUTS[1]),
+    ),
     frames={"block_size": [1, 2, 4, 8, 16], "length": list(range(1, 33))},
     play=Play("length", "replay"),  # Play grows the sequence from 1 token up to the length shown
 )

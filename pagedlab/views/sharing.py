@@ -39,27 +39,25 @@ def prefix_pool_blocks(prompt_len: int, requests: int, block_size: int) -> int:
 
 MODES = ("parallel sampling", "beam search")
 
-SHARING_CONTROLS = (
-    Choice("mode", MODES, "mode", MODES[0]),
-    Slider("width", 1, MAX_TABLES, "n / k", 2),
-    Slider("prompt_len", 1, 24, "prompt", 7),
-    Slider("steps", 0, 12, "generated", 1),
-)
-PREFIX_CONTROLS = (
-    Slider("shared", 0, MAX_PROMPT, "shared", 8),
-    Slider("prompt_len", 1, MAX_PROMPT, "prompt", 10),
-    Slider("requests", 1, MAX_TABLES, "requests", 3),
-    Choice("block_size", (2, 4, 8), "block size", 4),
-)
 SHARING_EXPLORER = Declaration(
     "SharingExplorer",
-    SHARING_CONTROLS,
+    (
+        Choice("mode", MODES, "mode", MODES[0]),
+        Slider("width", 1, MAX_TABLES, "n / k", 2),
+        Slider("prompt_len", 1, 24, "prompt", 7),
+        Slider("steps", 0, 12, "generated", 1),
+    ),
     frames={"mode": ["parallel sampling", "beam search"], "steps": list(range(13))},
     play=Play("steps"),
 )
 PREFIX_EXPLORER = Declaration(
     "PrefixCacheExplorer",
-    PREFIX_CONTROLS,
+    (
+        Slider("shared", 0, MAX_PROMPT, "shared", 8),
+        Slider("prompt_len", 1, MAX_PROMPT, "prompt", 10),
+        Slider("requests", 1, MAX_TABLES, "requests", 3),
+        Choice("block_size", (2, 4, 8), "block size", 4),
+    ),
     frames={"shared": [0, 2, 4, 6, 8], "requests": [1, 2, 3, 4, 5, 6]},
     play=Play("requests"),
 )
@@ -100,14 +98,9 @@ def sharing_state(
         rng = random.Random(seed)
         tables, scores = [prompt], [0.0]
         for _ in range(steps):
-            cands = sorted(
-                (
-                    (s + math.log(1 - rng.random()), p)
-                    for p, s in enumerate(scores)
-                    for _ in range(width)
-                ),
-                reverse=True,
-            )[:width]
+            draws = [(s + math.log(1 - rng.random()), p) for p, s in enumerate(scores)
+                     for _ in range(width)]  # fmt: skip
+            cands = sorted(draws, reverse=True)[:width]
             step = beam_step(tables, [p for _, p in cands])
             tables, scores, copies = step.beams, [s for s, _ in cands], copies + len(step.copies)
     without = sum(ceil_div(t.num_tokens, BLOCK_SIZE) for t in tables)
