@@ -25,6 +25,8 @@ hold bfloat16. Not handled: prefill, sliding windows, ALiBi, fp8 caches, float64
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from pagedlab.attention import backend, tuning
@@ -130,7 +132,7 @@ def paged_attention(
     group = shapes.num_heads // shapes.num_kv_heads
     tuning.check_kernel_fits(shapes.block_size, shapes.head_dim, group)
     tensors = (query, key_cache, value_cache, block_tables, seq_lens)
-    return _run_triton("launch_paged_attention", tensors, shapes.scale, shapes.max_pages)
+    return _run_triton(False, tensors, shapes.scale, shapes.max_pages)
 
 
 def paged_attention_one_page(
@@ -149,13 +151,13 @@ def paged_attention_one_page(
     tuning.check_kernel_fits(shapes.block_size, shapes.head_dim, 1)
     tensors = (query, key_cache, value_cache, block_tables, seq_lens)
     contiguous = tuple(t.contiguous() for t in tensors)  # it computes offsets, not strides
-    return _run_triton("launch_paged_attention_one_page", contiguous, shapes.scale)
+    return _run_triton(True, contiguous, shapes.scale)
 
 
-def _run_triton(launcher: str, tensors: tuple[torch.Tensor, ...], *args: object) -> torch.Tensor:
+def _run_triton(one_page: bool, tensors: tuple[torch.Tensor, ...], *args: Any) -> torch.Tensor:
     """What every Triton entry point does after validating: the backend and device checks,
-    bf16 upcast under the interpreter, ``launch.<launcher>(q, kc, vc, bt, sl, *args)`` with
-    ``bt`` and ``sl`` contiguous, the cast back."""
+    bf16 upcast under the interpreter, the teaching (``one_page``) or tuned kernel's launch on
+    ``(q, kc, vc, bt, sl, *args)`` with ``bt`` and ``sl`` contiguous, the cast back."""
     query, key_cache, value_cache, block_tables, seq_lens = tensors
     backend.require_triton()  # after validation: bad input is a ValueError on every platform
     if not backend.runs_on(query.device):
@@ -172,7 +174,8 @@ def _run_triton(launcher: str, tensors: tuple[torch.Tensor, ...], *args: object)
         query, key_cache, value_cache = query.float(), key_cache.float(), value_cache.float()
     indices = (block_tables.contiguous(), seq_lens.contiguous())
     with backend.on_device(query.device):
-        out = getattr(launch, launcher)(query, key_cache, value_cache, *indices, *args)
+        run = launch.launch_paged_attention_one_page if one_page else launch.launch_paged_attention
+        out = run(query, key_cache, value_cache, *indices, *args)
     return out.to(out_dtype)
 
 
