@@ -123,26 +123,12 @@ def on_device(where: torch.device) -> contextlib.AbstractContextManager[object]:
     return contextlib.nullcontext()
 
 
-def triton_version() -> str | None:
-    """Installed Triton version, or None; read from package metadata (no import)."""
-    try:
-        from importlib.metadata import version
-
-        return version("triton")
-    except Exception:  # PackageNotFoundError, or odd installs
-        return None
-
-
 def describe() -> str:
-    """One line for a notebook's environment cell."""
+    """One line for a notebook's environment cell (the line above it prints the versions)."""
     if BACKEND == "compiled":
-        name = torch.cuda.get_device_name(0)
-        return f"Triton {triton_version()} compiled for {name} ({REASON})"
+        return f"Triton compiled for {torch.cuda.get_device_name(0)} ({REASON})"
     if BACKEND == "interpreter":
-        return (
-            f"Triton {triton_version()} interpreter on the CPU ({REASON}): "
-            "checks correctness, not speed"
-        )
+        return f"Triton interpreter on the CPU ({REASON}): checks correctness, not speed"
     return f"Triton unavailable ({REASON}); use pagedlab.reference_attention"
 
 

@@ -123,30 +123,13 @@ def scheduler_drawing(scheduler: Scheduler, result: StepResult | None = None) ->
     mode += ", chunked prefill" if s.chunked_prefill else ""
     step = result.step if result is not None else s.steps
     d.labels.append(Label(0.15, 4.42, f"step {step} · {mode}", 9.5, ha="left"))
-    free = f"{s.device.num_free} of {s.device.num_blocks} free"
-    d.extend(
-        pool_drawing(
-            f"device pool (GPU): {free}",
-            s.device.num_blocks,
-            size,
-            device,
-            DEVICE_BOX,
-            "device",
-            lit_device,
-        )
+    pools = (
+        ("device pool (GPU)", s.device, device, DEVICE_BOX, "device", lit_device),
+        ("host pool (CPU swap space)", s.host, host, HOST_BOX, "host", lit_host),
     )
-    hfree = f"{s.host.num_free} of {s.host.num_blocks} free"
-    d.extend(
-        pool_drawing(
-            f"host pool (CPU swap space): {hfree}",
-            s.host.num_blocks,
-            size,
-            host,
-            HOST_BOX,
-            "host",
-            lit_host,
-        )
-    )
+    for title, pool, contents, box, view, lit in pools:
+        title += f": {pool.num_free} of {pool.num_blocks} free"
+        d.extend(pool_drawing(title, pool.num_blocks, size, contents, box, view, lit))
     y = 4.1
     for name, groups, detail in (
         ("waiting", s.waiting, False),
