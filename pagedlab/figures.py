@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
 from PIL import Image
 
 from pagedlab.attention.batch import grow_batch
@@ -29,11 +30,11 @@ from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.sharing import fork_samples
 from pagedlab.pictures.at_scale import plot_breakdown
 from pagedlab.pictures.blocks import scene
-from pagedlab.pictures.canvas import Canvas
+from pagedlab.pictures.canvas import Canvas, drawing_png
 from pagedlab.pictures.drawing import Drawing
 from pagedlab.pictures.fragmentation import fig3_scene
 from pagedlab.pictures.in_2026 import three_allocators
-from pagedlab.pictures.png import save_png, to_png
+from pagedlab.pictures.png import save_png
 from pagedlab.pictures.routing import routers_figure
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.pictures.sharing import sharing_scene
@@ -62,7 +63,6 @@ NOTEBOOK_FILES = (
     "nb11_in_2026.png",
     "nb12_past_one_engine.png",
 )
-DPI = 80
 COLORS = 96
 RUNNING = ("R2", "R4", "R6", "R8")  # fragmented_pool's running requests
 
@@ -87,7 +87,7 @@ def write_figures(directory: Path | str = "figures") -> list[Path]:
     """Write every figure into ``directory`` (created if needed); returns the paths."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    canvas = Canvas(dpi=DPI)
+    canvas = Canvas()  # the theme's DPI
     example_layout = LAYOUTS[1]
     paths = [out / name for name in FILES]
 
@@ -117,10 +117,6 @@ def write_figures(directory: Path | str = "figures") -> list[Path]:
 SAMPLING_TITLE = "parallel sampling: 2 sequences of one prompt"
 
 
-def _drawn(drawing: Drawing) -> bytes:
-    return Canvas(dpi=DPI).render(drawing).png()
-
-
 def _first_frames() -> list[bytes]:
     """What each notebook's explorer shows first, drawn from the same scenes."""
     kernel = kernel_batch()  # notebook 4: 5, 17 and 30 tokens in a shuffled pool
@@ -134,23 +130,22 @@ def _first_frames() -> list[bytes]:
     batch = grow_batch([3, 6, 9], 4)  # notebook 8
     engine, _kv = scheduler_scene("swap", 4, 16, chunked_prefill=True)  # notebook 9, 4 steps
     last = [engine.step() for _ in range(4)][-1]
-    return [
-        _drawn(fig3_scene(OneRequest(8, 2, 0, 2048, 16), *fragmented_pool(), names=RUNNING)),
-        _drawn(scene(kernel.allocator, kernel.tables)),
-        _drawn(sharing_scene(prompt.allocator, samples, title=SAMPLING_TITLE)),
-        _drawn(
-            sharing_scene(
-                cache.allocator, tables, highlight=list(cache.cached_blocks()),
-                title="3 requests with a common prefix", caption="outlined: cached full blocks",
-            )
+    pictures: list[Drawing | Figure] = [
+        fig3_scene(OneRequest(8, 2, 0, 2048, 16), *fragmented_pool(), names=RUNNING),
+        scene(kernel.allocator, kernel.tables),
+        sharing_scene(prompt.allocator, samples, title=SAMPLING_TITLE),
+        sharing_scene(
+            cache.allocator, tables, highlight=list(cache.cached_blocks()),
+            title="3 requests with a common prefix", caption="outlined: cached full blocks",
         ),
-        _breakdown_png(),
-        _drawn(scene(batch.allocator, batch.tables)),
-        _drawn(scheduler_drawing(engine, last)),
-        _drawn(_engine_swap_frame()),
-        _drawn(_three_allocators()),
-        _routers_png(),
+        _breakdown(),
+        scene(batch.allocator, batch.tables),
+        scheduler_drawing(engine, last),
+        _engine_swap_frame(),
+        _three_allocators(),
+        _routers(),
     ]  # fmt: skip
+    return [drawing_png(picture) for picture in pictures]  # at the theme's DPI
 
 
 def _engine_swap_frame() -> Drawing:
@@ -178,16 +173,16 @@ def _three_allocators() -> Drawing:
     return three_allocators(results, [range(8), range(8), range(10)], [[], [0], [0, 1]])
 
 
-def _routers_png() -> bytes:
+def _routers() -> Figure:
     """Notebook 12: one multi-tenant trace through three routers over three engines."""
     trace = multi_tenant_trace()
-    return to_png(routers_figure([route_trace(trace, p, 3) for p in POLICIES], 3))
+    return routers_figure([route_trace(trace, p, 3) for p in POLICIES], 3)
 
 
-def _breakdown_png() -> bytes:
+def _breakdown() -> Figure:
     """Notebook 7's Fig. 2 breakdown: a 1-hour ShareGPT-like trace at 2 requests/s."""
     trace = make_trace(rate=2.0, duration_s=3600.0, workload="sharegpt", seed=0)
-    return to_png(plot_breakdown([simulate(trace, p) for p in paper_policies(block_size=16)]))
+    return plot_breakdown([simulate(trace, p) for p in paper_policies(block_size=16)])
 
 
 def write_notebook_figures(directory: Path | str = "figures") -> list[Path]:

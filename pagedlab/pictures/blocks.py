@@ -100,17 +100,9 @@ def _outline(d: Drawing, view: str, index: int) -> None:
     d.rects.append(Rect(b, "none", HIGHLIGHT, "outline", view, index, 1.8))
 
 
-def _slot(
-    d: Drawing,
-    view: str,
-    index: int,
-    b: Box,
-    offset: int,
-    w: float,
-    color: str,
-    label: str | None,
-    show: bool,
-) -> None:
+def _slot(d: Drawing, view: str, index: int, b: Box, offset: int, w: float, color: str,
+          label: str | None, show: bool) -> None:  # fmt: skip
+    """Slot ``offset`` of block ``b``: filled with ``label`` (written if ``show``) or empty."""
     slot = Box(b.x + TAB + offset * w, b.y, w, b.h)
     cx, cy = slot.x + w / 2, slot.y + b.h / 2
     if label is None:
