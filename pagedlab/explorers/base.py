@@ -12,7 +12,7 @@ A new explorer is its declaration plus one render function::
 
 A subclass provides ``DECLARATION`` (its controls, static frames and Play, declared once; its
 registry entry holds the same object) and ``render``; optionally ``finish`` (the slow part),
-``bounds``, ``check_values``, ``ROWS`` and ``WIDGET_ARGS``. ``Explorer(**initial)`` starts each
+``bounds``, ``ROWS`` and ``WIDGET_ARGS``. ``Explorer(**initial)`` starts each
 control at its default, moved by ``initial``. Attributes: ``.widget`` (the ``VBox``),
 ``.picture`` (``Image``), ``.readout`` (``HTML``), ``.state``, ``.controls``, ``.values``, each
 control's widget by its name, ``.play`` where declared.
@@ -122,9 +122,6 @@ class Explorer:
         none by default."""
         return {}
 
-    def check_values(self, values: Mapping[str, Any]) -> None:
-        """Rules across controls (raise ``ValueError``); none by default."""
-
     # --- the public surface ------------------------------------------------------------------
     @property
     def values(self) -> dict[str, Any]:
@@ -170,7 +167,6 @@ class Explorer:
         for c in filter(_slider, self.CONTROLS):
             low, high = bounds.get(c.name, (c.min, c.max))
             out[c.name] = check_int(out[c.name], c.name, minimum=low, maximum=high)
-        self.check_values(out)
         return out
 
     def _clamped(self, values: dict[str, Any]) -> dict[str, Any]:

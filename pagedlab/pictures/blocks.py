@@ -121,13 +121,12 @@ def logical_view(
     box: Box,
     values: Sequence[object] | None = None,
     color: str = PALETTE[0],
-    rows: int = ROWS,
 ) -> Drawing:
     """A table's logical blocks in ``box``: one filled slot per token, empty slots after."""
     d = Drawing()
     size, n_tokens, n_blocks = table.block_size, table.num_tokens, len(table.blocks)
     labels = slot_labels(table, values)
-    grid = _Grid(box, n_blocks, rows)
+    grid = _Grid(box, n_blocks)
     w = grid.slot_w(size)
     show = font_size(w, max(labels, key=len, default="0")) >= MIN_SIZE
     for i in range(n_blocks):
@@ -162,7 +161,6 @@ def pool_view(
     box: Box,
     values: Sequence[Sequence[object] | None] | None = None,
     highlight: Sequence[int] = (),
-    rows: int = ROWS,
     copies: Mapping[int, int] | None = None,
 ) -> Drawing:
     """Every physical block in address order, coloured by the first table holding it; a
@@ -180,7 +178,7 @@ def pool_view(
             for offset in range(size):
                 if (src, offset) in contents:
                     contents[(dst, offset)] = contents[(src, offset)]
-    grid = _Grid(box, allocator.num_blocks, rows)
+    grid = _Grid(box, allocator.num_blocks)
     w = grid.slot_w(size)
     show = font_size(w, max(contents.values(), key=len, default="0")) >= MIN_SIZE
     for block in range(allocator.num_blocks):
@@ -225,13 +223,13 @@ def table_view(
     table: BlockTable,
     box: Box,
     color: str = PALETTE[0],
-    cells: int = 32,
     name: str = "sequence A",
 ) -> Drawing:
-    """The block table: logical index (top row) over physical block id (bottom row)."""
+    """The block table: logical index (top row) over physical block id (bottom row), cells
+    sized for 32 entries (narrower past them)."""
     d = Drawing()
     blocks = table.blocks
-    w, h = box.w / max(cells, len(blocks)), box.h / 2
+    w, h = box.w / max(32, len(blocks)), box.h / 2
     d.labels.append(Label(box.x - 0.08, box.y + 1.5 * h, "logical", 7.0, ha="right"))
     d.labels.append(Label(box.x - 0.08, box.y + 0.5 * h, "physical", 7.0, ha="right"))
     entries = "entry" if len(blocks) == 1 else "entries"
@@ -258,7 +256,7 @@ def sequence_names(count: int) -> list[str]:
     return [f"sequence {chr(ord('A') + i % 26)}" for i in range(count)]
 
 
-def legend(names: Sequence[str], others: bool, y: float = 0.1) -> Drawing:
+def legend(names: Sequence[str], others: bool) -> Drawing:
     """A colour key per drawn sequence, then "allocated, empty", "free block" and, only when
     ``others``, the grey of blocks held by sequences that are not drawn."""
     d = Drawing()
@@ -267,7 +265,7 @@ def legend(names: Sequence[str], others: bool, y: float = 0.1) -> Drawing:
     keys.append((FREE_COLOR, FREE_EDGE, "free block"))
     if others:
         keys.append((OTHER_COLOR, FREE_EDGE, "held by sequences not drawn"))
-    x = 0.15
+    x, y = 0.15, 0.1
     for face, edge, text in keys:
         d.rects.append(Rect(Box(x, y, 0.22, 0.14), face, edge, "key", "legend"))
         d.labels.append(Label(x + 0.3, y + 0.07, text, 7.0, ha="left"))
