@@ -49,6 +49,7 @@ from pagedlab.scenes import (
 )
 from pagedlab.simulate import make_trace, paper_policies, simulate
 from pagedlab.simulate.policies import OneRequest
+from pagedlab.views.allocation import example_scene
 
 FILES = ("example_layout.png", "transition_4_to_5.png", "two_layouts.png", "allocation.gif")
 NOTEBOOK_FILES = (
@@ -68,9 +69,7 @@ RUNNING = ("R2", "R4", "R6", "R8")  # fragmented_pool's running requests
 
 
 def _picture(canvas: Canvas, state: ExampleState, note: str) -> np.ndarray:
-    highlight = () if state.new_block is None else (state.new_block,)
-    drawing = scene(state.allocator, [state.table], highlight=highlight, caption=note)
-    return canvas.render(drawing).rgb()
+    return canvas.render(example_scene(state, note)).rgb()
 
 
 def _note(state: ExampleState, layout_name: bool = False) -> str:

@@ -54,10 +54,12 @@ def readout_html(state: ExampleState) -> str:
     return "<br>".join(lines)
 
 
-def example_scene(state: ExampleState) -> Drawing:
-    """The picture of one setting: the new block outlined, the caption under it."""
+def example_scene(state: ExampleState, caption: str | None = None) -> Drawing:
+    """The picture of one setting: the new block outlined, ``caption`` (default the state's)
+    under it."""
     highlight = () if state.new_block is None else (state.new_block,)
-    return scene(state.allocator, [state.table], highlight=highlight, caption=state.caption)
+    caption = state.caption if caption is None else caption
+    return scene(state.allocator, [state.table], highlight=highlight, caption=caption)
 
 
 def allocation_view(block_size: int, length: int, layout: str = LAYOUTS[1]) -> View:

@@ -31,12 +31,6 @@ POOL_BLOCKS, BLOCK_SIZE = 32, 4
 PREFIX_POOL_BLOCKS, MAX_PROMPT = 16, 16  # the smallest pool drawn: 16 blocks stay readable
 
 
-def prefix_pool_blocks(prompt_len: int, requests: int, block_size: int) -> int:
-    """Blocks of the explorer's pool: 16, or as many as the requests need with nothing
-    shared (at most 6 x 16 tokens in blocks of 2: 48), so every setting fits."""
-    return max(PREFIX_POOL_BLOCKS, requests * ceil_div(prompt_len, block_size))
-
-
 MODES = ("parallel sampling", "beam search")
 
 SHARING_EXPLORER = Declaration(
@@ -144,7 +138,10 @@ def prefix_state(
     prompt_len = check_int(prompt_len, "prompt_len", minimum=1, maximum=MAX_PROMPT)
     requests = check_int(requests, "requests", minimum=1, maximum=MAX_TABLES)
     block_size = check_int(block_size, "block_size", minimum=1)
-    pool = BlockAllocator(prefix_pool_blocks(prompt_len, requests, block_size), block_size)
+    # 16 blocks, or as many as the requests need with nothing shared (at most 6 x 16 tokens
+    # in blocks of 2: 48), so every setting fits
+    num_blocks = max(PREFIX_POOL_BLOCKS, requests * ceil_div(prompt_len, block_size))
+    pool = BlockAllocator(num_blocks, block_size)
     cache = PrefixCache(pool)
     admissions = [cache.admit(prefix_tokens(shared, prompt_len, r)) for r in range(requests)]
     return PrefixState(cache, admissions)
