@@ -15,7 +15,6 @@ import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pagedlab.checks import check_int
 from pagedlab.engine import Engine, EngineRun
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.memory.scheduler import MODES
@@ -74,11 +73,7 @@ class EngineExplorer(Explorer):
             raise TypeError(f"labels must be one string per prompt, got {labels!r}")
         self._model, self._prompts = model, [list(p) for p in prompts]
         self._decode, self._labels = decode, labels
-        self._new = check_int(max_new_tokens, "max_new_tokens", 1)
-        self._pool = (
-            check_int(num_blocks, "num_blocks", 1),
-            check_int(block_size, "block_size", 1),
-        )
+        self._new, self._pool = max_new_tokens, (num_blocks, block_size)  # the Engine checks
         self._attention = decode_attention
         self._expected = None if expected is None else [list(e) for e in expected]
         self._runs: dict[str, list[EngineFrame]] = {}

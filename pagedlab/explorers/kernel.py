@@ -1,20 +1,12 @@
 """KernelExplorer: sliders for a batch in a shuffled pool -> does the kernel still agree?
 
-Notebook 4 asks whether following block tables page by page computes exactly the attention
-a contiguous layout would. For every slider setting the explorer stages the batch of
-:func:`pagedlab.scenes.kernel_batch` (random fp16 q/K/V for a few sequences, written page by
-page into a pool whose free list is shuffled), draws its pool, then (the slow part) runs the
-kernels and compares three results per sequence (:func:`batch_report`).
-
-Invariant checked on every setting: the dense checkpoint (fp32,
-:func:`pagedlab.attention.batch.dense_attention` on the K/V as produced, contiguous in
-logical order, never read through a block table), ``reference_attention`` and the Triton
-``paged_attention`` agree within fp16 rounding (2e-3): the order of pages in memory is not an
-input to attention, only the table is. Errors are printed as powers of ten so the readout is
-the same text on every run.
-
-Not handled: prefill, dtypes other than those ``PagedKVCache`` stores, more than one query
-position per sequence.
+For every setting the explorer stages :func:`pagedlab.scenes.kernel_batch` (random fp16 q/K/V
+written page by page into a pool whose free list is shuffled), draws its pool, then (the slow
+part) runs the kernels on the batch's own block tables and compares three results per sequence
+(:func:`batch_report`). Invariant checked on every setting: the dense checkpoint (fp32,
+:func:`pagedlab.attention.batch.dense_attention` on the K/V as produced, never read through a
+block table), ``reference_attention`` and the Triton ``paged_attention`` agree within fp16
+rounding (2e-3). Errors are printed as powers of ten, so the readout is the same on every run.
 """
 
 from __future__ import annotations
