@@ -77,9 +77,8 @@ def paged_attention_lanes_kernel(
     offs_d = tl.arange(0, BLOCK_D).to(tl.int64)
     head = kv_head[:, None] * GROUP + offs_g[None, :]  # [LANES, BLOCK_G]
     gd_mask = ((offs_g < GROUP)[:, None] & (offs_d < HEAD_DIM)[None, :])[None, :, :]
-    q_offs = seq[:, None, None] * stride_qs + head[:, :, None] * stride_qh
-    q = tl.load(q_ptr + q_offs + offs_d[None, None, :] * stride_qd, mask=gd_mask, other=0.0)
-    q = q.to(tl.float32) * scale
+    q_offs = seq[:, None, None] * stride_qs + head[:, :, None] * stride_qh + offs_d * stride_qd
+    q = tl.load(q_ptr + q_offs, mask=gd_mask, other=0.0).to(tl.float32) * scale
 
     _, l_sum, acc = fold_pages(
         q, seq_len[:, None], max_pages, (block_tables_ptr + seq * stride_bts)[:, None],
@@ -87,13 +86,9 @@ def paged_attention_lanes_kernel(
         stride_kb, stride_kt, stride_kh, stride_kd, stride_vb, stride_vt, stride_vh, stride_vd,
         BLOCK_SIZE, HEAD_DIM, PAGES, BLOCK_T, BLOCK_D,
     )  # fmt: skip
-    out = acc / l_sum[:, :, None]
-    o_offs = seq[:, None, None] * stride_os + head[:, :, None] * stride_oh
-    tl.store(
-        out_ptr + o_offs + offs_d[None, None, :] * stride_od,
-        out.to(out_ptr.dtype.element_ty),
-        mask=live[:, None, None] & gd_mask,
-    )
+    out = (acc / l_sum[:, :, None]).to(out_ptr.dtype.element_ty)
+    o_offs = seq[:, None, None] * stride_os + head[:, :, None] * stride_oh + offs_d * stride_od
+    tl.store(out_ptr + o_offs, out, mask=live[:, None, None] & gd_mask)
 
 
 def launch_paged_attention_one_page(
