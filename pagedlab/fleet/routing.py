@@ -2,8 +2,8 @@
 
 A :class:`BlockEngine` is one engine's control plane (a real :class:`BlockAllocator` under
 ``"vllm-v1"`` and a :class:`PrefixCache`): it admits a prompt on its cached prefix, holds
-prompt + output blocks until the request finishes, and publishes the diff of
-``PrefixCache.cached_blocks()`` around each admission as :mod:`.events`. Time is a model: one
+prompt + output blocks until the request finishes, and publishes what its cache stored and
+evicted during each admission (``PrefixCache.listen``) as :mod:`.events`. Time is a model: one
 prefill at a time per engine at ``CostModel``'s throughput (notebook 09), ``decode_s`` per
 output token; a request short of blocks waits for the earliest finishers; TTFT proxy =
 queueing + prefill. A :class:`Router` sees only events (``index[engine] = {hash}``):
@@ -84,6 +84,8 @@ class BlockEngine:
         self.running: list[tuple[float, int, BlockTable]] = []  # (finish, order, table)
         self.busy_until = 0.0
         self.outbox: list[KVEvent] = []  # published, not yet read by a router
+        self._changed: dict[str, list[str]] = {"stored": [], "evicted": []}  # since published
+        self.cache.listen(lambda kind, _, block_hash: self._changed[kind].append(block_hash))
 
     def advance(self, now: float) -> None:
         """Free the tables of the requests finished by ``now``."""
@@ -106,27 +108,28 @@ class BlockEngine:
             finish, _, table = self.running.pop(0)  # wait for the earliest to finish
             table.free()
             start = max(start, finish)
-        before = set(self.cache.cached_blocks().values())
         admission = self.cache.admit(tokens)
         if request.output_len:  # its output's blocks, held until it finishes
             admission.table.append_tokens(request.output_len)
-        self._publish(before, self.cache.hashes(tokens), tokens)
+        self._publish(tokens)
         self.busy_until = start + admission.computed_tokens / PREFILL_TOKENS_PER_S
         finish = self.busy_until + request.output_len * decode_s
         bisect.insort(self.running, (finish, id(admission.table), admission.table))
         ttft = self.busy_until - request.arrival
         return Served(self.name, admission.hit_tokens, admission.computed_tokens, ttft)
 
-    def _publish(self, before: set[str], chain: list[str], tokens: Sequence[int]) -> None:
-        after = set(self.cache.cached_blocks().values())
-        if before - after:
-            self.outbox.append(BlockRemoved(sorted(to_int(h) for h in before - after)))
-        new = [i for i, h in enumerate(chain) if h in after - before]
-        if new:
-            parent = to_int(chain[new[0] - 1]) if new[0] else None
-            size = self.allocator.block_size
-            ids = list(tokens[new[0] * size : (new[-1] + 1) * size])
-            self.outbox.append(BlockStored([to_int(chain[i]) for i in new], parent, ids, size))
+    def _publish(self, tokens: Sequence[int]) -> None:
+        evicted, stored = self._changed["evicted"], self._changed["stored"]
+        if evicted:
+            self.outbox.append(BlockRemoved(sorted(to_int(h) for h in evicted)))
+        if stored:  # a run of the prompt's chain: register caches full blocks in order
+            chain, size = self.cache.hashes(tokens), self.allocator.block_size
+            first = chain.index(stored[0])
+            parent = to_int(chain[first - 1]) if first else None
+            ids = list(tokens[first * size : (first + len(stored)) * size])
+            self.outbox.append(BlockStored([to_int(h) for h in stored], parent, ids, size))
+        evicted.clear()
+        stored.clear()
 
 
 class Router:

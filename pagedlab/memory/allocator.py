@@ -27,7 +27,7 @@ block 0 off its queue as a *null block*; pagedlab reserves none. Events
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Literal
 
 from pagedlab.checks import ArgumentTypeError, Refused, check_int
@@ -127,19 +127,26 @@ class BlockAllocator(EventSource):
                 self._tell("allocate", block, owner)
         return taken
 
-    def _release(self, blocks: list[int], owner: Owner | None) -> None:
+    def _release(
+        self, blocks: list[int], owner: Owner | None, evict_first: Collection[int] = ()
+    ) -> None:
         """The mechanism of ``free_many``, for a caller that checked ``owner`` holds each block.
 
         An anonymous drop (``owner=None``) with no anonymous holder left takes the most recent
         owner's reference instead (a block freed behind a table's back): that owner records
         the block in ``lost``, and its table refuses from then on instead of writing into it.
-        Under "vllm-v1" the unhashed blocks that reach 0 go last and in reverse, each to the
-        front: that builds vLLM's front run in the order given, one event at a time.
+        A block that reaches 0 joins the *front* if it is in ``evict_first`` (vLLM's
+        ``free_blocks(evict_first=True)``: another tier holds its contents) or, under
+        "vllm-v1", has no hash; the back otherwise. The front ones go last and in reverse,
+        each to the front: that builds vLLM's front run in the order given.
         """
         vllm = self._rule == "vllm-v1"
-        if vllm:
-            fresh = {b for b in blocks if len(self.holders[b]) == 1 and b not in self._hashed}
-            blocks = [b for b in blocks if b not in fresh] + [b for b in blocks[::-1] if b in fresh]
+        front = {
+            b
+            for b in blocks
+            if len(self.holders[b]) == 1 and (b in evict_first or vllm and b not in self._hashed)
+        }
+        blocks = [b for b in blocks if b not in front] + [b for b in blocks[::-1] if b in front]
         for block in blocks:
             holders = self.holders[block]
             try:
@@ -150,8 +157,8 @@ class BlockAllocator(EventSource):
                 if "release" in self.listening:
                     self._tell("release", block, owner)
                 continue
-            if vllm and block not in self._hashed:
-                self._free.appendleft(block)  # no hash: nothing worth keeping, reused first
+            if block in front:
+                self._free.appendleft(block)  # nothing worth keeping here: reused first
             else:
                 self._free.append(block)  # the back of the queue
             if "free" in self.listening:

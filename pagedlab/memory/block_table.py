@@ -24,7 +24,7 @@ pure checks beside ``append_tokens``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 from pagedlab.checks import ceil_div, check_int, slot_mapping
@@ -112,14 +112,16 @@ class BlockTable:
         child._num_tokens = self._num_tokens
         return child
 
-    def free(self) -> None:
+    def free(self, evict_first: Collection[int] = ()) -> None:
         """Drop this table's reference to each block, last block first; the table is done.
 
         Last block first, as vLLM frees a request: under either free rule a prefix cache then
         evicts a sequence's tail before its beginning, which other requests share more often.
+        Blocks in ``evict_first`` that reach ref count 0 join the front of the free queue even
+        if hashed (vLLM's ``free_blocks(evict_first=True)``: another tier holds their K/V).
         """
         self.check_usable("free")  # the allocator's guard: the table holds each block once
-        self._alloc._release(self._blocks[::-1], self._owner)
+        self._alloc._release(self._blocks[::-1], self._owner, evict_first)
         self._blocks = []
         self._num_tokens = 0
         self._freed = True

@@ -45,11 +45,15 @@ import hashlib
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pagedlab.checks import ArgumentTypeError, check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, blocks_to_append
 from pagedlab.memory.events import Event
+
+CacheListener = Callable[[Literal["stored", "evicted"], int, str], None]
+"""``listener(kind, block, block_hash)``: see :meth:`PrefixCache.listen`."""
 
 ROOT_HASH = ""
 """The parent hash of a sequence's first block."""
@@ -163,9 +167,19 @@ class PrefixCache:
         self._parent_of: dict[int, int | None] = {}  # the cached block it was computed after
         self._children: dict[int, set[int]] = {}  # cached blocks computed after it
         self._duplicates: set[int] = set()  # marked, never found: see the module docstring
+        self._listeners: list[CacheListener] = []
         self._unsubscribe: Callable[[], None] | None = allocator.subscribe(
             self._evict, ("allocate",)
         )
+
+    def listen(self, listener: CacheListener) -> None:
+        """Call ``listener(kind, block, block_hash)`` after every change to what is cached:
+        ``"stored"`` once ``block`` is cached under ``block_hash`` (``register``, ``admit``),
+        ``"evicted"`` once it is forgotten (handed out again, ``forget``, ``close``, or computed
+        after a block forgotten). Called after the change: the cache already says it."""
+        if not callable(listener):
+            raise TypeError(f"listener must be callable, got {listener!r}")
+        self._listeners.append(listener)
 
     @property
     def allocator(self) -> BlockAllocator:
@@ -204,10 +218,12 @@ class PrefixCache:
         while stack:
             b = stack.pop()
             self._allocator.unmark_hashed(b)
-            del self._block_of[self._hash_of.pop(b)]
-            del self._tokens_of[b], self._parent_of[b]
+            block_hash = self._hash_of.pop(b)
+            del self._block_of[block_hash], self._tokens_of[b], self._parent_of[b]
             stack.extend(self._children.pop(b, ()))
             forgotten += 1
+            for listener in self._listeners:
+                listener("evicted", b, block_hash)
         return forgotten
 
     def close(self) -> None:
@@ -215,13 +231,11 @@ class PrefixCache:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-            for block in (*self._hash_of, *self._duplicates):
+            for block in [b for b, parent in self._parent_of.items() if parent is None]:
+                self._forget(block)  # a root and every block computed after it
+            for block in self._duplicates:
                 self._allocator.unmark_hashed(block)
             self._duplicates.clear()
-            for table in (self._block_of, self._hash_of, self._tokens_of):
-                table.clear()
-            self._parent_of.clear()
-            self._children.clear()
 
     def forget(self, block: int) -> int:
         """Forget cached ``block`` and the cached blocks computed after it; returns how many
@@ -381,4 +395,6 @@ class PrefixCache:
                 self._children.setdefault(parent, set()).add(block)
             added += 1
             parent = block
+            for listener in self._listeners:
+                listener("stored", block, block_hash)
         return added
