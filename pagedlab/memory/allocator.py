@@ -1,27 +1,19 @@
 """A pool of fixed-size KV blocks: a free queue, and who holds each block.
 
-The allocator knows nothing about sequences: it hands out physical block ids, keeps each
-block's holders (its ref count is their number) and takes a block back when the last holder
-lets go. A holder is an :class:`Owner` (a ``BlockTable`` makes one and passes it to every
-call) or anonymous (``owner=None``: a learner calling ``allocate`` / ``free`` directly).
+The allocator knows nothing about sequences: it hands out block ids, keeps each block's
+holders (its ref count is their number) and takes a block back when the last holder lets go.
+A holder is an :class:`Owner` (a ``BlockTable`` passes its own) or anonymous (``owner=None``).
+Invariants (the property tests): a block is on the free queue with ref count 0, or off it
+with ref count >= 1; an owner holds a block at most once; ``allocate`` takes the front of the
+queue (0, 1, 2, ... of a fresh pool, unless ``free_order`` stages a scene); every public method
+is one guard (``_check_*``) that raises before anything moves, then the mechanism (``_take``,
+``_release``, which a self-guarding ``BlockTable`` calls directly).
 
-Invariants (checked by the property tests):
-
-- a block is on the free queue with ref count 0, or off it with ref count >= 1; an owner
-  holds a block at most once; ``num_free`` is the length of the queue;
-- ``allocate`` takes the front of the queue: block 0, 1, 2, ... of a fresh pool, unless
-  ``free_order`` stages a scene (the paper's 4, 1);
-- every public method is one guard (the ``_check_*`` methods) that raises before anything
-  moves, then the mechanism (``_take``, ``_release``; a ``BlockTable``, which guards
-  itself, calls those directly). Misuse is recorded, not hidden: see ``_release``.
-
-Where a block whose ref count reaches 0 joins the queue is the ``free_rule``: ``"fifo"`` (the
-default) at the back; ``"vllm-v1"`` as vLLM V1's ``BlockPool.free_blocks``
-(``vllm/v1/core/block_pool.py`` at commit c59cb79): a block without a hash (registered by a
-prefix cache: ``mark_hashed``) to the *front*, reused first, a hashed one to the back, kept
-longest for a hit; ``allocate`` drops the mark (vLLM evicts the hash there). vLLM also takes
-block 0 off its queue as a *null block*; pagedlab reserves none. Events
-(:mod:`pagedlab.memory.events`) are built only for kinds somebody listens to.
+Where a block reaching ref count 0 joins the queue is the ``free_rule``: ``"fifo"`` at the
+back; ``"vllm-v1"`` as vLLM V1's ``BlockPool.free_blocks`` (``vllm/v1/core/block_pool.py``):
+a block without a hash (``mark_hashed`` by a prefix cache) to the *front*, a hashed one to the
+back, kept longest for a hit; ``allocate`` drops the mark. vLLM also reserves block 0 as a
+*null block*; pagedlab does not. Events are built only for kinds somebody listens to.
 """
 
 from __future__ import annotations

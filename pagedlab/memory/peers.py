@@ -1,28 +1,25 @@
 """Two engines' free-block rules, reproduced small: vLLM 0.34's ``BlockPool`` and Hugging Face
 transformers 5.24's ``PagedAttentionCache``, beside pagedlab's FIFO, on one trace.
 
-Each rule is labelled with the version whose text was read (:data:`VLLM_READ`, :data:`HF_READ`);
+Each rule is labelled with the version read (:data:`VLLM_READ`, :data:`HF_READ`);
 ``pagedlab.oracles`` runs both engines' own code on random traces against these replicas:
 
-- **vLLM 0.34.0** (``vllm/v1/core/block_pool.py``): at start-up ``BlockPool`` takes block 0
-  off its free queue as the *null block* (never handed out, lines 162-163); ``free_blocks``
-  puts a block without a hash at the *front* of the queue, a hashed one at the back (lines
-  824-837); a request frees its last block first. pagedlab's :class:`BlockAllocator` with
-  ``free_rule="vllm-v1"`` is that queue, so :func:`vllm_block_pool` is the real allocator
-  with block 0 held as the null block: nothing is re-implemented.
+- **vLLM 0.34.0** (``vllm/v1/core/block_pool.py``): ``BlockPool`` takes block 0 off its free
+  queue as the *null block* (lines 162-163); ``free_blocks`` puts a block without a hash at the
+  *front*, a hashed one at the back (lines 824-837); a request frees its last block first.
+  :func:`vllm_block_pool` is pagedlab's real allocator (``free_rule="vllm-v1"``) with block 0
+  held as the null block: nothing is re-implemented.
 - **transformers 5.24.0** (``generation/continuous_batching/cache_allocators/cache_pool.py``):
-  the cache is a list of *sectors* after two *trash sectors* (ids 0 and 1, never allocated;
-  padding tokens read and write there). ``allocate_sector`` pops the *last* free sector
-  (``free_sectors.pop()``: the top id first) and makes it a tree of leaves (blocks) for one
-  cache allocator; a request takes blocks from the trees in insertion order; freed blocks go
-  back to their allocator's trees, and only ``try_to_free_sectors`` returns wholly free sectors
-  to the sector list, at its end; the scheduler calls it before every batch
-  (``scheduler.py:184``, ``_try_to_meet_safety_margin``), so :func:`run_trace` does too.
-  :class:`HFCachePool` is that bookkeeping for one cache allocator (no K/V, no prefix sharing).
+  *sectors* after two *trash sectors* (ids 0 and 1, never allocated; padding tokens go there).
+  ``allocate_sector`` pops the *last* free sector (the top id first) and makes it a tree of
+  blocks; a request takes blocks from the trees in insertion order; freed blocks rejoin their
+  trees, and ``try_to_free_sectors`` (called before every batch, ``scheduler.py:184``, so
+  :func:`run_trace` does too) returns wholly free sectors to the end of the sector list.
+  :class:`HFCachePool` is that bookkeeping for one cache allocator (no K/V, no sharing).
 
 Invariants of :class:`HFCachePool`: every block id is free in a tree, held by one request, or
-in a sector not yet allocated; a refused call (a bad value, too few free blocks) changes
-nothing. ``tests/oracles/test_hf_oracle.py`` checks the rule against the installed transformers.
+in a sector not yet allocated; a refused call changes nothing (``tests/oracles/
+test_hf_oracle.py`` checks the rule against the installed transformers).
 """
 
 from __future__ import annotations

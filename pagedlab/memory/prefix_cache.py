@@ -1,56 +1,42 @@
 """Prefix caching: full KV blocks found again by the content of everything before them.
 
 Each *full* block gets a hash chained over its prefix: ``hash(i) = sha256(hash(i - 1) ||
-token ids of block i)``, truncated to ``hash_bytes``. Two blocks have the same hash only if
-their whole prefixes match, so a new request can start on the cached blocks of its longest
-cached full-block prefix (``BlockTable.hold_prefix``) and compute only the rest.
-
+token ids of block i)``, truncated to ``hash_bytes``; a new request starts on the cached blocks
+of its longest cached full-block prefix (``BlockTable.hold_prefix``) and computes the rest.
 Rules (the usual causes of a "low hit rate"):
 
-- only full blocks are cached: the tokens of a partly filled last block are always computed;
-- the last prompt token is always computed (its logits pick the first output token), so at
-  most ``(len(prompt) - 1) // block_size`` blocks can hit, and a block-aligned prompt that is
-  entirely cached still recomputes its whole last block (a table starts on full blocks);
+- only full blocks are cached; the last prompt token is always computed (its logits pick the
+  first output token), so at most ``(len(prompt) - 1) // block_size`` blocks hit, and a
+  block-aligned prompt entirely cached recomputes its whole last block;
 - a hit compares token ids and the cached parent block, so a hash collision is a miss
-  (counted), never wrong KV: a block's KV depends on every token before it, and each cached
-  block records the cached block it was computed after (its parent), so a hit walks the very
-  chain of blocks its prefix was computed in.
+  (counted), never wrong KV: a hit walks the very chain of blocks its prefix was computed in;
+- a block may be registered once its K/V is *scheduled* (vLLM's ``allocate_slots``); a
+  scheduler that takes the computation back calls :meth:`PrefixCache.forget`;
+- a freed block stays findable until the allocator hands it out again (its ``allocate``
+  event): then it is evicted with the cached blocks computed after it. Cached blocks are
+  marked in the allocator (``mark_hashed``: the back of the free queue under "vllm-v1");
+  a hit on a free block takes it back (``reuse``). A duplicate (a full block whose hash is
+  cached under another block) is marked too, as vLLM's ``BlockHashToBlockMap`` keeps
+  duplicates (``vllm/v1/core/block_pool.py``, 0.34.0), but never found.
 
-A block may be registered as soon as its K/V is *scheduled* (vLLM's
-``KVCacheManager.allocate_slots`` caches full blocks then): a hit in the same step reads it
-in the same forward, which stores every piece's K/V before any attention reads it; a
-scheduler that takes the computation back calls :meth:`PrefixCache.forget`.
-
-Freed blocks keep their hash and stay findable until the allocator hands them out again:
-the cache listens to the allocator's ``allocate`` events and forgets (evicts) a block at
-that moment, with the cached blocks computed after it (no lookup can reach them any more).
-Each cached block is marked in the allocator (``mark_hashed``), so under ``free_rule=
-"vllm-v1"`` it joins the back of the free queue and unhashed blocks the front; under either
-rule cached blocks are evicted least recently freed first. A hit on a free block takes it back
-(``reuse``). A duplicate (a full block whose hash is already cached under another block: a
-block-aligned prompt's recomputed last block) is marked too, as vLLM's ``BlockHashToBlockMap``
-keeps duplicates (``vllm/v1/core/block_pool.py``, 0.34.0): it is freed to the back of the queue
-and counted as an eviction when handed out, though a lookup finds the first block only.
-
-Invariants (tests/memory/test_prefix_cache.py, tests/memory/test_sharing_properties.py):
-every cached block holds the token ids it is cached under; a hash maps to exactly one block
-and back; no cached block has been handed out since it was cached.
-
-Not handled: multi-modal or LoRA extra keys, per-layer caches, explicit reset.
+Invariants (tests/memory/test_prefix_cache.py, test_sharing_properties.py): every cached block
+holds the token ids it is cached under; a hash maps to exactly one block and back; no cached
+block was handed out since it was cached. Not handled: extra keys, per-layer caches, reset.
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, blocks_to_append
 from pagedlab.memory.events import Event
+from pagedlab.memory.owner import items_of
 
 CacheListener = Callable[[Literal["stored", "evicted"], int, str], None]
 """``listener(kind, block, block_hash)``: see :meth:`PrefixCache.listen`."""
@@ -100,15 +86,7 @@ def _check_hash_bytes(hash_bytes: object) -> int:
 
 
 def _token_ids(tokens: object) -> list[int]:
-    if isinstance(tokens, (str, bytes, dict)) or not isinstance(tokens, Iterable):
-        raise ArgumentTypeError(f"tokens must be a sequence of integer token ids, got {tokens!r}")
-    try:
-        items = list(tokens)
-    except TypeError:  # a 0-d array or tensor
-        raise ArgumentTypeError(
-            f"tokens must be a sequence of integer token ids, got {tokens!r}"
-        ) from None
-    ids = [check_int(t, "token id") for t in items]
+    ids = [check_int(t, "token id") for t in items_of(tokens, "tokens", "integer token ids")]
     for t in ids:
         if not -(2**63) <= t < 2**63:
             raise ValueError(f"token id {t} does not fit in 64 bits")

@@ -1,27 +1,17 @@
 """Sharing KV blocks between sequences: parallel sampling and beam search (paper §4.4).
 
-Both are built only from ``BlockTable.fork`` / ``append_tokens`` / ``free``, so the rules
-that make sharing safe live in one place (the block table):
-
-- a fork shares every block of its parent (each ref count + 1) and copies nothing;
-- a sequence that writes into a shared, partly filled last block first copies it
-  (copy-on-write); the caller's KV storage must perform the returned ``CopyOnWrite`` before
-  writing, e.g. ``PagedKVCache.copy_block(src, dst)``;
-- a block returns to the free list when its last holder frees it.
-
-``fork_samples`` makes n samples of one prompt (Fig. 8). ``beam_step`` is one step of beam
-search (Fig. 9): the survivors are forked from their parents, then every old candidate is
-freed (blocks reaching ref count 0 go back to the pool), then each survivor appends its new
-tokens. Forking before freeing means a parent with a single survivor hands its blocks over
-without any copy.
-
-Handled: any number of samples / beams >= 1, several tokens per step, parents that share a
-partly filled block. Not handled: scores and token choice (the caller picks the parents),
-swapping or recomputation when the pool runs out (``OutOfBlocksError`` with nothing changed).
-
-Invariants (tests/memory/test_sharing_properties.py): the ref count of every block equals the
-number of live tables holding it; a block being written has ref count 1; freeing every
-table returns every block to the pool.
+Both use only ``BlockTable.fork`` / ``append_tokens`` / ``free``, so the rules that make
+sharing safe live in the block table: a fork shares every block (ref count + 1) and copies
+nothing; writing into a shared, partly filled last block copies it first (the caller's K/V
+storage performs the returned ``CopyOnWrite``, e.g. ``PagedKVCache.copy_block(src, dst)``); a
+block returns to the free list when its last holder frees it. ``fork_samples``: n samples of
+one prompt (Fig. 8). ``beam_step``: one step of beam search (Fig. 9): survivors are forked from
+their parents, every old candidate freed, then each survivor appends its tokens (forking
+before freeing: a parent with one survivor hands its blocks over without a copy). Not handled:
+scores and token choice (the caller picks the parents), running out of blocks
+(``OutOfBlocksError``, nothing changed). Invariants (tests/memory/test_sharing_properties.py):
+each block's ref count is the number of live tables holding it; a block being written has ref
+count 1; freeing every table returns every block.
 """
 
 from __future__ import annotations
