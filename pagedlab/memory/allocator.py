@@ -86,9 +86,8 @@ class BlockAllocator(EventSource):
             self._tell("share", block, owner)
 
     def copy_on_write(self, block: int, owner: Owner) -> int:
-        """Give ``owner`` a private copy of the shared ``block``: a new block from the front of
-        the free queue replaces ``block`` among the owner's references. Returns the new block;
-        the caller's KV storage must copy ``block`` into it. OutOfBlocksError if none is free."""
+        """Give ``owner`` a private copy of the shared ``block`` (a new block from the front
+        of the free queue, returned: the caller's KV storage copies ``block`` into it)."""
         block = self._check_copyable(block, owner)
         copy = self._take(1, owner)[0]
         if "copy" in self.listening:
@@ -97,14 +96,13 @@ class BlockAllocator(EventSource):
         return copy
 
     def free(self, block: int, owner: Owner | None = None) -> None:
-        """Drop one reference to ``block`` (without ``owner``: an anonymous one, else the most
-        recent owner's, see ``_release``); at 0 it joins the free queue by the free rule."""
+        """Drop one reference to ``block`` (``owner``'s, else see ``_release``); at 0 it joins
+        the free queue by the free rule."""
         self._release([self._check_held(block, owner)], owner)
 
     def free_many(self, blocks: Sequence[int], owner: Owner | None = None) -> None:
-        """Drop one reference to each of ``blocks`` (distinct), in order; all or nothing.
-        vLLM's ``free_blocks(blocks)``: under "vllm-v1" one run at each end of the queue, each
-        in the order given (a table gives its last block first, as vLLM does)."""
+        """Drop one reference to each of ``blocks`` (distinct), in order; all or nothing
+        (vLLM's ``free_blocks``: under "vllm-v1" one run at each end, each in the order given)."""
         self._release(self._check_each(blocks, owner, self._check_holding), owner)
 
     def _take(self, count: int, owner: Owner | None) -> list[int]:
@@ -132,12 +130,9 @@ class BlockAllocator(EventSource):
         "vllm-v1", has no hash; the back otherwise. The front ones go last and in reverse,
         each to the front: that builds vLLM's front run in the order given.
         """
-        vllm = self._rule == "vllm-v1"
-        front = {
-            b
-            for b in blocks
-            if len(self.holders[b]) == 1 and (b in evict_first or vllm and b not in self._hashed)
-        }
+        unhashed = set(blocks) - self._hashed if self._rule == "vllm-v1" else set()
+        first = unhashed.union(evict_first)
+        front = {b for b in blocks if len(self.holders[b]) == 1 and b in first}
         blocks = [b for b in blocks if b not in front] + [b for b in blocks[::-1] if b in front]
         for block in blocks:
             holders = self.holders[block]
@@ -159,8 +154,7 @@ class BlockAllocator(EventSource):
     def _tell(
         self, kind: EventKind, block: int, owner: Owner | None, src: int | None = None
     ) -> None:
-        """Tell the listeners of ``kind`` what just happened to ``block`` (each caller first
-        asks whether anybody listens: no event, not even a call, that nobody reads)."""
+        """Tell the listeners of ``kind`` (callers first ask whether anybody listens)."""
         table = None if owner is None else owner.id
         self._emit(Event(kind, block, len(self.holders[block]), table, src=src))
 
@@ -172,7 +166,7 @@ class BlockAllocator(EventSource):
 
     def hold(self, blocks: Sequence[int], owner: Owner | None = None) -> None:
         """One more reference to each of ``blocks`` (distinct): shared if held, taken back with
-        its contents if free. All or nothing (a fork, or a table starting on cached blocks)."""
+        its contents if free; all or nothing."""
         for block in self._check_each(blocks, owner, self._check_not_holding):
             if self.holders[block]:
                 self.holders[block].append(owner)
@@ -189,8 +183,8 @@ class BlockAllocator(EventSource):
 
     # --- hash marks: which blocks a prefix cache hashed --------------------------------------
     def mark_hashed(self, block: int) -> None:
-        """Record that the held ``block`` is full and hashed (a prefix cache registered it);
-        the mark goes when ``allocate`` hands it out again or ``unmark_hashed`` drops it."""
+        """Mark the held ``block`` hashed (a prefix cache registered it) until ``allocate``
+        hands it out again or ``unmark_hashed``."""
         self._hashed.add(self._check_held(block, None))
 
     def unmark_hashed(self, block: int) -> None:
@@ -247,7 +241,7 @@ class BlockAllocator(EventSource):
         self, owner: Owner | None, blocks: Sequence[int], first: int, count: int
     ) -> None:
         """One ``write`` event per position ``first .. first + count - 1`` that ``owner`` wrote
-        into a table of logical ``blocks``; returns at once while nobody listens to writes."""
+        into a table of ``blocks`` (none while nobody listens to writes)."""
         if "write" not in self.listening:
             return
         owner, size = check_owner(owner), self._block_size
