@@ -131,15 +131,8 @@ def contiguous_steps(
     """Account ``k`` steps of contiguous reservations (each request holds its ``extent``)."""
     tok = _tokens(length, k)
     f, r, e = int(final.sum()), int(reserved.sum()), int(extent.sum())
-    free = pool - e
-    sums = (
-        tok,
-        f * k - tok,
-        (r - f) * k,
-        (e - r) * k,
-        free * k * waiting,
-        free * k * (not waiting),
-    )
+    free = (pool - e) * k
+    sums = (tok, f * k - tok, (r - f) * k, (e - r) * k, free * waiting, free * (not waiting))
     if not rows:
         return sums, None
     tok_j = _tokens_per_step(length, k)
@@ -148,7 +141,7 @@ def contiguous_steps(
         "reserved": f - tok_j,
         "internal": np.full(k, r - f),
         "rounding": np.full(k, e - r),
-        "external": np.full(k, free * waiting),
-        "idle": np.full(k, free * (not waiting)),
+        "external": np.full(k, (pool - e) * waiting),
+        "idle": np.full(k, (pool - e) * (not waiting)),
     }
     return sums, _as_rows(per)

@@ -18,7 +18,6 @@ Invariants (both): live extents never overlap and lie inside ``[0, size)``;
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Protocol
 
 from pagedlab.checks import check_int
 
@@ -27,16 +26,6 @@ def buddy_extent(slots: int) -> int:
     """The power-of-two extent a buddy allocator hands out for ``slots`` slots (132 -> 256)."""
     n = check_int(slots, "slots", minimum=1)
     return 1 << (n - 1).bit_length()
-
-
-class ContiguousSpace(Protocol):
-    """What the simulator needs from a contiguous allocator."""
-
-    size: int
-
-    def extent(self, slots: int) -> int: ...  # slots actually taken for a request of ``slots``
-    def alloc(self, slots: int) -> int | None: ...
-    def free(self, start: int) -> None: ...
 
 
 class BuddyAllocator:
