@@ -119,11 +119,8 @@ class PartialPrefixCache:
         """Free blocks :meth:`admit` needs: new ones plus hits it takes back off the queue."""
         matched, blocks = self.lookup(tokens)
         taken_back = sum(1 for b in blocks if self._alloc.refcount(b) == 0)
-        return (
-            taken_back
-            + ceil_div(len(tokens), self._alloc.block_size)
-            - matched // self._alloc.block_size
-        )
+        size = self._alloc.block_size
+        return taken_back + ceil_div(len(tokens), size) - matched // size
 
     def admit(self, tokens: Sequence[int]) -> PartialAdmission:
         """Start a request on its longest match; atomic (OutOfBlocksError changes nothing)."""

@@ -89,10 +89,8 @@ class HFCachePool:
             )
         for _ in range(sectors):
             sector = self.free_sectors.pop()
-            base = sector * self.blocks_per_sector
-            self.trees[sector] = [
-                base + self.blocks_per_sector - 1 - i for i in range(self.blocks_per_sector)
-            ]
+            base = sector * self.blocks_per_sector  # leaves popped from the end: lowest first
+            self.trees[sector] = list(range(base + self.blocks_per_sector - 1, base - 1, -1))
         taken: list[int] = []
         for sector in list(self.trees):
             leaves = self.trees[sector]
@@ -133,28 +131,20 @@ class TraceResult:
     blocks: dict[str, list[int]]
 
 
-THE_TRACE: tuple[tuple[str, str, int], ...] = (
-    ("take", "A", 5),
-    ("take", "B", 9),
-    ("free", "A", 0),
-    ("take", "C", 7),
-)
+Op = tuple[str, str, int]
+THE_TRACE: tuple[Op, ...] = (("take", "A", 5), ("take", "B", 9), ("free", "A", 0), ("take", "C", 7))
 """Block size 4, no prefix caching: A takes 5 tokens, B 9, A is freed, C takes 7."""
 
 
 def run_trace(
     rule: str,
-    trace: Sequence[tuple[str, str, int]] = THE_TRACE,
+    trace: Sequence[Op] = THE_TRACE,
     num_blocks: int = 8,
     block_size: int = 4,
 ) -> TraceResult:
-    """Replay ``trace`` under ``rule``: ``"pagedlab"`` (FIFO), ``"vllm"`` or ``"hf"``, each
-    ``take`` a batch of its own.
-
-    ``num_blocks`` is the pool (vLLM's includes its null block; Hugging Face's counts data
-    sectors of one block each; its scheduler's ``try_to_free_sectors`` runs before each take).
-    A request's list is its blocks when it last held any.
-    """
+    """Replay ``trace`` under ``rule`` (``"pagedlab"``: FIFO, ``"vllm"`` or ``"hf"``), each
+    ``take`` a batch of its own; ``num_blocks`` includes vLLM's null block, or counts Hugging
+    Face's one-block data sectors. A request's list is its blocks when it last held any."""
     if rule not in ("pagedlab", "vllm", "hf"):
         raise ValueError(f"rule must be 'pagedlab', 'vllm' or 'hf', got {rule!r}")
     block_size = check_int(block_size, "block_size", minimum=1)
@@ -182,7 +172,6 @@ def run_trace(
         table = tables.setdefault(name, BlockTable(alloc))
         table.append_tokens(tokens)
         seen[name] = table.blocks
-    label = (
-        ("vLLM", VLLM_READ) if rule == "vllm" else ("pagedlab FIFO", "pagedlab.memory.allocator")
-    )
-    return TraceResult(label[0], label[1], seen)
+    if rule == "vllm":
+        return TraceResult("vLLM", VLLM_READ, seen)
+    return TraceResult("pagedlab FIFO", "pagedlab.memory.allocator", seen)
