@@ -50,8 +50,7 @@ def multi_tenant_trace(
     rate: float = 12.0,
     seed: int = 0,
 ) -> list[Request]:
-    """Poisson arrivals (``rate`` per second); each request is one tenant's shared system
-    prompt (drawn once per tenant) plus its own user turn. Seeded: same seed, same trace."""
+    """Poisson arrivals (``rate`` per second), each a tenant's system prompt plus its own turn."""
     check_int(num_requests, "num_requests", minimum=1)
     check_int(tenants, "tenants", minimum=1)
     rng = random.Random(seed)
@@ -133,8 +132,7 @@ class BlockEngine:
 
 
 class Router:
-    """Routes on what the engines' events said (module doc). ``lose_removed``: the
-    fraction of ``BlockRemoved`` events lost on the way (seeded)."""
+    """Routes on the engines' events; ``lose_removed`` of ``BlockRemoved`` events are lost."""
 
     def __init__(
         self,
@@ -167,8 +165,7 @@ class Router:
             engine.outbox.clear()
 
     def overlap(self, name: str, tokens: Sequence[int]) -> int:
-        """Leading blocks of ``tokens`` the index says engine ``name`` holds (at most
-        ``(len - 1) // block_size``: the last token is always computed)."""
+        """Leading blocks of ``tokens`` the index says engine ``name`` holds."""
         return leading_hits(tokens, self.block_size, self.index[name])
 
     def choose(self, tokens: Sequence[int]) -> BlockEngine:
@@ -189,8 +186,7 @@ def kv_pick(
     loads: dict[str, int],
     overlap_weight: float,
 ) -> str:
-    """The KV-aware choice among ``loads``' engines: the highest ``overlap_weight * leading
-    hits - load`` (``index[name]``: the int hashes engine ``name`` published), first on a tie."""
+    """The engine with the highest ``overlap_weight * leading hits - load``, first on a tie."""
     return max(
         loads, key=lambda n: overlap_weight * leading_hits(tokens, block_size, index[n]) - loads[n]
     )
@@ -253,8 +249,7 @@ def route_trace(
     overlap_weight: float = 4.0,
     lose_removed: float = 0.0,
 ) -> RouteStats:
-    """Run ``trace`` on ``num_engines`` fresh engines (block sizes cycled from
-    ``block_sizes``) behind one router of ``policy``; the router's block size is the first."""
+    """Run ``trace`` on fresh engines (block sizes cycled) behind one router of ``policy``."""
     check_int(num_engines, "num_engines", minimum=1)
     engines = [
         BlockEngine(f"E{i}", num_blocks, block_sizes[i % len(block_sizes)])
