@@ -127,11 +127,7 @@ class Admission:
 
 
 class PrefixCache:
-    """Content-hashed full blocks of ``allocator``, shared across requests.
-
-    ``close()`` stops the cache: it forgets every block (it could no longer see them being
-    handed out again) and refuses further lookups, admissions and registrations.
-    """
+    """Content-hashed full blocks of ``allocator``, shared across requests."""
 
     def __init__(self, allocator: BlockAllocator, hash_bytes: int = 8) -> None:
         if not isinstance(allocator, BlockAllocator):
@@ -205,7 +201,8 @@ class PrefixCache:
         return forgotten
 
     def close(self) -> None:
-        """Stop listening to the allocator and forget every cached block (idempotent)."""
+        """Stop listening to the allocator and forget every cached block (it could no longer
+        see them handed out); later lookups, admissions and registrations are refused."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -256,10 +253,8 @@ class PrefixCache:
         return block_hashes(tokens, self.block_size, self._hash_bytes)
 
     def lookup(self, tokens: Sequence[int]) -> tuple[list[int], int]:
-        """(cached blocks of the longest verified prefix, collisions met); changes nothing.
-
-        At most ``(len(tokens) - 1) // block_size`` blocks: the last token is always computed.
-        """
+        """(cached blocks of the longest verified prefix, at most ``(len(tokens) - 1) //
+        block_size``, collisions met); changes nothing."""
         self._check_open("look up a prefix")
         ids = _token_ids(tokens)
         size, limit = self.block_size, (len(ids) - 1) // self.block_size
@@ -333,11 +328,8 @@ class PrefixCache:
         return admission
 
     def register(self, table: BlockTable, tokens: Sequence[int]) -> int:
-        """Cache the full blocks of ``table`` whose KV holds ``tokens`` (its token ids so far).
-
-        Blocks whose hash is already cached (under another block) stay uncached duplicates.
-        Returns how many blocks were newly cached.
-        """
+        """Cache the full blocks of ``table`` whose KV holds ``tokens`` (its token ids so far;
+        a hash cached under another block: a duplicate); returns how many were newly cached."""
         self._check_open("register a table")
         if not isinstance(table, BlockTable):
             raise TypeError(f"table must be a BlockTable, got {table!r}")

@@ -30,12 +30,8 @@ MAX_WIDTH = 1024
 
 
 def fork_samples(prompt: BlockTable, n: int) -> list[BlockTable]:
-    """``n`` samples of one prompt: the prompt's own table first, then ``n - 1`` forks.
-
-    Every block of the prompt is then held by ``n`` tables. Raises TypeError if ``prompt``
-    is not a BlockTable, ValueError (nothing changed) if ``n`` is not in ``[1, MAX_WIDTH]``
-    or the prompt table cannot be forked (freed, or lost a block behind its back).
-    """
+    """``n`` samples of one prompt: the prompt's own table first, then ``n - 1`` forks (every
+    block of the prompt then held by ``n`` tables)."""
     if not isinstance(prompt, BlockTable):
         raise TypeError(f"prompt must be a BlockTable, got {prompt!r}")
     n = check_int(n, "n (number of samples)", minimum=1, maximum=MAX_WIDTH)
@@ -56,13 +52,9 @@ class BeamStepResult:
 def beam_step(
     beams: Sequence[BlockTable], parents: Sequence[int], num_tokens: int = 1
 ) -> BeamStepResult:
-    """Keep the candidates ``parents[i]`` (indices into ``beams``) and append ``num_tokens``.
-
-    ``len(parents)`` is the beam width k (in ``[1, MAX_WIDTH]``); a parent may appear
-    several times (it keeps several continuations) or not at all (dropped). The old tables
-    are all freed: use the returned ``beams``. Atomic: bad input raises TypeError or
-    ValueError, a pool too small raises OutOfBlocksError, and in all cases nothing changed.
-    """
+    """Keep the candidates ``parents[i]`` (indices into ``beams``; a parent may appear several
+    times or not at all) and append ``num_tokens``; the old tables are all freed: use the
+    returned ``beams``. Atomic: a refusal (OutOfBlocksError included) changes nothing."""
     needed, available, checked = _plan(beams, parents, num_tokens)
     allocator = beams[0].allocator
     if needed > available:
@@ -84,10 +76,8 @@ def beam_step(
 
 
 def can_beam_step(beams: Sequence[BlockTable], parents: Sequence[int], num_tokens: int = 1) -> bool:
-    """Whether ``beam_step(beams, parents, num_tokens)`` would succeed; changes nothing.
-
-    Bad input raises as ``beam_step`` does; only a pool too small makes it False.
-    """
+    """Whether ``beam_step(beams, parents, num_tokens)`` would find the blocks it needs (bad
+    input raises as there); changes nothing."""
     needed, available, _ = _plan(beams, parents, num_tokens)
     return needed <= available
 
