@@ -1,10 +1,6 @@
-"""The control-plane half of :mod:`pagedlab.scenes`: every staged example that needs no torch.
-
-Each scene is built with the real control plane (allocator, block tables, sharing, the
-requests of the scheduler's scene) and returns fresh objects. This module imports only the
-standard library, ``checks`` and ``memory``, so the live site runs it in a browser (Pyodide);
-:mod:`pagedlab.scenes` re-exports every name here and adds what needs the data plane (the
-kernel's output on the example, notebook 4's batch, the scheduler over real K/V).
+"""The control-plane half of :mod:`pagedlab.scenes`: every staged example that needs no torch,
+built with the real control plane, returning fresh objects. It imports only the standard
+library, ``checks`` and ``memory``, so the live site runs it in a browser (Pyodide).
 """
 
 from __future__ import annotations
@@ -52,8 +48,7 @@ def example_history(
 
 
 def make_allocator(layout: str, block_size: int, num_blocks: int = POOL_BLOCKS) -> BlockAllocator:
-    """A pool of ``num_blocks`` free blocks whose free list is in ``layout`` order: fresh,
-    after :func:`example_history`, or a permutation seeded by :data:`SHUFFLE_SEED`."""
+    """A free pool in ``layout`` order: fresh, after :func:`example_history`, or shuffled."""
     if layout == LAYOUTS[0]:
         return BlockAllocator(num_blocks, block_size)
     if layout == LAYOUTS[1]:
@@ -67,10 +62,8 @@ def make_allocator(layout: str, block_size: int, num_blocks: int = POOL_BLOCKS) 
 
 @dataclass(frozen=True)
 class ExampleState:
-    """The example's sequence at one block size, length and layout, appended token by token
-    on a fresh pool, with the kernel's output on the example's head (keys 0, query 1, values
-    1..L: the mean, (L + 1) / 2). A length the pool cannot hold keeps what fits; ``problem``
-    says why."""
+    """The example's sequence at one setting, appended token by token on a fresh pool, and the
+    kernel's output on the example's head (keys 0, query 1, values 1..L: (L + 1) / 2)."""
 
     block_size: int
     length: int  # asked for
@@ -124,8 +117,8 @@ TABLE_ENTRY_BYTES = 4  # int32
 
 
 def example_table(block_size: int, length: int, layout: str = LAYOUTS[1]) -> ExampleState:
-    """The example's sequence for one setting (pure), its kernel output left None; see
-    :class:`ExampleState`. :func:`pagedlab.scenes.example_state` adds the kernel's output."""
+    """The example's sequence for one setting (pure), its kernel output left None
+    (:func:`pagedlab.scenes.example_state` adds it)."""
     block_size = check_int(block_size, "block_size", minimum=1)
     length = check_int(length, "length", minimum=1)
     allocator = make_allocator(layout, block_size)
@@ -156,9 +149,8 @@ def example_table(block_size: int, length: int, layout: str = LAYOUTS[1]) -> Exa
 def fragmented_pool(
     num_requests: int = 8, blocks_each: int = 2, block_size: int = 16
 ) -> tuple[BlockAllocator, list[BlockTable], BlockTable]:
-    """Notebook 1's pool: ``num_requests`` requests of ``blocks_each`` blocks fill it, every
-    other one finishes, and a newcomer of twice their size is paged in (by default into
-    blocks [1, 0, 5, 4]). Returns the pool, the running tables and the newcomer."""
+    """Notebook 1's pool: requests of ``blocks_each`` blocks fill it, every other one finishes,
+    a newcomer of twice their size is paged in; (the pool, the running tables, the newcomer)."""
     check_int(num_requests, "num_requests", minimum=2)
     check_int(blocks_each, "blocks_each", minimum=1)
     pool = BlockAllocator(num_requests * blocks_each, block_size)
@@ -185,8 +177,7 @@ def figure8_prompt() -> BlockTable:
 
 
 def figure8() -> tuple[list[BlockTable], list[CopyOnWrite | None]]:
-    """Fig. 8: two samples of the prompt; A1 writes (copy 1 -> 3), then A2 (in place).
-    Returns the two tables and what each append returned."""
+    """Fig. 8: two samples; A1 writes (copy 1 -> 3), then A2 (in place); tables, appends."""
     a1, a2 = fork_samples(figure8_prompt(), 2)
     return [a1, a2], [a1.append_tokens(1), a2.append_tokens(1)]  # "fathers", "mothers"
 
@@ -199,8 +190,7 @@ FIG9_STEP: tuple[int, ...] = (1, 1, 2, 2)
 
 
 def figure9_before(num_blocks: int = 16) -> list[BlockTable]:
-    """The four candidates of Fig. 9 just before the step, built by three beam steps of a
-    block each: 0 -> {1, 2}, 1 -> 3, 2 -> 4, 3 -> {5, 6, 7}, 4 -> 8 on a fresh pool."""
+    """Fig. 9's four candidates before the step, grown by three beam steps of a block each."""
     prompt = BlockTable(BlockAllocator(num_blocks, 4))
     prompt.append_tokens(4)
     beams = [prompt]
@@ -243,8 +233,7 @@ def scheduler_control_scene(
     kv: KVHooks | None = None,
 ) -> Scheduler:
     """Notebook 9's scene, queued: a host pool as large as the device pool and, by default, no
-    K/V store (``kv`` None: every block decision is the same, no tensor is written or moved;
-    :func:`pagedlab.scenes.scheduler_scene` gives it real K/V and that store's ``host``)."""
+    K/V store (every block decision the same; :func:`pagedlab.scenes.scheduler_scene` adds K/V)."""
     scheduler = Scheduler(
         BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size),
         mode=mode,
@@ -262,9 +251,8 @@ def scheduler_control_scene(
 
 
 def lru_scene(free_rule: FreeRule) -> tuple[PrefixCache, list[int], list[int]]:
-    """Notebook 6's eviction example under ``free_rule``: two 9-token requests A and B end, A
-    comes back (hits its 2 full blocks), ends, then an 11-token request needs 3 blocks.
-    Returns the cache, the free list after A and B first end, and the new request's blocks."""
+    """Notebook 6's eviction example: 9-token A and B end, A comes back (2 hits) and ends, an
+    11-token request takes 3 blocks; (the cache, the free list after A and B, its blocks)."""
     cache = PrefixCache(BlockAllocator(6, 4, free_rule=free_rule))
     a = cache.admit(list(range(9)))
     b = cache.admit(list(range(100, 109)))
@@ -299,8 +287,7 @@ def miss_workload() -> list[list[tuple[str, list[int]]]]:
 
 
 def miss_scene(block_size: int) -> MissClassifier:
-    """:func:`miss_workload` through a real prefix cache of ``MISS_POOL_TOKENS`` tokens, on
-    vLLM's pool (``vllm_block_pool``: its free rule, plus block 0 as the null block)."""
+    """:func:`miss_workload` through a real prefix cache on vLLM's pool (``vllm_block_pool``)."""
     block_size = check_int(block_size, "block_size", minimum=1, maximum=MISS_POOL_TOKENS // 2)
     pool = vllm_block_pool(ceil_div(MISS_POOL_TOKENS, block_size) + 1, block_size)
     classifier = MissClassifier(pool)
@@ -334,8 +321,7 @@ EVICTION_PROMPT = 9  # tokens per request: 2 full blocks of 4 (cached) and 1 par
 
 @dataclass(frozen=True)
 class EvictionRun:
-    """What :func:`eviction_scene` did: request A ran and ended, ``others`` requests with
-    prompts of their own ran and ended one after another, then A's prompt came back."""
+    """What :func:`eviction_scene` did."""
 
     cache: PrefixCache
     first: list[int]  # A's blocks the first time

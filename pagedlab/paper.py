@@ -35,12 +35,7 @@ KV_PERCENT_OF_A100: Final = 30
 the bound: 30 % of 40 GB = 12 GB of KV cache)."""
 
 # name -> (mean input length, mean output length), §6.1 / Fig. 11
-MEAN_LENGTHS: Final = MappingProxyType(
-    {
-        "sharegpt": (161.31, 337.99),
-        "alpaca": (19.31, 58.45),
-    }
-)
+MEAN_LENGTHS: Final = MappingProxyType({"sharegpt": (161.31, 337.99), "alpaca": (19.31, 58.45)})
 """§6.1, Fig. 11: mean input / output lengths of the ShareGPT and Alpaca traces."""
 
 # --- Baselines (§6.1) -----------------------------------------------------------------------

@@ -1,13 +1,8 @@
-"""Every example the notebooks, tests, benchmarks and figures stage, in one home.
-
-Each scene is built with the real code (allocator, block tables, sharing, prefix cache,
-the one batch builder) and returns fresh objects, so callers may mutate what they get.
-This module imports the control and data planes only: never pictures or explorers. The
-scenes that need no torch live in :mod:`pagedlab.control_scenes` (the ones used through this
-module are re-exported); here are those with torch: the example with the kernel's output
-(:func:`example_state`), notebook 4's shuffled batch (:func:`kernel_batch`), notebook 8's
-mixed V1 step (:func:`mixed_v1_step`), notebook 7's buddy allocator
-(:func:`buddy_pow2_frames`) and notebook 9's scheduler over real K/V (:func:`scheduler_scene`).
+"""Every example the notebooks, tests, benchmarks and figures stage, in one home, built with the
+real code and returned fresh (callers may mutate it). Imports the control and data planes only,
+never pictures or explorers; re-exports the torch-free scenes of :mod:`pagedlab.control_scenes`
+and adds those with torch (the kernel's output, notebook 4's batch, notebook 8's mixed step,
+notebook 7's buddy frames, notebook 9's scheduler over real K/V).
 """
 
 from __future__ import annotations

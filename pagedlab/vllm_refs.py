@@ -1,20 +1,13 @@
 """Every vLLM file, function and PR a notebook names, once, with where its text was read.
 
-vLLM moves fast: a file's behaviour is only true *as of* a version. Each :class:`Ref` names
-one file of vLLM (``github.com/vllm-project/vllm``), the functions the notebooks cite from it,
-and what that code does, in one or two sentences:
-
-- **V1 files are read in the vLLM 0.34.0 wheel** (:data:`VLLM_RELEASE`, 2026-11-16, the exact
-  0.34 source; ``pip download --no-deps vllm==0.34.0``), each statement at the lines
-  :attr:`Ref.lines` give (``path:lines``); pagedlab installs that wheel's Python core, and
-  ``pagedlab.oracles`` runs its ``KVCacheManager``. :attr:`Ref.first_read` keeps the older
-  commit a notebook may still date a statement by (true *as of* that commit).
-- **Files the wheel does not hold** (the removed V0 engine, ``csrc/`` kernels, V1 files gone by
-  0.34) are pinned to the commit their text was read at (:attr:`Ref.commit`), and say so.
-
-Each :class:`PullRequest` or issue title here was checked against its thread. Hugging Face's
-engine is cited from ``transformers`` 5.24.0, read in the installed package (:data:`HF_REFS`;
-the tests check each file and name there). This module imports nothing from pagedlab.
+A file's behaviour is only true *as of* a version. A :class:`Ref` is one vLLM file, the names
+the notebooks cite from it and what that code does. V1 files are read in the vLLM 0.34.0
+wheel (:data:`VLLM_RELEASE`, the Python core pagedlab installs; ``pagedlab.oracles`` runs its
+``KVCacheManager``) at :attr:`Ref.lines`; :attr:`Ref.first_read` keeps an older commit a
+notebook may still date a statement by. Files outside the wheel (the V0 engine, ``csrc/``, V1
+files gone by 0.34) are pinned to :attr:`Ref.commit`. Each PR or issue title was checked
+against its thread; Hugging Face's engine is read in ``transformers`` 5.24.0 (:data:`HF_REFS`,
+each file and name checked by the tests). This module imports nothing from pagedlab.
 """
 
 from __future__ import annotations

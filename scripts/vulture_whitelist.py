@@ -12,7 +12,6 @@ cycle  # _repr_pretty_'s second argument, required by the protocol
 signum  # a signal handler's arguments, required by signal.signal (exercises/sandbox.py)
 arg  # sys.settrace's callback arguments (exercises/sandbox.py)
 cases_passed  # a field of an exercise's Result, for readers
-ContiguousSpace  # the Protocol both contiguous allocators implement (simulate/contiguous.py)
 exercise_names  # called by the live site's Web Worker (scripts/site_template/live/worker.js)
 __getattr__  # a module's lazy attributes (PEP 562; simulate/__init__.py)
 lora_id, medium, lora_name  # vLLM's KV event fields, read by fields() (fleet/events.py: as_vllm)

@@ -1,16 +1,13 @@
 """Three admission rules on one allocator (with a prefix cache) and one trace, and the
 head-of-line deadlock. Each step every running request decodes one token, then waiting
-requests are admitted in order while they fit.
-
-- ``"vllm"``: admit on the *known* length (prompt, plus what it generated before a
-  preemption); a decode short of a block preempts the newest running request by recompute.
-- ``"no-evict"`` (TensorRT-LLM's ``GUARANTEED_NO_EVICT``): admit only if prompt + ``max_output``
-  fits beside every running request's reservation; never preempt (``idle``: reserved, unwritten).
-- ``"cache-aware"``: vLLM's rule, the first ``window`` waiting requests reordered deepest cached
-  prefix first once the pool is ``threshold`` used (vLLM 0.34's ``cache_aware_admission_*``).
-
-A request no pool can hold blocks the queue head forever; ``refuse=True`` refuses it on
-arrival, naming the numbers (``refused``), and the rest run.
+requests are admitted in order while they fit. ``"vllm"``: admit on the *known* length (prompt,
+plus what it generated before a preemption); a decode short of a block preempts the newest
+running request by recompute. ``"no-evict"`` (TensorRT-LLM's ``GUARANTEED_NO_EVICT``): admit
+only if prompt + ``max_output`` fits beside every running request's reservation; never preempt
+(``idle``: reserved, unwritten). ``"cache-aware"``: vLLM's rule, the first ``window`` waiting
+requests reordered deepest cached prefix first once the pool is ``threshold`` used (vLLM 0.34's
+``cache_aware_admission_*``). A request no pool can hold blocks the queue head forever;
+``refuse=True`` refuses it on arrival, naming the numbers (``refused``), and the rest run.
 """
 
 from __future__ import annotations

@@ -6,10 +6,10 @@ hit from it costs.
 Small K/V tensors ride along (``PagedKVCache`` both sides, ``copy_blocks`` between), each
 position's K/V a fixed function of token and position, so every request checks that what it
 reads is what was computed. ``write="through"`` copies a block to the host when it is computed
-(vLLM 0.34's eager CPU offload); ``"back"`` when the device hands it out again.
-``evict_first=True``: a freed block the host holds joins the *front* of the device's free queue
-(vLLM 0.34's ``BlockPool.free_blocks(evict_first=True)``); pagedlab's allocator has no such flag,
-so the block's hash mark is dropped before the free (the cache still finds it until reused).
+(vLLM 0.34's eager CPU offload); ``"back"`` when the device cache evicts it (the prefix cache's
+``listen``). ``evict_first=True``: a freed block the host holds joins the *front* of the
+device's free queue (``BlockTable.free(evict_first)``, vLLM 0.34's
+``BlockPool.free_blocks(evict_first=True)``); the cache still finds it until it is reused.
 A prompt's hittable blocks come from the device first, then the host, the rest are computed:
 ``sources`` counts the tokens of each.
 """
@@ -24,7 +24,6 @@ import torch
 from pagedlab.attention import PagedKVCache
 from pagedlab.attention.swap import copy_blocks
 from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.events import Event
 from pagedlab.memory.prefix_cache import PrefixCache
 
 WRITES = ("through", "back")
@@ -62,14 +61,17 @@ class TieredCache:
         self.host_kv = PagedKVCache(host_blocks, block_size, heads, dim, torch.float32, "cpu")
         self.sources: Counter[str] = Counter()  # prompt tokens by where their K/V came from
         self.offloads = self.loads = self.checked = 0
-        self._hash_of: dict[int, str] = {}  # device block -> hash, before this request
-        self.device.subscribe(self._handed_out, ("allocate",))
+        self._stored: list[tuple[int, str]] = []  # (device block, hash) cached this request
+        self.cache.listen(self._changed)
 
-    def _handed_out(self, event: Event) -> None:
-        """The device reuses ``event.block``: write back its K/V if the host lacks it."""
-        block_hash = self._hash_of.pop(event.block, None)
-        if block_hash is not None and self.write == "back":
-            self._offload(event.block, block_hash)
+    def _changed(self, kind: str, block: int, block_hash: str) -> None:
+        """A block cached: remembered for write-through. A block evicted as the device hands
+        it out (held again): its K/V, still in it, written back if the host lacks it; the
+        free blocks forgotten with it (computed after it) are dropped, as on the device."""
+        if kind == "stored":
+            self._stored.append((block, block_hash))
+        elif self.write == "back" and self.device.refcount(block):
+            self._offload(block, block_hash)
 
     def _offload(self, block: int, block_hash: str) -> None:
         if block_hash in self.on_host:
@@ -94,8 +96,8 @@ class TieredCache:
             on_host.append(block_hash)
         for block_hash in on_host:  # most recently used: write-backs below evict others
             self.on_host.move_to_end(block_hash)
-        fresh = set(chain) - set(self.cache.cached_blocks().values())
-        table = self.cache.admit(tokens).table  # evictions write back here (_handed_out)
+        self._stored.clear()
+        table = self.cache.admit(tokens).table  # evictions write back here (_changed)
         loaded = table.blocks[len(hits) : len(hits) + len(on_host)]
         pairs = [(self.on_host[h], b) for h, b in zip(on_host, loaded, strict=True)]
         copy_blocks(self.host_kv, self.kv, pairs)
@@ -109,17 +111,12 @@ class TieredCache:
             raise AssertionError("the K/V read back is not what was computed")
         self.checked += len(loaded)
         self.loads += len(loaded)
-        cached = self.cache.cached_blocks()
         if self.write == "through":  # every block computed now goes to the host too
-            for b in table.blocks[len(hits) + len(on_host) :]:
-                if cached.get(b) in fresh - set(on_host):
-                    self._offload(b, cached[b])
-        if self.evict_first:  # blocks the host holds: evicted before the others
-            for b in table.blocks:
-                if cached.get(b) in self.on_host:
-                    self.device.unmark_hashed(b)
-        table.free()
-        self._hash_of = self.cache.cached_blocks()
+            for b, block_hash in self._stored:
+                if block_hash in chain and block_hash not in on_host:
+                    self._offload(b, block_hash)
+        cached = self.cache.cached_blocks()
+        table.free([b for b in table.blocks if cached.get(b) in self.on_host and self.evict_first])
         counts = (len(hits) * size, len(on_host) * size, len(tokens) - start)
         self.sources.update(dict(zip(("device", "host", "miss"), counts, strict=True)))
         return counts

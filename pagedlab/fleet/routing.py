@@ -2,8 +2,8 @@
 
 A :class:`BlockEngine` is one engine's control plane (a real :class:`BlockAllocator` under
 ``"vllm-v1"`` and a :class:`PrefixCache`): it admits a prompt on its cached prefix, holds
-prompt + output blocks until the request finishes, and publishes the diff of
-``PrefixCache.cached_blocks()`` around each admission as :mod:`.events`. Time is a model: one
+prompt + output blocks until the request finishes, and publishes what its cache stored and
+evicted during each admission (``PrefixCache.listen``) as :mod:`.events`. Time is a model: one
 prefill at a time per engine at ``CostModel``'s throughput (notebook 09), ``decode_s`` per
 output token; a request short of blocks waits for the earliest finishers; TTFT proxy =
 queueing + prefill. A :class:`Router` sees only events (``index[engine] = {hash}``):
@@ -50,8 +50,7 @@ def multi_tenant_trace(
     rate: float = 12.0,
     seed: int = 0,
 ) -> list[Request]:
-    """Poisson arrivals (``rate`` per second); each request is one tenant's shared system
-    prompt (drawn once per tenant) plus its own user turn. Seeded: same seed, same trace."""
+    """Poisson arrivals (``rate`` per second), each a tenant's system prompt plus its own turn."""
     check_int(num_requests, "num_requests", minimum=1)
     check_int(tenants, "tenants", minimum=1)
     rng = random.Random(seed)
@@ -84,6 +83,8 @@ class BlockEngine:
         self.running: list[tuple[float, int, BlockTable]] = []  # (finish, order, table)
         self.busy_until = 0.0
         self.outbox: list[KVEvent] = []  # published, not yet read by a router
+        self._changed: dict[str, list[str]] = {"stored": [], "evicted": []}  # since published
+        self.cache.listen(lambda kind, _, block_hash: self._changed[kind].append(block_hash))
 
     def advance(self, now: float) -> None:
         """Free the tables of the requests finished by ``now``."""
@@ -106,32 +107,32 @@ class BlockEngine:
             finish, _, table = self.running.pop(0)  # wait for the earliest to finish
             table.free()
             start = max(start, finish)
-        before = set(self.cache.cached_blocks().values())
         admission = self.cache.admit(tokens)
         if request.output_len:  # its output's blocks, held until it finishes
             admission.table.append_tokens(request.output_len)
-        self._publish(before, self.cache.hashes(tokens), tokens)
+        self._publish(tokens)
         self.busy_until = start + admission.computed_tokens / PREFILL_TOKENS_PER_S
         finish = self.busy_until + request.output_len * decode_s
         bisect.insort(self.running, (finish, id(admission.table), admission.table))
         ttft = self.busy_until - request.arrival
         return Served(self.name, admission.hit_tokens, admission.computed_tokens, ttft)
 
-    def _publish(self, before: set[str], chain: list[str], tokens: Sequence[int]) -> None:
-        after = set(self.cache.cached_blocks().values())
-        if before - after:
-            self.outbox.append(BlockRemoved(sorted(to_int(h) for h in before - after)))
-        new = [i for i, h in enumerate(chain) if h in after - before]
-        if new:
-            parent = to_int(chain[new[0] - 1]) if new[0] else None
-            size = self.allocator.block_size
-            ids = list(tokens[new[0] * size : (new[-1] + 1) * size])
-            self.outbox.append(BlockStored([to_int(chain[i]) for i in new], parent, ids, size))
+    def _publish(self, tokens: Sequence[int]) -> None:
+        evicted, stored = self._changed["evicted"], self._changed["stored"]
+        if evicted:
+            self.outbox.append(BlockRemoved(sorted(to_int(h) for h in evicted)))
+        if stored:  # a run of the prompt's chain: register caches full blocks in order
+            chain, size = self.cache.hashes(tokens), self.allocator.block_size
+            first = chain.index(stored[0])
+            parent = to_int(chain[first - 1]) if first else None
+            ids = list(tokens[first * size : (first + len(stored)) * size])
+            self.outbox.append(BlockStored([to_int(h) for h in stored], parent, ids, size))
+        evicted.clear()
+        stored.clear()
 
 
 class Router:
-    """Routes on what the engines' events said (module doc). ``lose_removed``: the
-    fraction of ``BlockRemoved`` events lost on the way (seeded)."""
+    """Routes on the engines' events; ``lose_removed`` of ``BlockRemoved`` events are lost."""
 
     def __init__(
         self,
@@ -164,8 +165,7 @@ class Router:
             engine.outbox.clear()
 
     def overlap(self, name: str, tokens: Sequence[int]) -> int:
-        """Leading blocks of ``tokens`` the index says engine ``name`` holds (at most
-        ``(len - 1) // block_size``: the last token is always computed)."""
+        """Leading blocks of ``tokens`` the index says engine ``name`` holds."""
         return leading_hits(tokens, self.block_size, self.index[name])
 
     def choose(self, tokens: Sequence[int]) -> BlockEngine:
@@ -186,8 +186,7 @@ def kv_pick(
     loads: dict[str, int],
     overlap_weight: float,
 ) -> str:
-    """The KV-aware choice among ``loads``' engines: the highest ``overlap_weight * leading
-    hits - load`` (``index[name]``: the int hashes engine ``name`` published), first on a tie."""
+    """The engine with the highest ``overlap_weight * leading hits - load``, first on a tie."""
     return max(
         loads, key=lambda n: overlap_weight * leading_hits(tokens, block_size, index[n]) - loads[n]
     )
@@ -250,8 +249,7 @@ def route_trace(
     overlap_weight: float = 4.0,
     lose_removed: float = 0.0,
 ) -> RouteStats:
-    """Run ``trace`` on ``num_engines`` fresh engines (block sizes cycled from
-    ``block_sizes``) behind one router of ``policy``; the router's block size is the first."""
+    """Run ``trace`` on fresh engines (block sizes cycled) behind one router of ``policy``."""
     check_int(num_engines, "num_engines", minimum=1)
     engines = [
         BlockEngine(f"E{i}", num_blocks, block_sizes[i % len(block_sizes)])

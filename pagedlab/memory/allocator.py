@@ -1,33 +1,25 @@
 """A pool of fixed-size KV blocks: a free queue, and who holds each block.
 
-The allocator knows nothing about sequences: it hands out physical block ids, keeps each
-block's holders (its ref count is their number) and takes a block back when the last holder
-lets go. A holder is an :class:`Owner` (a ``BlockTable`` makes one and passes it to every
-call) or anonymous (``owner=None``: a learner calling ``allocate`` / ``free`` directly).
+The allocator knows nothing about sequences: it hands out block ids, keeps each block's
+holders (its ref count is their number) and takes a block back when the last holder lets go.
+A holder is an :class:`Owner` (a ``BlockTable`` passes its own) or anonymous (``owner=None``).
+Invariants (the property tests): a block is on the free queue with ref count 0, or off it
+with ref count >= 1; an owner holds a block at most once; ``allocate`` takes the front of the
+queue (0, 1, 2, ... of a fresh pool, unless ``free_order`` stages a scene); every public method
+is one guard (``_check_*``) that raises before anything moves, then the mechanism (``_take``,
+``_release``, which a self-guarding ``BlockTable`` calls directly).
 
-Invariants (checked by the property tests):
-
-- a block is on the free queue with ref count 0, or off it with ref count >= 1; an owner
-  holds a block at most once; ``num_free`` is the length of the queue;
-- ``allocate`` takes the front of the queue: block 0, 1, 2, ... of a fresh pool, unless
-  ``free_order`` stages a scene (the paper's 4, 1);
-- every public method is one guard (the ``_check_*`` methods) that raises before anything
-  moves, then the mechanism (``_take``, ``_release``; a ``BlockTable``, which guards
-  itself, calls those directly). Misuse is recorded, not hidden: see ``_release``.
-
-Where a block whose ref count reaches 0 joins the queue is the ``free_rule``: ``"fifo"`` (the
-default) at the back; ``"vllm-v1"`` as vLLM V1's ``BlockPool.free_blocks``
-(``vllm/v1/core/block_pool.py`` at commit c59cb79): a block without a hash (registered by a
-prefix cache: ``mark_hashed``) to the *front*, reused first, a hashed one to the back, kept
-longest for a hit; ``allocate`` drops the mark (vLLM evicts the hash there). vLLM also takes
-block 0 off its queue as a *null block*; pagedlab reserves none. Events
-(:mod:`pagedlab.memory.events`) are built only for kinds somebody listens to.
+Where a block reaching ref count 0 joins the queue is the ``free_rule``: ``"fifo"`` at the
+back; ``"vllm-v1"`` as vLLM V1's ``BlockPool.free_blocks`` (``vllm/v1/core/block_pool.py``):
+a block without a hash (``mark_hashed`` by a prefix cache) to the *front*, a hashed one to the
+back, kept longest for a hit; ``allocate`` drops the mark. vLLM also reserves block 0 as a
+*null block*; pagedlab does not. Events are built only for kinds somebody listens to.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Literal
 
 from pagedlab.checks import ArgumentTypeError, Refused, check_int
@@ -94,9 +86,8 @@ class BlockAllocator(EventSource):
             self._tell("share", block, owner)
 
     def copy_on_write(self, block: int, owner: Owner) -> int:
-        """Give ``owner`` a private copy of the shared ``block``: a new block from the front of
-        the free queue replaces ``block`` among the owner's references. Returns the new block;
-        the caller's KV storage must copy ``block`` into it. OutOfBlocksError if none is free."""
+        """Give ``owner`` a private copy of the shared ``block`` (a new block from the front
+        of the free queue, returned: the caller's KV storage copies ``block`` into it)."""
         block = self._check_copyable(block, owner)
         copy = self._take(1, owner)[0]
         if "copy" in self.listening:
@@ -105,14 +96,13 @@ class BlockAllocator(EventSource):
         return copy
 
     def free(self, block: int, owner: Owner | None = None) -> None:
-        """Drop one reference to ``block`` (without ``owner``: an anonymous one, else the most
-        recent owner's, see ``_release``); at 0 it joins the free queue by the free rule."""
+        """Drop one reference to ``block`` (``owner``'s, else see ``_release``); at 0 it joins
+        the free queue by the free rule."""
         self._release([self._check_held(block, owner)], owner)
 
     def free_many(self, blocks: Sequence[int], owner: Owner | None = None) -> None:
-        """Drop one reference to each of ``blocks`` (distinct), in order; all or nothing.
-        vLLM's ``free_blocks(blocks)``: under "vllm-v1" one run at each end of the queue, each
-        in the order given (a table gives its last block first, as vLLM does)."""
+        """Drop one reference to each of ``blocks`` (distinct), in order; all or nothing
+        (vLLM's ``free_blocks``: under "vllm-v1" one run at each end, each in the order given)."""
         self._release(self._check_each(blocks, owner, self._check_holding), owner)
 
     def _take(self, count: int, owner: Owner | None) -> list[int]:
@@ -127,19 +117,23 @@ class BlockAllocator(EventSource):
                 self._tell("allocate", block, owner)
         return taken
 
-    def _release(self, blocks: list[int], owner: Owner | None) -> None:
+    def _release(
+        self, blocks: list[int], owner: Owner | None, evict_first: Collection[int] = ()
+    ) -> None:
         """The mechanism of ``free_many``, for a caller that checked ``owner`` holds each block.
 
         An anonymous drop (``owner=None``) with no anonymous holder left takes the most recent
         owner's reference instead (a block freed behind a table's back): that owner records
         the block in ``lost``, and its table refuses from then on instead of writing into it.
-        Under "vllm-v1" the unhashed blocks that reach 0 go last and in reverse, each to the
-        front: that builds vLLM's front run in the order given, one event at a time.
+        A block that reaches 0 joins the *front* if it is in ``evict_first`` (vLLM's
+        ``free_blocks(evict_first=True)``: another tier holds its contents) or, under
+        "vllm-v1", has no hash; the back otherwise. The front ones go last and in reverse,
+        each to the front: that builds vLLM's front run in the order given.
         """
-        vllm = self._rule == "vllm-v1"
-        if vllm:
-            fresh = {b for b in blocks if len(self.holders[b]) == 1 and b not in self._hashed}
-            blocks = [b for b in blocks if b not in fresh] + [b for b in blocks[::-1] if b in fresh]
+        unhashed = set(blocks) - self._hashed if self._rule == "vllm-v1" else set()
+        first = unhashed.union(evict_first)
+        front = {b for b in blocks if len(self.holders[b]) == 1 and b in first}
+        blocks = [b for b in blocks if b not in front] + [b for b in blocks[::-1] if b in front]
         for block in blocks:
             holders = self.holders[block]
             try:
@@ -150,8 +144,8 @@ class BlockAllocator(EventSource):
                 if "release" in self.listening:
                     self._tell("release", block, owner)
                 continue
-            if vllm and block not in self._hashed:
-                self._free.appendleft(block)  # no hash: nothing worth keeping, reused first
+            if block in front:
+                self._free.appendleft(block)  # nothing worth keeping here: reused first
             else:
                 self._free.append(block)  # the back of the queue
             if "free" in self.listening:
@@ -160,8 +154,7 @@ class BlockAllocator(EventSource):
     def _tell(
         self, kind: EventKind, block: int, owner: Owner | None, src: int | None = None
     ) -> None:
-        """Tell the listeners of ``kind`` what just happened to ``block`` (each caller first
-        asks whether anybody listens: no event, not even a call, that nobody reads)."""
+        """Tell the listeners of ``kind`` (callers first ask whether anybody listens)."""
         table = None if owner is None else owner.id
         self._emit(Event(kind, block, len(self.holders[block]), table, src=src))
 
@@ -173,7 +166,7 @@ class BlockAllocator(EventSource):
 
     def hold(self, blocks: Sequence[int], owner: Owner | None = None) -> None:
         """One more reference to each of ``blocks`` (distinct): shared if held, taken back with
-        its contents if free. All or nothing (a fork, or a table starting on cached blocks)."""
+        its contents if free; all or nothing."""
         for block in self._check_each(blocks, owner, self._check_not_holding):
             if self.holders[block]:
                 self.holders[block].append(owner)
@@ -190,8 +183,8 @@ class BlockAllocator(EventSource):
 
     # --- hash marks: which blocks a prefix cache hashed --------------------------------------
     def mark_hashed(self, block: int) -> None:
-        """Record that the held ``block`` is full and hashed (a prefix cache registered it);
-        the mark goes when ``allocate`` hands it out again or ``unmark_hashed`` drops it."""
+        """Mark the held ``block`` hashed (a prefix cache registered it) until ``allocate``
+        hands it out again or ``unmark_hashed``."""
         self._hashed.add(self._check_held(block, None))
 
     def unmark_hashed(self, block: int) -> None:
@@ -248,7 +241,7 @@ class BlockAllocator(EventSource):
         self, owner: Owner | None, blocks: Sequence[int], first: int, count: int
     ) -> None:
         """One ``write`` event per position ``first .. first + count - 1`` that ``owner`` wrote
-        into a table of logical ``blocks``; returns at once while nobody listens to writes."""
+        into a table of ``blocks`` (none while nobody listens to writes)."""
         if "write" not in self.listening:
             return
         owner, size = check_owner(owner), self._block_size

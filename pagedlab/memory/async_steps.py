@@ -1,26 +1,18 @@
 """One step ahead: async scheduling (vLLM's ``AsyncScheduler``) on pagedlab's allocator.
 
-Synchronously a step is plan -> run -> update: step t+1 is planned once step t's tokens are
-known. With async scheduling (vLLM: ``AsyncScheduler``, ``vllm/v1/core/sched/
-async_scheduler.py``) the scheduler plans step t+1 *while step t runs*: a decoding request's
-next input is step t's token, which does not exist yet, so the plan carries an *output
-placeholder* for it (its slot is allocated now; its value arrives with step t's output). If
-planning step t+1 must preempt a request whose step-t token is still in flight, that token
-arrives *stale*, after the preemption. vLLM 0.34 still delivers it: ``_preempt_request`` marks
-the in-flight output stale (``num_stale_output_tokens``), and ``update_from_output`` drops it
-only when ``drop_stale_output`` was set (``reset_prefix_cache``, a KV connector's pending
-hand-off), else appends it (``vllm/v1/core/sched/scheduler.py:1879-1889, 2362-2385``). So the
-request resumes on every token it has, the stale one included; ``drop_stale=True`` replays the
-``reset_prefix_cache`` case instead (the token dropped, recomputed later).
-
-:func:`run_async` replays a few decoding requests on a real :class:`BlockAllocator` (one
-:class:`BlockTable` each): FCFS, preempt the last running request by recompute when an
-append does not fit, readmit waiting requests when their prompt and tokens fit. Token values
-are a pure function of (request, position), so every request's output must equal the
-synchronous run's: :func:`run_sync` (checked in the tests).
-
-Invariants: each :class:`Plan` row has one entry per scheduled request; a placeholder is
-resolved at the next update; a stale token reaches the output unless ``drop_stale``.
+Synchronously step t+1 is planned once step t's tokens are known. With async scheduling
+(``vllm/v1/core/sched/async_scheduler.py``) step t+1 is planned *while step t runs*: a decoding
+request's next input is a token that does not exist yet, so the plan carries an *output
+placeholder* (its slot allocated now, its value arriving with step t's output). A request
+preempted while its step-t token is in flight gets that token *stale*; vLLM 0.34 still appends
+it unless ``drop_stale_output`` was set (``reset_prefix_cache``, a KV connector's hand-off;
+``vllm/v1/core/sched/scheduler.py:1879-1889, 2362-2385``); ``drop_stale=True`` replays that
+case (the token dropped, recomputed later). :func:`run_async` replays a few decoding requests
+on a real :class:`BlockAllocator` (FCFS, recompute-preempt the last running request when an
+append does not fit); token values are a function of (request, position), so every output
+equals :func:`run_sync`'s. Invariants: each :class:`Plan` row has one entry per scheduled
+request; a placeholder is resolved at the next update; a stale token reaches the output
+unless ``drop_stale``.
 """
 
 from __future__ import annotations

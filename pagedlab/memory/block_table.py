@@ -1,30 +1,19 @@
-"""One sequence's map from logical KV blocks to physical ones.
+"""One sequence's map from logical KV blocks to physical ones: position ``p`` lives in logical
+block ``p // block_size`` at offset ``p % block_size``; the table says which physical block.
 
-Position ``p`` of a sequence lives in logical block ``p // block_size`` at offset
-``p % block_size``; the table says which physical block that logical block is.
-
-Invariants (checked by the property tests):
-
-- ``num_slots == len(blocks) * block_size`` and ``num_slots - block_size < num_tokens <=
-  num_slots`` (only the last block has empty slots), or both are 0;
-- appending never moves a position that was already written: ``slot(p)`` is the same
-  before and after, except that a shared, partly filled last block is first copied
-  (copy-on-write) so that the block being written always has ref count 1;
-- the table holds exactly one reference to each of its blocks (as its allocator ``Owner``),
-  and ``free()`` drops them;
-- every method either succeeds or raises with nothing changed (one guard, then the mechanism);
-- a table whose block was freed behind its back (``allocator.free(b)`` on one of its blocks)
-  refuses every later operation with a ValueError that names the block, instead of writing
-  into a block the pool may hand to another sequence.
-
-How many free blocks an append needs is :func:`blocks_to_append`, the one formula that the
-table, the prefix cache and beam search all use; ``blocks_needed`` / ``can_append`` are the
-pure checks beside ``append_tokens``.
+Invariants (the property tests): ``num_slots == len(blocks) * block_size`` and only the last
+block has empty slots; appending never moves a written position, except that a shared, partly
+filled last block is first copied (copy-on-write), so the block written has ref count 1; the
+table holds one reference to each of its blocks (as its allocator ``Owner``); every method
+succeeds or raises with nothing changed; a table whose block was freed behind its back
+refuses every later operation (a ValueError naming the block) instead of writing into a block
+the pool may hand to another sequence. :func:`blocks_to_append` is the one "how many free
+blocks does an append need" formula (table, prefix cache, beam search).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 from pagedlab.checks import ceil_div, check_int, slot_mapping
@@ -58,11 +47,8 @@ class BlockTable:
 
     # --- the mechanism: append, fork, free ----------------------------------------------------
     def append_tokens(self, n: int = 1) -> CopyOnWrite | None:
-        """Make room for ``n`` more positions; atomic.
-
-        Returns the copy-on-write the caller's KV storage must perform before writing, or
-        None. Raises OutOfBlocksError (too few free blocks) or ValueError with nothing changed.
-        """
+        """Make room for ``n`` more positions; atomic. Returns the copy-on-write the caller's
+        KV storage must perform before writing, or None."""
         if type(n) is not int or n < 1:  # a plain count >= 1 needs no converting
             n = check_int(n, "n", minimum=1)
         if self._owner.lost:  # (a freed table has no room: _take_blocks refuses it)
@@ -112,24 +98,20 @@ class BlockTable:
         child._num_tokens = self._num_tokens
         return child
 
-    def free(self) -> None:
-        """Drop this table's reference to each block, last block first; the table is done.
-
-        Last block first, as vLLM frees a request: under either free rule a prefix cache then
-        evicts a sequence's tail before its beginning, which other requests share more often.
-        """
+    def free(self, evict_first: Collection[int] = ()) -> None:
+        """Drop this table's reference to each block, last block first (as vLLM frees a
+        request: a prefix cache evicts the tail before the more shared beginning); the table is
+        done. Blocks in ``evict_first`` reaching ref count 0 join the *front* even if hashed
+        (vLLM's ``free_blocks(evict_first=True)``: another tier holds their K/V)."""
         self.check_usable("free")  # the allocator's guard: the table holds each block once
-        self._alloc._release(self._blocks[::-1], self._owner)
+        self._alloc._release(self._blocks[::-1], self._owner, evict_first)
         self._blocks = []
         self._num_tokens = 0
         self._freed = True
 
     def hold_prefix(self, blocks: Sequence[int]) -> None:
-        """Start an empty table on full, already written ``blocks`` (a prefix-cache hit).
-
-        Each block is shared if held elsewhere, or taken back off the free list with its
-        contents if nobody holds it. The table then holds ``len(blocks) * block_size`` tokens.
-        """
+        """Start an empty table on full, already written ``blocks`` (a prefix-cache hit), each
+        shared if held, else taken back with its contents; ``len(blocks) * block_size`` tokens."""
         checked = self._check_prefix(blocks)
         self._alloc.hold(checked, self._owner)  # checks range and repeats; all or nothing
         self._blocks = checked
@@ -234,11 +216,8 @@ class BlockTable:
 def blocks_to_append(
     num_tokens: int, n: int, block_size: int, last_block_shared: bool = False
 ) -> int:
-    """Free blocks that appending ``n`` tokens to a table of ``num_tokens`` tokens needs.
-
-    New blocks for the tokens that do not fit in the last block's empty slots, plus one for
-    the copy of the last block if it is partly filled and shared (copy-on-write).
-    """
+    """Free blocks that appending ``n`` tokens to a table of ``num_tokens`` needs: new blocks
+    beyond the last block's empty slots, plus its copy if partly filled and shared."""
     num_tokens = check_int(num_tokens, "num_tokens", minimum=0)
     n = check_int(n, "n", minimum=0)
     block_size = check_int(block_size, "block_size", minimum=1)

@@ -1,11 +1,5 @@
-"""What happened inside a block allocator, one event at a time.
-
-Pictures and animations replay allocation step by step from these events instead of
-re-implementing the allocator. A listener subscribes to the kinds it needs (all by default),
-and an event is only built when somebody listens to its kind: a prefix cache, which needs
-only ``allocate``, costs nothing on a write.
-
-Event kinds, in the order a learner meets them:
+"""What happened inside a block allocator, one event at a time (pictures replay these instead of
+re-implementing the allocator). Kinds, in the order a learner meets them:
 
 - ``allocate``: ``block`` left the free list; its ref count is now 1.
 - ``write``: ``table`` wrote logical ``position`` into (``block``, ``offset``).
@@ -15,9 +9,9 @@ Event kinds, in the order a learner meets them:
 - ``free``: the last holder dropped ``block``; it is back on the free list.
 - ``reuse``: a free block was taken back with its contents (prefix caching).
 
-A listener is called as soon as the change its event describes is made, in the middle of the
-operation (pictures snapshot every step this way). So a listener must only read: one that
-raises, or changes the allocator, can leave the calling operation half done.
+An event is built only when somebody listens to its kind. A listener is called as soon as the
+change is made, in the middle of the operation: it must only read (one that raises or changes
+the allocator can leave the operation half done).
 """
 
 from __future__ import annotations

@@ -1,23 +1,16 @@
 """One pool, several cache types: hybrid models' groups, sliding windows and model-set block sizes.
 
-As of vLLM 0.34.0 (read in its wheel) the model sets the block size and the cache layout:
-
-- one ``BlockPool`` serves several *KV cache groups*: layers of one attention type are split
-  into groups of equal size, each with its own block table, and a block id names one page per
-  layer of its group. :func:`group_layers` is vLLM's rule (``kv_cache_planning.py:567-600``).
-- a sliding-window group frees, from the left, every block whose tokens have all left the
-  window and puts the *null block* (block 0) in its table instead
-  (``SlidingWindowManager.remove_skipped_blocks``). :class:`HybridRequest` does it on
-  pagedlab's real allocator.
-- for attention/Mamba hybrids ``vllm/platforms/interface.py:1110-1119`` raises the attention
-  block size until one attention page is at least as large as a Mamba state page
-  (:func:`attention_block_for_state`); users measured blocks of 528 to 8,320 tokens
-  (:data:`REPORTED_BLOCK_SIZES`: vLLM issues #40696, #54607, #53749, #48401), and
-  :func:`block_size_floor` measures what that does to the prefix cache and the pool.
-
-Invariants: a group's table has one entry per ``block_size`` tokens; an entry is the null
-block exactly where all its tokens left the window; every non-null entry is held by the
-request once; ``free`` returns them all.
+As of vLLM 0.34.0 (read in its wheel): one ``BlockPool`` serves several *KV cache groups*
+(layers of one attention type in groups of equal size, each with its own block table; a block
+id names one page per layer of its group): :func:`group_layers` (``kv_cache_planning.py:
+567-600``). A sliding-window group frees every block whose tokens all left the window and puts
+the *null block* (block 0) in its place (``SlidingWindowManager.remove_skipped_blocks``):
+:class:`HybridRequest`, on the real allocator. For attention/Mamba hybrids
+``vllm/platforms/interface.py:1110-1119`` raises the attention block size until a page holds a
+Mamba state (:func:`attention_block_for_state`); users measured 528 to 8,320 tokens
+(:data:`REPORTED_BLOCK_SIZES`), and :func:`block_size_floor` measures the cost to the prefix
+cache and the pool. Invariants: a group's table has one entry per ``block_size`` tokens, the
+null block exactly where all its tokens left the window; every other entry is held once.
 """
 
 from __future__ import annotations

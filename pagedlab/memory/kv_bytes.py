@@ -1,18 +1,12 @@
 """Bytes per token and blocks per GiB: GQA, MLA, fp8 KV and sliding windows, for three models.
 
-Per layer and token a cache stores ``2 * kv_heads * head_dim`` values (K and V) under
-grouped-query attention, or ``kv_lora_rank + qk_rope_head_dim`` under multi-head latent
-attention (MLA: one compressed latent plus the rotary key, *no separate V*). Times the
-bytes of the KV dtype (2 for bf16, 1 for fp8). A block of ``block_size`` tokens holds every
-layer's page (vLLM's groups: one page per layer of the group), so a pool of ``pool_bytes``
-holds ``pool_bytes // (block_size * bytes_per_token)`` blocks.
-
-A sliding-window layer keeps only its window: :func:`blocks_per_request` runs a
-:class:`~pagedlab.memory.hybrid.HybridRequest` on a real allocator and counts the blocks it
-holds once ``context`` tokens are computed (the window's blocks only, for sliding groups).
-
-The model numbers below are each model's Hugging Face ``config.json`` (the source is named
-with each); nothing else types them.
+Per layer and token a cache stores ``2 * kv_heads * head_dim`` values (K and V, GQA) or
+``kv_lora_rank + qk_rope_head_dim`` (MLA: one latent plus the rotary key, no separate V),
+times the KV dtype's bytes (bf16 2, fp8 1). A block of ``block_size`` tokens holds every
+layer's page, so a pool holds ``pool_bytes // (block_size * bytes_per_token)`` blocks. A
+sliding-window layer keeps only its window: :func:`blocks_per_request` counts what a real
+:class:`~pagedlab.memory.hybrid.HybridRequest` holds. The model numbers are each model's
+Hugging Face ``config.json`` (named with each).
 """
 
 from __future__ import annotations

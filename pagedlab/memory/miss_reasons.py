@@ -1,25 +1,15 @@
 """Why is my hit rate 0? Every prompt token that did not hit, classified, on a real PrefixCache.
 
-Requests are admitted one after another, as vLLM's scheduler admits them: each one's full
-blocks are cached when it is *scheduled* (``KVCacheManager.allocate_slots`` calls
-``cache_blocks``, ``vllm/v1/core/kv_cache_manager.py:641-647`` in 0.34.0), so a request admitted
-later in the same step hits them; the step's forward stores every request's K/V before any
-attention reads it. At the end of a step every request finishes (its blocks freed, their hashes
-kept until reuse). Each prompt token is then exactly one of (:data:`REASONS`):
-
-- ``hit``: its block came from the cache (computed in an earlier step or earlier in this one);
-- ``no shared prefix``: no earlier request computed this block (its chained hash is new);
-- ``shorter than a block``: it lies in a partly filled block (the whole prompt, if the prompt
-  is shorter than a block): only full blocks are cached;
-- ``the last-token rule``: its block is full and cached, but it holds the last prompt token,
-  which is always computed (its logits pick the first output token): at most
-  ``(len - 1) // block_size`` blocks hit;
-- ``evicted``: an earlier request computed the block, and the allocator has since handed it out
-  again (the cache forgot it).
-
-A full block after the first miss misses too (hashes chain): when its own hash is still
-cached it takes the first miss's reason. Invariant: per request, the counts add up to the
-prompt's length; hits equal ``len(hit blocks) * block_size``.
+Requests are admitted one after another, each one's full blocks cached when it is *scheduled*
+(``KVCacheManager.allocate_slots``, ``vllm/v1/core/kv_cache_manager.py:641-647`` in 0.34.0), so
+a later request of the same step hits them; at the end of a step every request finishes (its
+blocks freed, their hashes kept until reuse). Each prompt token is one of :data:`REASONS`:
+``hit``; ``no shared prefix`` (its chained hash is new); ``shorter than a block`` (in a partly
+filled block: only full blocks are cached); ``the last-token rule`` (its full, cached block
+holds the last prompt token, always computed: at most ``(len - 1) // block_size`` blocks hit);
+``evicted`` (computed before, but the allocator has since handed the block out again). A full
+block after the first miss misses too (hashes chain) and, if its own hash is still cached,
+takes the first miss's reason. Invariant: per request the counts add up to the prompt's length.
 """
 
 from __future__ import annotations

@@ -1,32 +1,24 @@
 """Partial prefix hits with copy-on-write, as vLLM 0.34 does for hybrid models only.
 
-vLLM 0.34.0 (``vllm/config/cache.py:202-215``: ``CacheConfig.prefix_match_unit``, the hash
-block size; it must divide every group's block size) matches prompts ``prefix_match_unit``
-tokens at a time, so a hit may end *inside* a block, **only** for a hybrid model with a Mamba
-group in "align" mode: ``HybridKVCacheCoordinator`` enables partial hits where
-``partial_hash_hits_enabled`` says so (``kv_cache_coordinator.py:694-702``,
-``kv_cache_utils.py:758-797``), and an ordinary model's ``UnitaryKVCacheCoordinator`` asserts
-``hash_block_size == block_size`` (``kv_cache_coordinator.py:573``): full blocks only. Where
-partial hits exist, the block a hit ends inside holds another request's tokens
-after the shared ones, and the new request will write its own there, so it cannot share it:
-``single_type_kv_cache_manager.py:460-480``'s ``_apply_cow`` gives the request a private block
-(``cow``), queues ``KVCacheBlockCopy(src, dst)`` for the worker, and keeps *both* blocks
-referenced until the copy has run (the source keeps the hit's reference; the copy takes one
-more), so a free in the same step cannot recycle either. ``BlockPool.cache_partial_block``
-makes a block findable from a boundary inside it. (This module is the attention side only;
-vLLM's hybrid path also needs the Mamba state at the boundary, which pagedlab does not model.)
+vLLM 0.34.0 matches prompts ``prefix_match_unit`` tokens at a time (``vllm/config/cache.py:
+202-215``, the hash block size, dividing every group's block size), so a hit may end *inside*
+a block, **only** for a hybrid model with a Mamba group in "align" mode
+(``kv_cache_coordinator.py:694-702``, ``kv_cache_utils.py:758-797``); an ordinary model's
+``UnitaryKVCacheCoordinator`` asserts ``hash_block_size == block_size``
+(``kv_cache_coordinator.py:573``). The block a partial hit ends inside holds another request's
+tokens after the shared ones, so ``_apply_cow`` (``single_type_kv_cache_manager.py:460-480``)
+gives the request a private copy, queues ``KVCacheBlockCopy(src, dst)`` for the worker, and
+keeps *both* blocks referenced until the copy has run. (The attention side only: the Mamba
+state at the boundary is not modelled.)
 
-Here, on pagedlab's real :class:`BlockAllocator`: every ``unit`` boundary of an admitted
-prompt is an entry (a chained hash of the tokens up to it -> the block holding the token
-before it). :meth:`PartialPrefixCache.admit` holds the full blocks of the longest match and,
-if the match ends inside a block, takes that block as a hit, keeps it for the pending copy,
-and moves the request onto a fresh block with ``allocator.copy_on_write`` (the allocator's
-``copy`` event names ``src``). :meth:`finish_step` is the worker having run the copies: the
-kept references go. ``prefix_match_unit=None`` is vLLM's default: the block size (only full
-blocks match). The last prompt token is always computed (a match stops at ``len - 1``).
-
-Invariants: an entry's block holds the tokens its key was made from (an ``allocate`` event,
-the block's new contents, forgets its entries); a refused call changes nothing; between
+Here, on a real :class:`BlockAllocator`: every ``unit`` boundary of an admitted prompt is an
+entry (a chained hash of the tokens up to it -> the block holding the token before it).
+:meth:`PartialPrefixCache.admit` holds the full blocks of the longest match and, if it ends
+inside a block, takes that block as a hit and moves the request onto a private copy
+(``allocator.copy_on_write``); :meth:`finish_step` is the worker having run the copies.
+``prefix_match_unit=None``: the block size (vLLM's default). The last prompt token is always
+computed. Invariants: an entry's block holds the tokens its key was made from (an
+``allocate`` event forgets its entries); a refused call changes nothing; between
 :meth:`admit` and :meth:`finish_step` every pending copy's ``src`` and ``dst`` are held.
 """
 
@@ -127,11 +119,8 @@ class PartialPrefixCache:
         """Free blocks :meth:`admit` needs: new ones plus hits it takes back off the queue."""
         matched, blocks = self.lookup(tokens)
         taken_back = sum(1 for b in blocks if self._alloc.refcount(b) == 0)
-        return (
-            taken_back
-            + ceil_div(len(tokens), self._alloc.block_size)
-            - matched // self._alloc.block_size
-        )
+        size = self._alloc.block_size
+        return taken_back + ceil_div(len(tokens), size) - matched // size
 
     def admit(self, tokens: Sequence[int]) -> PartialAdmission:
         """Start a request on its longest match; atomic (OutOfBlocksError changes nothing)."""

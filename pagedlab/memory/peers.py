@@ -1,28 +1,25 @@
 """Two engines' free-block rules, reproduced small: vLLM 0.34's ``BlockPool`` and Hugging Face
 transformers 5.24's ``PagedAttentionCache``, beside pagedlab's FIFO, on one trace.
 
-Each rule is labelled with the version whose text was read (:data:`VLLM_READ`, :data:`HF_READ`);
+Each rule is labelled with the version read (:data:`VLLM_READ`, :data:`HF_READ`);
 ``pagedlab.oracles`` runs both engines' own code on random traces against these replicas:
 
-- **vLLM 0.34.0** (``vllm/v1/core/block_pool.py``): at start-up ``BlockPool`` takes block 0
-  off its free queue as the *null block* (never handed out, lines 162-163); ``free_blocks``
-  puts a block without a hash at the *front* of the queue, a hashed one at the back (lines
-  824-837); a request frees its last block first. pagedlab's :class:`BlockAllocator` with
-  ``free_rule="vllm-v1"`` is that queue, so :func:`vllm_block_pool` is the real allocator
-  with block 0 held as the null block: nothing is re-implemented.
+- **vLLM 0.34.0** (``vllm/v1/core/block_pool.py``): ``BlockPool`` takes block 0 off its free
+  queue as the *null block* (lines 162-163); ``free_blocks`` puts a block without a hash at the
+  *front*, a hashed one at the back (lines 824-837); a request frees its last block first.
+  :func:`vllm_block_pool` is pagedlab's real allocator (``free_rule="vllm-v1"``) with block 0
+  held as the null block: nothing is re-implemented.
 - **transformers 5.24.0** (``generation/continuous_batching/cache_allocators/cache_pool.py``):
-  the cache is a list of *sectors* after two *trash sectors* (ids 0 and 1, never allocated;
-  padding tokens read and write there). ``allocate_sector`` pops the *last* free sector
-  (``free_sectors.pop()``: the top id first) and makes it a tree of leaves (blocks) for one
-  cache allocator; a request takes blocks from the trees in insertion order; freed blocks go
-  back to their allocator's trees, and only ``try_to_free_sectors`` returns wholly free sectors
-  to the sector list, at its end; the scheduler calls it before every batch
-  (``scheduler.py:184``, ``_try_to_meet_safety_margin``), so :func:`run_trace` does too.
-  :class:`HFCachePool` is that bookkeeping for one cache allocator (no K/V, no prefix sharing).
+  *sectors* after two *trash sectors* (ids 0 and 1, never allocated; padding tokens go there).
+  ``allocate_sector`` pops the *last* free sector (the top id first) and makes it a tree of
+  blocks; a request takes blocks from the trees in insertion order; freed blocks rejoin their
+  trees, and ``try_to_free_sectors`` (called before every batch, ``scheduler.py:184``, so
+  :func:`run_trace` does too) returns wholly free sectors to the end of the sector list.
+  :class:`HFCachePool` is that bookkeeping for one cache allocator (no K/V, no sharing).
 
 Invariants of :class:`HFCachePool`: every block id is free in a tree, held by one request, or
-in a sector not yet allocated; a refused call (a bad value, too few free blocks) changes
-nothing. ``tests/oracles/test_hf_oracle.py`` checks the rule against the installed transformers.
+in a sector not yet allocated; a refused call changes nothing (``tests/oracles/
+test_hf_oracle.py`` checks the rule against the installed transformers).
 """
 
 from __future__ import annotations
@@ -92,10 +89,8 @@ class HFCachePool:
             )
         for _ in range(sectors):
             sector = self.free_sectors.pop()
-            base = sector * self.blocks_per_sector
-            self.trees[sector] = [
-                base + self.blocks_per_sector - 1 - i for i in range(self.blocks_per_sector)
-            ]
+            base = sector * self.blocks_per_sector  # leaves popped from the end: lowest first
+            self.trees[sector] = list(range(base + self.blocks_per_sector - 1, base - 1, -1))
         taken: list[int] = []
         for sector in list(self.trees):
             leaves = self.trees[sector]
@@ -136,28 +131,20 @@ class TraceResult:
     blocks: dict[str, list[int]]
 
 
-THE_TRACE: tuple[tuple[str, str, int], ...] = (
-    ("take", "A", 5),
-    ("take", "B", 9),
-    ("free", "A", 0),
-    ("take", "C", 7),
-)
+Op = tuple[str, str, int]
+THE_TRACE: tuple[Op, ...] = (("take", "A", 5), ("take", "B", 9), ("free", "A", 0), ("take", "C", 7))
 """Block size 4, no prefix caching: A takes 5 tokens, B 9, A is freed, C takes 7."""
 
 
 def run_trace(
     rule: str,
-    trace: Sequence[tuple[str, str, int]] = THE_TRACE,
+    trace: Sequence[Op] = THE_TRACE,
     num_blocks: int = 8,
     block_size: int = 4,
 ) -> TraceResult:
-    """Replay ``trace`` under ``rule``: ``"pagedlab"`` (FIFO), ``"vllm"`` or ``"hf"``, each
-    ``take`` a batch of its own.
-
-    ``num_blocks`` is the pool (vLLM's includes its null block; Hugging Face's counts data
-    sectors of one block each; its scheduler's ``try_to_free_sectors`` runs before each take).
-    A request's list is its blocks when it last held any.
-    """
+    """Replay ``trace`` under ``rule`` (``"pagedlab"``: FIFO, ``"vllm"`` or ``"hf"``), each
+    ``take`` a batch of its own; ``num_blocks`` includes vLLM's null block, or counts Hugging
+    Face's one-block data sectors. A request's list is its blocks when it last held any."""
     if rule not in ("pagedlab", "vllm", "hf"):
         raise ValueError(f"rule must be 'pagedlab', 'vllm' or 'hf', got {rule!r}")
     block_size = check_int(block_size, "block_size", minimum=1)
@@ -185,7 +172,6 @@ def run_trace(
         table = tables.setdefault(name, BlockTable(alloc))
         table.append_tokens(tokens)
         seen[name] = table.blocks
-    label = (
-        ("vLLM", VLLM_READ) if rule == "vllm" else ("pagedlab FIFO", "pagedlab.memory.allocator")
-    )
-    return TraceResult(label[0], label[1], seen)
+    if rule == "vllm":
+        return TraceResult("vLLM", VLLM_READ, seen)
+    return TraceResult("pagedlab FIFO", "pagedlab.memory.allocator", seen)

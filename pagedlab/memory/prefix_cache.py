@@ -1,55 +1,45 @@
 """Prefix caching: full KV blocks found again by the content of everything before them.
 
 Each *full* block gets a hash chained over its prefix: ``hash(i) = sha256(hash(i - 1) ||
-token ids of block i)``, truncated to ``hash_bytes``. Two blocks have the same hash only if
-their whole prefixes match, so a new request can start on the cached blocks of its longest
-cached full-block prefix (``BlockTable.hold_prefix``) and compute only the rest.
-
+token ids of block i)``, truncated to ``hash_bytes``; a new request starts on the cached blocks
+of its longest cached full-block prefix (``BlockTable.hold_prefix``) and computes the rest.
 Rules (the usual causes of a "low hit rate"):
 
-- only full blocks are cached: the tokens of a partly filled last block are always computed;
-- the last prompt token is always computed (its logits pick the first output token), so at
-  most ``(len(prompt) - 1) // block_size`` blocks can hit, and a block-aligned prompt that is
-  entirely cached still recomputes its whole last block (a table starts on full blocks);
+- only full blocks are cached; the last prompt token is always computed (its logits pick the
+  first output token), so at most ``(len(prompt) - 1) // block_size`` blocks hit, and a
+  block-aligned prompt entirely cached recomputes its whole last block;
 - a hit compares token ids and the cached parent block, so a hash collision is a miss
-  (counted), never wrong KV: a block's KV depends on every token before it, and each cached
-  block records the cached block it was computed after (its parent), so a hit walks the very
-  chain of blocks its prefix was computed in.
+  (counted), never wrong KV: a hit walks the very chain of blocks its prefix was computed in;
+- a block may be registered once its K/V is *scheduled* (vLLM's ``allocate_slots``); a
+  scheduler that takes the computation back calls :meth:`PrefixCache.forget`;
+- a freed block stays findable until the allocator hands it out again (its ``allocate``
+  event): then it is evicted with the cached blocks computed after it. Cached blocks are
+  marked in the allocator (``mark_hashed``: the back of the free queue under "vllm-v1");
+  a hit on a free block takes it back (``reuse``). A duplicate (a full block whose hash is
+  cached under another block) is marked too, as vLLM's ``BlockHashToBlockMap`` keeps
+  duplicates (``vllm/v1/core/block_pool.py``, 0.34.0), but never found.
 
-A block may be registered as soon as its K/V is *scheduled* (vLLM's
-``KVCacheManager.allocate_slots`` caches full blocks then): a hit in the same step reads it
-in the same forward, which stores every piece's K/V before any attention reads it; a
-scheduler that takes the computation back calls :meth:`PrefixCache.forget`.
-
-Freed blocks keep their hash and stay findable until the allocator hands them out again:
-the cache listens to the allocator's ``allocate`` events and forgets (evicts) a block at
-that moment, with the cached blocks computed after it (no lookup can reach them any more).
-Each cached block is marked in the allocator (``mark_hashed``), so under ``free_rule=
-"vllm-v1"`` it joins the back of the free queue and unhashed blocks the front; under either
-rule cached blocks are evicted least recently freed first. A hit on a free block takes it back
-(``reuse``). A duplicate (a full block whose hash is already cached under another block: a
-block-aligned prompt's recomputed last block) is marked too, as vLLM's ``BlockHashToBlockMap``
-keeps duplicates (``vllm/v1/core/block_pool.py``, 0.34.0): it is freed to the back of the queue
-and counted as an eviction when handed out, though a lookup finds the first block only.
-
-Invariants (tests/memory/test_prefix_cache.py, tests/memory/test_sharing_properties.py):
-every cached block holds the token ids it is cached under; a hash maps to exactly one block
-and back; no cached block has been handed out since it was cached.
-
-Not handled: multi-modal or LoRA extra keys, per-layer caches, explicit reset.
+Invariants (tests/memory/test_prefix_cache.py, test_sharing_properties.py): every cached block
+holds the token ids it is cached under; a hash maps to exactly one block and back; no cached
+block was handed out since it was cached. Not handled: extra keys, per-layer caches, reset.
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, blocks_to_append
 from pagedlab.memory.events import Event
+from pagedlab.memory.owner import items_of
+
+CacheListener = Callable[[Literal["stored", "evicted"], int, str], None]
+"""``listener(kind, block, block_hash)``: see :meth:`PrefixCache.listen`."""
 
 ROOT_HASH = ""
 """The parent hash of a sequence's first block."""
@@ -96,15 +86,7 @@ def _check_hash_bytes(hash_bytes: object) -> int:
 
 
 def _token_ids(tokens: object) -> list[int]:
-    if isinstance(tokens, (str, bytes, dict)) or not isinstance(tokens, Iterable):
-        raise ArgumentTypeError(f"tokens must be a sequence of integer token ids, got {tokens!r}")
-    try:
-        items = list(tokens)
-    except TypeError:  # a 0-d array or tensor
-        raise ArgumentTypeError(
-            f"tokens must be a sequence of integer token ids, got {tokens!r}"
-        ) from None
-    ids = [check_int(t, "token id") for t in items]
+    ids = [check_int(t, "token id") for t in items_of(tokens, "tokens", "integer token ids")]
     for t in ids:
         if not -(2**63) <= t < 2**63:
             raise ValueError(f"token id {t} does not fit in 64 bits")
@@ -145,11 +127,7 @@ class Admission:
 
 
 class PrefixCache:
-    """Content-hashed full blocks of ``allocator``, shared across requests.
-
-    ``close()`` stops the cache: it forgets every block (it could no longer see them being
-    handed out again) and refuses further lookups, admissions and registrations.
-    """
+    """Content-hashed full blocks of ``allocator``, shared across requests."""
 
     def __init__(self, allocator: BlockAllocator, hash_bytes: int = 8) -> None:
         if not isinstance(allocator, BlockAllocator):
@@ -163,9 +141,19 @@ class PrefixCache:
         self._parent_of: dict[int, int | None] = {}  # the cached block it was computed after
         self._children: dict[int, set[int]] = {}  # cached blocks computed after it
         self._duplicates: set[int] = set()  # marked, never found: see the module docstring
+        self._listeners: list[CacheListener] = []
         self._unsubscribe: Callable[[], None] | None = allocator.subscribe(
             self._evict, ("allocate",)
         )
+
+    def listen(self, listener: CacheListener) -> None:
+        """Call ``listener(kind, block, block_hash)`` after every change to what is cached:
+        ``"stored"`` once ``block`` is cached under ``block_hash`` (``register``, ``admit``),
+        ``"evicted"`` once it is forgotten (handed out again, ``forget``, ``close``, or computed
+        after a block forgotten). Called after the change: the cache already says it."""
+        if not callable(listener):
+            raise TypeError(f"listener must be callable, got {listener!r}")
+        self._listeners.append(listener)
 
     @property
     def allocator(self) -> BlockAllocator:
@@ -204,24 +192,25 @@ class PrefixCache:
         while stack:
             b = stack.pop()
             self._allocator.unmark_hashed(b)
-            del self._block_of[self._hash_of.pop(b)]
-            del self._tokens_of[b], self._parent_of[b]
+            block_hash = self._hash_of.pop(b)
+            del self._block_of[block_hash], self._tokens_of[b], self._parent_of[b]
             stack.extend(self._children.pop(b, ()))
             forgotten += 1
+            for listener in self._listeners:
+                listener("evicted", b, block_hash)
         return forgotten
 
     def close(self) -> None:
-        """Stop listening to the allocator and forget every cached block (idempotent)."""
+        """Stop listening to the allocator and forget every cached block (it could no longer
+        see them handed out); later lookups, admissions and registrations are refused."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-            for block in (*self._hash_of, *self._duplicates):
+            for block in [b for b, parent in self._parent_of.items() if parent is None]:
+                self._forget(block)  # a root and every block computed after it
+            for block in self._duplicates:
                 self._allocator.unmark_hashed(block)
             self._duplicates.clear()
-            for table in (self._block_of, self._hash_of, self._tokens_of):
-                table.clear()
-            self._parent_of.clear()
-            self._children.clear()
 
     def forget(self, block: int) -> int:
         """Forget cached ``block`` and the cached blocks computed after it; returns how many
@@ -264,10 +253,8 @@ class PrefixCache:
         return block_hashes(tokens, self.block_size, self._hash_bytes)
 
     def lookup(self, tokens: Sequence[int]) -> tuple[list[int], int]:
-        """(cached blocks of the longest verified prefix, collisions met); changes nothing.
-
-        At most ``(len(tokens) - 1) // block_size`` blocks: the last token is always computed.
-        """
+        """(cached blocks of the longest verified prefix, at most ``(len(tokens) - 1) //
+        block_size``, collisions met); changes nothing."""
         self._check_open("look up a prefix")
         ids = _token_ids(tokens)
         size, limit = self.block_size, (len(ids) - 1) // self.block_size
@@ -341,11 +328,8 @@ class PrefixCache:
         return admission
 
     def register(self, table: BlockTable, tokens: Sequence[int]) -> int:
-        """Cache the full blocks of ``table`` whose KV holds ``tokens`` (its token ids so far).
-
-        Blocks whose hash is already cached (under another block) stay uncached duplicates.
-        Returns how many blocks were newly cached.
-        """
+        """Cache the full blocks of ``table`` whose KV holds ``tokens`` (its token ids so far;
+        a hash cached under another block: a duplicate); returns how many were newly cached."""
         self._check_open("register a table")
         if not isinstance(table, BlockTable):
             raise TypeError(f"table must be a BlockTable, got {table!r}")
@@ -381,4 +365,6 @@ class PrefixCache:
                 self._children.setdefault(parent, set()).add(block)
             added += 1
             parent = block
+            for listener in self._listeners:
+                listener("stored", block, block_hash)
         return added

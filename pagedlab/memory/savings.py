@@ -1,21 +1,12 @@
 """Memory saved by sharing blocks, measured on a real allocator (paper §6.3, Figs. 14-15).
 
-For one request with a prompt of ``prompt_len`` tokens and ``output_len`` generated tokens
-per sequence, ``parallel_savings`` (n samples) and ``beam_savings`` (beam width k) run the
-real block tables (``pagedlab.memory.sharing``) token by token and count the blocks in use after
-each step, with sharing (the pool's count) and without (every sequence holding a private
-copy of everything it attends to: ``width * ceil(tokens / block_size)``).
-
-Two figures per run:
-
-- ``final_saved``: blocks saved / blocks without sharing, once generation ends;
-- ``mean_saved``: the same ratio over the block-steps of the whole generation
-  (sum over steps of saved / sum of without), closer to what a serving run averages.
-
-Beam search needs scores to decide which candidates survive. We draw them from a seeded
-``random.Random`` (log-probabilities ``log(u)``, u uniform), so the numbers are
-reproducible but describe synthetic beams, not a real model's. Not modelled: many requests
-at once, preemption, or prompts of varying lengths (call it once per length and average).
+``parallel_savings`` (n samples) and ``beam_savings`` (beam width k) run the real block tables
+(``pagedlab.memory.sharing``) token by token and count the blocks in use after each step, with
+sharing (the pool's count) and without (``width * ceil(tokens / block_size)``).
+``final_saved``: blocks saved / blocks without sharing once generation ends; ``mean_saved``:
+the same ratio over the block-steps of the whole generation, closer to a serving average.
+Beam scores are seeded synthetic log-probabilities (``log(u)``, u uniform): reproducible, but
+not a real model's beams. Not modelled: many requests at once, preemption, mixed lengths.
 """
 
 from __future__ import annotations
@@ -175,17 +166,8 @@ def alpaca_savings(
 def _result(
     mode: str, width: int, p: int, o: int, size: int, used: list[int], without: list[int]
 ) -> Savings:
-    return Savings(
-        mode=mode,
-        width=width,
-        prompt_len=p,
-        output_len=o,
-        block_size=size,
-        blocks_with=used[-1],
-        blocks_without=without[-1],
-        final_saved=1 - used[-1] / without[-1],
-        mean_saved=1 - sum(used) / sum(without),
-    )
+    final, mean = 1 - used[-1] / without[-1], 1 - sum(used) / sum(without)
+    return Savings(mode, width, p, o, size, used[-1], without[-1], final, mean)
 
 
 def savings_table(

@@ -1,27 +1,17 @@
 """Sharing KV blocks between sequences: parallel sampling and beam search (paper §4.4).
 
-Both are built only from ``BlockTable.fork`` / ``append_tokens`` / ``free``, so the rules
-that make sharing safe live in one place (the block table):
-
-- a fork shares every block of its parent (each ref count + 1) and copies nothing;
-- a sequence that writes into a shared, partly filled last block first copies it
-  (copy-on-write); the caller's KV storage must perform the returned ``CopyOnWrite`` before
-  writing, e.g. ``PagedKVCache.copy_block(src, dst)``;
-- a block returns to the free list when its last holder frees it.
-
-``fork_samples`` makes n samples of one prompt (Fig. 8). ``beam_step`` is one step of beam
-search (Fig. 9): the survivors are forked from their parents, then every old candidate is
-freed (blocks reaching ref count 0 go back to the pool), then each survivor appends its new
-tokens. Forking before freeing means a parent with a single survivor hands its blocks over
-without any copy.
-
-Handled: any number of samples / beams >= 1, several tokens per step, parents that share a
-partly filled block. Not handled: scores and token choice (the caller picks the parents),
-swapping or recomputation when the pool runs out (``OutOfBlocksError`` with nothing changed).
-
-Invariants (tests/memory/test_sharing_properties.py): the ref count of every block equals the
-number of live tables holding it; a block being written has ref count 1; freeing every
-table returns every block to the pool.
+Both use only ``BlockTable.fork`` / ``append_tokens`` / ``free``, so the rules that make
+sharing safe live in the block table: a fork shares every block (ref count + 1) and copies
+nothing; writing into a shared, partly filled last block copies it first (the caller's K/V
+storage performs the returned ``CopyOnWrite``, e.g. ``PagedKVCache.copy_block(src, dst)``); a
+block returns to the free list when its last holder frees it. ``fork_samples``: n samples of
+one prompt (Fig. 8). ``beam_step``: one step of beam search (Fig. 9): survivors are forked from
+their parents, every old candidate freed, then each survivor appends its tokens (forking
+before freeing: a parent with one survivor hands its blocks over without a copy). Not handled:
+scores and token choice (the caller picks the parents), running out of blocks
+(``OutOfBlocksError``, nothing changed). Invariants (tests/memory/test_sharing_properties.py):
+each block's ref count is the number of live tables holding it; a block being written has ref
+count 1; freeing every table returns every block.
 """
 
 from __future__ import annotations
@@ -40,12 +30,8 @@ MAX_WIDTH = 1024
 
 
 def fork_samples(prompt: BlockTable, n: int) -> list[BlockTable]:
-    """``n`` samples of one prompt: the prompt's own table first, then ``n - 1`` forks.
-
-    Every block of the prompt is then held by ``n`` tables. Raises TypeError if ``prompt``
-    is not a BlockTable, ValueError (nothing changed) if ``n`` is not in ``[1, MAX_WIDTH]``
-    or the prompt table cannot be forked (freed, or lost a block behind its back).
-    """
+    """``n`` samples of one prompt: the prompt's own table first, then ``n - 1`` forks (every
+    block of the prompt then held by ``n`` tables)."""
     if not isinstance(prompt, BlockTable):
         raise TypeError(f"prompt must be a BlockTable, got {prompt!r}")
     n = check_int(n, "n (number of samples)", minimum=1, maximum=MAX_WIDTH)
@@ -66,13 +52,9 @@ class BeamStepResult:
 def beam_step(
     beams: Sequence[BlockTable], parents: Sequence[int], num_tokens: int = 1
 ) -> BeamStepResult:
-    """Keep the candidates ``parents[i]`` (indices into ``beams``) and append ``num_tokens``.
-
-    ``len(parents)`` is the beam width k (in ``[1, MAX_WIDTH]``); a parent may appear
-    several times (it keeps several continuations) or not at all (dropped). The old tables
-    are all freed: use the returned ``beams``. Atomic: bad input raises TypeError or
-    ValueError, a pool too small raises OutOfBlocksError, and in all cases nothing changed.
-    """
+    """Keep the candidates ``parents[i]`` (indices into ``beams``; a parent may appear several
+    times or not at all) and append ``num_tokens``; the old tables are all freed: use the
+    returned ``beams``. Atomic: a refusal (OutOfBlocksError included) changes nothing."""
     needed, available, checked = _plan(beams, parents, num_tokens)
     allocator = beams[0].allocator
     if needed > available:
@@ -94,10 +76,8 @@ def beam_step(
 
 
 def can_beam_step(beams: Sequence[BlockTable], parents: Sequence[int], num_tokens: int = 1) -> bool:
-    """Whether ``beam_step(beams, parents, num_tokens)`` would succeed; changes nothing.
-
-    Bad input raises as ``beam_step`` does; only a pool too small makes it False.
-    """
+    """Whether ``beam_step(beams, parents, num_tokens)`` would find the blocks it needs (bad
+    input raises as there); changes nothing."""
     needed, available, _ = _plan(beams, parents, num_tokens)
     return needed <= available
 

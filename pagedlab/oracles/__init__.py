@@ -1,19 +1,13 @@
 """The engines as oracles: vLLM 0.34.0's and transformers 5.24.0's own code run on a pagedlab
-trace, beside pagedlab's replica of each rule, returning the same record.
+trace, beside pagedlab's replica of each rule, returning the same record. ``trace``: the trace,
+a :class:`Run`, and pagedlab's replicas (the ``"vllm-v1"`` allocator with its null block under
+a :class:`PrefixCache`; :class:`HFCachePool`); ``vllm_kv``: vLLM's real ``KVCacheManager``;
+``hf_cache``: transformers' real ``PagedAttentionCache`` (and its ``FIFOScheduler``).
 
-- :mod:`~pagedlab.oracles.trace`    a trace (steps of admit / grow / preempt / resume / free),
-  what a run returns (:class:`Run`), and pagedlab's replicas run on it: the ``"vllm-v1"``
-  allocator with its null block and a :class:`PrefixCache`; :class:`HFCachePool`
-- :mod:`~pagedlab.oracles.vllm_kv`  vLLM's real ``KVCacheManager`` / ``BlockPool`` on a trace
-- :mod:`~pagedlab.oracles.hf_cache` transformers' real ``PagedAttentionCache`` on a trace, and its
-  ``FIFOScheduler`` choosing a batch
-
-Neither engine is imported by ``import pagedlab`` or by this package: the two engine modules
-import them inside their functions and raise :class:`EngineMissing` (naming the install line)
-where they are absent. vLLM's ``Scheduler`` is not run: it needs a ``VllmConfig`` whose
-``ModelConfig`` inspects the model class, which imports ``vllm.model_executor`` and its GPU-side
-dependencies (``einops``, ...), outside the CPU install; its preemption is replayed instead
-(``_preempt_request``: free the blocks, ``num_computed_tokens = 0``, resume with a lookup).
+Neither engine is imported by ``import pagedlab`` or this package: the engine modules import
+them inside their functions and raise :class:`EngineMissing` (naming the install line) where
+absent. vLLM's ``Scheduler`` is not run (its ``VllmConfig`` imports GPU-side dependencies);
+its preemption is replayed (``_preempt_request``: free, ``num_computed_tokens = 0``, resume).
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """A trace of requests over steps, what a run of it returns, and pagedlab's replicas run on it.
 
-A trace is a tuple of steps; a step is a tuple of operations, done in order:
-
-- ``("admit", rid, tokens)``: a new request with prompt ``tokens``: a prefix-cache lookup, then
-  slots for the rest (refused, nothing changed, if they do not fit);
-- ``("grow", rid, tokens)``: a running request appends ``tokens`` (decode); if the slots do not
-  fit, the request is preempted (as vLLM's scheduler does when ``allocate_slots`` fails for the
-  only request it may preempt), keeping its tokens, the new ones included;
-- ``("preempt", rid)``: its blocks are freed, its tokens kept (``Scheduler._preempt_request``);
-- ``("resume", rid)``: a preempted request admitted again on all its tokens (a lookup first);
-- ``("free", rid)``: the request finished; its blocks are freed, last block first.
-
-An operation that does not apply (a grow of a request that is not running, a resume of one that
-is not preempted, an admit of a known id) is skipped by every driver alike, so that any random
-list of operations is a trace. A :class:`Run` records after each step every live request's
-block ids, the tokens each admission or resume found cached, refused admissions, preemptions,
-and evictions so far (cached blocks whose hash was dropped because the pool reused them).
+A trace is a tuple of steps; a step a tuple of operations, done in order: ``("admit", rid,
+tokens)`` (a prefix-cache lookup, then slots for the rest; refused, nothing changed, if they do
+not fit); ``("grow", rid, tokens)`` (a decode; if the slots do not fit the request is preempted,
+as vLLM's scheduler does when ``allocate_slots`` fails, keeping its tokens); ``("preempt", rid)``
+(blocks freed, tokens kept: ``Scheduler._preempt_request``); ``("resume", rid)`` (admitted again
+on all its tokens); ``("free", rid)`` (finished; blocks freed, last block first). An operation
+that does not apply is skipped by every driver alike, so any random list of operations is a
+trace. A :class:`Run` records after each step every live request's block ids, the tokens each
+admission found cached, refusals, preemptions, and evictions so far.
 """
 
 from __future__ import annotations

@@ -1,21 +1,19 @@
-"""Closed-form accounting of a run of steps during which only lengths change.
+"""Closed-form accounting of a run of steps during which only lengths change: every sequence
+gains one token per step, so each category's slots after step ``j = 1..k`` are simple functions
+of ``j``, their sums (``CATEGORIES`` order, adding up to ``k x pool``) and rows one numpy
+expression each. Categories (slots; they sum to the pool at every step, tests check it):
 
-Between two events every sequence gains one token per step, so each category's slots after
-step ``j = 1..k`` are simple functions of ``j``: their sums (in ``CATEGORIES`` order, adding
-up to ``k x pool``) and, when asked, the per-step rows are one numpy expression each.
-
-Memory categories (slots; they sum to the pool at every step -- tests check it)
     tokens    KV of tokens computed so far
     reserved  contiguous slots reserved for the request's future tokens (paged: none)
     internal  contiguous: reservation beyond the true final length; paged: empty slots in
               each sequence's last block (< B per sequence)
     rounding  contiguous: the allocator's extent beyond the reservation (paged: none)
-    external  free slots while a request waits that it cannot use (no extent fits; paged:
-              held back by the watermark or too few for the head's prompt, plus ``slots % B``)
+    external  free slots a waiting request cannot use (no extent fits; paged: held back by
+              the watermark or too few for the head's prompt, plus ``slots % B``)
     idle      free slots while nobody waits: no demand, not the policy's waste.
-Averages are over steps. ``fig2_shares()`` gives the paper's Fig. 2 segments: rounding goes
-into "external fragmentation and others" (the paper's Oracle bar has no internal fragmentation
-though its buddy allocator rounds), and idle is left out (our choice; printed beside them).
+``fig2_shares()`` gives the paper's Fig. 2 segments: rounding goes into "external
+fragmentation and others" (the paper's Oracle bar has no internal fragmentation though its
+buddy allocator rounds); idle is left out (our choice; printed beside them).
 """
 
 from __future__ import annotations
@@ -131,15 +129,8 @@ def contiguous_steps(
     """Account ``k`` steps of contiguous reservations (each request holds its ``extent``)."""
     tok = _tokens(length, k)
     f, r, e = int(final.sum()), int(reserved.sum()), int(extent.sum())
-    free = pool - e
-    sums = (
-        tok,
-        f * k - tok,
-        (r - f) * k,
-        (e - r) * k,
-        free * k * waiting,
-        free * k * (not waiting),
-    )
+    free = (pool - e) * k
+    sums = (tok, f * k - tok, (r - f) * k, (e - r) * k, free * waiting, free * (not waiting))
     if not rows:
         return sums, None
     tok_j = _tokens_per_step(length, k)
@@ -148,7 +139,7 @@ def contiguous_steps(
         "reserved": f - tok_j,
         "internal": np.full(k, r - f),
         "rounding": np.full(k, e - r),
-        "external": np.full(k, free * waiting),
-        "idle": np.full(k, free * (not waiting)),
+        "external": np.full(k, (pool - e) * waiting),
+        "idle": np.full(k, (pool - e) * (not waiting)),
     }
     return sums, _as_rows(per)

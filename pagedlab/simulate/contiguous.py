@@ -1,24 +1,18 @@
 """Contiguous address spaces for the Orca baselines: a buddy allocator and first-fit.
 
-The paper (§6.1): "We assume Orca uses the buddy allocation algorithm to determine the
-memory address to store KV cache." ``BuddyAllocator`` hands out power-of-two extents
-(``buddy_extent(n)`` slots) aligned to their size: it splits the smallest large-enough free
-block (lowest address first) in halves, and a freed extent merges with its *buddy* (at
-``start XOR size``) while that is free and whole. A pool whose size is not a power of two (the
-paper's 15,728 slots) starts as its binary decomposition, largest first from address 0, so no
-merge crosses between them and a request above the largest can never be served.
-
-``FirstFit`` places exactly ``n`` slots at the lowest hole large enough: no rounding, so
-running a baseline on both shows how much of the buddy allocator's waste is its rounding.
-
-Invariants (both): live extents never overlap and lie inside ``[0, size)``;
-``used + free == size``; a failed ``alloc`` returns None and changes nothing.
+§6.1: "We assume Orca uses the buddy allocation algorithm". ``BuddyAllocator`` hands out
+power-of-two extents (``buddy_extent(n)``) aligned to their size, splitting the smallest
+large-enough free block (lowest address first); a freed extent merges with its *buddy* (at
+``start XOR size``) while that is free and whole. A pool not a power of two (the paper's 15,728
+slots) starts as its binary decomposition, largest first, so no merge crosses between them.
+``FirstFit`` places exactly ``n`` slots at the lowest hole large enough (no rounding).
+Invariants (both): live extents never overlap and lie inside ``[0, size)``; ``used + free ==
+size``; a failed ``alloc`` returns None and changes nothing.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Protocol
 
 from pagedlab.checks import check_int
 
@@ -27,16 +21,6 @@ def buddy_extent(slots: int) -> int:
     """The power-of-two extent a buddy allocator hands out for ``slots`` slots (132 -> 256)."""
     n = check_int(slots, "slots", minimum=1)
     return 1 << (n - 1).bit_length()
-
-
-class ContiguousSpace(Protocol):
-    """What the simulator needs from a contiguous allocator."""
-
-    size: int
-
-    def extent(self, slots: int) -> int: ...  # slots actually taken for a request of ``slots``
-    def alloc(self, slots: int) -> int | None: ...
-    def free(self, start: int) -> None: ...
 
 
 class BuddyAllocator:

@@ -1,21 +1,16 @@
 """Event-driven simulation of KV memory under FCFS continuous batching (the paper's Fig. 2, 13).
 
-Each step advances every running request by one token: admitted at a step boundary, a request
-holds ``prompt + 1`` token states after its first step and leaves after its ``output``-th.
-Admission is first-come first-served, never skipping the queue's head. Contiguous policies
-(Orca) reserve ``Policy.reservation`` slots and get an extent of ``Policy.extent`` from the
-allocator (a buddy allocator by default, §6.1), never running out later. The paged policy
-admits while the free blocks cover the prompt's blocks plus a watermark (1 % of the pool, as
-vLLM; waived when nothing runs); when the pool cannot give every sequence its ceil(len / B)
-blocks the newest request is preempted by recompute (back to the queue's head with what it
-generated as prompt), counted in ``preemptions``. ``StepCost.seconds`` only sets how many
-arrivals happen per step. Memory categories: see ``accounting`` (they sum to the pool).
-
-A sequence of ``len`` tokens holds ``ceil(len / B)`` blocks, as a ``BlockTable`` would, in a
-``BlockAllocator(slots // B, B)``: which blocks is irrelevant, so the simulator keeps counts.
-Between events (a finish, an arrival to an empty queue, the pool running out, the horizon)
-only lengths change, so whole runs of steps are one numpy expression: exact, not sampled.
-Not handled: prefill budgets and prefill-only steps, swapping, beam search and sharing.
+Each step advances every running request by one token (``prompt + 1`` token states after its
+first step; it leaves after its ``output``-th). Admission is FCFS, never skipping the head.
+Contiguous policies (Orca) reserve ``Policy.reservation`` slots and get an ``Policy.extent``
+from a buddy allocator by default (§6.1), never running out later. The paged policy admits
+while the free blocks cover the prompt's plus a watermark (1 % of the pool, as vLLM; waived
+when nothing runs); short of blocks, the newest request is preempted by recompute (back to the
+queue's head, its output so far as prompt). ``StepCost.seconds`` sets arrivals per step.
+A sequence of ``len`` tokens holds ``ceil(len / B)`` blocks, as a ``BlockTable`` would: the
+simulator keeps counts. Between events (a finish, an arrival to an empty queue, the pool
+running out, the horizon) only lengths change, so a run of steps is one numpy expression:
+exact, not sampled. Not handled: prefill budgets, swapping, beam search and sharing.
 """
 
 from __future__ import annotations

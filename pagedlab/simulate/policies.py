@@ -125,9 +125,6 @@ def vllm(block_size: int = 16, max_len: int = MAX_LEN) -> Policy:
 
 def paper_policies(block_size: int = 16, allocator: str = "buddy") -> list[Policy]:
     """The four systems of the paper's Fig. 2 and Fig. 13, in the paper's order."""
-    return [
-        orca_max(allocator=allocator),
-        orca_pow2(allocator=allocator),
-        orca_oracle(allocator=allocator),
-        vllm(block_size),
+    return [orca(allocator=allocator) for orca in (orca_max, orca_pow2, orca_oracle)] + [
+        vllm(block_size)
     ]

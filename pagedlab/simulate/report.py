@@ -114,18 +114,8 @@ def compare_table(results: Sequence[SimResult], with_paper: bool = True) -> str:
         for r in results
         if r.policy.name in GAP_NOTES
     ]
-    return "\n".join(
-        [
-            "Fig. 2",
-            fig2_table(results),
-            "",
-            "Fig. 13",
-            fig13_table(results),
-            "",
-            "why they differ:",
-            *why,
-        ]
-    )
+    figures = ["Fig. 2", fig2_table(results), "", "Fig. 13", fig13_table(results), ""]
+    return "\n".join([*figures, "why they differ:", *why])
 
 
 def breakdown_table(results: Sequence[SimResult]) -> str:
@@ -171,19 +161,12 @@ def block_size_sweep(
         pol = vllm(b)
         r = simulate(trace, pol, pool_slots=pool_slots, cost=cost)
         s = r.fig2_shares()
-        rows.append(
-            SweepRow(
-                block_size=int(b),
-                token_share=s["tokens"],
-                internal_share=s["internal"],  # of the non-idle pool, like token_share
-                mean_batch=r.mean_batch,
-                preemptions=r.preemptions,
-                table_entries_max=ceil_div(pol.max_len, b),
-                table_entries_mean=float(np.mean(-(-final // b))),
-                shareable_prompt=float(np.sum(prompt // b * b) / np.sum(prompt)),
-                cow_copy_kib=b * BYTES_PER_TOKEN_OPT13B / 1024,
-            )
-        )
+        entries_mean = float(np.mean(-(-final // b)))
+        shareable = float(np.sum(prompt // b * b) / np.sum(prompt))
+        # internal: of the non-idle pool, like the token share
+        rows.append(SweepRow(b, s["tokens"], s["internal"], r.mean_batch, r.preemptions,
+                             ceil_div(pol.max_len, b), entries_mean, shareable,
+                             b * BYTES_PER_TOKEN_OPT13B / 1024))  # fmt: skip
     return rows
 
 

@@ -23,9 +23,8 @@ def check_real(
 ) -> float:
     """``value`` (a real number or numpy real scalar, not a bool) as a finite float, ``> above``,
     ``>= at_least`` and ``< below`` (each optional)."""
-    if isinstance(value, bool) or str(getattr(value, "dtype", "")) == "bool":
-        raise ArgumentTypeError(f"{name} must be a real number, got {value!r}")
-    if not isinstance(value, numbers.Real):
+    boolean = isinstance(value, bool) or str(getattr(value, "dtype", "")) == "bool"
+    if boolean or not isinstance(value, numbers.Real):
         raise ArgumentTypeError(f"{name} must be a real number, got {value!r}")
     try:
         number = float(value)

@@ -1,16 +1,12 @@
 """Synthetic request traces for the memory simulator: Poisson arrivals, long-tailed lengths.
 
-Poisson arrivals at ``rate`` requests per second over ``duration_s`` seconds. Prompt and output
-lengths are lognormal with a fixed log-space ``sigma``, the log-mean solved so that the mean of
-``min(X, cap)`` equals the paper's dataset mean (§6.1: ShareGPT 161.31 in / 337.99 out, Alpaca
-19.31 in / 58.45 out; no dataset is downloaded). The sigmas are stated, not fitted: ShareGPT
-1.0 / 0.8, Alpaca 0.6 / 0.8. Drawn independently, then ``prompt + output <= max_len`` (OPT's
-2048) shortens a few outputs, so realised means sit slightly below the targets
-(``Trace.summary`` prints both). Not handled: correlated lengths, multi-turn sessions,
-burstier-than-Poisson arrivals.
-
-Invariants: same arguments and seed, identical arrays; ``arrival`` ascending; a ``Trace``
-keeps int64 copies of its lengths, each in ``[1, MAX_TOKENS]`` (no small-dtype overflow).
+Poisson arrivals at ``rate`` per second over ``duration_s``. Prompt and output lengths are
+lognormal with a stated log-space ``sigma`` (ShareGPT 1.0 / 0.8, Alpaca 0.6 / 0.8), the
+log-mean solved so that ``E[min(X, cap)]`` is the paper's dataset mean (§6.1: ShareGPT
+161.31 / 337.99, Alpaca 19.31 / 58.45; nothing downloaded); ``prompt + output <= max_len``
+then shortens a few outputs (``Trace.summary`` prints both means). Not handled: correlated
+lengths, multi-turn sessions, burstier arrivals. Invariants: same seed, identical arrays;
+``arrival`` ascending; lengths int64 in ``[1, MAX_TOKENS]``.
 """
 
 from __future__ import annotations

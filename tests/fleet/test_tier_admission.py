@@ -38,6 +38,15 @@ def test_evict_first_spares_write_backs_and_moves_hits_to_the_host() -> None:
     assert first.sources["miss"] == plain.sources["miss"]
 
 
+def test_evict_first_keeps_every_cached_device_block_marked() -> None:
+    tier = TieredCache(48, 512, 16, "back", True)
+    for r in TRACE[:30]:
+        tier.serve(r.tokens)
+        assert all(tier.device.is_hashed(b) for b in tier.cache.cached_blocks())
+    marks = [tier.device.is_hashed(b) for b in tier.device.free_list()]
+    assert marks != sorted(marks)  # hashed blocks (the host holds them) ahead of unhashed
+
+
 def test_a_bad_write_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="write"):
         TieredCache(8, 8, 4, "around")

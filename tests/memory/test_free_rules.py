@@ -182,6 +182,17 @@ def test_free_many_is_vllms_free_blocks_one_run_at_each_end() -> None:
     assert blocks[2] == 2 and alloc.refcount(2) == 1
 
 
+@pytest.mark.parametrize("rule", FREE_RULES)
+def test_evict_first_puts_hashed_blocks_at_the_front_keeping_their_hash(rule: str) -> None:
+    # vLLM's free_blocks(evict_first=True), for blocks another tier holds: a front run
+    alloc = BlockAllocator(5, SIZE, free_rule=rule)  # type: ignore[arg-type]
+    cache = PrefixCache(alloc)
+    table = cache.admit(list(range(3 * SIZE))).table
+    table.free(evict_first=[0, 1])
+    assert alloc.free_list() == [1, 0, 3, 4, 2]
+    assert alloc.is_hashed(0) and set(cache.cached_blocks()) == {0, 1, 2}
+
+
 def test_the_hash_mark_goes_when_the_block_is_handed_out_and_stays_on_reuse() -> None:
     alloc = BlockAllocator(2, SIZE, free_rule="vllm-v1")
     block = alloc.allocate()

@@ -128,6 +128,28 @@ def test_a_colliding_block_computed_after_another_prefix_is_a_miss() -> None:
     assert cache.stats.collisions == 1
 
 
+def test_listeners_hear_each_store_and_eviction_after_the_change() -> None:
+    cache = make(num_blocks=4, block_size=2)
+    heard: list[tuple[str, int, str, bool]] = []
+    cache.listen(lambda kind, b, h: heard.append((kind, b, h, b in cache.cached_blocks())))
+    hashes = cache.hashes([1, 1, 2, 2])
+    cache.admit([1, 1, 2, 2, 3]).table.free()
+    assert heard == [("stored", 0, hashes[0], True), ("stored", 1, hashes[1], True)]
+    cache.allocator.reuse(1)
+    heard.clear()
+    assert [cache.allocator.allocate() for _ in range(3)] == [3, 2, 0]
+    # block 0 handed out, and block 1 (computed after it) with it; the cache said so first
+    assert heard == [("evicted", 0, hashes[0], False), ("evicted", 1, hashes[1], False)]
+    for b in (0, 1, 2, 3):
+        cache.allocator.free(b)
+    stored = cache.admit([5, 5, 6]).table.blocks[0]
+    heard.clear()
+    cache.close()
+    assert [(kind, b) for kind, b, _, _ in heard] == [("evicted", stored)]
+    with pytest.raises(TypeError, match="listener must be callable, got 3"):
+        cache.listen(3)  # type: ignore[arg-type]
+
+
 def test_evicting_a_block_forgets_the_blocks_cached_after_it() -> None:
     cache = make(num_blocks=4, block_size=2)
     cache.admit([1, 1, 2, 2, 3]).table.free()  # blocks 0, 1 cached (1 after 0), 2 partial
