@@ -14,11 +14,11 @@ installed, never ipywidgets (the predict-then-reveal widget is in ``pagedlab.exp
 Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose graders need
 no torch (``nb01``, ``nb02``, ``nb05``, ``nb06``, ``nb07``, ``nb09``); the others need torch.
 
-- :mod:`~pagedlab.exercises.core`           ``cases(...)``, the three kinds of exercise
+- :mod:`~pagedlab.grade.core`           ``cases(...)``, the three kinds of exercise
   (``Function``, ``Replay``, ``Kernel``), the verdict and its message
-- :mod:`~pagedlab.exercises.sandbox`        the child process every check runs its cases in
-- :mod:`~pagedlab.exercises.drivers`        THE replay and its worlds (no case, no answer)
-- :mod:`~pagedlab.exercises.kernel_drivers` kernel launchers in fenced, watched buffers
+- :mod:`~pagedlab.grade.sandbox`        the child process every check runs its cases in
+- :mod:`~pagedlab.grade.drivers`        THE replay and its worlds (no case, no answer)
+- :mod:`~pagedlab.grade.kernel_drivers` kernel launchers in fenced, watched buffers
 - :mod:`~pagedlab.exercises.nb01` ... :mod:`~pagedlab.exercises.nb10` one per notebook
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 
 from pagedlab import HAS_TORCH
 from pagedlab.exercises import nb01, nb02, nb05, nb06, nb07, nb09, nb11
-from pagedlab.exercises.core import CheckResult, Exercise, forget_results, results, with_article
+from pagedlab.grade.core import CheckResult, Exercise, forget_results, results, with_article
 
 _ALL: list[Exercise] = [
     *nb01.EXERCISES_01,

@@ -11,7 +11,7 @@ import random
 from typing import Any
 
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Function, Mistake, cases
+from pagedlab.grade.core import Function, Mistake, cases
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.simulate.reservation import OneRequest

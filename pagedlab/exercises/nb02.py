@@ -3,7 +3,7 @@
 
 Every expected answer is read off a real :class:`~pagedlab.BlockTable`. The capstone's cases
 are seeded appends and frees on several tables sharing one pool, run through the learner's
-class and through pagedlab's BlockTable (:func:`~pagedlab.exercises.drivers.table_log`) and
+class and through pagedlab's BlockTable (:func:`~pagedlab.grade.drivers.table_log`) and
 compared after every event: each table's blocks and token count, the pool's free list (its
 order too) and its ref counts. No torch.
 """
@@ -14,9 +14,9 @@ import random
 from typing import Any
 
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Function, Mistake, Replay, cases
-from pagedlab.exercises.drivers import Event, table_log
 from pagedlab.exercises.nb01 import fresh_table, table_with
+from pagedlab.grade.core import Function, Mistake, Replay, cases
+from pagedlab.grade.drivers import Event, table_log
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 

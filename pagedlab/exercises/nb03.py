@@ -17,7 +17,7 @@ import torch
 from pagedlab.attention.kernel_steps import paged_attention_steps
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Case, Function, Mistake, cases, seed_of
+from pagedlab.grade.core import Case, Function, Mistake, cases, seed_of
 
 NB03 = "03_same_data_any_layout"
 

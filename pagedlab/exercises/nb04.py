@@ -15,8 +15,8 @@ import torch
 from pagedlab.attention.kernel_steps import paged_attention_steps
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Case, Function, Mistake, cases
 from pagedlab.exercises.nb03 import filled_cache
+from pagedlab.grade.core import Case, Function, Mistake, cases
 
 NB04 = "04_kernel_at_work"
 

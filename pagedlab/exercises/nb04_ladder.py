@@ -4,8 +4,8 @@ starter cell says what it computes. Expected answers are torch's (a copy, an ind
 
 On a miss the ``where`` line draws what each program touched (:func:`draw_copy`,
 :func:`draw_gather`: one row per program; the softmax's weights slot by slot). The kernels are
-:class:`~pagedlab.exercises.core.Kernel` exercises, launched in fenced, watched buffers by
-:mod:`pagedlab.exercises.kernel_drivers`; they need triton (``pagedlab.exercises`` registers
+:class:`~pagedlab.grade.core.Kernel` exercises, launched in fenced, watched buffers by
+:mod:`pagedlab.grade.kernel_drivers`; they need triton (``pagedlab.exercises`` registers
 them where the backend has it).
 """
 
@@ -18,10 +18,10 @@ import torch
 
 from pagedlab.attention import backend
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Case, Kernel, cases, seed_of
-from pagedlab.exercises.kernel_drivers import SENTINEL
 from pagedlab.exercises.nb03 import tensors_equal
 from pagedlab.exercises.nb04 import NB04
+from pagedlab.grade.core import Case, Kernel, cases, seed_of
+from pagedlab.grade.kernel_drivers import SENTINEL
 
 HEADER = "import triton\nimport triton.language as tl\n\n\n"
 

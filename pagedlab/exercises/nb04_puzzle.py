@@ -5,8 +5,8 @@ Every slot of the caches no sequence owns holds NaN (the empty tail of each last
 included: vLLM's CUDA kernel zeroes exactly those V values "since they may contain NaNs"), so
 an unmasked load, a padding entry followed or a block too far reads NaN. On a miss the
 sequence is rerun cut after 1, 2, ... blocks to name the first block whose fold goes wrong.
-``BLOCK_SIZE`` and ``HEAD_DIM`` are powers of two. A :class:`~pagedlab.exercises.core.Kernel`
-exercise launched by :func:`pagedlab.exercises.kernel_drivers.launch`; needs triton.
+``BLOCK_SIZE`` and ``HEAD_DIM`` are powers of two. A :class:`~pagedlab.grade.core.Kernel`
+exercise launched by :func:`pagedlab.grade.kernel_drivers.launch`; needs triton.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import torch
 from pagedlab.attention import backend
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Case, Kernel, Mistake, cases, seed_of
 from pagedlab.exercises.nb03 import tensors_equal
 from pagedlab.exercises.nb04 import NB04
+from pagedlab.grade.core import Case, Kernel, Mistake, cases, seed_of
 
 PUZZLE_STUB = """import triton
 import triton.language as tl

@@ -2,7 +2,7 @@
 
 Expected answers come from real tables forked with :func:`pagedlab.fork_samples`, from
 :func:`pagedlab.memory.savings.parallel_savings`, and (the capstone) from seeded forks and
-one-token appends replayed on pagedlab's BlockTable (:func:`~pagedlab.exercises.drivers.cow_log`)
+one-token appends replayed on pagedlab's BlockTable (:func:`~pagedlab.grade.drivers.cow_log`)
 beside the learner's function, compared after every event. No torch.
 """
 
@@ -12,8 +12,8 @@ import random
 from typing import Any
 
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Function, Mistake, Replay, cases
-from pagedlab.exercises.drivers import ForkEvent, cow_log
+from pagedlab.grade.core import Function, Mistake, Replay, cases
+from pagedlab.grade.drivers import ForkEvent, cow_log
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.savings import parallel_savings

@@ -2,7 +2,7 @@
 
 Expected answers come from :func:`pagedlab.memory.prefix_cache.block_hashes` and a real
 :class:`pagedlab.PrefixCache`; the capstone admits seeded prompts through the learner's cache
-and through pagedlab's (:func:`~pagedlab.exercises.drivers.cache_log`) and compares every
+and through pagedlab's (:func:`~pagedlab.grade.drivers.cache_log`) and compares every
 admission's hit blocks and table. No torch.
 """
 
@@ -12,8 +12,8 @@ import random
 from typing import Any
 
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Function, Mistake, Replay, cases
-from pagedlab.exercises.drivers import Admit, cache_log
+from pagedlab.grade.core import Function, Mistake, Replay, cases
+from pagedlab.grade.drivers import Admit, cache_log
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import ROOT_HASH, PrefixCache, block_hashes, chain_hash
 

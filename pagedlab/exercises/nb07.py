@@ -11,8 +11,8 @@ import random
 from typing import Any
 
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Function, Mistake, cases
 from pagedlab.exercises.nb01 import fresh_table
+from pagedlab.grade.core import Function, Mistake, cases
 from pagedlab.simulate import reservation
 
 NB07 = "07_memory_at_scale"

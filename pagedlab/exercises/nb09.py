@@ -15,8 +15,8 @@ swapping to a host pool as large as the device's, from the Scheduler's building 
 allocator, the tables, the plan, :meth:`~pagedlab.memory.scheduler.Scheduler.complete`
 freeing finished groups, the swap space) is the real class. Each case is a seeded list of
 requests on a small pool, stepped to the end by pagedlab's Scheduler and by the learner's
-subclass (:func:`~pagedlab.exercises.drivers.replay_steps`), compared after every step
-(:data:`~pagedlab.exercises.drivers.PARTS`). Torch-free: the live site grades these.
+subclass (:func:`~pagedlab.grade.drivers.replay_steps`), compared after every step
+(:data:`~pagedlab.grade.drivers.PARTS`). Torch-free: the live site grades these.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from collections import Counter
 from itertools import cycle
 from typing import Any
 
-from pagedlab.exercises.core import Function, Mistake, Replay, cases
-from pagedlab.exercises.drivers import PARTS, Spec, replay_steps
+from pagedlab.grade.core import Function, Mistake, Replay, cases
+from pagedlab.grade.drivers import PARTS, Spec, replay_steps
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
 from pagedlab.memory.requests import Group, Request, StepResult

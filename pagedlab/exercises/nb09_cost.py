@@ -10,8 +10,8 @@ import random
 from collections.abc import Callable
 
 from pagedlab.attention.swap_cost import CostModel
-from pagedlab.exercises.core import Function, Mistake, cases
 from pagedlab.exercises.nb09 import NB09
+from pagedlab.grade.core import Function, Mistake, cases
 
 
 # --- a system decision, with its reason ----------------------------------------------------

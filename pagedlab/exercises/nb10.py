@@ -23,7 +23,7 @@ import torch
 from pagedlab.attention import reference_attention
 from pagedlab.checks import ceil_div
 from pagedlab.engine import Engine
-from pagedlab.exercises.core import Case, Function, Mistake, cases, current_salt
+from pagedlab.grade.core import Case, Function, Mistake, cases, current_salt
 from pagedlab.model import TINY, TinyLlama
 
 NB10 = "10_real_model"

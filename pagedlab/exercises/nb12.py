@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import random
 
-from pagedlab.exercises.core import Function, Mistake, cases
 from pagedlab.fleet.disagg import transfer_bytes
 from pagedlab.fleet.events import to_int
 from pagedlab.fleet.routing import kv_pick, leading_hits
+from pagedlab.grade.core import Function, Mistake, cases
 from pagedlab.memory.prefix_cache import block_hashes
 
 NB12 = "12_past_one_engine"

@@ -3,12 +3,12 @@
 :func:`grade` reads the submitted notebooks, picks the exercises to grade (every exercise of
 each notebook whose exercise cells the submission holds, or those asked for), and for each
 one builds its cases here: the notebook's fixed cases and held-back cases drawn from a secret
-salt (:func:`pagedlab.exercises.core.held_back`: the generated cases, and the seeded data of
+salt (:func:`pagedlab.grade.core.held_back`: the generated cases, and the seeded data of
 every case, differ from anything a notebook ever printed). The learner's code runs in a child
 interpreter (:mod:`pagedlab.grade.child`) that gets only each case's arguments, one case after
 another in one process (state carries from case to case as it does in real use), and answers
 with plain values; the comparison happens here, with the same verdict, hints and message as
-the notebook's check (:meth:`pagedlab.exercises.core.Exercise._verdict`), less the diagnosis
+the notebook's check (:meth:`pagedlab.grade.core.Exercise._verdict`), less the diagnosis
 (it would run the learner's code here).
 
 Invariants
@@ -21,7 +21,7 @@ Invariants
       and a fresh child, with the same cells loaded, grades the next exercise. A cell whose
       top-level code hangs or ends the process is left out, and said so.
     * Every string that reaches the table or results.json is encodable UTF-8
-      (:func:`~pagedlab.exercises.sandbox.printable`: a lone surrogate is written ``\\udXXX``).
+      (:func:`~pagedlab.grade.sandbox.printable`: a lone surrogate is written ``\\udXXX``).
     * The child checks its import guard before and after each case
       (:class:`pagedlab.grade.child._Guard`); an exercise whose guard fell scores 0.
     * An exercise scores 1 only if its entry is the submission's own (a plain ``def``, a
@@ -49,9 +49,11 @@ from typing import Any
 
 import pagedlab
 from pagedlab.exercises import EXERCISES, Exercise
-from pagedlab.exercises.core import Case, held_back, short
-from pagedlab.exercises.drivers import BASES
-from pagedlab.exercises.sandbox import (
+from pagedlab.grade import cage
+from pagedlab.grade.cells import Cell, entry_of, kind_of, read_cells, source_problem
+from pagedlab.grade.core import Case, held_back, short
+from pagedlab.grade.drivers import BASES
+from pagedlab.grade.wire import (
     Gone,
     Outcome,
     Raised,
@@ -60,8 +62,6 @@ from pagedlab.exercises.sandbox import (
     receive,
     send,
 )
-from pagedlab.grade import cage
-from pagedlab.grade.cells import Cell, entry_of, kind_of, read_cells, source_problem
 
 GRACE_S = 5.0  # past a case's budget before the child is killed (it also starts torch)
 CELL_BUDGET_S = 120.0  # one cell's top-level code (imports of torch and triton included)
@@ -284,7 +284,7 @@ class Grader:
 
     def _run_cases(self, exercise: Exercise, entry: str, cases: list[Case]) -> Verdict:
         """Every case in order (until one finds no answer), then the first wrong one said by
-        the notebook's own :meth:`~pagedlab.exercises.core.Exercise._verdict`, held-back
+        the notebook's own :meth:`~pagedlab.grade.core.Exercise._verdict`, held-back
         cases without their inputs and answer."""
         answers: dict[int, Outcome] = {}
         for number, case in enumerate(cases, start=1):

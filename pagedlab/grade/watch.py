@@ -8,7 +8,7 @@ read by the grader after every request):
   ``pagedlab.grade.*``), or opening a grader's file or the file of a pagedlab module already
   loaded (``importlib.reload``, ``exec(open(...).read())``: a fresh, unguarded copy);
 * setting ``__code__``, ``__defaults__``, ``__kwdefaults__`` of a pagedlab function to
-  anything but its own or a driver's refusal (:func:`pagedlab.exercises.drivers.refused`);
+  anything but its own or a driver's refusal (:func:`pagedlab.grade.drivers.refused`);
 * a ``gc`` scan of every object (``gc.get_objects``, ``get_referrers``, ``get_referents``).
 
 :class:`Snapshot` then records, by identity, every global of the modules the grading relies
@@ -35,11 +35,9 @@ from collections.abc import Iterator
 from typing import Any
 
 GRADERS = ("pagedlab.exercises", "pagedlab.grade")
-ALLOWED = ("pagedlab.exercises", "pagedlab.exercises.drivers", "pagedlab.exercises.sandbox",
-           "pagedlab.exercises.kernel_drivers")  # fmt: skip
-WATCHED = ("pagedlab.exercises.drivers", "pagedlab.exercises.kernel_drivers",
-           "pagedlab.exercises.sandbox", "pagedlab.memory", "pagedlab.checks",
-           "pagedlab.grade")  # fmt: skip
+ALLOWED = ("pagedlab.exercises", "pagedlab.grade.drivers", "pagedlab.grade.sandbox",
+           "pagedlab.grade.wire", "pagedlab.grade.kernel_drivers")  # fmt: skip
+WATCHED = ("pagedlab.grade", "pagedlab.memory", "pagedlab.checks")
 SCANS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents")
 PAGEDLAB = os.sep + "pagedlab" + os.sep
 MIN_SHARED = 24  # bytes of bytecode: shorter functions may coincide honestly
@@ -66,7 +64,7 @@ def install(pipe: int, main: types.ModuleType) -> None:
     """Add the audit hook; ``pipe``: the fd of the grader's audit pipe."""
     modules = [*_pagedlab(), main]
     functions = frozenset(_functions(modules))
-    from pagedlab.exercises import drivers
+    from pagedlab.grade import drivers
 
     refusals = (drivers._calls_policy, drivers._builds_block_table, drivers._builds_prefix_cache)
     codes = frozenset([f.__code__ for f in functions] + [f.__code__ for f in refusals])
@@ -109,7 +107,7 @@ class Snapshot:
     """Identity of every global and class attribute of the :data:`WATCHED` modules."""
 
     def __init__(self, main: types.ModuleType) -> None:
-        from pagedlab.exercises import drivers
+        from pagedlab.grade import drivers
 
         modules = [m for m in _pagedlab() if m.__name__.startswith(WATCHED)] + [main]
         self.entries: tuple[tuple[str, dict[str, Any], str, Any], ...] = tuple(

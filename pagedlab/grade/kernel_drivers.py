@@ -14,7 +14,7 @@ and returns the output on the CPU. Two more checks close what values alone canno
   it (:meth:`Watch.owners`); and, on any device, each kernel is launched again on grids cut
   short (:func:`_foreign_writes`): programs ``0 .. k - 1`` only, on a fresh ``out``, whose parts
   owned by the programs left out must stay untouched.
- Like :mod:`pagedlab.exercises.drivers` (whose
+ Like :mod:`pagedlab.grade.drivers` (whose
 ``ADAPTERS`` these join), it holds no case, no expected value and no solution, and imports
 nothing of :mod:`pagedlab.exercises` but the drivers. Needs torch (and triton to launch).
 """
@@ -31,7 +31,7 @@ import torch
 
 from pagedlab.attention import backend
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.drivers import ADAPTERS
+from pagedlab.grade.drivers import ADAPTERS
 
 SENTINEL = -7.0  # what ``out`` holds where the kernel must not store
 GUARD = 2  # NaN blocks before and after each cache (and -1 rows around the table)

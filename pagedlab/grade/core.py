@@ -8,9 +8,9 @@ the prefix cache, ``reference_attention`` ...), never from the solution, so a so
 drifts from pagedlab fails its own tests. ``check(fn)`` runs the learner's object on every case
 in order and stops at the first one it gets wrong. Three kinds: :class:`Function` (a function
 called on each case's arguments), :class:`Replay` (a class or step function run through an
-event trace beside pagedlab's own, by :func:`~pagedlab.exercises.drivers.replay`; a miss names
+event trace beside pagedlab's own, by :func:`~pagedlab.grade.drivers.replay`; a miss names
 the first step that differs) and :class:`Kernel` (a ``@triton.jit`` kernel launched in fenced,
-watched buffers by :mod:`~pagedlab.exercises.kernel_drivers`).
+watched buffers by :mod:`~pagedlab.grade.kernel_drivers`).
 
 Invariants
     * ``check`` never raises, whatever ``fn`` is or does: not callable, raising any exception
@@ -18,9 +18,9 @@ Invariants
       or one whose ``==`` lies, or running past the time budget. Where ``os.fork`` exists
       every case of one check runs, in order, in ONE child forked before the cases are built
       (it never holds an expected value) and killed whole at the budget; the diagnosis runs in
-      a child too (:class:`~pagedlab.exercises.sandbox.Worker`).
+      a child too (:class:`~pagedlab.grade.sandbox.Worker`).
     * An answer is converted to a plain value of the expected kind before it is compared
-      (:func:`~pagedlab.exercises.sandbox.to_plain`): no method of the learner's object decides.
+      (:func:`~pagedlab.grade.sandbox.to_plain`): no method of the learner's object decides.
     * Every fixed case carries ``why``, one line saying what it exists to catch, shown when it
       fails. A :class:`Mistake`'s hint is named only on a case that lists it in ``catches``
       (the case's purpose determines the mistake) and whose answer the mistake reproduces;
@@ -32,7 +32,7 @@ Invariants
       that the same case, run alone in a fresh child, gets right is blamed on that state.
     * No code of the learner's object runs in the notebook's process where a child exists:
       its name and stub-ness are read off ``type(fn) is FunctionType`` objects only, and every
-      word a child sends is made printable (:func:`~pagedlab.exercises.sandbox.printable`).
+      word a child sends is made printable (:func:`~pagedlab.grade.sandbox.printable`).
     * Under :func:`held_back` (``python -m pagedlab.grade``) the generated cases and the
       seeded data come from a secret salt: no answer a notebook printed helps there.
     * A function whose body is still empty (``...``) or that raises ``NotImplementedError`` is
@@ -54,18 +54,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pagedlab.exercises.drivers import ADAPTERS
-from pagedlab.exercises.sandbox import (
-    ENDED,
-    PRINT_LIMIT,
-    Outcome,
-    Raised,
-    Worker,
-    WrongKind,
-    printable,
-    run_isolated,
-    to_plain,
-)
+from pagedlab.grade.drivers import ADAPTERS
+from pagedlab.grade.sandbox import ENDED, Worker, run_isolated
+from pagedlab.grade.wire import PRINT_LIMIT, Outcome, Raised, WrongKind, printable, to_plain
 
 PASSED, FAILED, TODO = "passed", "failed", "not done"
 GENERATED_WHY = "a seeded random case: the fixed cases passed, so try these inputs by hand"
@@ -595,7 +586,7 @@ class Replay(Exercise):
 @dataclass
 class Kernel(Exercise):
     """The learner writes a ``@triton.jit`` kernel; each case launches it on fenced buffers
-    (:mod:`~pagedlab.exercises.kernel_drivers`) and compares its output with torch's."""
+    (:mod:`~pagedlab.grade.kernel_drivers`) and compares its output with torch's."""
 
     returns: str = "kernel output"
     convert = False

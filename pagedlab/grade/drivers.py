@@ -6,7 +6,7 @@ A driver (``ADAPTERS[name](learner_object)``) turns a learner's class, function 
 pagedlab's real objects or the learner's: block tables (:class:`Tables`), forks
 (:class:`Forks`), a prefix cache (:class:`Admissions`), scheduler steps (:class:`Steps`: the
 Scheduler class, or a learner's subclass deciding with its own ``policy``). The kernels are
-launched by :mod:`pagedlab.exercises.kernel_drivers`.
+launched by :mod:`pagedlab.grade.kernel_drivers`.
 The same replays, given pagedlab's own classes, produce the expected logs in the grader.
 While a learner's capstone runs, the pagedlab code it is meant to replace is :func:`refused`
 (BlockTable's and PrefixCache's constructors, Scheduler's policy): wrapping it is not writing it.
@@ -45,7 +45,7 @@ class World(Protocol):
 def replay(world: World, events: Iterable[Any]) -> Log:
     """THE replay: apply each event to ``world`` and observe it after each, as plain values.
     The grader runs it on pagedlab's real objects (the expected log), the learner's child on
-    the learner's (the answer); :class:`~pagedlab.exercises.core.Replay` names the first step
+    the learner's (the answer); :class:`~pagedlab.grade.core.Replay` names the first step
     whose entries differ."""
     log = []
     for event in events:
@@ -373,7 +373,7 @@ def refused(functions: Sequence[Callable[..., Any]], instead: Callable[..., Any]
 BASES: dict[str, type] = {"scheduler": Scheduler}
 
 #: Driver name -> adapter (learner object -> a function of a case's arguments); the kernel
-#: drivers join it when :mod:`pagedlab.exercises.kernel_drivers` is imported.
+#: drivers join it when :mod:`pagedlab.grade.kernel_drivers` is imported.
 ADAPTERS: dict[str, Callable[[Any], Callable[..., Any]]] = {
     "unchanged": adapt_unchanged,
     "table": adapt_table,
