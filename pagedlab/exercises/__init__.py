@@ -31,7 +31,8 @@ from typing import Any
 
 from pagedlab import HAS_TORCH
 from pagedlab.exercises import nb01, nb02, nb05, nb06, nb07, nb09, nb11
-from pagedlab.grade.core import CheckResult, Exercise, forget_results, results, with_article
+from pagedlab.grade.cases import CheckResult, forget_results, results, with_article
+from pagedlab.grade.core import Exercise
 
 _ALL: list[Exercise] = [
     *nb01.EXERCISES_01,

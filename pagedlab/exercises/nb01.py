@@ -11,7 +11,8 @@ import random
 from typing import Any
 
 from pagedlab.checks import ceil_div
-from pagedlab.grade.core import Function, Mistake, cases
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.simulate.reservation import OneRequest

@@ -17,7 +17,8 @@ import torch
 from pagedlab.attention.kernel_steps import paged_attention_steps
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.checks import ceil_div
-from pagedlab.grade.core import Case, Function, Mistake, cases, seed_of
+from pagedlab.grade.cases import Case, Mistake, cases, seed_of
+from pagedlab.grade.core import Function
 
 NB03 = "03_same_data_any_layout"
 

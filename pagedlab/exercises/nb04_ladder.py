@@ -20,7 +20,8 @@ from pagedlab.attention import backend
 from pagedlab.checks import ceil_div
 from pagedlab.exercises.nb03 import tensors_equal
 from pagedlab.exercises.nb04 import NB04
-from pagedlab.grade.core import Case, Kernel, cases, seed_of
+from pagedlab.grade.cases import Case, cases, seed_of
+from pagedlab.grade.core import Kernel
 from pagedlab.grade.kernel_drivers import SENTINEL
 
 HEADER = "import triton\nimport triton.language as tl\n\n\n"

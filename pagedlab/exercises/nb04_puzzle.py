@@ -20,7 +20,8 @@ from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.checks import ceil_div
 from pagedlab.exercises.nb03 import tensors_equal
 from pagedlab.exercises.nb04 import NB04
-from pagedlab.grade.core import Case, Kernel, Mistake, cases, seed_of
+from pagedlab.grade.cases import Case, Mistake, cases, seed_of
+from pagedlab.grade.core import Kernel
 
 PUZZLE_STUB = """import triton
 import triton.language as tl

@@ -12,7 +12,8 @@ import random
 from typing import Any
 
 from pagedlab.checks import ceil_div
-from pagedlab.grade.core import Function, Mistake, Replay, cases
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function, Replay
 from pagedlab.grade.drivers import Admit, cache_log
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import ROOT_HASH, PrefixCache, block_hashes, chain_hash

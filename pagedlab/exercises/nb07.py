@@ -12,7 +12,8 @@ from typing import Any
 
 from pagedlab.checks import ceil_div
 from pagedlab.exercises.nb01 import fresh_table
-from pagedlab.grade.core import Function, Mistake, cases
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function
 from pagedlab.simulate import reservation
 
 NB07 = "07_memory_at_scale"

@@ -26,7 +26,8 @@ from collections import Counter
 from itertools import cycle
 from typing import Any
 
-from pagedlab.grade.core import Function, Mistake, Replay, cases
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function, Replay
 from pagedlab.grade.drivers import PARTS, Spec, replay_steps
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need

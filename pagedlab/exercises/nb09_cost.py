@@ -11,7 +11,10 @@ from collections.abc import Callable
 
 from pagedlab.attention.swap_cost import CostModel
 from pagedlab.exercises.nb09 import NB09
-from pagedlab.grade.core import Function, Mistake, cases
+from pagedlab.grade.cases import Mistake, cases
+
+# --- a system decision, with its reason ----------------------------------------------------
+from pagedlab.grade.core import Function
 
 
 # --- a system decision, with its reason ----------------------------------------------------

@@ -23,7 +23,8 @@ import torch
 from pagedlab.attention import reference_attention
 from pagedlab.checks import ceil_div
 from pagedlab.engine import Engine
-from pagedlab.grade.core import Case, Function, Mistake, cases, current_salt
+from pagedlab.grade.cases import Case, Mistake, cases, current_salt
+from pagedlab.grade.core import Function
 from pagedlab.model import TINY, TinyLlama
 
 NB10 = "10_real_model"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from pagedlab.grade.core import Function, Mistake, cases
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function
 from pagedlab.memory.miss_reasons import REASONS, MissClassifier
 from pagedlab.memory.peers import vllm_block_pool
 from pagedlab.memory.prefix_cache import PrefixCache

@@ -9,7 +9,8 @@ import random
 from pagedlab.fleet.disagg import transfer_bytes
 from pagedlab.fleet.events import to_int
 from pagedlab.fleet.routing import kv_pick, leading_hits
-from pagedlab.grade.core import Function, Mistake, cases
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function
 from pagedlab.memory.prefix_cache import block_hashes
 
 NB12 = "12_past_one_engine"

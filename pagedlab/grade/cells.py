@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pagedlab.grade.core import Exercise, Kernel, short
+from pagedlab.grade.cases import short
+from pagedlab.grade.core import Exercise, Kernel
 from pagedlab.grade.wire import printable
 
 DEFINES = re.compile(r"^(?:def|class)\s+(\w+)", re.MULTILINE)

@@ -50,8 +50,8 @@ from typing import Any
 import pagedlab
 from pagedlab.exercises import EXERCISES, Exercise
 from pagedlab.grade import cage
+from pagedlab.grade.cases import Case, held_back, short
 from pagedlab.grade.cells import Cell, entry_of, kind_of, read_cells, source_problem
-from pagedlab.grade.core import Case, held_back, short
 from pagedlab.grade.drivers import BASES
 from pagedlab.grade.wire import (
     Gone,

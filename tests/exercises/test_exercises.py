@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from pagedlab.exercises import EXERCISES, forget_results, in_notebook, progress, solution, stub
-from pagedlab.grade.core import FAILED, PASSED, TODO, CheckResult, Function
 from pagedlab.exercises.nb09 import PARTS
+from pagedlab.grade.cases import FAILED, PASSED, TODO, CheckResult
+from pagedlab.grade.core import Function
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import ROOT_HASH, block_hashes, chain_hash
 from pagedlab.memory.requests import StepResult
@@ -980,7 +981,7 @@ def test_the_reference_step_is_the_scheduler_on_many_seeded_traces(mode: str) ->
 
 
 def test_cases_builds_fixed_then_seeded_cases_and_refuses_a_fixed_case_without_why() -> None:
-    from pagedlab.grade.core import cases, held_back
+    from pagedlab.grade.cases import cases, held_back
 
     def draw(rng: Any) -> tuple[int, int]:
         return rng.randint(0, 10**9), 2

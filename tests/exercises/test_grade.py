@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from pagedlab.exercises import EXERCISES, solution
-from pagedlab.grade.wire import PlainUnpickler
 from pagedlab.grade.runner import grade, source_problem
+from pagedlab.grade.wire import PlainUnpickler
 
 ROOT = Path(__file__).resolve().parents[2]
 

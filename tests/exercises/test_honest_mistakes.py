@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pagedlab.exercises import EXERCISES
-from pagedlab.grade.core import FAILED
+from pagedlab.grade.cases import FAILED
 from pagedlab.memory.prefix_cache import ROOT_HASH, chain_hash
 
 

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from pagedlab.exercises import EXERCISES
-from pagedlab.grade.core import FAILED, PASSED, Exercise
+from pagedlab.grade.cases import FAILED, PASSED
+from pagedlab.grade.core import Exercise
 from pagedlab.grade.sandbox import can_isolate
 from pagedlab.grade.wire import PRINT_LIMIT
 

@@ -18,9 +18,7 @@ def test_a_top_level_loop_is_stopped() -> None:
 
 def test_a_patched_grader_is_put_back_and_refused() -> None:
     verdict = Exercise._verdict
-    patch = (
-        "from pagedlab.grade.core import Exercise\nExercise._verdict = lambda *a, **k: None\n"
-    )
+    patch = "from pagedlab.grade.core import Exercise\nExercise._verdict = lambda *a, **k: None\n"
     got = live.grade("blocks_needed", patch + WRONG)
     assert got["status"] == "failed" and "changed pagedlab itself" in got["message"]
     assert Exercise._verdict is verdict
