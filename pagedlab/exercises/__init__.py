@@ -1,25 +1,14 @@
-"""Graded exercises: the learner writes a piece of the mechanism, pagedlab grades it.
+"""Graded exercises, the content: each notebook's tasks, cases with their why, mistakes and
+reference solutions, one module per notebook (``nb01`` ... ``nb12``; notebook 04's Triton
+ladder and puzzle in ``nb04_ladder`` and ``nb04_puzzle``, 09's torch-priced decision in
+``nb09_cost``). The judge, its child process and the drivers are :mod:`pagedlab.grade`'s.
 
-``EXERCISES[name].check(fn)`` runs ``fn`` on fixed and seeded cases whose answers come from the
-real allocator, block tables, prefix cache and kernels, and returns a result that names the
-first failing case (inputs, expected, got, and a hint for the common mistake). It never
-raises. ``EXERCISES[name].solution`` is a reference solution; ``solution(name)`` shows its
-source. ``progress("01")`` counts the exercises of notebook 01 passed in this kernel.
-
-Each notebook 01-12 has two or more exercises, in the notebook's order, in a module
-of its own (``nb01`` ... ``nb12``; notebook 04's Triton ladder and puzzle in
-``nb04_ladder`` and ``nb04_puzzle``, notebook 09's torch-priced decision in ``nb09_cost``);
-``stub(name)`` is the starter cell a notebook holds. Importing this package imports torch when it is
-installed, never ipywidgets (the predict-then-reveal widget is in ``pagedlab.explorers``).
-Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose graders need
-no torch (``nb01``, ``nb02``, ``nb05``, ``nb06``, ``nb07``, ``nb09``); the others need torch.
-
-- :mod:`~pagedlab.grade.core`           ``cases(...)``, the three kinds of exercise
-  (``Function``, ``Replay``, ``Kernel``), the verdict and its message
-- :mod:`~pagedlab.grade.sandbox`        the child process every check runs its cases in
-- :mod:`~pagedlab.grade.drivers`        THE replay and its worlds (no case, no answer)
-- :mod:`~pagedlab.grade.kernel_drivers` kernel launchers in fenced, watched buffers
-- :mod:`~pagedlab.exercises.nb01` ... :mod:`~pagedlab.exercises.nb10` one per notebook
+``EXERCISES[name].check(fn)`` grades ``fn`` (it never raises); ``solution(name)`` shows the
+reference solution's source, ``stub(name)`` the starter cell, ``progress("01")`` the exercises
+of notebook 01 passed in this kernel. ``EXERCISES`` is ordered by notebook, then definition.
+Without torch (the live site's browser) it holds only the exercises whose graders need none
+(``nb01``, ``nb02``, ``nb05``, ``nb06``, ``nb07``, ``nb09``, ``nb11``). Importing this package
+imports torch when it is installed, never ipywidgets.
 """
 
 from __future__ import annotations
@@ -41,23 +30,17 @@ _ALL: list[Exercise] = [
     *nb06.EXERCISES_06,
     *nb07.EXERCISES_07,
     *nb09.EXERCISES_09,
+    *nb11.EXERCISES_11,
 ]
-if HAS_TORCH:  # the data plane's exercises, in the notebooks' order
+if HAS_TORCH:  # the data plane's exercises, and those that run the engine's parts
     from pagedlab.attention import backend
     from pagedlab.exercises import nb03, nb04, nb04_ladder, nb04_puzzle, nb08, nb09_cost, nb10, nb12
 
-    _at = _ALL.index(nb02.EXERCISES_02[-1]) + 1
-    _ALL[_at:_at] = [*nb03.EXERCISES_03, *nb04.EXERCISES_04]
+    _ALL += [*nb03.EXERCISES_03, *nb04.EXERCISES_04, *nb08.EXERCISES_08]
+    _ALL += [*nb09_cost.EXERCISES_09_DECISION, *nb10.EXERCISES_10, *nb12.EXERCISES_12]
     if backend.BACKEND != "unavailable":  # the Triton ladder and puzzle need triton
-        _ALL[_at + 4 : _at + 4] = [*nb04_ladder.make_ladder(), nb04_puzzle.make_puzzle()]
-    _at = _ALL.index(nb09.EXERCISES_09[0])
-    _ALL[_at:_at] = nb08.EXERCISES_08
-    _ALL += nb09_cost.EXERCISES_09_DECISION
-    _ALL += nb10.EXERCISES_10
-_ALL += nb11.EXERCISES_11  # torch-free, after 10's
-if HAS_TORCH:  # notebook 12's router and transfer exercises run the engine's parts
-    _ALL += nb12.EXERCISES_12
-
+        _ALL += [*nb04_ladder.make_ladder(), nb04_puzzle.make_puzzle()]
+_ALL.sort(key=lambda exercise: exercise.notebook)  # stable: each notebook's in definition order
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in _ALL}
 
 

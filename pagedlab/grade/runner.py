@@ -1,33 +1,21 @@
-"""Grading a submission where its answers are not: the parent side of instructor mode.
+"""Instructor mode's parent side: it builds every case, the child only answers.
 
-:func:`grade` reads the submitted notebooks, picks the exercises to grade (every exercise of
-each notebook whose exercise cells the submission holds, or those asked for), and for each
-one builds its cases here: the notebook's fixed cases and held-back cases drawn from a secret
-salt (:func:`pagedlab.grade.core.held_back`: the generated cases, and the seeded data of
-every case, differ from anything a notebook ever printed). The learner's code runs in a child
-interpreter (:mod:`pagedlab.grade.child`) that gets only each case's arguments, one case after
-another in one process (state carries from case to case as it does in real use), and answers
-with plain values; the comparison happens here, with the same verdict, hints and message as
-the notebook's check (:meth:`pagedlab.grade.core.Exercise._verdict`), less the diagnosis
-(it would run the learner's code here).
+:func:`grade` reads the submitted notebooks, picks the exercises (every exercise of each
+notebook whose exercise cells the submission holds, or those asked for), builds their cases
+here (fixed ones and held-back ones from a secret salt, :func:`pagedlab.grade.cases.
+held_back`) and sends only arguments to a caged child (:mod:`pagedlab.grade.child`), one case
+after another (state carries, as in real use); the verdict is the judge's own
+(:meth:`pagedlab.grade.core.Exercise._verdict`), less the diagnosis (learner code, here).
 
 Invariants
-    * Nothing the submission does reaches this process: its answers are unpickled with a
-      class-free unpickler (:class:`PlainUnpickler`), tensors rebuilt here from plain lists;
-      no method of a learner object runs here.
-    * A case that runs past its budget (plus :data:`GRACE_S`), or a child that dies, fails
-      that case; the child's whole process group is killed, then every other process it
-      started (one that left the group with ``setsid`` too: its PID namespace ends),
-      and a fresh child, with the same cells loaded, grades the next exercise. A cell whose
-      top-level code hangs or ends the process is left out, and said so.
-    * Every string that reaches the table or results.json is encodable UTF-8
-      (:func:`~pagedlab.grade.sandbox.printable`: a lone surrogate is written ``\\udXXX``).
-    * The child checks its import guard before and after each case
-      (:class:`pagedlab.grade.child._Guard`); an exercise whose guard fell scores 0.
-    * An exercise scores 1 only if its entry is the submission's own (a plain ``def``, a
-      ``class`` of its own, or a ``@triton.jit`` kernel: checked on the source here, and on the
-      object in the child) and every case passes; else 0. A held-back case's expected
-      answer is never printed.
+    * No method of a learner's object runs here: replies are plain values (:mod:`~pagedlab.
+      grade.wire`); every string shown or written is encodable UTF-8.
+    * A case past its budget (plus GRACE_S), or a child that dies, fails that case; the child's
+      PID namespace is killed whole and a fresh child, with the same cells, goes on. A cell
+      whose top-level code hangs or ends the process is left out, and said so.
+    * An exercise scores 1 only if its entry is the submission's own (checked on the source
+      here and on the object in the child), its watch saw nothing change, and every case
+      passes. A held-back case's inputs and answer are never printed.
 """
 
 from __future__ import annotations
