@@ -24,15 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 PASSED, FAILED, TODO = "passed", "failed", "not done"
-
-
 _SALT: list[str] = []  # while grading held back (python -m pagedlab.grade): the secret salt
 
 
 def seed_of(seed: int) -> int:
-    """The seed an exercise's generated cases (and seeded tensors) use: ``seed`` itself in a
-    notebook, so a saved output is the same on every run; under :func:`held_back`, a number
-    derived from ``seed`` and the grader's salt, so no answer a notebook ever printed helps."""
+    """The seed generated cases and seeded tensors use: ``seed`` in a notebook; under
+    :func:`held_back`, one derived from ``seed`` and the salt."""
     if not _SALT:
         return seed
     digest = hashlib.sha256(f"{seed}:{_SALT[-1]}".encode()).digest()
@@ -51,8 +48,7 @@ def seeded(seed: int) -> random.Random:
 
 @contextmanager
 def held_back(salt: str) -> Iterator[None]:
-    """Inside: every case builder draws its generated cases from ``salt`` as well (the
-    instructor's grader builds its held-back cases so); outside, as before."""
+    """Inside: every case builder draws its generated cases from ``salt`` as well."""
     if not isinstance(salt, str) or not salt:
         raise ValueError(f"held_back needs a non-empty str salt, got {salt!r}")
     _SALT.append(salt)
@@ -131,10 +127,8 @@ def short(value: Any, limit: int = 300) -> str:
 
 
 def equal(expected: Any, got: Any) -> bool:
-    """Equal plain values of the same type (``got`` is what :func:`to_plain` made of the
-    learner's answer, like ``expected``: a bool is not an int, an int not a float, a list not a
-    tuple, a :class:`WrongKind` nothing). Floats compare with a relative tolerance of 1e-4
-    (NaN never matches)."""
+    """Equal plain values of the same type (a bool is not an int, a list not a tuple); floats
+    within a relative 1e-4 (NaN never matches)."""
     if isinstance(expected, (list, tuple)):
         return type(got) is type(expected) and len(got) == len(expected) and all(
             equal(e, g) for e, g in zip(expected, got, strict=True))  # fmt: skip
@@ -158,10 +152,9 @@ def cases(fixed: Sequence[Spec], generate: Callable[[random.Random], Sequence[An
           count: int = 0, seed: int = 0, *, expect: Callable[..., Any],
           label: Callable[..., str] | None = None,
           given: Callable[..., tuple[Any, ...]] | None = None) -> list[Case]:  # fmt: skip
-    """The fixed cases, each with its one-line ``why`` (and the mistakes it ``catches``), then
-    ``count`` cases ``generate(rng)`` draws from :func:`seeded` ``(seed)`` (so the held-back
-    salt applies). Each expected answer is ``expect(*spec)``: the real implementation's; the
-    learner's function is called on ``given(*spec)`` (the spec itself when None)."""
+    """The fixed cases (each with its ``why``, and the mistakes it ``catches``), then ``count``
+    cases ``generate(rng)`` draws from :func:`seeded` ``(seed)``. Each expected answer is
+    ``expect(*spec)``; the learner's function is called on ``given(*spec)`` (None: the spec)."""
     specs: list[tuple[tuple[Any, ...], str, str, tuple[str, ...]]] = []
     for spec in fixed:
         *args, why, catches = spec if isinstance(spec[-1], tuple) else (*spec, ())

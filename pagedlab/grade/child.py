@@ -1,23 +1,15 @@
 """The grading child: runs a learner's exercise cells and calls what they define; nothing else.
 
 ``python -m pagedlab.grade`` starts ``python -m pagedlab.grade.child REQUESTS REPLIES AUDIT``
-(three pipe file descriptors) in its cage (:mod:`pagedlab.grade.jail`). This process holds no
-expected value, no case builder, no reference solution and no grader: it imports ``pagedlab``
-(the library a learner's cells import), the drivers and the sandbox of
-:mod:`pagedlab.grade`, never ``pagedlab.exercises`` (every case builder). Before
-the learner's code runs, :mod:`pagedlab.grade.watch` adds its audit hook (a grader's import
-refused and reported on AUDIT) and snapshots what the grading relies on (checked before an
-entry is looked up and around each case: a change fails the exercise).
+(three pipe fds) in its cage (:mod:`pagedlab.grade.jail`). It holds no expected value, no case
+builder, no solution and no judge: it imports ``pagedlab``, the drivers and the sandbox, never
+``pagedlab.exercises``; :mod:`pagedlab.grade.watch` guards it before any learner code runs.
 
-Protocol: each message is a 4-byte big-endian length and a pickle. The parent sends
-``(nonce, request)``, a request being ``("cell", index, source)``, ``("entry", name, kind,
-driver)`` or ``("case", entry, driver, args, budget_s)``; the child answers each with
-``(nonce, reply)`` (a reply with another nonce, or anything more on the pipe, is something the
-learner's code wrote there: the parent fails that case), made of plain values only (None, bool,
-int, float, str, list, tuple, dict; a ``case`` reply is a str when a watched thing changed):
-the parent unpickles it with a restricted unpickler that loads no class at all, so no learner
-``__reduce__`` runs there. A tensor travels as ``{"tensor": (dtype, shape, values)}``, any
-other object as ``{"other": (type, repr)}``.
+Protocol: length-prefixed pickles. The parent sends ``(nonce, request)``: ``("cell", index,
+source)``, ``("entry", name, kind, driver)`` or ``("case", entry, driver, args, budget_s)``; the
+child answers ``(nonce, reply)`` in plain values only (:mod:`pagedlab.grade.wire`; a ``case``
+reply is a str when a watched thing changed). Another nonce, or anything more on the pipe, is
+the learner's code writing there: the parent fails that case.
 """
 
 from __future__ import annotations

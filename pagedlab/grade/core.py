@@ -86,8 +86,7 @@ def body_is_empty(fn: Any) -> bool:
 
 @dataclass
 class Exercise:
-    """One graded exercise, the base of the three kinds (the module docstring says what
-    ``check`` promises)."""
+    """One graded exercise, the base of the three kinds."""
 
     solution: Callable[..., Any]
     notebook: str  # the notebook's file stem, e.g. "01_why_paging"
@@ -101,18 +100,15 @@ class Exercise:
     compare: Callable[[Any, Any], bool] = equal
     diagnose: Callable[[Callable[..., Any], Case], str] | None = None  # extra words on a miss
     todo: str = ""  # what "not done yet" asks for, when "write its body" is not enough
-
-    # what the kinds set otherwise (not fields of every kind)
-    setup = ""  # imports the starter cell begins with (names the task refers to)
-    stub_code = ""  # the notebook's starter cell, when it is not made from the task
-    entry = ""  # the name the starter cell defines, when not my_<name> (a class, a kernel)
-    driver = ""  # the driver (drivers.ADAPTERS) that runs the learner's object on a case
-    isolate = True  # run the calls in a child process where os.fork exists
+    setup: str = ""  # imports the starter cell begins with (names the task refers to)
+    stub_code: str = field(default="", repr=False)  # the starter cell, if not made from the task
+    entry: str = ""  # the name the starter cell defines, when not my_<name> (a class, a kernel)
+    driver: str = ""  # the driver (drivers.ADAPTERS) that runs the learner's object on a case
+    isolate: bool = True  # run the calls in a child process where os.fork exists
     convert = True  # an answer is made a plain value like the expected one (not a log, a tensor)
 
     def __post_init__(self) -> None:
-        """Fill ``name``, ``params`` and ``returns`` left empty from the solution's signature
-        (a ``@triton.jit`` kernel's function's): a Function says each of them once."""
+        """``name``, ``params``, ``returns`` left empty: the solution's (its function's)."""
         inner = getattr(self.solution, "fn", self.solution)
         signature = inspect.signature(inner)
         self.name = self.name or inner.__name__
@@ -359,13 +355,9 @@ def _said(value: Any) -> str:
     return f"a {type_name(value)} object"
 
 
-@dataclass
 class Function(Exercise):
     """The learner writes a function; each case calls it and compares its answer (through a
     ``driver`` when one is named: ``"unchanged"`` fails a call that changes its arguments)."""
-
-    setup: str = ""
-    driver: str = ""
 
 
 def same_log(expected: Any, got: Any) -> bool:
@@ -382,11 +374,8 @@ class Replay(Exercise):
     returns: str = "replay log"
     convert = False
     compare: Callable[[Any, Any], bool] = same_log
-    driver: str = ""
     parts: tuple[str, ...] = ()  # the names of what a log entry holds
     steps: Callable[..., list[str]] = lambda *args: [f"step {k}" for k in range(1, 10_000)]
-    stub_code: str = field(default="", repr=False)
-    entry: str = ""
 
     @property
     def narrows(self) -> bool:
@@ -413,7 +402,3 @@ class Kernel(Exercise):
     returns: str = "kernel output"
     convert = False
     budget_s: float = 30.0
-    driver: str = ""
-    stub_code: str = field(default="", repr=False)
-    entry: str = ""
-    isolate: bool = True  # in a child on a CPU; a CUDA context does not survive a fork

@@ -54,16 +54,10 @@ class Outcome:
 
 # --- plain values -------------------------------------------------------------------------------
 def to_plain(got: Any, like: Any) -> Any:
-    """``got``, a plain value (what :func:`unplain` gives), as one of the kind ``like`` is, or
-    a :class:`WrongKind`.
-
-    bool: a bool; int: an int, never a bool or a float; float: an int or a float, as a float
-    (a 0-d tensor counts as its number for these three); str: a str; list / tuple: the same
-    container, each element converted like the matching element of ``like``; a tensor: a
-    tensor; ``None`` stays ``None`` (a missing ``return``) and a WrongKind stays itself;
-    anything else (``like`` is None, a dict ...): itself. Any other object (one that did not
-    pass :func:`plain`) is a WrongKind: no method of it but its repr runs.
-    """
+    """``got`` (what :func:`unplain` gives) as a value of ``like``'s kind, or a
+    :class:`WrongKind`: a bool is not an int, an int not a float (a float may be an int), a
+    list not a tuple (elements converted like ``like``'s); a 0-d tensor counts as its number;
+    ``None`` (a missing ``return``) and a WrongKind stay themselves."""
     if got is None or isinstance(got, WrongKind):
         return got
     if isinstance(like, (bool, int, float)):
@@ -89,9 +83,8 @@ def to_plain(got: Any, like: Any) -> Any:
 
 
 def _generic(got: Any) -> Any:
-    """A plain value whose expected kind is not known (None expected: an element that is None
-    in this case, another kind in others): None, a bool, int, float or str, or a list or tuple
-    of them; anything else is a WrongKind."""
+    """A plain value whose expected kind is not known (an element expected None): a scalar or
+    a list or tuple of them, anything else a WrongKind."""
     if type(got) in (list, tuple):
         return to_plain(got, type(got)())
     return got if got is None or type(got) in (bool, int, float, str) else _wrong(got)
@@ -136,10 +129,8 @@ class Bounded(io.TextIOBase):
 
 
 def plain(value: Any, depth: int = 0) -> Any:
-    """``value`` as plain values only (None, bool, int, float, str, list, tuple, dict), made
-    where the learner's code runs: a tensor as ``{"tensor": (dtype, shape, values)}``, a dict
-    as ``{"dict": [(key, value), ...]}``, anything else as ``{"other": (type, repr)}``; an int
-    where the value has ``__index__``, a float where it is a float. Never raises."""
+    """``value`` as plain values (the module docstring's forms), made where the learner's code
+    runs; an int where it has ``__index__``, a float where it is one. Never raises."""
     try:
         if value is None or type(value) in (bool, int, float, str):
             return value
@@ -169,8 +160,7 @@ def plain(value: Any, depth: int = 0) -> Any:
 
 
 def unplain(value: Any) -> Any:
-    """A :func:`plain` value made usable here: tensors rebuilt (from plain lists), dicts
-    rebuilt, ``{"other": ...}`` as a :class:`WrongKind`."""
+    """A :func:`plain` value rebuilt here (tensors, dicts; ``{"other": ...}`` a WrongKind)."""
     if isinstance(value, list):
         return [unplain(v) for v in value]
     if isinstance(value, tuple):
@@ -195,8 +185,7 @@ def unplain(value: Any) -> Any:
 
 
 class PlainUnpickler(pickle.Unpickler):
-    """Loads plain values only (None, bool, int, float, str, bytes, list, tuple, dict): it
-    names no class, so no ``__reduce__`` of a learner's object runs in the reading process."""
+    """Loads plain values only: it names no class, so no learner ``__reduce__`` runs here."""
 
     def find_class(self, module: str, name: str) -> Any:
         raise pickle.UnpicklingError(f"refused: a reply may not name {module}.{name}")
@@ -221,8 +210,8 @@ class Gone(Exception):
 
 def receive(fd: int, deadline: float | None = None, trusted: bool = False,
             limit: int = 256 * 1024 * 1024) -> Any:  # fmt: skip
-    """The next message on ``fd`` (by ``deadline``, a ``time.monotonic()``; None: no limit),
-    unpickled with :class:`PlainUnpickler` unless it comes from the parent (``trusted``)."""
+    """The next message on ``fd`` by ``deadline`` (``time.monotonic()``; None: no limit),
+    read with :class:`PlainUnpickler` unless it comes from the parent (``trusted``)."""
     (size,) = struct.unpack(">I", _read(fd, 4, deadline))
     if size > limit:
         raise Gone(f"a reply of {size} bytes (more than {limit})")
@@ -252,8 +241,7 @@ def _read(fd: int, n: int, deadline: float | None) -> bytes:
 
 
 def reply_of(outcome: Outcome, printed: str) -> dict[str, Any]:
-    """A child's reply: ``outcome`` (its value already :func:`plain`) as plain values, with
-    what the call ``printed``; :func:`outcome_of` reads it back."""
+    """A child's reply: ``outcome`` (its value already :func:`plain`) and what it printed."""
     raised = None if outcome.raised is None else astuple(outcome.raised)
     return {"value": outcome.value, "raised": raised, "timed_out": outcome.timed_out,
             "printed": printed}  # fmt: skip
@@ -279,7 +267,6 @@ def outcome_of(reply: Any) -> Outcome:
 
 
 def printable(text: Any) -> str:
-    """``text`` (a str from a child) with what UTF-8 cannot encode (a lone surrogate)
-    escaped: a child's words never break the printing or the JSON that shows them."""
+    """``text`` with what UTF-8 cannot encode (a lone surrogate) escaped ("" if not a str)."""
     return str.__str__(text).encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(
         text, str) else ""  # fmt: skip
