@@ -41,15 +41,7 @@ from pagedlab.grade import cage
 from pagedlab.grade.cases import Case, held_back, short
 from pagedlab.grade.cells import Cell, entry_of, kind_of, read_cells, source_problem
 from pagedlab.grade.drivers import BASES
-from pagedlab.grade.wire import (
-    Gone,
-    Outcome,
-    Raised,
-    outcome_of,
-    printable,
-    receive,
-    send,
-)
+from pagedlab.grade.wire import Gone, Outcome, Raised, outcome_of, printable, receive, send
 
 GRACE_S = 5.0  # past a case's budget before the child is killed (it also starts torch)
 CELL_BUDGET_S = 120.0  # one cell's top-level code (imports of torch and triton included)
@@ -362,10 +354,7 @@ def grade(
         started(_results(unfinished, notes))
     salt = salt or secrets.token_hex(16)
     verdicts = []
-    with (
-        cage.not_dumpable(),
-        tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir,
-    ):
+    with cage.not_dumpable(), tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir:
         grader = Grader(cells, salt, workdir, cell_budget_s, total_s)
         try:
             for exercise in exercises:
