@@ -13,6 +13,7 @@ imports torch when it is installed, never ipywidgets.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import textwrap
 from dataclasses import dataclass
@@ -69,17 +70,38 @@ def solution(name: str) -> Source:
 
 
 def stub(name: str) -> str:
-    """The starter cell of exercise ``name``: a function whose body is still ``...``."""
+    """The starter cell of exercise ``name``: a function whose body is still ``...``, or the
+    solution class with each public method but ``__init__`` raising NotImplementedError."""
     exercise = _exercise(name)
+    setup = f"{exercise.setup}\n\n\n" if exercise.setup else ""
     if exercise.stub_code:
         return exercise.stub_code
+    if isinstance(exercise.solution, type):
+        return setup + _class_stub(exercise.solution)
     doc = "\n    ".join(textwrap.wrap(exercise.task, 88, break_on_hyphens=False))
-    setup = f"{exercise.setup}\n\n\n" if exercise.setup else ""
     return setup + (
         f"def my_{exercise.name}({', '.join(exercise.params)}):\n"
         f'    """{doc}"""\n'
         f"    ...  # your code here; the answer is {with_article(exercise.returns)}\n"
     )
+
+
+def _class_stub(cls: type) -> str:
+    """``cls``'s source: its docstring, ``__init__`` whole, each public method's signature and
+    docstring then ``raise NotImplementedError("write <method>")``, private methods left out."""
+    lines = inspect.getsource(cls).splitlines()
+    node = ast.parse(textwrap.dedent("\n".join(lines))).body[0]
+    assert isinstance(node, ast.ClassDef)
+    parts = ["\n".join(lines[: node.body[1].lineno - 1]).rstrip()]  # header and docstring
+    for method in node.body[1:]:
+        if not isinstance(method, ast.FunctionDef):
+            continue
+        if method.name == "__init__":
+            parts.append("\n".join(lines[method.lineno - 1 : method.end_lineno]))
+        elif not method.name.startswith("_"):
+            head = "\n".join(lines[method.lineno - 1 : method.body[0].end_lineno])
+            parts.append(f'{head}\n        raise NotImplementedError("write {method.name}")')
+    return "\n\n".join(parts) + "\n"
 
 
 @dataclass(frozen=True)

@@ -41,32 +41,6 @@ def new_blocks(num_tokens: int, n: int, block_size: int) -> int:
 
 
 class MyBlockTable:
-    """The solution: what the learner writes (pagedlab's BlockTable does more: sharing,
-    copy-on-write, atomic errors, owners)."""
-
-    def __init__(self, allocator: BlockAllocator) -> None:
-        self.allocator = allocator
-        self.blocks: list[int] = []
-        self.num_tokens = 0
-
-    def append_tokens(self, n: int) -> None:
-        size = self.allocator.block_size
-        room = len(self.blocks) * size - self.num_tokens  # empty slots of the last block
-        for _ in range(ceil_div(n - room, size) if n > room else 0):
-            self.blocks.append(self.allocator.allocate())
-        self.num_tokens += n
-
-    def free(self) -> None:
-        for block in reversed(self.blocks):
-            self.allocator.free(block)
-        self.blocks = []
-        self.num_tokens = 0
-
-
-BLOCK_TABLE_STUB = '''from pagedlab import BlockAllocator
-
-
-class MyBlockTable:
     """One sequence's block table over a real BlockAllocator (no sharing here).
 
     blocks: the physical block of each logical block, in order; num_tokens: tokens held.
@@ -81,12 +55,18 @@ class MyBlockTable:
 
     def append_tokens(self, n: int) -> None:
         """Make room for n more tokens: fill the last block, then take new blocks."""
-        raise NotImplementedError("write append_tokens")
+        size = self.allocator.block_size
+        room = len(self.blocks) * size - self.num_tokens  # empty slots of the last block
+        for _ in range(ceil_div(n - room, size) if n > room else 0):
+            self.blocks.append(self.allocator.allocate())
+        self.num_tokens += n
 
     def free(self) -> None:
         """Give every block back, the last block first, and hold nothing."""
-        raise NotImplementedError("write free")
-'''
+        for block in reversed(self.blocks):
+            self.allocator.free(block)
+        self.blocks = []
+        self.num_tokens = 0
 
 
 # --- the cases -------------------------------------------------------------------------------
@@ -283,7 +263,7 @@ EXERCISES_02 = [
         steps=lambda n, b, o, events: [f"event {k} ({_said(e)})"
                                        for k, e in enumerate(events, start=1)],
         todo="Write append_tokens and free",
-        stub_code=BLOCK_TABLE_STUB,
+        setup="from pagedlab import BlockAllocator",
         entry="MyBlockTable",
     ),
 ]  # fmt: skip

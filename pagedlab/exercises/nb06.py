@@ -42,11 +42,14 @@ def prefix_hits(cached: set[str], prompt: list[int], block_size: int) -> int:
 
 
 class MyPrefixCache:
-    """The solution: full blocks by chained hash (nothing evicted: the pool is large)."""
+    """Full blocks by chained hash: a block's hash covers its tokens and every block before.
+
+    block_size: tokens per block. Nothing is evicted here (the pool is large).
+    """
 
     def __init__(self, block_size: int) -> None:
         self.block_size = block_size
-        self.block_of: dict[str, int] = {}
+        self.block_of: dict[str, int] = {}  # chained hash -> physical block
 
     def _hashes(self, tokens: list[int]) -> list[str]:
         from pagedlab.memory.prefix_cache import ROOT_HASH, chain_hash
@@ -58,6 +61,7 @@ class MyPrefixCache:
         return hashes
 
     def lookup(self, tokens: list[int]) -> list[int]:
+        """The cached blocks the prompt starts on (its last token is always computed)."""
         found = []
         for h in self._hashes(tokens[: len(tokens) - 1]):
             if h not in self.block_of:
@@ -66,31 +70,9 @@ class MyPrefixCache:
         return found
 
     def register(self, blocks: list[int], tokens: list[int]) -> None:
+        """A table's blocks now hold these tokens: cache each full block not cached yet."""
         for block, h in zip(blocks, self._hashes(tokens), strict=False):
             self.block_of.setdefault(h, block)
-
-
-PREFIX_CACHE_STUB = '''from pagedlab.memory.prefix_cache import ROOT_HASH, chain_hash
-
-
-class MyPrefixCache:
-    """Full blocks by chained hash: a block's hash covers its tokens and every block before.
-
-    block_size: tokens per block. Nothing is evicted here (the pool is large).
-    """
-
-    def __init__(self, block_size: int) -> None:
-        self.block_size = block_size
-        self.block_of: dict[str, int] = {}  # chained hash -> physical block
-
-    def lookup(self, tokens: list[int]) -> list[int]:
-        """The cached blocks the prompt starts on (its last token is always computed)."""
-        raise NotImplementedError("write lookup")
-
-    def register(self, blocks: list[int], tokens: list[int]) -> None:
-        """A table's blocks now hold these tokens: cache each full block not cached yet."""
-        raise NotImplementedError("write register")
-'''
 
 
 # --- the cases -------------------------------------------------------------------------------
@@ -252,7 +234,7 @@ EXERCISES_06 = [
         parts=("hit blocks", "the table's blocks"),
         steps=lambda size, admits: [f"admitting prompt {k}" for k in range(1, len(admits) + 1)],
         todo="Write lookup and register",
-        stub_code=PREFIX_CACHE_STUB,
+        setup="from pagedlab.memory.prefix_cache import ROOT_HASH, chain_hash",
         entry="MyPrefixCache",
     ),
 ]  # fmt: skip
