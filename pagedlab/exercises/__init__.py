@@ -13,16 +13,12 @@ imports torch when it is installed, never ipywidgets.
 
 from __future__ import annotations
 
-import ast
-import inspect
-import textwrap
-from dataclasses import dataclass
-from typing import Any
-
 from pagedlab import HAS_TORCH
 from pagedlab.exercises import nb01, nb02, nb05, nb06, nb07, nb09, nb11
-from pagedlab.grade.cases import CheckResult, forget_results, results, with_article
+from pagedlab.grade import show
+from pagedlab.grade.cases import CheckResult, forget_results, results
 from pagedlab.grade.core import Exercise
+from pagedlab.grade.show import Progress, Source
 
 _ALL: list[Exercise] = [
     *nb01.EXERCISES_01,
@@ -51,80 +47,14 @@ def _exercise(name: str) -> Exercise:
     return EXERCISES[name]
 
 
-class Source(str):
-    """Code shown as code in a notebook (its repr is the text itself)."""
-
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(str(self))
-
-
 def solution(name: str) -> Source:
     """The reference solution of exercise ``name``, as source code."""
-    exercise = _exercise(name)
-    target = exercise.solution
-    target = getattr(target, "fn", target)  # a @triton.jit kernel wraps its Python function
-    return Source(textwrap.dedent(inspect.getsource(target)))  # pastes as a top-level cell
+    return show.solution(_exercise(name))
 
 
 def stub(name: str) -> str:
-    """The starter cell of exercise ``name``: a function whose body is still ``...``, or the
-    solution class with each public method but ``__init__`` raising NotImplementedError."""
-    exercise = _exercise(name)
-    setup = f"{exercise.setup}\n\n\n" if exercise.setup else ""
-    if exercise.stub_code:
-        return exercise.stub_code
-    if isinstance(exercise.solution, type):
-        return setup + _class_stub(exercise.solution)
-    doc = "\n    ".join(textwrap.wrap(exercise.task, 88, break_on_hyphens=False))
-    return setup + (
-        f"def my_{exercise.name}({', '.join(exercise.params)}):\n"
-        f'    """{doc}"""\n'
-        f"    ...  # your code here; the answer is {with_article(exercise.returns)}\n"
-    )
-
-
-def _class_stub(cls: type) -> str:
-    """``cls``'s source: its docstring, ``__init__`` whole, each public method's signature and
-    docstring then ``raise NotImplementedError("write <method>")``, private methods left out."""
-    lines = inspect.getsource(cls).splitlines()
-    node = ast.parse(textwrap.dedent("\n".join(lines))).body[0]
-    assert isinstance(node, ast.ClassDef)
-    parts = ["\n".join(lines[: node.body[1].lineno - 1]).rstrip()]  # header and docstring
-    for method in node.body[1:]:
-        if not isinstance(method, ast.FunctionDef):
-            continue
-        if method.name == "__init__":
-            parts.append("\n".join(lines[method.lineno - 1 : method.end_lineno]))
-        elif not method.name.startswith("_"):
-            head = "\n".join(lines[method.lineno - 1 : method.body[0].end_lineno])
-            parts.append(f'{head}\n        raise NotImplementedError("write {method.name}")')
-    return "\n\n".join(parts) + "\n"
-
-
-@dataclass(frozen=True)
-class Progress:
-    """How many of a notebook's exercises passed in this kernel."""
-
-    notebook: str
-    done: tuple[str, ...]
-    todo: tuple[str, ...]
-
-    @property
-    def text(self) -> str:
-        total = len(self.done) + len(self.todo)
-        line = f"exercises in this notebook: {len(self.done)} of {total} done"
-        if self.todo:
-            line += f" (to do: {', '.join(self.todo)})"
-        return line
-
-    def __repr__(self) -> str:
-        return self.text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text)
+    """The starter cell of exercise ``name`` (:func:`pagedlab.grade.show.stub`)."""
+    return show.stub(_exercise(name))
 
 
 def in_notebook(notebook: str) -> list[Exercise]:
@@ -134,13 +64,7 @@ def in_notebook(notebook: str) -> list[Exercise]:
 
 def progress(notebook: str) -> Progress:
     """Exercises of ``notebook`` whose latest check in this kernel passed, and the rest."""
-    passed = results()
-    names = [e.name for e in in_notebook(notebook)]
-    return Progress(
-        notebook,
-        tuple(n for n in names if passed.get(n)),
-        tuple(n for n in names if not passed.get(n)),
-    )
+    return show.progress(notebook, in_notebook(notebook))
 
 
 __all__ = [
