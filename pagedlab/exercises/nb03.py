@@ -19,6 +19,7 @@ from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.checks import ceil_div
 from pagedlab.grade.cases import Case, Mistake, cases, seed_of
 from pagedlab.grade.core import Function
+from pagedlab.grade.tensors import tensors_equal
 
 NB03 = "03_same_data_any_layout"
 
@@ -34,14 +35,6 @@ def filled_cache(
     cache.key.copy_(torch.randn(cache.key.shape, generator=generator).round(decimals=2))
     cache.value.copy_(torch.randn(cache.value.shape, generator=generator).round(decimals=2))
     return cache
-
-
-def tensors_equal(expected: Any, got: Any) -> bool:
-    return (
-        isinstance(got, torch.Tensor)
-        and tuple(got.shape) == tuple(expected.shape)
-        and torch.allclose(got.float(), expected.float(), rtol=1e-4, atol=1e-5)
-    )
 
 
 # --- 03 · gather and the online softmax -----------------------------------------------------

@@ -18,10 +18,10 @@ import torch
 from pagedlab.attention import backend
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.nb03 import tensors_equal
 from pagedlab.exercises.nb04 import NB04
 from pagedlab.grade.cases import Case, Mistake, cases, seed_of
 from pagedlab.grade.core import Kernel
+from pagedlab.grade.tensors import paged_where, tensors_equal
 
 PUZZLE_STUB = """import triton
 import triton.language as tl
@@ -164,46 +164,6 @@ def _label(query: Any, key: Any, _value: Any, tables: Any, seq_lens: Any) -> str
     )
 
 
-def _diagnose(fn: Any, case: Case) -> str:
-    """Which sequence and head differ, and the first block whose fold goes wrong (facts only:
-    the case's why says what it tests)."""
-    query, key, value, tables, seq_lens = case.args
-    got = fn(*case.args)
-    bad = ~torch.isclose(got, case.expected, rtol=1e-4, atol=1e-4).all(dim=-1)
-    if not bool(bad.any()):
-        return ""
-    seq, head = (int(x) for x in bad.nonzero()[0])
-    block_size, n = key.shape[1], int(seq_lens[seq])
-    text = (
-        f"sequence {seq}, head {head} (of {int(bad.sum())} wrong (sequence, head) pairs): "
-        f"expected {_vec(case.expected[seq, head])}, got {_vec(got[seq, head])}"
-    )
-    if bool(torch.isnan(got[seq, head]).any()):
-        text += " (NaN)"
-    pages = ceil_div(n, block_size)
-    for k in range(1, pages + 1):
-        cut = min(k * block_size, n)
-        args = (
-            query[seq : seq + 1],
-            key,
-            value,
-            tables[seq : seq + 1],
-            torch.tensor([cut], dtype=torch.int32),
-        )
-        if not torch.allclose(
-            fn(*args)[0, head], reference_attention(*args)[0, head], rtol=1e-4, atol=1e-4
-        ):
-            physical, filled = int(tables[seq, k - 1]), cut - (k - 1) * block_size
-            cut_at = f"after its first {k - 1} it is right" if k > 1 else "it is its first"
-            text += (
-                f"\n            cut after {k} block(s) it is wrong, {cut_at}: logical block "
-                f"{k - 1} (physical {physical}, {filled} of {block_size} slots hold tokens) is the "
-                "first that goes wrong."
-            )
-            break
-    return text
-
-
 def _poison(
     key: torch.Tensor, value: torch.Tensor, tables: torch.Tensor, seq_lens: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -216,12 +176,6 @@ def _poison(
     k, v = key.clone(), value.clone()
     k[~used], v[~used] = float("nan"), float("nan")
     return k, v
-
-
-def _vec(t: torch.Tensor) -> str:
-    return (
-        "[" + ", ".join(f"{x:.4f}" for x in t.tolist()[:8]) + (", ...]" if t.numel() > 8 else "]")
-    )
 
 
 def _folded(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, tables: torch.Tensor,
@@ -293,7 +247,7 @@ def make_puzzle() -> Kernel:
         compare=tensors_equal,
         isolate=backend.device().type == "cpu",  # in a child on a CPU; CUDA does not fork
         budget_s=60.0,
-        diagnose=_diagnose,
+        diagnose=paged_where,
         driver="paged",
         mistakes=MISTAKES,
         todo="Write the loop body",
