@@ -1,8 +1,6 @@
 """Notebook 01 (why paging): counting blocks and slots, a reservation's waste, and the capstone
-``place_newcomer`` (a contiguous first fit, and paging, on a fragmented pool).
-
-Every expected answer is read off a real :class:`~pagedlab.BlockTable` built fresh for each
-case (or, for the reservation, :class:`pagedlab.simulate.reservation.OneRequest`). No torch.
+``place_newcomer`` (a contiguous first fit, and paging, on a fragmented pool). Answers: a real
+BlockTable built fresh per case, or ``simulate.reservation.OneRequest``. No torch.
 """
 
 from __future__ import annotations

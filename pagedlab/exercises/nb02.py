@@ -1,11 +1,6 @@
 """Notebook 02 (the block table): addressing through a block list, and the capstone
-``block_table``, a block table class replayed beside pagedlab's.
-
-Every expected answer is read off a real :class:`~pagedlab.BlockTable`. The capstone's cases
-are seeded appends and frees on several tables sharing one pool, run through the learner's
-class and through pagedlab's BlockTable (:func:`~pagedlab.grade.drivers.table_log`) and
-compared after every event: each table's blocks and token count, the pool's free list (its
-order too) and its ref counts. No torch.
+``block_table``, replayed beside pagedlab's BlockTable on seeded appends and frees (several
+tables, one pool), compared after every event. Answers: a real BlockTable's. No torch.
 """
 
 from __future__ import annotations

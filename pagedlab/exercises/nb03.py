@@ -1,9 +1,6 @@
 """Notebook 03 (same data, any layout): gather one sequence's K/V, fold one block into the
-online softmax. In torch.
-
-Expected answers come from :meth:`pagedlab.PagedKVCache.gather` and from
-:func:`pagedlab.attention.kernel_steps.paged_attention_steps` (the kernel's steps, one block at
-a time). Every tensor lives on the CPU.
+online softmax, in torch on the CPU. Answers: :meth:`pagedlab.PagedKVCache.gather` and
+:func:`pagedlab.attention.kernel_steps.paged_attention_steps` (the kernel's steps).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Notebook 04's Triton ladder: ``masked_copy``, ``gather_rows`` (a load through an index
-table, as the paged kernel loads through the block table) and ``block_softmax``; each task and
-starter cell says what it computes. Expected answers are torch's (a copy, an index, a softmax).
-
-On a miss the ``where`` line draws what each program touched (:mod:`pagedlab.grade.tensors`:
-one row per program; the softmax's weights slot by slot). The kernels are
-:class:`~pagedlab.grade.core.Kernel` exercises, launched in fenced, watched buffers by
-:mod:`pagedlab.grade.kernel_drivers`; they need triton (``pagedlab.exercises`` registers
-them where the backend has it).
+table, as the paged kernel's through the block table) and ``block_softmax``. Expected answers
+are torch's; a miss draws what each program touched (:mod:`pagedlab.grade.tensors`). Needs
+triton (``pagedlab.exercises`` registers them where the backend has it).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Notebook 04's Triton puzzle: the loop body of a paged kernel, compared with
-:func:`pagedlab.reference_attention`.
-
-Every slot of the caches no sequence owns holds NaN (the empty tail of each last block
-included: vLLM's CUDA kernel zeroes exactly those V values "since they may contain NaNs"), so
-an unmasked load, a padding entry followed or a block too far reads NaN. On a miss the
-sequence is rerun cut after 1, 2, ... blocks to name the first block whose fold goes wrong.
-``BLOCK_SIZE`` and ``HEAD_DIM`` are powers of two. A :class:`~pagedlab.grade.core.Kernel`
-exercise launched by :func:`pagedlab.grade.kernel_drivers.launch`; needs triton.
+"""Notebook 04's Triton puzzle: the loop body of a paged kernel, against
+:func:`pagedlab.reference_attention`. Every cache slot no sequence owns holds NaN (vLLM's CUDA
+kernel zeroes exactly those V values "since they may contain NaNs"), so an unmasked load, a
+padding entry followed or a block too far reads NaN. ``BLOCK_SIZE``, ``HEAD_DIM``: powers of 2.
 """
 
 from __future__ import annotations
@@ -236,20 +231,10 @@ CATCHES = {0: ("inverted", "no_lookup"), 2: ("no_rescale", "keep_m", "inverted")
 
 
 def make_puzzle() -> Kernel:
-    return Kernel(
-        name="paged_kernel",
-        notebook=NB04,
+    return Kernel(_solution_kernel(), NB04, name="paged_kernel",
         task="The Triton puzzle: complete the loop body of my_paged_kernel (table lookup, masked "
         "K/V loads, scores, online-softmax update); checked against reference_attention.",
-        params=("query", "key_cache", "value_cache", "block_tables", "seq_lens"),
-        cases=_cases,
-        solution=_solution_kernel(),
-        compare=tensors_equal,
+        params=("query", "key_cache", "value_cache", "block_tables", "seq_lens"), cases=_cases,
+        compare=tensors_equal, budget_s=60.0, diagnose=paged_where, driver="paged",
         isolate=backend.device().type == "cpu",  # in a child on a CPU; CUDA does not fork
-        budget_s=60.0,
-        diagnose=paged_where,
-        driver="paged",
-        mistakes=MISTAKES,
-        todo="Write the loop body",
-        stub_code=PUZZLE_STUB,
-    )
+        mistakes=MISTAKES, todo="Write the loop body", stub_code=PUZZLE_STUB)  # fmt: skip

@@ -1,9 +1,6 @@
-"""Notebook 05 (sharing: fork, copy-on-write), and its capstone ``append_cow``.
-
-Expected answers come from real tables forked with :func:`pagedlab.fork_samples`, from
-:func:`pagedlab.memory.savings.parallel_savings`, and (the capstone) from seeded forks and
-one-token appends replayed on pagedlab's BlockTable (:func:`~pagedlab.grade.drivers.cow_log`)
-beside the learner's function, compared after every event. No torch.
+"""Notebook 05 (sharing: fork, copy-on-write), and its capstone ``append_cow``, replayed on
+pagedlab's BlockTable (:func:`~pagedlab.grade.drivers.cow_log`) beside the learner's
+function. Answers: :func:`pagedlab.fork_samples`, ``parallel_savings``, real tables. No torch.
 """
 
 from __future__ import annotations

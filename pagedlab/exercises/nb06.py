@@ -1,9 +1,6 @@
-"""Notebook 06 (prefix caching): chained hashes, prefix hits, and the capstone ``prefix_cache``.
-
-Expected answers come from :func:`pagedlab.memory.prefix_cache.block_hashes` and a real
-:class:`pagedlab.PrefixCache`; the capstone admits seeded prompts through the learner's cache
-and through pagedlab's (:func:`~pagedlab.grade.drivers.cache_log`) and compares every
-admission's hit blocks and table. No torch.
+"""Notebook 06 (prefix caching): chained hashes, prefix hits, and the capstone ``prefix_cache``
+admitting seeded prompts beside pagedlab's (:func:`~pagedlab.grade.drivers.cache_log`).
+Answers: ``block_hashes`` and a real :class:`pagedlab.PrefixCache`. No torch.
 """
 
 from __future__ import annotations

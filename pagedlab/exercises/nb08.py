@@ -1,8 +1,5 @@
-"""Notebook 08 (from pagedlab to vLLM): one decode batch, as an engine packs it.
-
-Expected answers come from real block tables, :func:`pagedlab.block_tables_tensor` and
-:func:`pagedlab.attention.batch.batch_slot_mapping`, so these graders need torch (the live
-site leaves them to JupyterLab).
+"""Notebook 08 (from pagedlab to vLLM): one decode batch, as an engine packs it. Answers:
+real block tables, ``block_tables_tensor``, ``batch_slot_mapping``; needs torch.
 """
 
 from __future__ import annotations

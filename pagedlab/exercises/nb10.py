@@ -1,15 +1,7 @@
-"""Notebook 10 (a real model on pages): memory a real engine run holds.
-
-Every expected answer is read off a real :class:`pagedlab.engine.Engine` serving a seeded
-:class:`~pagedlab.model.TinyLlama` (``TINY``): the engine's own step records and block
-tables after its first steps, never a formula. Needs torch (registered under ``HAS_TORCH``).
-
-- ``orca_vs_paged_slots``: right after every prompt is prefilled, the slots an Orca (Oracle)
-  reservation holds (prompt + max_new_tokens per request, §6.1) and the slots the pages hold
-  (whole blocks of the prompts' K/V only: the first new token's K/V is not stored yet);
-- ``samples_share``: ``n`` samples of one prompt (§4.4 parallel sampling): distinct blocks
-  right after the fork (all shared) and after the first decode (copy-on-write of a partly
-  filled last block by all samples but one, or a new block each if the prompt fills its blocks).
+"""Notebook 10 (a real model on pages): memory a real engine run holds, read off a real
+:class:`pagedlab.engine.Engine` serving a seeded ``TinyLlama`` (``TINY``): its step records and
+block tables after its first steps, never a formula (``orca_vs_paged_slots``: right after the
+prefill; ``samples_share``: after the fork and the first decode, §4.4). Needs torch.
 """
 
 from __future__ import annotations
