@@ -16,13 +16,8 @@ from pagedlab.memory.prefix_cache import block_hashes
 NB12 = "12_past_one_engine"
 
 
-def kv_route(
-    prompt: list[int],
-    block_size: int,
-    index: dict[str, set[int]],
-    loads: dict[str, int],
-    overlap_weight: float,
-) -> str:
+def kv_route(prompt: list[int], block_size: int, index: dict[str, set[int]],
+             loads: dict[str, int], overlap_weight: float) -> str:  # fmt: skip
     """The engine a KV-aware router sends ``prompt`` to."""
     limit = (len(prompt) - 1) // block_size  # the last token is always computed
 

@@ -175,14 +175,9 @@ class Verdict:
 class Grader:
     """Grades exercises one after another with one child (a fresh one after a failure)."""
 
-    def __init__(
-        self,
-        cells: list[Cell],
-        salt: str,
-        workdir: str,
-        cell_budget_s: float = CELL_BUDGET_S,
-        total_s: float = cage.TOTAL_S,
-    ) -> None:
+    def __init__(self, cells: list[Cell], salt: str, workdir: str,
+                 cell_budget_s: float = CELL_BUDGET_S,
+                 total_s: float = cage.TOTAL_S) -> None:  # fmt: skip
         self.cells = cells
         self.total_s = total_s
         self.deadline = time.monotonic() + total_s  # the whole submission's bound
@@ -320,16 +315,11 @@ def select_exercises(cells: list[Cell], notebooks: Iterable[str] = (),
     return picked
 
 
-def grade(
-    paths: Sequence[Path | str],
-    notebooks: Iterable[str] = (),
-    names: Iterable[str] = (),
-    salt: str | None = None,
-    say: Callable[[str], Any] = print,
-    cell_budget_s: float = CELL_BUDGET_S,
-    started: Callable[[dict[str, Any]], Any] | None = None,
-    total_s: float = cage.TOTAL_S,
-) -> dict[str, Any]:
+def grade(paths: Sequence[Path | str], notebooks: Iterable[str] = (), names: Iterable[str] = (),
+          salt: str | None = None, say: Callable[[str], Any] = print,
+          cell_budget_s: float = CELL_BUDGET_S,
+          started: Callable[[dict[str, Any]], Any] | None = None,
+          total_s: float = cage.TOTAL_S) -> dict[str, Any]:  # fmt: skip
     """Grade the submission; returns Gradescope's ``{"score", "tests"}`` (and prints a table),
     with ``"output"`` too when something concerns the whole submission (a notebook that cannot
     be read, no exercise defined: score 0).
@@ -377,12 +367,9 @@ def grade(
     return _results(verdicts, notes, grader.layers, time.monotonic() - began)
 
 
-def _results(
-    verdicts: Sequence[Verdict],
-    notes: Sequence[str],
-    layers: dict[str, str] | None = None,
-    seconds: float = 0.0,
-) -> dict[str, Any]:
+def _results(verdicts: Sequence[Verdict], notes: Sequence[str],
+             layers: dict[str, str] | None = None,
+             seconds: float = 0.0) -> dict[str, Any]:  # fmt: skip
     """Gradescope's results.json: the score, one test per exercise (its output: the verdict),
     the notes, how long grading took; the cage's layers in ``extra_data`` (kept, never shown).
     The learner sees every test's output; the grader's own stdout stays hidden."""
