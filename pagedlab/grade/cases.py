@@ -41,6 +41,16 @@ def current_salt() -> str:
     return _SALT[-1] if _SALT else ""
 
 
+def per_salt(build: Callable[[], list[Case]]) -> Callable[[], list[Case]]:
+    """``build``, run once per salt (:func:`current_salt`): cases slow to build (an engine)."""
+    made: dict[str, list[Case]] = {}
+
+    def get() -> list[Case]:
+        return list(made.get(current_salt()) or made.setdefault(current_salt(), build()))
+
+    return get
+
+
 def seeded(seed: int) -> random.Random:
     """A ``random.Random`` seeded with :func:`seed_of` ``(seed)``."""
     return random.Random(seed_of(seed))
