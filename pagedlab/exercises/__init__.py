@@ -20,15 +20,9 @@ from pagedlab.grade.cases import CheckResult, forget_results, results
 from pagedlab.grade.core import Exercise
 from pagedlab.grade.show import Progress, Source
 
-_ALL: list[Exercise] = [
-    *nb01.EXERCISES_01,
-    *nb02.EXERCISES_02,
-    *nb05.EXERCISES_05,
-    *nb06.EXERCISES_06,
-    *nb07.EXERCISES_07,
-    *nb09.EXERCISES_09,
-    *nb11.EXERCISES_11,
-]
+_ALL: list[Exercise] = [*nb01.EXERCISES_01, *nb02.EXERCISES_02, *nb05.EXERCISES_05,
+                        *nb06.EXERCISES_06, *nb07.EXERCISES_07, *nb09.EXERCISES_09,
+                        *nb11.EXERCISES_11]  # fmt: skip
 if HAS_TORCH:  # the data plane's exercises, and those that run the engine's parts
     from pagedlab.attention import backend
     from pagedlab.exercises import nb03, nb04, nb04_ladder, nb04_puzzle, nb08, nb09_cost, nb10, nb12
@@ -67,15 +61,5 @@ def progress(notebook: str) -> Progress:
     return show.progress(notebook, in_notebook(notebook))
 
 
-__all__ = [
-    "EXERCISES",
-    "CheckResult",
-    "Exercise",
-    "Progress",
-    "forget_results",
-    "in_notebook",
-    "progress",
-    "results",
-    "solution",
-    "stub",
-]
+__all__ = ["EXERCISES", "CheckResult", "Exercise", "Progress", "forget_results", "in_notebook",
+           "progress", "results", "solution", "stub"]  # fmt: skip

@@ -98,8 +98,8 @@ def _gather_cases() -> list[Case]:
     return cases(GATHERS, generate, 12, 301, expect=expect, label=label, given=given)
 
 
-STEP_SEQUENCES = [(5, 4, 1, 1), (9, 4, 2, 2), (12, 4, 3, 3), (7, 3, 2, 4)]  # (tokens,
-# block size, head_dim, seed): every block of each is a fixed case
+# (tokens, block size, head_dim, seed): every block of each is a fixed case
+STEP_SEQUENCES = [(5, 4, 1, 1), (9, 4, 2, 2), (12, 4, 3, 3), (7, 3, 2, 4)]
 
 
 def _folds(n: int, size: int, dim: int, seed: int) -> list[tuple[Any, ...]]:

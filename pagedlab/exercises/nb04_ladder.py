@@ -19,9 +19,7 @@ from pagedlab.grade.tensors import copy_where, gather_where, masked_equal, softm
 
 HEADER = "import triton\nimport triton.language as tl\n\n\n"
 
-COPY_STUB = (
-    HEADER
-    + '''@triton.jit
+COPY_STUB = f'''{HEADER}@triton.jit
 def my_masked_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     """out[i] = x[i] for i < n; program p handles elements p * BLOCK .. p * BLOCK + BLOCK - 1."""
     p = tl.program_id(0)
@@ -29,11 +27,8 @@ def my_masked_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     # and a masked store (tl.load(ptr, mask=...), tl.store(ptr, value, mask=...)).
     raise NotImplementedError("write the masked load and store")
 '''
-)
 
-GATHER_STUB = (
-    HEADER
-    + '''@triton.jit
+GATHER_STUB = f'''{HEADER}@triton.jit
 def my_gather_rows(x_ptr, index_ptr, out_ptr, D: tl.constexpr):
     """out[i, :] = x[index[i], :] (rows of D contiguous floats); program i copies row i."""
     i = tl.program_id(0)
@@ -41,11 +36,8 @@ def my_gather_rows(x_ptr, index_ptr, out_ptr, D: tl.constexpr):
     # Your code: read which row of x to copy from the index table, load it, store it.
     raise NotImplementedError("write the gather")
 '''
-)
 
-SOFTMAX_STUB = (
-    HEADER
-    + '''@triton.jit
+SOFTMAX_STUB = f'''{HEADER}@triton.jit
 def my_block_softmax(q_ptr, k_ptr, out_ptr, n, scale,
                      BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
     """One block: k is [BLOCK_SIZE, HEAD_DIM], its first n slots hold keys. Store the softmax
@@ -57,7 +49,6 @@ def my_block_softmax(q_ptr, k_ptr, out_ptr, n, scale,
     # their softmax (subtract the max first), and the store of all BLOCK_SIZE weights.
     raise NotImplementedError("write the block's scores and softmax")
 '''
-)
 
 
 def _solutions() -> tuple[Any, Any, Any]:

@@ -131,9 +131,8 @@ ADMITS: list[tuple[int, list[Admit], str]] = [
 
 
 def _cache(admitted: list[list[int]], pool: int, block_size: int) -> PrefixCache:
-    """A real PrefixCache after admitting these prompts one after the other in a pool of
-    ``pool`` blocks, each request finishing before the next (a small pool evicts the oldest
-    free cached blocks)."""
+    """A real PrefixCache after these prompts, each finishing before the next (a small
+    ``pool`` evicts the oldest free cached blocks)."""
     cache = PrefixCache(BlockAllocator(pool, block_size))
     for tokens in admitted:
         cache.admit(tokens).table.free()

@@ -281,9 +281,7 @@ def _step_label(num_blocks: int, size: int, specs: list[Spec], mode: str) -> str
 
 
 def _variant(**wrong: bool) -> Any:
-    """A wrong policy a learner writes first (the Mistakes' answers): the solution's, with
-    one switch turned: ``oldest`` preempted, ``back`` of waiting, ``decode_in_prefill_step``,
-    ``admit_while_swapped``."""
+    """The solution's policy with one common mistake switched on (a Mistake's answer)."""
 
     class Wrong(Scheduler):
         def policy(self, out: StepResult) -> None:
