@@ -69,10 +69,8 @@ class ChildGone(Exception):
 
 
 class Child:
-    """One grading child in its cage (:mod:`pagedlab.grade.jail`, on Linux); every call has a
-    deadline, then it is killed, and with it (its PID namespace) every process it started.
-    ``layers``: what the cage holds, as the child said it before
-    any learner code ran."""
+    """One grading child in its cage (:mod:`pagedlab.grade.jail`); every call has a deadline.
+    ``layers``: what the cage holds, as the child said before any learner code ran."""
 
     def __init__(self, workdir: str, ready_s: float = CELL_BUDGET_S) -> None:
         self.reported = ""  # the first thing the child's audit hook reported
@@ -320,16 +318,11 @@ def grade(paths: Sequence[Path | str], notebooks: Iterable[str] = (), names: Ite
           cell_budget_s: float = CELL_BUDGET_S,
           started: Callable[[dict[str, Any]], Any] | None = None,
           total_s: float = cage.TOTAL_S) -> dict[str, Any]:  # fmt: skip
-    """Grade the submission; returns Gradescope's ``{"score", "tests"}`` (and prints a table),
-    with ``"output"`` too when something concerns the whole submission (a notebook that cannot
-    be read, no exercise defined: score 0).
-
-    ``salt`` None draws a fresh secret one (the held-back cases differ on every run);
-    a fixed salt makes a run repeatable (keep it secret: cases follow from it). ``total_s``
-    bounds the whole submission (every child, cell and case): past it, what is left scores 0,
-    "grading stopped". ``started``,
-    before any learner code runs, gets provisional results: every exercise 0, "grading did not
-    finish" (what stands if the submission kills this process).
+    """Grade the submission: Gradescope's ``{"score", "tests"}`` (a table printed), with
+    ``"output"`` when something concerns the whole submission. ``salt`` None: a fresh secret
+    one (a fixed one makes a run repeatable: keep it secret). ``total_s`` bounds the whole
+    submission (past it, what is left scores 0). ``started`` gets, before any learner code
+    runs, every exercise at 0, "grading did not finish": what stands if this process is killed.
     """
     began = time.monotonic()
     files = [Path(p) for p in paths]
