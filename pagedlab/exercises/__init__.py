@@ -1,62 +1,37 @@
-"""Graded exercises: the learner writes a piece of the mechanism, pagedlab grades it.
+"""Graded exercises, the content: each notebook's tasks, cases with their why, mistakes and
+reference solutions, one module per notebook (``nb01`` ... ``nb12``; notebook 04's Triton
+ladder and puzzle in ``nb04_ladder`` and ``nb04_puzzle``, 09's torch-priced decision in
+``nb09_cost``). The judge, its child process and the drivers are :mod:`pagedlab.grade`'s.
 
-``EXERCISES[name].check(fn)`` runs ``fn`` on fixed and seeded cases whose answers come from the
-real allocator, block tables, prefix cache and kernels, and returns a result that names the
-first failing case (inputs, expected, got, and a hint for the common mistake). It never
-raises. ``EXERCISES[name].solution`` is a reference solution; ``solution(name)`` shows its
-source. ``progress("01")`` counts the exercises of notebook 01 passed in this kernel.
-
-Each notebook 01-12 has two or more exercises, in the notebook's order, in a module
-of its own (``nb01`` ... ``nb12``; notebook 04's Triton ladder and puzzle in
-``nb04_ladder`` and ``nb04_puzzle``, notebook 09's torch-priced decision in ``nb09_cost``);
-``stub(name)`` is the starter cell a notebook holds. Importing this package imports torch when it is
-installed, never ipywidgets (the predict-then-reveal widget is in ``pagedlab.explorers``).
-Without torch (the live site's browser) ``EXERCISES`` holds the exercises whose graders need
-no torch (``nb01``, ``nb02``, ``nb05``, ``nb06``, ``nb07``, ``nb09``); the others need torch.
-
-- :mod:`~pagedlab.exercises.core`           ``cases(...)``, the three kinds of exercise
-  (``Function``, ``Replay``, ``Kernel``), the verdict and its message
-- :mod:`~pagedlab.exercises.sandbox`        the child process every check runs its cases in
-- :mod:`~pagedlab.exercises.drivers`        THE replay and its worlds (no case, no answer)
-- :mod:`~pagedlab.exercises.kernel_drivers` kernel launchers in fenced, watched buffers
-- :mod:`~pagedlab.exercises.nb01` ... :mod:`~pagedlab.exercises.nb10` one per notebook
+``EXERCISES[name].check(fn)`` grades ``fn`` (it never raises); ``solution(name)`` shows the
+reference solution's source, ``stub(name)`` the starter cell, ``progress("01")`` the exercises
+of notebook 01 passed in this kernel. ``EXERCISES`` is ordered by notebook, then definition.
+Without torch (the live site's browser) it holds only the exercises whose graders need none
+(``nb01``, ``nb02``, ``nb05``, ``nb06``, ``nb07``, ``nb09``, ``nb11``). Importing this package
+imports torch when it is installed, never ipywidgets.
 """
 
 from __future__ import annotations
 
-import inspect
-import textwrap
-from dataclasses import dataclass
-from typing import Any
-
 from pagedlab import HAS_TORCH
 from pagedlab.exercises import nb01, nb02, nb05, nb06, nb07, nb09, nb11
-from pagedlab.exercises.core import CheckResult, Exercise, forget_results, results, with_article
+from pagedlab.grade import show
+from pagedlab.grade.cases import CheckResult, forget_results, results
+from pagedlab.grade.core import Exercise
+from pagedlab.grade.show import Progress, Source
 
-_ALL: list[Exercise] = [
-    *nb01.EXERCISES_01,
-    *nb02.EXERCISES_02,
-    *nb05.EXERCISES_05,
-    *nb06.EXERCISES_06,
-    *nb07.EXERCISES_07,
-    *nb09.EXERCISES_09,
-]
-if HAS_TORCH:  # the data plane's exercises, in the notebooks' order
+_ALL: list[Exercise] = [*nb01.EXERCISES_01, *nb02.EXERCISES_02, *nb05.EXERCISES_05,
+                        *nb06.EXERCISES_06, *nb07.EXERCISES_07, *nb09.EXERCISES_09,
+                        *nb11.EXERCISES_11]  # fmt: skip
+if HAS_TORCH:  # the data plane's exercises, and those that run the engine's parts
     from pagedlab.attention import backend
     from pagedlab.exercises import nb03, nb04, nb04_ladder, nb04_puzzle, nb08, nb09_cost, nb10, nb12
 
-    _at = _ALL.index(nb02.EXERCISES_02[-1]) + 1
-    _ALL[_at:_at] = [*nb03.EXERCISES_03, *nb04.EXERCISES_04]
+    _ALL += [*nb03.EXERCISES_03, *nb04.EXERCISES_04, *nb08.EXERCISES_08]
+    _ALL += [*nb09_cost.EXERCISES_09_DECISION, *nb10.EXERCISES_10, *nb12.EXERCISES_12]
     if backend.BACKEND != "unavailable":  # the Triton ladder and puzzle need triton
-        _ALL[_at + 4 : _at + 4] = [*nb04_ladder.make_ladder(), nb04_puzzle.make_puzzle()]
-    _at = _ALL.index(nb09.EXERCISES_09[0])
-    _ALL[_at:_at] = nb08.EXERCISES_08
-    _ALL += nb09_cost.EXERCISES_09_DECISION
-    _ALL += nb10.EXERCISES_10
-_ALL += nb11.EXERCISES_11  # torch-free, after 10's
-if HAS_TORCH:  # notebook 12's router and transfer exercises run the engine's parts
-    _ALL += nb12.EXERCISES_12
-
+        _ALL += [*nb04_ladder.make_ladder(), nb04_puzzle.make_puzzle()]
+_ALL.sort(key=lambda exercise: exercise.notebook)  # stable: each notebook's in definition order
 EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in _ALL}
 
 
@@ -66,59 +41,14 @@ def _exercise(name: str) -> Exercise:
     return EXERCISES[name]
 
 
-class Source(str):
-    """Code shown as code in a notebook (its repr is the text itself)."""
-
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(str(self))
-
-
 def solution(name: str) -> Source:
     """The reference solution of exercise ``name``, as source code."""
-    exercise = _exercise(name)
-    target = exercise.solution
-    target = getattr(target, "fn", target)  # a @triton.jit kernel wraps its Python function
-    return Source(textwrap.dedent(inspect.getsource(target)))  # pastes as a top-level cell
+    return show.solution(_exercise(name))
 
 
 def stub(name: str) -> str:
-    """The starter cell of exercise ``name``: a function whose body is still ``...``."""
-    exercise = _exercise(name)
-    if exercise.stub_code:
-        return exercise.stub_code
-    doc = "\n    ".join(textwrap.wrap(exercise.task, 88, break_on_hyphens=False))
-    setup = f"{exercise.setup}\n\n\n" if exercise.setup else ""
-    return setup + (
-        f"def my_{exercise.name}({', '.join(exercise.params)}):\n"
-        f'    """{doc}"""\n'
-        f"    ...  # your code here; the answer is {with_article(exercise.returns)}\n"
-    )
-
-
-@dataclass(frozen=True)
-class Progress:
-    """How many of a notebook's exercises passed in this kernel."""
-
-    notebook: str
-    done: tuple[str, ...]
-    todo: tuple[str, ...]
-
-    @property
-    def text(self) -> str:
-        total = len(self.done) + len(self.todo)
-        line = f"exercises in this notebook: {len(self.done)} of {total} done"
-        if self.todo:
-            line += f" (to do: {', '.join(self.todo)})"
-        return line
-
-    def __repr__(self) -> str:
-        return self.text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text)
+    """The starter cell of exercise ``name`` (:func:`pagedlab.grade.show.stub`)."""
+    return show.stub(_exercise(name))
 
 
 def in_notebook(notebook: str) -> list[Exercise]:
@@ -128,24 +58,8 @@ def in_notebook(notebook: str) -> list[Exercise]:
 
 def progress(notebook: str) -> Progress:
     """Exercises of ``notebook`` whose latest check in this kernel passed, and the rest."""
-    passed = results()
-    names = [e.name for e in in_notebook(notebook)]
-    return Progress(
-        notebook,
-        tuple(n for n in names if passed.get(n)),
-        tuple(n for n in names if not passed.get(n)),
-    )
+    return show.progress(notebook, in_notebook(notebook))
 
 
-__all__ = [
-    "EXERCISES",
-    "CheckResult",
-    "Exercise",
-    "Progress",
-    "forget_results",
-    "in_notebook",
-    "progress",
-    "results",
-    "solution",
-    "stub",
-]
+__all__ = ["EXERCISES", "CheckResult", "Exercise", "Progress", "forget_results", "in_notebook",
+           "progress", "results", "solution", "stub"]  # fmt: skip

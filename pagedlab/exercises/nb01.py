@@ -1,8 +1,6 @@
 """Notebook 01 (why paging): counting blocks and slots, a reservation's waste, and the capstone
-``place_newcomer`` (a contiguous first fit, and paging, on a fragmented pool).
-
-Every expected answer is read off a real :class:`~pagedlab.BlockTable` built fresh for each
-case (or, for the reservation, :class:`pagedlab.simulate.reservation.OneRequest`). No torch.
+``place_newcomer`` (a contiguous first fit, and paging, on a fragmented pool). Answers: a real
+BlockTable built fresh per case, or ``simulate.reservation.OneRequest``. No torch.
 """
 
 from __future__ import annotations
@@ -11,7 +9,8 @@ import random
 from typing import Any
 
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Function, Mistake, cases
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.simulate.reservation import OneRequest

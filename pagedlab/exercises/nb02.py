@@ -1,11 +1,6 @@
 """Notebook 02 (the block table): addressing through a block list, and the capstone
-``block_table``, a block table class replayed beside pagedlab's.
-
-Every expected answer is read off a real :class:`~pagedlab.BlockTable`. The capstone's cases
-are seeded appends and frees on several tables sharing one pool, run through the learner's
-class and through pagedlab's BlockTable (:func:`~pagedlab.exercises.drivers.table_log`) and
-compared after every event: each table's blocks and token count, the pool's free list (its
-order too) and its ref counts. No torch.
+``block_table``, replayed beside pagedlab's BlockTable on seeded appends and frees (several
+tables, one pool), compared after every event. Answers: a real BlockTable's. No torch.
 """
 
 from __future__ import annotations
@@ -14,9 +9,10 @@ import random
 from typing import Any
 
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Function, Mistake, Replay, cases
-from pagedlab.exercises.drivers import Event, table_log
 from pagedlab.exercises.nb01 import fresh_table, table_with
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function, Replay
+from pagedlab.grade.drivers import Event, table_log
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 
@@ -40,32 +36,6 @@ def new_blocks(num_tokens: int, n: int, block_size: int) -> int:
 
 
 class MyBlockTable:
-    """The solution: what the learner writes (pagedlab's BlockTable does more: sharing,
-    copy-on-write, atomic errors, owners)."""
-
-    def __init__(self, allocator: BlockAllocator) -> None:
-        self.allocator = allocator
-        self.blocks: list[int] = []
-        self.num_tokens = 0
-
-    def append_tokens(self, n: int) -> None:
-        size = self.allocator.block_size
-        room = len(self.blocks) * size - self.num_tokens  # empty slots of the last block
-        for _ in range(ceil_div(n - room, size) if n > room else 0):
-            self.blocks.append(self.allocator.allocate())
-        self.num_tokens += n
-
-    def free(self) -> None:
-        for block in reversed(self.blocks):
-            self.allocator.free(block)
-        self.blocks = []
-        self.num_tokens = 0
-
-
-BLOCK_TABLE_STUB = '''from pagedlab import BlockAllocator
-
-
-class MyBlockTable:
     """One sequence's block table over a real BlockAllocator (no sharing here).
 
     blocks: the physical block of each logical block, in order; num_tokens: tokens held.
@@ -80,12 +50,18 @@ class MyBlockTable:
 
     def append_tokens(self, n: int) -> None:
         """Make room for n more tokens: fill the last block, then take new blocks."""
-        raise NotImplementedError("write append_tokens")
+        size = self.allocator.block_size
+        room = len(self.blocks) * size - self.num_tokens  # empty slots of the last block
+        for _ in range(ceil_div(n - room, size) if n > room else 0):
+            self.blocks.append(self.allocator.allocate())
+        self.num_tokens += n
 
     def free(self) -> None:
         """Give every block back, the last block first, and hold nothing."""
-        raise NotImplementedError("write free")
-'''
+        for block in reversed(self.blocks):
+            self.allocator.free(block)
+        self.blocks = []
+        self.num_tokens = 0
 
 
 # --- the cases -------------------------------------------------------------------------------
@@ -282,7 +258,7 @@ EXERCISES_02 = [
         steps=lambda n, b, o, events: [f"event {k} ({_said(e)})"
                                        for k, e in enumerate(events, start=1)],
         todo="Write append_tokens and free",
-        stub_code=BLOCK_TABLE_STUB,
+        setup="from pagedlab import BlockAllocator",
         entry="MyBlockTable",
     ),
 ]  # fmt: skip

@@ -1,9 +1,6 @@
 """Notebook 03 (same data, any layout): gather one sequence's K/V, fold one block into the
-online softmax. In torch.
-
-Expected answers come from :meth:`pagedlab.PagedKVCache.gather` and from
-:func:`pagedlab.attention.kernel_steps.paged_attention_steps` (the kernel's steps, one block at
-a time). Every tensor lives on the CPU.
+online softmax, in torch on the CPU. Answers: :meth:`pagedlab.PagedKVCache.gather` and
+:func:`pagedlab.attention.kernel_steps.paged_attention_steps` (the kernel's steps).
 """
 
 from __future__ import annotations
@@ -17,7 +14,9 @@ import torch
 from pagedlab.attention.kernel_steps import paged_attention_steps
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Case, Function, Mistake, cases, seed_of
+from pagedlab.grade.cases import Case, Mistake, cases, seed_of
+from pagedlab.grade.core import Function
+from pagedlab.grade.tensors import tensors_equal
 
 NB03 = "03_same_data_any_layout"
 
@@ -33,14 +32,6 @@ def filled_cache(
     cache.key.copy_(torch.randn(cache.key.shape, generator=generator).round(decimals=2))
     cache.value.copy_(torch.randn(cache.value.shape, generator=generator).round(decimals=2))
     return cache
-
-
-def tensors_equal(expected: Any, got: Any) -> bool:
-    return (
-        isinstance(got, torch.Tensor)
-        and tuple(got.shape) == tuple(expected.shape)
-        and torch.allclose(got.float(), expected.float(), rtol=1e-4, atol=1e-5)
-    )
 
 
 # --- 03 · gather and the online softmax -----------------------------------------------------
@@ -107,8 +98,8 @@ def _gather_cases() -> list[Case]:
     return cases(GATHERS, generate, 12, 301, expect=expect, label=label, given=given)
 
 
-STEP_SEQUENCES = [(5, 4, 1, 1), (9, 4, 2, 2), (12, 4, 3, 3), (7, 3, 2, 4)]  # (tokens,
-# block size, head_dim, seed): every block of each is a fixed case
+# (tokens, block size, head_dim, seed): every block of each is a fixed case
+STEP_SEQUENCES = [(5, 4, 1, 1), (9, 4, 2, 2), (12, 4, 3, 3), (7, 3, 2, 4)]
 
 
 def _folds(n: int, size: int, dim: int, seed: int) -> list[tuple[Any, ...]]:

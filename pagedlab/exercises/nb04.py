@@ -1,9 +1,7 @@
-"""Notebook 04 (the kernel at work): the kernel's masks and grouped-query attention. The
-notebook's Triton exercises are in :mod:`.nb04_ladder` (three rungs) and :mod:`.nb04_puzzle`.
-
-- ``valid_slots``: answers read off :func:`pagedlab.attention.kernel_steps.paged_attention_steps`
-  (the kernel's own loop, in plain Python);
-- ``kv_head``: answers read off :func:`pagedlab.reference_attention` (kv head h holds h).
+"""Notebook 04 (the kernel at work): the kernel's masks (``valid_slots``, answers off
+``paged_attention_steps``, the kernel's loop in Python) and grouped-query attention
+(``kv_head``, off :func:`pagedlab.reference_attention`). Its Triton exercises: :mod:`.nb04_ladder`,
+:mod:`.nb04_puzzle`.
 """
 
 from __future__ import annotations
@@ -15,8 +13,9 @@ import torch
 from pagedlab.attention.kernel_steps import paged_attention_steps
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Case, Function, Mistake, cases
 from pagedlab.exercises.nb03 import filled_cache
+from pagedlab.grade.cases import Case, Mistake, cases
+from pagedlab.grade.core import Function
 
 NB04 = "04_kernel_at_work"
 

@@ -1,33 +1,25 @@
 """Notebook 04's Triton ladder: ``masked_copy``, ``gather_rows`` (a load through an index
-table, as the paged kernel loads through the block table) and ``block_softmax``; each task and
-starter cell says what it computes. Expected answers are torch's (a copy, an index, a softmax).
-
-On a miss the ``where`` line draws what each program touched (:func:`draw_copy`,
-:func:`draw_gather`: one row per program; the softmax's weights slot by slot). The kernels are
-:class:`~pagedlab.exercises.core.Kernel` exercises, launched in fenced, watched buffers by
-:mod:`pagedlab.exercises.kernel_drivers`; they need triton (``pagedlab.exercises`` registers
-them where the backend has it).
+table, as the paged kernel's through the block table) and ``block_softmax``. Expected answers
+are torch's; a miss draws what each program touched (:mod:`pagedlab.grade.tensors`). Needs
+triton (``pagedlab.exercises`` registers them where the backend has it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from pagedlab.attention import backend
-from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Case, Kernel, cases, seed_of
-from pagedlab.exercises.kernel_drivers import SENTINEL
-from pagedlab.exercises.nb03 import tensors_equal
 from pagedlab.exercises.nb04 import NB04
+from pagedlab.grade.cases import Case, cases, seed_of
+from pagedlab.grade.core import Kernel
+from pagedlab.grade.kernel_drivers import SENTINEL
+from pagedlab.grade.tensors import copy_where, gather_where, masked_equal, softmax_where
 
 HEADER = "import triton\nimport triton.language as tl\n\n\n"
 
-COPY_STUB = (
-    HEADER
-    + '''@triton.jit
+COPY_STUB = f'''{HEADER}@triton.jit
 def my_masked_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     """out[i] = x[i] for i < n; program p handles elements p * BLOCK .. p * BLOCK + BLOCK - 1."""
     p = tl.program_id(0)
@@ -35,11 +27,8 @@ def my_masked_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     # and a masked store (tl.load(ptr, mask=...), tl.store(ptr, value, mask=...)).
     raise NotImplementedError("write the masked load and store")
 '''
-)
 
-GATHER_STUB = (
-    HEADER
-    + '''@triton.jit
+GATHER_STUB = f'''{HEADER}@triton.jit
 def my_gather_rows(x_ptr, index_ptr, out_ptr, D: tl.constexpr):
     """out[i, :] = x[index[i], :] (rows of D contiguous floats); program i copies row i."""
     i = tl.program_id(0)
@@ -47,11 +36,8 @@ def my_gather_rows(x_ptr, index_ptr, out_ptr, D: tl.constexpr):
     # Your code: read which row of x to copy from the index table, load it, store it.
     raise NotImplementedError("write the gather")
 '''
-)
 
-SOFTMAX_STUB = (
-    HEADER
-    + '''@triton.jit
+SOFTMAX_STUB = f'''{HEADER}@triton.jit
 def my_block_softmax(q_ptr, k_ptr, out_ptr, n, scale,
                      BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr):
     """One block: k is [BLOCK_SIZE, HEAD_DIM], its first n slots hold keys. Store the softmax
@@ -63,7 +49,6 @@ def my_block_softmax(q_ptr, k_ptr, out_ptr, n, scale,
     # their softmax (subtract the max first), and the store of all BLOCK_SIZE weights.
     raise NotImplementedError("write the block's scores and softmax")
 '''
-)
 
 
 def _solutions() -> tuple[Any, Any, Any]:
@@ -196,142 +181,23 @@ def _softmax_cases() -> list[Case]:
     return cases(fixed, expect=_softmax_expected, label=label)
 
 
-def _copy_where(fn: Callable[..., Any], case: Case) -> str:
-    """Which offsets the kernel stored to wrongly, program by program (read off ``out``)."""
-    _x, n, block = case.args
-    got = fn(*case.args)
-    wrong = [i for i in range(len(got)) if not _same(float(got[i]), float(case.expected[i]))]
-    if not wrong:
-        return ""
-    by_program: dict[int, list[int]] = {}
-    for i in wrong:
-        by_program.setdefault(i // block, []).append(i)
-    parts = [
-        f"program {p} stored wrongly at offsets {offs}"
-        + (f" (past n={n}: it must not store there)" if min(offs) >= n else "")
-        for p, offs in sorted(by_program.items())
-    ]
-    return "; ".join(parts) + "\n" + draw_copy(got, case.expected, n, block)
-
-
-PAD = " " * 12  # a drawing's lines sit under the text of the ``where:`` line
-
-
-def draw_copy(got: Any, expected: Any, n: int, block: int) -> str:
-    """What each program stored at each of its offsets, one row per program of the launch.
-
-    ``=`` the right value, ``x`` a wrong value, ``.`` not stored (and it should have been),
-    ``!`` stored past n (it must not), blank: past n and untouched (right). Offsets past the
-    launch's last program get a row of their own if anything was stored there.
-    """
-
-    def mark(i: int) -> str:
-        g, e = float(got[i]), float(expected[i])
-        if i >= n:
-            return " " if g == SENTINEL else "!"
-        if _same(g, e):
-            return "="
-        return "." if g == SENTINEL else "x"
-
-    programs = ceil_div(n, block)
-    rows = [f"{PAD}offset     " + "".join(str(i % 10) for i in range(programs * block))]
-    for p in range(programs):
-        lanes = "".join(mark(i) for i in range(p * block, (p + 1) * block))
-        rows.append(f"{PAD}program {p:<3}" + " " * (p * block) + lanes)
-    beyond = "".join(mark(i) for i in range(programs * block, len(got)))
-    if beyond.strip():
-        rows.append(f"{PAD}no program " + " " * (programs * block) + beyond)
-    rows.append(
-        f"{PAD}(row p: the offsets program p handles; = right  x wrong value  . not stored  "
-        f"! stored past n={n})"
-    )
-    return "\n".join(row.rstrip() for row in rows)
-
-
-def _gather_where(fn: Callable[..., Any], case: Case) -> str:
-    """For each wrong row of ``out``, which row of ``x`` it holds (rows compared by value)."""
-    x, index = case.args
-    got = fn(*case.args)
-    d = x.shape[1]
-    lines = []
-    for i, want in enumerate(index):
-        row = got[i]
-        if bool(torch.equal(row, x[want])):
-            continue
-        held = [r for r in range(x.shape[0]) if bool(torch.equal(row, x[r]))]
-        what = f"x's row {held[0]}" if held else f"values {row.tolist()[: min(d, 4)]} ..."
-        lines.append(f"program {i} stored {what}, expected x's row {want}")
-    return "; ".join(lines) + ("\n" + draw_gather(got, x, index) if lines else "")
-
-
-def draw_gather(got: Any, x: Any, index: list[int]) -> str:
-    """Which row of ``x`` each program copied into its row of out, against the one to copy.
-
-    ``o`` the row it copied, and the right one; ``*`` the row it should have copied; ``#``
-    the row it copied instead; a program whose row holds no row of x is said in words.
-    """
-    rows = [f"{PAD}x's row    " + " ".join(str(r % 10) for r in range(x.shape[0]))]
-    for i, want in enumerate(index):
-        held = [r for r in range(x.shape[0]) if bool(torch.equal(got[i], x[r]))]
-        marks = [" "] * x.shape[0]
-        marks[want] = "*"
-        for r in held[:1]:
-            marks[r] = "o" if r == want else "#"
-        tail = "" if held else "   (its row holds no row of x)"
-        rows.append(f"{PAD}program {i:<3}" + " ".join(marks) + tail)
-    rows.append(f"{PAD}(o copied the right row  * the row to copy  # the row it copied)")
-    return "\n".join(row.rstrip() for row in rows)
-
-
-def _softmax_where(fn: Callable[..., Any], case: Case) -> str:
-    """Which slots' weights are wrong, and whether any is NaN."""
-    n = case.args[2]
-    got = fn(*case.args)
-    bad = [t for t in range(len(got)) if not _same(float(got[t]), float(case.expected[t]))]
-    if not bad:
-        return ""
-    nan = [t for t in bad if got[t] != got[t]]
-    text = f"wrong weights at slots {bad} (slots {n}.. hold no key)"
-    text += f"; NaN at slots {nan}" if nan else ""
-    marks = "".join("N" if t in nan else ("x" if t in bad else "=") for t in range(len(got)))
-    return (
-        f"{text}\n{PAD}slot       " + "".join(str(t % 10) for t in range(len(got)))
-        + f"\n{PAD}weight     {marks}\n{PAD}key        " + "k" * n + "-" * (len(got) - n)
-        + f"\n{PAD}(= right  x wrong  N NaN; k a key, - no key)"
-    )  # fmt: skip
-
-
-def _same(a: float, b: float) -> bool:
-    return a == b or abs(a - b) <= 1e-5 + 1e-4 * abs(b)
-
-
-def _masked_equal(expected: Any, got: Any) -> bool:
-    """Equal, NaN nowhere, and every sentinel the kernel must not touch still there."""
-    return (
-        isinstance(got, torch.Tensor)
-        and tuple(got.shape) == tuple(expected.shape)
-        and not bool(torch.isnan(got).any())
-        and tensors_equal(expected, got)
-    )
-
-
 RUNGS = [  # (name, driver, task, params, cases, diagnosis, starter cell)
     ("masked_copy", "copy", "Ladder, rung 1: a masked load and store. Complete my_masked_copy: "
      "program p copies x[p * BLOCK + j] to out for the lanes j whose element is below n, and "
-     "touches nothing past n.", ("x", "n", "BLOCK"), _copy_cases, _copy_where, COPY_STUB),
+     "touches nothing past n.", ("x", "n", "BLOCK"), _copy_cases, copy_where, COPY_STUB),
     ("gather_rows", "gather", "Ladder, rung 2: a gather through an index table. Complete "
      "my_gather_rows: program i copies row index[i] of x into row i of out.", ("x", "index"),
-     _gather_cases, _gather_where, GATHER_STUB),
+     _gather_cases, gather_where, GATHER_STUB),
     ("block_softmax", "softmax", "Ladder, rung 3: one block's scores and softmax. Complete "
      "my_block_softmax: the softmax of the scores of the first n slots (scaled), 0 for the "
-     "others.", ("q", "k", "n", "scale"), _softmax_cases, _softmax_where, SOFTMAX_STUB),
+     "others.", ("q", "k", "n", "scale"), _softmax_cases, softmax_where, SOFTMAX_STUB),
 ]  # fmt: skip
 
 
 def make_ladder() -> list[Kernel]:
     on_cpu = backend.device().type == "cpu"  # in a child on a CPU; CUDA does not survive a fork
     return [
-        Kernel(solution, NB04, task, build, params=params, compare=_masked_equal, isolate=on_cpu,
+        Kernel(solution, NB04, task, build, params=params, compare=masked_equal, isolate=on_cpu,
                driver=driver, diagnose=where, stub_code=stub, entry=f"my_{name}",
                todo="Write the kernel's body")
         for (name, driver, task, params, build, where, stub), solution

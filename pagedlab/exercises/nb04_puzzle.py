@@ -1,12 +1,7 @@
-"""Notebook 04's Triton puzzle: the loop body of a paged kernel, compared with
-:func:`pagedlab.reference_attention`.
-
-Every slot of the caches no sequence owns holds NaN (the empty tail of each last block
-included: vLLM's CUDA kernel zeroes exactly those V values "since they may contain NaNs"), so
-an unmasked load, a padding entry followed or a block too far reads NaN. On a miss the
-sequence is rerun cut after 1, 2, ... blocks to name the first block whose fold goes wrong.
-``BLOCK_SIZE`` and ``HEAD_DIM`` are powers of two. A :class:`~pagedlab.exercises.core.Kernel`
-exercise launched by :func:`pagedlab.exercises.kernel_drivers.launch`; needs triton.
+"""Notebook 04's Triton puzzle: the loop body of a paged kernel, against
+:func:`pagedlab.reference_attention`. Every cache slot no sequence owns holds NaN (vLLM's CUDA
+kernel zeroes exactly those V values "since they may contain NaNs"), so an unmasked load, a
+padding entry followed or a block too far reads NaN. ``BLOCK_SIZE``, ``HEAD_DIM``: powers of 2.
 """
 
 from __future__ import annotations
@@ -18,9 +13,10 @@ import torch
 from pagedlab.attention import backend
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Case, Kernel, Mistake, cases, seed_of
-from pagedlab.exercises.nb03 import tensors_equal
 from pagedlab.exercises.nb04 import NB04
+from pagedlab.grade.cases import Case, Mistake, cases, seed_of
+from pagedlab.grade.core import Kernel
+from pagedlab.grade.tensors import paged_where, tensors_equal
 
 PUZZLE_STUB = """import triton
 import triton.language as tl
@@ -163,46 +159,6 @@ def _label(query: Any, key: Any, _value: Any, tables: Any, seq_lens: Any) -> str
     )
 
 
-def _diagnose(fn: Any, case: Case) -> str:
-    """Which sequence and head differ, and the first block whose fold goes wrong (facts only:
-    the case's why says what it tests)."""
-    query, key, value, tables, seq_lens = case.args
-    got = fn(*case.args)
-    bad = ~torch.isclose(got, case.expected, rtol=1e-4, atol=1e-4).all(dim=-1)
-    if not bool(bad.any()):
-        return ""
-    seq, head = (int(x) for x in bad.nonzero()[0])
-    block_size, n = key.shape[1], int(seq_lens[seq])
-    text = (
-        f"sequence {seq}, head {head} (of {int(bad.sum())} wrong (sequence, head) pairs): "
-        f"expected {_vec(case.expected[seq, head])}, got {_vec(got[seq, head])}"
-    )
-    if bool(torch.isnan(got[seq, head]).any()):
-        text += " (NaN)"
-    pages = ceil_div(n, block_size)
-    for k in range(1, pages + 1):
-        cut = min(k * block_size, n)
-        args = (
-            query[seq : seq + 1],
-            key,
-            value,
-            tables[seq : seq + 1],
-            torch.tensor([cut], dtype=torch.int32),
-        )
-        if not torch.allclose(
-            fn(*args)[0, head], reference_attention(*args)[0, head], rtol=1e-4, atol=1e-4
-        ):
-            physical, filled = int(tables[seq, k - 1]), cut - (k - 1) * block_size
-            cut_at = f"after its first {k - 1} it is right" if k > 1 else "it is its first"
-            text += (
-                f"\n            cut after {k} block(s) it is wrong, {cut_at}: logical block "
-                f"{k - 1} (physical {physical}, {filled} of {block_size} slots hold tokens) is the "
-                "first that goes wrong."
-            )
-            break
-    return text
-
-
 def _poison(
     key: torch.Tensor, value: torch.Tensor, tables: torch.Tensor, seq_lens: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -215,12 +171,6 @@ def _poison(
     k, v = key.clone(), value.clone()
     k[~used], v[~used] = float("nan"), float("nan")
     return k, v
-
-
-def _vec(t: torch.Tensor) -> str:
-    return (
-        "[" + ", ".join(f"{x:.4f}" for x in t.tolist()[:8]) + (", ...]" if t.numel() > 8 else "]")
-    )
 
 
 def _folded(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, tables: torch.Tensor,
@@ -281,20 +231,10 @@ CATCHES = {0: ("inverted", "no_lookup"), 2: ("no_rescale", "keep_m", "inverted")
 
 
 def make_puzzle() -> Kernel:
-    return Kernel(
-        name="paged_kernel",
-        notebook=NB04,
+    return Kernel(_solution_kernel(), NB04, name="paged_kernel",
         task="The Triton puzzle: complete the loop body of my_paged_kernel (table lookup, masked "
         "K/V loads, scores, online-softmax update); checked against reference_attention.",
-        params=("query", "key_cache", "value_cache", "block_tables", "seq_lens"),
-        cases=_cases,
-        solution=_solution_kernel(),
-        compare=tensors_equal,
+        params=("query", "key_cache", "value_cache", "block_tables", "seq_lens"), cases=_cases,
+        compare=tensors_equal, budget_s=60.0, diagnose=paged_where, driver="paged",
         isolate=backend.device().type == "cpu",  # in a child on a CPU; CUDA does not fork
-        budget_s=60.0,
-        diagnose=_diagnose,
-        driver="paged",
-        mistakes=MISTAKES,
-        todo="Write the loop body",
-        stub_code=PUZZLE_STUB,
-    )
+        mistakes=MISTAKES, todo="Write the loop body", stub_code=PUZZLE_STUB)  # fmt: skip

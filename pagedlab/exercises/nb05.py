@@ -1,9 +1,6 @@
-"""Notebook 05 (sharing: fork, copy-on-write), and its capstone ``append_cow``.
-
-Expected answers come from real tables forked with :func:`pagedlab.fork_samples`, from
-:func:`pagedlab.memory.savings.parallel_savings`, and (the capstone) from seeded forks and
-one-token appends replayed on pagedlab's BlockTable (:func:`~pagedlab.exercises.drivers.cow_log`)
-beside the learner's function, compared after every event. No torch.
+"""Notebook 05 (sharing: fork, copy-on-write), and its capstone ``append_cow``, replayed on
+pagedlab's BlockTable (:func:`~pagedlab.grade.drivers.cow_log`) beside the learner's
+function. Answers: :func:`pagedlab.fork_samples`, ``parallel_savings``, real tables. No torch.
 """
 
 from __future__ import annotations
@@ -12,8 +9,9 @@ import random
 from typing import Any
 
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Function, Mistake, Replay, cases
-from pagedlab.exercises.drivers import ForkEvent, cow_log
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function, Replay
+from pagedlab.grade.drivers import ForkEvent, cow_log
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.savings import parallel_savings

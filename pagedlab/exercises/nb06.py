@@ -1,9 +1,6 @@
-"""Notebook 06 (prefix caching): chained hashes, prefix hits, and the capstone ``prefix_cache``.
-
-Expected answers come from :func:`pagedlab.memory.prefix_cache.block_hashes` and a real
-:class:`pagedlab.PrefixCache`; the capstone admits seeded prompts through the learner's cache
-and through pagedlab's (:func:`~pagedlab.exercises.drivers.cache_log`) and compares every
-admission's hit blocks and table. No torch.
+"""Notebook 06 (prefix caching): chained hashes, prefix hits, and the capstone ``prefix_cache``
+admitting seeded prompts beside pagedlab's (:func:`~pagedlab.grade.drivers.cache_log`).
+Answers: ``block_hashes`` and a real :class:`pagedlab.PrefixCache`. No torch.
 """
 
 from __future__ import annotations
@@ -12,8 +9,9 @@ import random
 from typing import Any
 
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Function, Mistake, Replay, cases
-from pagedlab.exercises.drivers import Admit, cache_log
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function, Replay
+from pagedlab.grade.drivers import Admit, cache_log
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import ROOT_HASH, PrefixCache, block_hashes, chain_hash
 
@@ -41,11 +39,14 @@ def prefix_hits(cached: set[str], prompt: list[int], block_size: int) -> int:
 
 
 class MyPrefixCache:
-    """The solution: full blocks by chained hash (nothing evicted: the pool is large)."""
+    """Full blocks by chained hash: a block's hash covers its tokens and every block before.
+
+    block_size: tokens per block. Nothing is evicted here (the pool is large).
+    """
 
     def __init__(self, block_size: int) -> None:
         self.block_size = block_size
-        self.block_of: dict[str, int] = {}
+        self.block_of: dict[str, int] = {}  # chained hash -> physical block
 
     def _hashes(self, tokens: list[int]) -> list[str]:
         from pagedlab.memory.prefix_cache import ROOT_HASH, chain_hash
@@ -57,6 +58,7 @@ class MyPrefixCache:
         return hashes
 
     def lookup(self, tokens: list[int]) -> list[int]:
+        """The cached blocks the prompt starts on (its last token is always computed)."""
         found = []
         for h in self._hashes(tokens[: len(tokens) - 1]):
             if h not in self.block_of:
@@ -65,31 +67,9 @@ class MyPrefixCache:
         return found
 
     def register(self, blocks: list[int], tokens: list[int]) -> None:
+        """A table's blocks now hold these tokens: cache each full block not cached yet."""
         for block, h in zip(blocks, self._hashes(tokens), strict=False):
             self.block_of.setdefault(h, block)
-
-
-PREFIX_CACHE_STUB = '''from pagedlab.memory.prefix_cache import ROOT_HASH, chain_hash
-
-
-class MyPrefixCache:
-    """Full blocks by chained hash: a block's hash covers its tokens and every block before.
-
-    block_size: tokens per block. Nothing is evicted here (the pool is large).
-    """
-
-    def __init__(self, block_size: int) -> None:
-        self.block_size = block_size
-        self.block_of: dict[str, int] = {}  # chained hash -> physical block
-
-    def lookup(self, tokens: list[int]) -> list[int]:
-        """The cached blocks the prompt starts on (its last token is always computed)."""
-        raise NotImplementedError("write lookup")
-
-    def register(self, blocks: list[int], tokens: list[int]) -> None:
-        """A table's blocks now hold these tokens: cache each full block not cached yet."""
-        raise NotImplementedError("write register")
-'''
 
 
 # --- the cases -------------------------------------------------------------------------------
@@ -151,9 +131,8 @@ ADMITS: list[tuple[int, list[Admit], str]] = [
 
 
 def _cache(admitted: list[list[int]], pool: int, block_size: int) -> PrefixCache:
-    """A real PrefixCache after admitting these prompts one after the other in a pool of
-    ``pool`` blocks, each request finishing before the next (a small pool evicts the oldest
-    free cached blocks)."""
+    """A real PrefixCache after these prompts, each finishing before the next (a small
+    ``pool`` evicts the oldest free cached blocks)."""
     cache = PrefixCache(BlockAllocator(pool, block_size))
     for tokens in admitted:
         cache.admit(tokens).table.free()
@@ -251,7 +230,7 @@ EXERCISES_06 = [
         parts=("hit blocks", "the table's blocks"),
         steps=lambda size, admits: [f"admitting prompt {k}" for k in range(1, len(admits) + 1)],
         todo="Write lookup and register",
-        stub_code=PREFIX_CACHE_STUB,
+        setup="from pagedlab.memory.prefix_cache import ROOT_HASH, chain_hash",
         entry="MyPrefixCache",
     ),
 ]  # fmt: skip

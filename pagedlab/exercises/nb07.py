@@ -1,8 +1,6 @@
-"""Notebook 07 (memory at scale): the §6.1 reservations, and a mix of requests in pages.
-
-Expected answers come from :func:`pagedlab.simulate.reservation.reserved_slots` (the
-reservations of the paper's Fig. 2) and from real block tables. No torch, no numpy: these
-graders run in the live site's browser too.
+"""Notebook 07 (memory at scale): the §6.1 reservations and a mix of requests in pages.
+Answers: ``simulate.reservation.reserved_slots`` (Fig. 2) and real block tables. No torch, no
+numpy: the live site's browser grades these too.
 """
 
 from __future__ import annotations
@@ -11,8 +9,9 @@ import random
 from typing import Any
 
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Function, Mistake, cases
 from pagedlab.exercises.nb01 import fresh_table
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function
 from pagedlab.simulate import reservation
 
 NB07 = "07_memory_at_scale"

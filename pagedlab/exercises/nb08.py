@@ -1,8 +1,5 @@
-"""Notebook 08 (from pagedlab to vLLM): one decode batch, as an engine packs it.
-
-Expected answers come from real block tables, :func:`pagedlab.block_tables_tensor` and
-:func:`pagedlab.attention.batch.batch_slot_mapping`, so these graders need torch (the live
-site leaves them to JupyterLab).
+"""Notebook 08 (from pagedlab to vLLM): one decode batch, as an engine packs it. Answers:
+real block tables, ``block_tables_tensor``, ``batch_slot_mapping``; needs torch.
 """
 
 from __future__ import annotations
@@ -16,7 +13,8 @@ import torch
 from pagedlab.attention.batch import batch_slot_mapping
 from pagedlab.attention.ops import block_tables_tensor
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.core import Function, Mistake, cases
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 

@@ -1,22 +1,13 @@
 """Notebook 09 (when memory runs out): the scheduler's preemption decisions, and the capstone
-``scheduler_step``. The system decision ``swap_or_recompute`` needs torch: :mod:`.nb09_cost`.
+``scheduler_step``; ``swap_or_recompute`` needs torch (:mod:`.nb09_cost`). Answers come from
+the real :class:`pagedlab.memory.scheduler.Scheduler` and ``swap_in_need`` on a real host pool.
 
-Every expected answer comes from the real :class:`pagedlab.memory.scheduler.Scheduler`: the
-victim it picks (``running[-1]`` of a scheduler that admitted these requests), the tokens its
-preemption queues for recompute, and :func:`pagedlab.memory.swap_space.swap_in_need` on a
-real host pool.
-
-The capstone: the learner subclasses the real :class:`~pagedlab.memory.scheduler.Scheduler`
-and writes its :meth:`~pagedlab.memory.scheduler.Scheduler.policy` (the seam): one step of
-an FCFS scheduler with whole prefills and no token budget (the paper's §4.5 policy, which
-``Scheduler(pool, mode=...)`` runs), preempting by recompute or (``mode == "swap"``) by
-swapping to a host pool as large as the device's, from the Scheduler's building blocks
-(``admit``, ``decode``, ``swap_out``, ``recompute``, ``swap_in``). Everything else (the
-allocator, the tables, the plan, :meth:`~pagedlab.memory.scheduler.Scheduler.complete`
-freeing finished groups, the swap space) is the real class. Each case is a seeded list of
-requests on a small pool, stepped to the end by pagedlab's Scheduler and by the learner's
-subclass (:func:`~pagedlab.exercises.drivers.replay_steps`), compared after every step
-(:data:`~pagedlab.exercises.drivers.PARTS`). Torch-free: the live site grades these.
+The capstone: a subclass of the real Scheduler whose ``policy`` (the seam) is the learner's:
+FCFS with whole prefills and no token budget (the paper's §4.5, what ``Scheduler(pool,
+mode=...)`` runs), preempting by recompute or (mode "swap") by swapping, from the building
+blocks; everything else is the real class. Each case: seeded requests on a small pool, stepped
+to the end by both (:func:`~pagedlab.grade.drivers.replay_steps`), compared after every step.
+Torch-free: the live site grades these.
 """
 
 from __future__ import annotations
@@ -26,8 +17,9 @@ from collections import Counter
 from itertools import cycle
 from typing import Any
 
-from pagedlab.exercises.core import Function, Mistake, Replay, cases
-from pagedlab.exercises.drivers import PARTS, Spec, replay_steps
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function, Replay
+from pagedlab.grade.drivers import PARTS, Spec, replay_steps
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
 from pagedlab.memory.requests import Group, Request, StepResult
@@ -274,14 +266,8 @@ def _generated_specs(rng: random.Random) -> tuple[int, int, list[Spec]]:
 
 def _step_cases() -> list[Any]:
     modes = cycle(("recompute", "swap"))
-    return cases(
-        STEPS,
-        lambda rng: (*_generated_specs(rng), next(modes)),
-        16,
-        909,
-        expect=lambda *args: replay_steps(Scheduler, *args),
-        label=_step_label,
-    )
+    return cases(STEPS, lambda rng: (*_generated_specs(rng), next(modes)), 16, 909,
+                 expect=lambda *a: replay_steps(Scheduler, *a), label=_step_label)  # fmt: skip
 
 
 def _step_label(num_blocks: int, size: int, specs: list[Spec], mode: str) -> str:
@@ -295,9 +281,7 @@ def _step_label(num_blocks: int, size: int, specs: list[Spec], mode: str) -> str
 
 
 def _variant(**wrong: bool) -> Any:
-    """A wrong policy a learner writes first (the Mistakes' answers): the solution's, with
-    one switch turned: ``oldest`` preempted, ``back`` of waiting, ``decode_in_prefill_step``,
-    ``admit_while_swapped``."""
+    """The solution's policy with one common mistake switched on (a Mistake's answer)."""
 
     class Wrong(Scheduler):
         def policy(self, out: StepResult) -> None:

@@ -1,7 +1,5 @@
-"""Notebook 09's system decision: swap or recompute one preempted sequence, with the reason.
-
-Priced by :class:`pagedlab.attention.swap_cost.CostModel` (§7.3, Fig. 19), a data-plane module,
-so this grader needs torch to import (the live site leaves it to JupyterLab).
+"""Notebook 09's system decision: swap or recompute one preempted sequence, with the reason,
+priced by :class:`pagedlab.attention.swap_cost.CostModel` (§7.3, Fig. 19): needs torch.
 """
 
 from __future__ import annotations
@@ -10,8 +8,11 @@ import random
 from collections.abc import Callable
 
 from pagedlab.attention.swap_cost import CostModel
-from pagedlab.exercises.core import Function, Mistake, cases
 from pagedlab.exercises.nb09 import NB09
+from pagedlab.grade.cases import Mistake, cases
+
+# --- a system decision, with its reason ----------------------------------------------------
+from pagedlab.grade.core import Function
 
 
 # --- a system decision, with its reason ----------------------------------------------------

@@ -1,15 +1,7 @@
-"""Notebook 10 (a real model on pages): memory a real engine run holds.
-
-Every expected answer is read off a real :class:`pagedlab.engine.Engine` serving a seeded
-:class:`~pagedlab.model.TinyLlama` (``TINY``): the engine's own step records and block
-tables after its first steps, never a formula. Needs torch (registered under ``HAS_TORCH``).
-
-- ``orca_vs_paged_slots``: right after every prompt is prefilled, the slots an Orca (Oracle)
-  reservation holds (prompt + max_new_tokens per request, §6.1) and the slots the pages hold
-  (whole blocks of the prompts' K/V only: the first new token's K/V is not stored yet);
-- ``samples_share``: ``n`` samples of one prompt (§4.4 parallel sampling): distinct blocks
-  right after the fork (all shared) and after the first decode (copy-on-write of a partly
-  filled last block by all samples but one, or a new block each if the prompt fills its blocks).
+"""Notebook 10 (a real model on pages): memory a real engine run holds, read off a real
+:class:`pagedlab.engine.Engine` serving a seeded ``TinyLlama`` (``TINY``): its step records and
+block tables after its first steps, never a formula (``orca_vs_paged_slots``: right after the
+prefill; ``samples_share``: after the fork and the first decode, §4.4). Needs torch.
 """
 
 from __future__ import annotations
@@ -23,7 +15,8 @@ import torch
 from pagedlab.attention import reference_attention
 from pagedlab.checks import ceil_div
 from pagedlab.engine import Engine
-from pagedlab.exercises.core import Case, Function, Mistake, cases, current_salt
+from pagedlab.grade.cases import Mistake, cases, per_salt
+from pagedlab.grade.core import Function
 from pagedlab.model import TINY, TinyLlama
 
 NB10 = "10_real_model"
@@ -82,19 +75,10 @@ ORCA_SPECS = [
 ]  # fmt: skip
 
 
-def _orca_cases() -> tuple[Case, ...]:
-    return _orca_cases_salted(current_salt())
-
-
-@cache
-def _orca_cases_salted(salt: str) -> tuple[Case, ...]:
-    def generate(rng: random.Random) -> tuple[Any, ...]:
-        lens = [rng.randint(1, 30) for _ in range(rng.randint(1, 4))]
-        # at least 2: with one new token a request ends in its prefill step (blocks freed)
-        return lens, rng.randint(2, 20), rng.choice([1, 2, 3, 4, 5, 8, 16])
-
-    expect = lambda lens, new, size: _after_prefill(tuple(lens), new, size)  # noqa: E731
-    return tuple(cases(ORCA_SPECS, generate, 6, 1010, expect=expect))
+def _orca_spec(rng: random.Random) -> tuple[Any, ...]:
+    lens = [rng.randint(1, 30) for _ in range(rng.randint(1, 4))]
+    # at least 2: with one new token a request ends in its prefill step (blocks freed)
+    return lens, rng.randint(2, 20), rng.choice([1, 2, 3, 4, 5, 8, 16])
 
 
 # --- samples_share ---------------------------------------------------------------------------
@@ -133,15 +117,8 @@ SHARE_SPECS = [
 ]  # fmt: skip
 
 
-def _share_cases() -> tuple[Case, ...]:
-    return _share_cases_salted(current_salt())
-
-
-@cache
-def _share_cases_salted(salt: str) -> tuple[Case, ...]:
-    return tuple(cases(SHARE_SPECS, lambda rng: (
-        rng.randint(1, 40), rng.randint(1, 5), rng.choice([1, 2, 3, 4, 5, 8, 16])), 6, 1011,
-        expect=_forked))  # fmt: skip
+def _share_spec(rng: random.Random) -> tuple[int, int, int]:
+    return rng.randint(1, 40), rng.randint(1, 5), rng.choice([1, 2, 3, 4, 5, 8, 16])
 
 
 EXERCISES_10 = [
@@ -150,7 +127,8 @@ EXERCISES_10 = [
         "all admitted and prefilled in the engine's first step (blocks of block_size). Right "
         "after it, how many slots does an Orca (Oracle) reservation hold, and how many slots "
         "do the pages hold? Return (orca_slots, paged_slots).",
-        cases=lambda: list(_orca_cases()),
+        cases=per_salt(lambda: cases(ORCA_SPECS, _orca_spec, 6, 1010,
+                                     expect=lambda ls, m, b: _after_prefill(tuple(ls), m, b))),
         mistakes=[
             Mistake("the reservation is for the request's whole length, prompt included.",
                     lambda ls, m, b: (len(ls) * m, orca_vs_paged_slots(ls, m, b)[1]),
@@ -171,7 +149,7 @@ EXERCISES_10 = [
         task="One prompt of prompt_len tokens, n parallel samples (§4.4), blocks of block_size. "
         "How many distinct blocks does the request hold right after the prefill forks the n "
         "samples, and after every sample's first decode? Return (after_fork, after_decode).",
-        cases=lambda: list(_share_cases()),
+        cases=per_salt(lambda: cases(SHARE_SPECS, _share_spec, 6, 1011, expect=_forked)),
         mistakes=[
             Mistake("a fork copies no block: the samples share every prompt block.",
                     lambda p, n, b: (n * ceil_div(p, b),

@@ -1,8 +1,6 @@
-"""Notebook 11 (PagedAttention in 2026): the hit-rate law, and classifying a miss.
-
-Expected answers come from a real :class:`pagedlab.PrefixCache` on vLLM's pool rule
-(``vllm_block_pool``; ``tests/oracles`` checks the same numbers against vLLM 0.34's own
-``KVCacheManager``) and from :class:`~pagedlab.memory.miss_reasons.MissClassifier`. No torch.
+"""Notebook 11 (PagedAttention in 2026): the hit-rate law, and classifying a miss. Answers: a
+real :class:`pagedlab.PrefixCache` on vLLM's pool rule (``vllm_block_pool``; ``tests/oracles``
+checks the same numbers against vLLM 0.34's ``KVCacheManager``) and ``MissClassifier``.
 """
 
 from __future__ import annotations
@@ -10,7 +8,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from pagedlab.exercises.core import Function, Mistake, cases
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function
 from pagedlab.memory.miss_reasons import REASONS, MissClassifier
 from pagedlab.memory.peers import vllm_block_pool
 from pagedlab.memory.prefix_cache import PrefixCache

@@ -6,22 +6,18 @@ from __future__ import annotations
 
 import random
 
-from pagedlab.exercises.core import Function, Mistake, cases
 from pagedlab.fleet.disagg import transfer_bytes
 from pagedlab.fleet.events import to_int
 from pagedlab.fleet.routing import kv_pick, leading_hits
+from pagedlab.grade.cases import Mistake, cases
+from pagedlab.grade.core import Function
 from pagedlab.memory.prefix_cache import block_hashes
 
 NB12 = "12_past_one_engine"
 
 
-def kv_route(
-    prompt: list[int],
-    block_size: int,
-    index: dict[str, set[int]],
-    loads: dict[str, int],
-    overlap_weight: float,
-) -> str:
+def kv_route(prompt: list[int], block_size: int, index: dict[str, set[int]],
+             loads: dict[str, int], overlap_weight: float) -> str:  # fmt: skip
     """The engine a KV-aware router sends ``prompt`` to."""
     limit = (len(prompt) - 1) // block_size  # the last token is always computed
 

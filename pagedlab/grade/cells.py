@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pagedlab.exercises import Exercise
-from pagedlab.exercises.core import Kernel, short
-from pagedlab.exercises.sandbox import printable
+from pagedlab.grade.cases import short
+from pagedlab.grade.core import Exercise, Kernel
+from pagedlab.grade.wire import printable
 
 DEFINES = re.compile(r"^(?:def|class)\s+(\w+)", re.MULTILINE)
 

@@ -1,24 +1,15 @@
 """The grading child: runs a learner's exercise cells and calls what they define; nothing else.
 
 ``python -m pagedlab.grade`` starts ``python -m pagedlab.grade.child REQUESTS REPLIES AUDIT``
-(three pipe file descriptors) in its cage (:mod:`pagedlab.grade.jail`). This process holds no
-expected value, no case builder, no reference solution and no grader: it imports ``pagedlab``
-(the library a learner's cells import), the drivers (:mod:`pagedlab.exercises.drivers`,
-:mod:`~pagedlab.exercises.kernel_drivers`) and the harness (:mod:`~pagedlab.exercises.sandbox`)
-without the package ``pagedlab.exercises`` (whose ``__init__`` imports every grader). Before
-the learner's code runs, :mod:`pagedlab.grade.watch` adds its audit hook (a grader's import
-refused and reported on AUDIT) and snapshots what the grading relies on (checked before an
-entry is looked up and around each case: a change fails the exercise).
+(three pipe fds) in its cage (:mod:`pagedlab.grade.jail`). It holds no expected value, no case
+builder, no solution and no judge: it imports ``pagedlab``, the drivers and the sandbox, never
+``pagedlab.exercises``; :mod:`pagedlab.grade.watch` guards it before any learner code runs.
 
-Protocol: each message is a 4-byte big-endian length and a pickle. The parent sends
-``(nonce, request)``, a request being ``("cell", index, source)``, ``("entry", name, kind,
-driver)`` or ``("case", entry, driver, args, budget_s)``; the child answers each with
-``(nonce, reply)`` (a reply with another nonce, or anything more on the pipe, is something the
-learner's code wrote there: the parent fails that case), made of plain values only (None, bool,
-int, float, str, list, tuple, dict; a ``case`` reply is a str when a watched thing changed):
-the parent unpickles it with a restricted unpickler that loads no class at all, so no learner
-``__reduce__`` runs there. A tensor travels as ``{"tensor": (dtype, shape, values)}``, any
-other object as ``{"other": (type, repr)}``.
+Protocol: length-prefixed pickles. The parent sends ``(nonce, request)``: ``("cell", index,
+source)``, ``("entry", name, kind, driver)`` or ``("case", entry, driver, args, budget_s)``; the
+child answers ``(nonce, reply)`` in plain values only (:mod:`pagedlab.grade.wire`; a ``case``
+reply is a str when a watched thing changed). Another nonce, or anything more on the pipe, is
+the learner's code writing there: the parent fails that case.
 """
 
 from __future__ import annotations
@@ -46,30 +37,28 @@ def _nothing(*args: Any, **kwargs: Any) -> None:
 
 
 def _load_drivers() -> Any:
-    """The drivers and the sandbox, loaded without ``pagedlab/exercises/__init__.py``."""
+    """The drivers and the sandbox; ``pagedlab.exercises`` (every case builder) stays out:
+    a cell's ``EXERCISES[name].check(...)`` does nothing here."""
     import pagedlab  # the library: sets TRITON_INTERPRET before anything imports triton
 
-    folder = os.path.join(os.path.dirname(pagedlab.__file__), "exercises")
     package = types.ModuleType("pagedlab.exercises")
-    package.__dict__["__path__"] = [folder]  # a package: its submodules load from folder
-    package.__doc__ = "(the graders are not loaded in a grading child)"
-    # a cell may also check its function in the notebook: here those calls do nothing
+    package.__dict__["__path__"] = [os.path.join(os.path.dirname(pagedlab.__file__), "exercises")]
     package.__dict__.update(
         EXERCISES=_Absent(), solution=_nothing, stub=_nothing, progress=_nothing
     )
     sys.modules["pagedlab.exercises"] = package
-    import pagedlab.exercises.drivers as drivers
-    import pagedlab.exercises.sandbox  # noqa: F401
+    import pagedlab.grade.drivers as drivers
+    import pagedlab.grade.sandbox  # noqa: F401
 
     if pagedlab.HAS_TORCH:  # the kernel drivers join ADAPTERS, watched from the start
-        import pagedlab.exercises.kernel_drivers  # noqa: F401
+        import pagedlab.grade.kernel_drivers  # noqa: F401
     return drivers
 
 
 def _run_cell(index: int, source: str, namespace: dict[str, Any]) -> str:
-    from pagedlab.exercises.sandbox import Bounded
-
     """Execute one cell (IPython magics and shell lines left out); "" or the error."""
+    from pagedlab.grade.wire import Bounded
+
     kept = ["" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()]
     text = "\n".join(kept) + "\n"
     name = CELL_FILE.format(index)
@@ -128,7 +117,8 @@ def entry_problem(obj: Any, kind: str, base: type | None = None) -> str:
 
 
 def _case(drivers: Any, obj: Any, driver: str, args: Any, budget: float) -> dict[str, Any]:
-    from pagedlab.exercises.sandbox import Bounded, plain, reply_of, run_limited
+    from pagedlab.grade.sandbox import run_limited
+    from pagedlab.grade.wire import Bounded, plain, reply_of
 
     def run() -> Any:  # the driver is built inside the budget too
         call = drivers.ADAPTERS[driver](obj) if driver else obj
@@ -146,8 +136,8 @@ def _case(drivers: Any, obj: Any, driver: str, args: Any, budget: float) -> dict
 def main(argv: list[str]) -> int:
     requests, replies, audit = map(int, argv[:3])
     drivers = _load_drivers()
-    from pagedlab.exercises.sandbox import Gone, receive, send
     from pagedlab.grade import watch
+    from pagedlab.grade.wire import Gone, receive, send
 
     me = sys.modules[__name__]
     watch.install(audit, me)

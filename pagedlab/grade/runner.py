@@ -1,33 +1,21 @@
-"""Grading a submission where its answers are not: the parent side of instructor mode.
+"""Instructor mode's parent side: it builds every case, the child only answers.
 
-:func:`grade` reads the submitted notebooks, picks the exercises to grade (every exercise of
-each notebook whose exercise cells the submission holds, or those asked for), and for each
-one builds its cases here: the notebook's fixed cases and held-back cases drawn from a secret
-salt (:func:`pagedlab.exercises.core.held_back`: the generated cases, and the seeded data of
-every case, differ from anything a notebook ever printed). The learner's code runs in a child
-interpreter (:mod:`pagedlab.grade.child`) that gets only each case's arguments, one case after
-another in one process (state carries from case to case as it does in real use), and answers
-with plain values; the comparison happens here, with the same verdict, hints and message as
-the notebook's check (:meth:`pagedlab.exercises.core.Exercise._verdict`), less the diagnosis
-(it would run the learner's code here).
+:func:`grade` reads the submitted notebooks, picks the exercises (every exercise of each
+notebook whose exercise cells the submission holds, or those asked for), builds their cases
+here (fixed ones and held-back ones from a secret salt, :func:`pagedlab.grade.cases.
+held_back`) and sends only arguments to a caged child (:mod:`pagedlab.grade.child`), one case
+after another (state carries, as in real use); the verdict is the judge's own
+(:meth:`pagedlab.grade.core.Exercise._verdict`), less the diagnosis (learner code, here).
 
 Invariants
-    * Nothing the submission does reaches this process: its answers are unpickled with a
-      class-free unpickler (:class:`PlainUnpickler`), tensors rebuilt here from plain lists;
-      no method of a learner object runs here.
-    * A case that runs past its budget (plus :data:`GRACE_S`), or a child that dies, fails
-      that case; the child's whole process group is killed, then every other process it
-      started (one that left the group with ``setsid`` too: its PID namespace ends),
-      and a fresh child, with the same cells loaded, grades the next exercise. A cell whose
-      top-level code hangs or ends the process is left out, and said so.
-    * Every string that reaches the table or results.json is encodable UTF-8
-      (:func:`~pagedlab.exercises.sandbox.printable`: a lone surrogate is written ``\\udXXX``).
-    * The child checks its import guard before and after each case
-      (:class:`pagedlab.grade.child._Guard`); an exercise whose guard fell scores 0.
-    * An exercise scores 1 only if its entry is the submission's own (a plain ``def``, a
-      ``class`` of its own, or a ``@triton.jit`` kernel: checked on the source here, and on the
-      object in the child) and every case passes; else 0. A held-back case's expected
-      answer is never printed.
+    * No method of a learner's object runs here: replies are plain values (:mod:`~pagedlab.
+      grade.wire`); every string shown or written is encodable UTF-8.
+    * A case past its budget (plus GRACE_S), or a child that dies, fails that case; the child's
+      PID namespace is killed whole and a fresh child, with the same cells, goes on. A cell
+      whose top-level code hangs or ends the process is left out, and said so.
+    * An exercise scores 1 only if its entry is the submission's own (checked on the source
+      here and on the object in the child), its watch saw nothing change, and every case
+      passes. A held-back case's inputs and answer are never printed.
 """
 
 from __future__ import annotations
@@ -49,19 +37,11 @@ from typing import Any
 
 import pagedlab
 from pagedlab.exercises import EXERCISES, Exercise
-from pagedlab.exercises.core import Case, held_back, short
-from pagedlab.exercises.drivers import BASES
-from pagedlab.exercises.sandbox import (
-    Gone,
-    Outcome,
-    Raised,
-    outcome_of,
-    printable,
-    receive,
-    send,
-)
 from pagedlab.grade import cage
+from pagedlab.grade.cases import Case, held_back, short
 from pagedlab.grade.cells import Cell, entry_of, kind_of, read_cells, source_problem
+from pagedlab.grade.drivers import BASES
+from pagedlab.grade.wire import Gone, Outcome, Raised, outcome_of, printable, receive, send
 
 GRACE_S = 5.0  # past a case's budget before the child is killed (it also starts torch)
 CELL_BUDGET_S = 120.0  # one cell's top-level code (imports of torch and triton included)
@@ -89,10 +69,8 @@ class ChildGone(Exception):
 
 
 class Child:
-    """One grading child in its cage (:mod:`pagedlab.grade.jail`, on Linux); every call has a
-    deadline, then it is killed, and with it (its PID namespace) every process it started.
-    ``layers``: what the cage holds, as the child said it before
-    any learner code ran."""
+    """One grading child in its cage (:mod:`pagedlab.grade.jail`); every call has a deadline.
+    ``layers``: what the cage holds, as the child said before any learner code ran."""
 
     def __init__(self, workdir: str, ready_s: float = CELL_BUDGET_S) -> None:
         self.reported = ""  # the first thing the child's audit hook reported
@@ -195,14 +173,9 @@ class Verdict:
 class Grader:
     """Grades exercises one after another with one child (a fresh one after a failure)."""
 
-    def __init__(
-        self,
-        cells: list[Cell],
-        salt: str,
-        workdir: str,
-        cell_budget_s: float = CELL_BUDGET_S,
-        total_s: float = cage.TOTAL_S,
-    ) -> None:
+    def __init__(self, cells: list[Cell], salt: str, workdir: str,
+                 cell_budget_s: float = CELL_BUDGET_S,
+                 total_s: float = cage.TOTAL_S) -> None:  # fmt: skip
         self.cells = cells
         self.total_s = total_s
         self.deadline = time.monotonic() + total_s  # the whole submission's bound
@@ -284,7 +257,7 @@ class Grader:
 
     def _run_cases(self, exercise: Exercise, entry: str, cases: list[Case]) -> Verdict:
         """Every case in order (until one finds no answer), then the first wrong one said by
-        the notebook's own :meth:`~pagedlab.exercises.core.Exercise._verdict`, held-back
+        the notebook's own :meth:`~pagedlab.grade.core.Exercise._verdict`, held-back
         cases without their inputs and answer."""
         answers: dict[int, Outcome] = {}
         for number, case in enumerate(cases, start=1):
@@ -340,26 +313,16 @@ def select_exercises(cells: list[Cell], notebooks: Iterable[str] = (),
     return picked
 
 
-def grade(
-    paths: Sequence[Path | str],
-    notebooks: Iterable[str] = (),
-    names: Iterable[str] = (),
-    salt: str | None = None,
-    say: Callable[[str], Any] = print,
-    cell_budget_s: float = CELL_BUDGET_S,
-    started: Callable[[dict[str, Any]], Any] | None = None,
-    total_s: float = cage.TOTAL_S,
-) -> dict[str, Any]:
-    """Grade the submission; returns Gradescope's ``{"score", "tests"}`` (and prints a table),
-    with ``"output"`` too when something concerns the whole submission (a notebook that cannot
-    be read, no exercise defined: score 0).
-
-    ``salt`` None draws a fresh secret one (the held-back cases differ on every run);
-    a fixed salt makes a run repeatable (keep it secret: cases follow from it). ``total_s``
-    bounds the whole submission (every child, cell and case): past it, what is left scores 0,
-    "grading stopped". ``started``,
-    before any learner code runs, gets provisional results: every exercise 0, "grading did not
-    finish" (what stands if the submission kills this process).
+def grade(paths: Sequence[Path | str], notebooks: Iterable[str] = (), names: Iterable[str] = (),
+          salt: str | None = None, say: Callable[[str], Any] = print,
+          cell_budget_s: float = CELL_BUDGET_S,
+          started: Callable[[dict[str, Any]], Any] | None = None,
+          total_s: float = cage.TOTAL_S) -> dict[str, Any]:  # fmt: skip
+    """Grade the submission: Gradescope's ``{"score", "tests"}`` (a table printed), with
+    ``"output"`` when something concerns the whole submission. ``salt`` None: a fresh secret
+    one (a fixed one makes a run repeatable: keep it secret). ``total_s`` bounds the whole
+    submission (past it, what is left scores 0). ``started`` gets, before any learner code
+    runs, every exercise at 0, "grading did not finish": what stands if this process is killed.
     """
     began = time.monotonic()
     files = [Path(p) for p in paths]
@@ -374,10 +337,7 @@ def grade(
         started(_results(unfinished, notes))
     salt = salt or secrets.token_hex(16)
     verdicts = []
-    with (
-        cage.not_dumpable(),
-        tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir,
-    ):
+    with cage.not_dumpable(), tempfile.TemporaryDirectory(prefix="pagedlab-grade-") as workdir:
         grader = Grader(cells, salt, workdir, cell_budget_s, total_s)
         try:
             for exercise in exercises:
@@ -400,12 +360,9 @@ def grade(
     return _results(verdicts, notes, grader.layers, time.monotonic() - began)
 
 
-def _results(
-    verdicts: Sequence[Verdict],
-    notes: Sequence[str],
-    layers: dict[str, str] | None = None,
-    seconds: float = 0.0,
-) -> dict[str, Any]:
+def _results(verdicts: Sequence[Verdict], notes: Sequence[str],
+             layers: dict[str, str] | None = None,
+             seconds: float = 0.0) -> dict[str, Any]:  # fmt: skip
     """Gradescope's results.json: the score, one test per exercise (its output: the verdict),
     the notes, how long grading took; the cage's layers in ``extra_data`` (kept, never shown).
     The learner sees every test's output; the grader's own stdout stays hidden."""

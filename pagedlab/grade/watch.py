@@ -1,28 +1,18 @@
 """What the grading child guards before the learner's code runs, and how it tells the grader.
 
-:func:`install` (once, before the first cell) adds an audit hook (``sys.addaudithook``: no
-code can remove it) that refuses, and reports on the grader's audit pipe (write-only here,
-read by the grader after every request):
+:func:`install` adds an audit hook (``sys.addaudithook``: nothing removes it) that refuses,
+and reports on the grader's write-only audit pipe: importing a grader (``pagedlab.exercises``,
+``pagedlab.grade`` but :data:`ALLOWED`), opening a grader's file or a loaded pagedlab module's
+(a fresh, unguarded copy), setting ``__code__``/``__defaults__``/``__kwdefaults__`` of a
+pagedlab function (but to its own or a driver's refusal), and ``gc`` scans of every object.
+:class:`Snapshot` records by identity every global and class attribute of the modules the
+grading relies on (:data:`WATCHED`, this child, ``ADAPTERS``, ``BASES``); :meth:`~Snapshot.
+problem` names the first change (checked before an entry is looked up and around each case).
+:func:`shared_code` names a learner function whose bytecode is pagedlab's own.
 
-* importing a grader (``pagedlab.exercises.*`` but the drivers and the sandbox,
-  ``pagedlab.grade.*``), or opening a grader's file or the file of a pagedlab module already
-  loaded (``importlib.reload``, ``exec(open(...).read())``: a fresh, unguarded copy);
-* setting ``__code__``, ``__defaults__``, ``__kwdefaults__`` of a pagedlab function to
-  anything but its own or a driver's refusal (:func:`pagedlab.exercises.drivers.refused`);
-* a ``gc`` scan of every object (``gc.get_objects``, ``get_referrers``, ``get_referents``).
-
-:class:`Snapshot` then records, by identity, every global of the modules the grading relies
-on (the drivers, the kernel drivers and their fences, the sandbox, pagedlab's memory classes,
-this child), every attribute of their classes, and ``ADAPTERS``/``BASES``; :meth:`~Snapshot.
-problem` names the first one changed (checked before an entry is looked up, before and after
-each case): a patched replay adapter, driver or fence fails the exercise, it never grades.
-:func:`shared_code` names a learner function whose bytecode is pagedlab's own (a capstone
-rebuilt from ``Scheduler.policy.__code__``).
-
-Invariant: the hook holds no mutable state (frozen sets in its closure; the ``gc`` scans
-that would reach them are refused and reported, and so are changes to its code). What the
-learner's code undoes in-process (with ``ctypes``, say) is not claimed: the cage
-(:mod:`pagedlab.grade.jail`) is what keeps the grader out of reach.
+Invariant: the hook holds no mutable state (frozen sets in its closure; the ``gc`` scans that
+would reach them are refused). What ``ctypes`` undoes in-process is not claimed: the cage
+(:mod:`pagedlab.grade.jail`) keeps the grader out of reach.
 """
 
 from __future__ import annotations
@@ -35,11 +25,9 @@ from collections.abc import Iterator
 from typing import Any
 
 GRADERS = ("pagedlab.exercises", "pagedlab.grade")
-ALLOWED = ("pagedlab.exercises", "pagedlab.exercises.drivers", "pagedlab.exercises.sandbox",
-           "pagedlab.exercises.kernel_drivers")  # fmt: skip
-WATCHED = ("pagedlab.exercises.drivers", "pagedlab.exercises.kernel_drivers",
-           "pagedlab.exercises.sandbox", "pagedlab.memory", "pagedlab.checks",
-           "pagedlab.grade")  # fmt: skip
+ALLOWED = ("pagedlab.exercises", "pagedlab.grade.drivers", "pagedlab.grade.sandbox",
+           "pagedlab.grade.wire", "pagedlab.grade.kernel_drivers")  # fmt: skip
+WATCHED = ("pagedlab.grade", "pagedlab.memory", "pagedlab.checks")
 SCANS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents")
 PAGEDLAB = os.sep + "pagedlab" + os.sep
 MIN_SHARED = 24  # bytes of bytecode: shorter functions may coincide honestly
@@ -66,7 +54,7 @@ def install(pipe: int, main: types.ModuleType) -> None:
     """Add the audit hook; ``pipe``: the fd of the grader's audit pipe."""
     modules = [*_pagedlab(), main]
     functions = frozenset(_functions(modules))
-    from pagedlab.exercises import drivers
+    from pagedlab.grade import drivers
 
     refusals = (drivers._calls_policy, drivers._builds_block_table, drivers._builds_prefix_cache)
     codes = frozenset([f.__code__ for f in functions] + [f.__code__ for f in refusals])
@@ -109,7 +97,7 @@ class Snapshot:
     """Identity of every global and class attribute of the :data:`WATCHED` modules."""
 
     def __init__(self, main: types.ModuleType) -> None:
-        from pagedlab.exercises import drivers
+        from pagedlab.grade import drivers
 
         modules = [m for m in _pagedlab() if m.__name__.startswith(WATCHED)] + [main]
         self.entries: tuple[tuple[str, dict[str, Any], str, Any], ...] = tuple(

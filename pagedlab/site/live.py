@@ -132,7 +132,7 @@ def grade(name: str, code: str) -> dict[str, Any]:
     the grade is then a ✗ that says so.
     """
     from pagedlab.exercises import EXERCISES
-    from pagedlab.exercises.sandbox import run_limited
+    from pagedlab.grade.sandbox import run_limited
 
     if name not in EXERCISES:
         return _failed(f"✗ {name}: not gradable in this page (it needs torch)")

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from pagedlab.exercises import EXERCISES, forget_results, in_notebook, progress, solution, stub
-from pagedlab.exercises.core import FAILED, PASSED, TODO, CheckResult, Function
 from pagedlab.exercises.nb09 import PARTS
+from pagedlab.grade.cases import FAILED, PASSED, TODO, CheckResult
+from pagedlab.grade.core import Function
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import ROOT_HASH, block_hashes, chain_hash
 from pagedlab.memory.requests import StepResult
@@ -709,7 +710,7 @@ def _stubborn(*args: object) -> int:
 
 
 def test_a_function_that_swallows_every_interruption_is_still_stopped() -> None:
-    from pagedlab.exercises.sandbox import can_isolate
+    from pagedlab.grade.sandbox import can_isolate
 
     if not can_isolate():  # pragma: no cover - Pyodide: no process to kill
         pytest.skip("no os.fork here")
@@ -729,7 +730,7 @@ def _swallows_once(*args: object) -> int:
 
 
 def test_in_process_the_alarm_fires_again_after_one_is_swallowed() -> None:
-    from pagedlab.exercises.sandbox import run_limited
+    from pagedlab.grade.sandbox import run_limited
 
     outcome = run_limited(_swallows_once, (), 0.2)
     assert outcome.timed_out
@@ -761,7 +762,8 @@ def test_answers_are_plain_values_never_the_learners_eq(isolate: bool) -> None:
     import numpy as np
     import torch
 
-    from pagedlab.exercises.sandbox import Worker, WrongKind, to_plain
+    from pagedlab.grade.sandbox import Worker
+    from pagedlab.grade.wire import WrongKind, to_plain
 
     def settled(answer: Any, like: Any, seconds: float = 3.0) -> Any:
         with Worker(lambda: lambda: answer, isolate) as worker:
@@ -920,7 +922,7 @@ def test_the_scheduler_step_cases_show_what_their_why_says() -> None:
 
 
 def test_the_scheduler_step_driver_refuses_what_is_not_a_policy_of_its_own() -> None:
-    from pagedlab.exercises.drivers import adapt_scheduler
+    from pagedlab.grade.drivers import adapt_scheduler
 
     class Lazy(Scheduler):
         pass
@@ -979,7 +981,7 @@ def test_the_reference_step_is_the_scheduler_on_many_seeded_traces(mode: str) ->
 
 
 def test_cases_builds_fixed_then_seeded_cases_and_refuses_a_fixed_case_without_why() -> None:
-    from pagedlab.exercises.core import cases, held_back
+    from pagedlab.grade.cases import cases, held_back
 
     def draw(rng: Any) -> tuple[int, int]:
         return rng.randint(0, 10**9), 2
@@ -1000,7 +1002,7 @@ def test_cases_builds_fixed_then_seeded_cases_and_refuses_a_fixed_case_without_w
 
 
 def test_every_exercise_is_one_of_the_three_kinds() -> None:
-    from pagedlab.exercises.core import Function, Kernel, Replay
+    from pagedlab.grade.core import Function, Kernel, Replay
 
     kinds = {name: type(e) for name, e in EXERCISES.items()}
     assert set(kinds.values()) <= {Function, Replay, Kernel}

@@ -19,7 +19,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from pagedlab.exercises import EXERCISES, stub  # noqa: E402
-from pagedlab.exercises.core import FAILED, PASSED, TODO  # noqa: E402
+from pagedlab.grade.cases import FAILED, PASSED, TODO  # noqa: E402
 
 PUZZLE = EXERCISES["paged_kernel"]
 

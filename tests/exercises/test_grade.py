@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from pagedlab.exercises import EXERCISES, solution
-from pagedlab.exercises.sandbox import PlainUnpickler
 from pagedlab.grade.runner import grade, source_problem
+from pagedlab.grade.wire import PlainUnpickler
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -487,7 +487,7 @@ def test_another_python_is_refused_with_a_clear_message(
 # each a capstone that passed empty before: the child's replay patched, pagedlab's code reused
 PATCHES = {
     "block_table": """from pagedlab import BlockTable
-from pagedlab.exercises import drivers
+from pagedlab.grade import drivers
 
 drivers.ADAPTERS["table"] = lambda cls: lambda *args: drivers.table_log(BlockTable, *args)
 
@@ -495,7 +495,7 @@ drivers.ADAPTERS["table"] = lambda cls: lambda *args: drivers.table_log(BlockTab
 class MyBlockTable:
     pass
 """,
-    "append_cow": """from pagedlab.exercises import drivers
+    "append_cow": """from pagedlab.grade import drivers
 
 
 def _real(fn):
@@ -514,7 +514,7 @@ except PermissionError:
 def my_append_cow(allocator, blocks, num_tokens):
     return blocks
 """,
-    "prefix_cache": """from pagedlab.exercises import drivers
+    "prefix_cache": """from pagedlab.grade import drivers
 
 
 class MyPrefixCache:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pagedlab.exercises import EXERCISES
-from pagedlab.exercises.core import FAILED
+from pagedlab.grade.cases import FAILED
 from pagedlab.memory.prefix_cache import ROOT_HASH, chain_hash
 
 
@@ -412,7 +412,7 @@ def test_refused_code_comes_back_even_if_interrupted_while_restoring(
 ) -> None:
     """In-process (no fork), a budget's alarm can land in refused()'s own ``finally``: the
     restore is retried until it holds, so pagedlab's class never stays refused."""
-    import pagedlab.exercises.drivers as drivers
+    import pagedlab.grade.drivers as drivers
     from pagedlab.memory.allocator import BlockAllocator
     from pagedlab.memory.block_table import BlockTable
 

@@ -20,8 +20,10 @@ from typing import Any
 import pytest
 
 from pagedlab.exercises import EXERCISES
-from pagedlab.exercises.core import FAILED, PASSED, Exercise
-from pagedlab.exercises.sandbox import PRINT_LIMIT, can_isolate
+from pagedlab.grade.cases import FAILED, PASSED
+from pagedlab.grade.core import Exercise
+from pagedlab.grade.sandbox import can_isolate
+from pagedlab.grade.wire import PRINT_LIMIT
 
 pytestmark = pytest.mark.skipif(not can_isolate(), reason="no fork: checks run in-process")
 
@@ -128,7 +130,7 @@ def test_a_learner_reduce_never_runs_in_the_notebook(tmp_path: Path) -> None:
             return (os.system, (f"touch {mark}",))
 
     def my_blocks_needed(num_tokens: int, block_size: int) -> Any:
-        from pagedlab.exercises import sandbox
+        from pagedlab.grade import sandbox
 
         sandbox.plain = lambda value, depth=0: value  # the child's converter, patched out
         return Boom()

@@ -4,7 +4,7 @@ later grade pass, and a top-level loop hung the page's worker)."""
 
 from __future__ import annotations
 
-from pagedlab.exercises.core import Exercise
+from pagedlab.grade.core import Exercise
 from pagedlab.site import live
 
 RIGHT = "def my_blocks_needed(n, b):\n    return -(-n // b)\n"
@@ -18,9 +18,7 @@ def test_a_top_level_loop_is_stopped() -> None:
 
 def test_a_patched_grader_is_put_back_and_refused() -> None:
     verdict = Exercise._verdict
-    patch = (
-        "from pagedlab.exercises.core import Exercise\nExercise._verdict = lambda *a, **k: None\n"
-    )
+    patch = "from pagedlab.grade.core import Exercise\nExercise._verdict = lambda *a, **k: None\n"
     got = live.grade("blocks_needed", patch + WRONG)
     assert got["status"] == "failed" and "changed pagedlab itself" in got["message"]
     assert Exercise._verdict is verdict
@@ -31,7 +29,7 @@ def test_a_patch_made_while_checked_is_put_back() -> None:
     verdict = Exercise._verdict
     sneaky = (
         "def my_blocks_needed(n, b):\n"
-        "    from pagedlab.exercises.core import Exercise\n"
+        "    from pagedlab.grade.core import Exercise\n"
         "    Exercise._verdict = lambda *a, **k: None\n"
         "    return 0\n"
     )
@@ -52,7 +50,7 @@ def test_swapped_function_code_is_put_back() -> None:
     back: that grade and every later one passed, honest wrong answers included."""
     code = Exercise._verdict.__code__
     swap = (
-        "from pagedlab.exercises.core import Exercise\n"
+        "from pagedlab.grade.core import Exercise\n"
         "def _none(self, case, outcome, cases=(), answers=None, make=None):\n    return None\n"
         "Exercise._verdict.__code__ = _none.__code__\n"
     )

@@ -1,22 +1,14 @@
 """Kernel drivers: launch a learner's ``@triton.jit`` kernel on one case's tensors.
 
-The ladder's three rungs (``adapt_copy``, ``adapt_gather``, ``adapt_softmax``) and the
-puzzle (``adapt_paged``, :func:`launch`): each allocates the output filled with a value the
-kernel must overwrite (``SENTINEL`` or NaN), puts the inputs on the backend's device (NaN
-past ``n``, NaN guard blocks around the caches, -1 rows around the block table), launches,
-and returns the output on the CPU. Two more checks close what values alone cannot see:
-
-* a load past the valid region (``masked_copy``'s lanes past ``n``, loaded unmasked and then
-  not stored) is seen by watching the interpreter's loads (:func:`watched`; on a GPU, where no
-  interpreter runs, this check is skipped);
-* a store into ANOTHER program's part of ``out``, in bounds, is overwritten by its owner when
-  the owner runs later. The interpreter's stores are watched, each with the program that made
-  it (:meth:`Watch.owners`); and, on any device, each kernel is launched again on grids cut
-  short (:func:`_foreign_writes`): programs ``0 .. k - 1`` only, on a fresh ``out``, whose parts
-  owned by the programs left out must stay untouched.
- Like :mod:`pagedlab.exercises.drivers` (whose
-``ADAPTERS`` these join), it holds no case, no expected value and no solution, and imports
-nothing of :mod:`pagedlab.exercises` but the drivers. Needs torch (and triton to launch).
+The ladder's rungs (``adapt_copy``, ``adapt_gather``, ``adapt_softmax``) and the puzzle
+(``adapt_paged``, :func:`launch`) allocate ``out`` filled with what the kernel must overwrite
+(``SENTINEL`` or NaN) inside a fence (:func:`_fenced`), put NaN past ``n``, around the caches
+and -1 rows around the block table, launch, and return ``out`` on the CPU. What values alone
+cannot see: a load past the valid region (the interpreter's loads, :func:`watched`; skipped on
+a GPU), and a store into ANOTHER program's part of ``out`` (the interpreter's stores with
+their program, :meth:`Watch.owners`; and on any device a relaunch on grids cut short,
+:func:`_foreign_writes`). Like :mod:`pagedlab.grade.drivers` (whose ``ADAPTERS`` these join):
+no case, no expected value, no solution. Needs torch (and triton to launch).
 """
 
 from __future__ import annotations
@@ -31,7 +23,7 @@ import torch
 
 from pagedlab.attention import backend
 from pagedlab.checks import ceil_div
-from pagedlab.exercises.drivers import ADAPTERS
+from pagedlab.grade.drivers import ADAPTERS
 
 SENTINEL = -7.0  # what ``out`` holds where the kernel must not store
 GUARD = 2  # NaN blocks before and after each cache (and -1 rows around the table)
@@ -49,8 +41,8 @@ def _quiet(launch: Callable[..., None], *args: Any) -> None:
 
 def _fenced(shape: tuple[int, ...], fill: float,
             dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-    """(buffer, out): ``out`` of ``shape`` filled with ``fill``, the middle of a buffer with
-    GUARD more leading entries of ``fill`` on each side: the fence a stray store hits."""
+    """(buffer, out): ``out`` of ``shape`` filled with ``fill`` inside GUARD more entries of
+    it on each side (the fence a stray store hits)."""
     buffer = torch.full((shape[0] + 2 * GUARD, *shape[1:]), fill, dtype=dtype, device=_device())
     return buffer, buffer[GUARD : GUARD + shape[0]]
 
@@ -102,8 +94,7 @@ def _named(kernel: Any, run: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class Watch:
-    """What Triton's interpreter loaded and stored during a launch: the address of every
-    element loaded (mask true), and (program id, address) of every element stored."""
+    """The addresses the interpreter loaded (mask true) and (program, address) it stored."""
 
     def __init__(self) -> None:
         self.loads: list[int] = []
@@ -129,8 +120,8 @@ class Watch:
 
 @contextmanager
 def watched() -> Iterator[Watch]:
-    """Inside: the interpreter's loads and stores are recorded in the :class:`Watch` yielded.
-    Nothing is recorded where the kernel is compiled (a GPU): those checks are skipped."""
+    """Inside: the interpreter's loads and stores go to the :class:`Watch` yielded (a compiled
+    kernel, on a GPU, records nothing)."""
     watch = Watch()
     try:
         from triton.runtime.interpreter import InterpreterBuilder

@@ -1,73 +1,52 @@
-"""The one harness every exercise shares: cases that say why they exist, a time budget that
-holds, and feedback that names the case.
+"""THE judge: the notebook's ``check``, the live page's ``grade()`` and instructor mode
+(:mod:`pagedlab.grade.runner`) say every verdict with :meth:`Exercise._verdict`.
 
-An exercise holds a task, a reference solution and a function that builds its cases, most
-through :func:`cases` (fixed cases, each with its ``why``, then seeded ones). Each case's
-expected answer comes from the real pagedlab implementation (the allocator, the block table,
-the prefix cache, ``reference_attention`` ...), never from the solution, so a solution that
-drifts from pagedlab fails its own tests. ``check(fn)`` runs the learner's object on every case
-in order and stops at the first one it gets wrong. Three kinds: :class:`Function` (a function
-called on each case's arguments), :class:`Replay` (a class or step function run through an
-event trace beside pagedlab's own, by :func:`~pagedlab.exercises.drivers.replay`; a miss names
-the first step that differs) and :class:`Kernel` (a ``@triton.jit`` kernel launched in fenced,
-watched buffers by :mod:`~pagedlab.exercises.kernel_drivers`).
+Three kinds: :class:`Function` (called on each case's arguments), :class:`Replay` (a class or
+step function run through an event trace beside pagedlab's own, :func:`pagedlab.grade.drivers.
+replay`; a miss names the first step that differs), :class:`Kernel` (a ``@triton.jit`` kernel
+launched in fenced, watched buffers, :mod:`pagedlab.grade.kernel_drivers`).
 
 Invariants
-    * ``check`` never raises, whatever ``fn`` is or does: not callable, raising any exception
-      (``KeyboardInterrupt`` and ``SystemExit`` included), returning a value of the wrong kind
-      or one whose ``==`` lies, or running past the time budget. Where ``os.fork`` exists
-      every case of one check runs, in order, in ONE child forked before the cases are built
-      (it never holds an expected value) and killed whole at the budget; the diagnosis runs in
-      a child too (:class:`~pagedlab.exercises.sandbox.Worker`).
-    * An answer is converted to a plain value of the expected kind before it is compared
-      (:func:`~pagedlab.exercises.sandbox.to_plain`): no method of the learner's object decides.
-    * Every fixed case carries ``why``, one line saying what it exists to catch, shown when it
-      fails. A :class:`Mistake`'s hint is named only on a case that lists it in ``catches``
-      (the case's purpose determines the mistake) and whose answer the mistake reproduces;
-      elsewhere the message points at the case and what it tests. Hints never give the formula.
-    * Cases are the same on every run (fixed cases, then cases generated from a seeded
-      ``random.Random``), so a saved notebook output is deterministic.
-    * The learner's function gets a copy of each case's arguments: it cannot change a case,
-      the expected answer or a later case. State it keeps carries from case to case; a miss
-      that the same case, run alone in a fresh child, gets right is blamed on that state.
-    * No code of the learner's object runs in the notebook's process where a child exists:
-      its name and stub-ness are read off ``type(fn) is FunctionType`` objects only, and every
-      word a child sends is made printable (:func:`~pagedlab.exercises.sandbox.printable`).
-    * Under :func:`held_back` (``python -m pagedlab.grade``) the generated cases and the
-      seeded data come from a secret salt: no answer a notebook printed helps there.
-    * A function whose body is still empty (``...``) or that raises ``NotImplementedError`` is
-      "not done yet"; a written body that returns ``None`` is asked whether it forgot ``return``.
+    * ``check`` never raises, whatever ``fn`` is or does (not callable, raising anything,
+      ``KeyboardInterrupt`` included, a wrong kind of answer, a lying ``==``, past the budget).
+      Where ``os.fork`` exists every case runs in ONE child forked before the cases are built
+      (it never holds an expected value), killed whole at the budget; so does the diagnosis.
+    * An answer is made a plain value of the expected kind before it is compared
+      (:func:`pagedlab.grade.wire.to_plain`): no method of the learner's object decides, and no
+      code of it runs here (its name and stub-ness are read off plain function objects only).
+    * The learner's function gets a copy of each case's arguments; a miss that the same case,
+      run alone in a fresh child, gets right is blamed on state kept from an earlier case.
+    * A hint is named only where the case's purpose determines it; hints never give the formula.
+    * A body still empty (``...``) or raising ``NotImplementedError`` is "not done yet"; a
+      written body that returns ``None`` is asked whether it forgot ``return``.
 """
 
 from __future__ import annotations
 
 import dis
-import hashlib
-import html
 import inspect
-import math
-import random
 import sys
 import types
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pagedlab.exercises.drivers import ADAPTERS
-from pagedlab.exercises.sandbox import (
-    ENDED,
-    PRINT_LIMIT,
-    Outcome,
-    Raised,
-    Worker,
-    WrongKind,
-    printable,
-    run_isolated,
-    to_plain,
+from pagedlab.grade.cases import (
+    FAILED,
+    PASSED,
+    RESULTS,
+    TODO,
+    Case,
+    CheckResult,
+    Mistake,
+    equal,
+    short,
+    with_article,
 )
+from pagedlab.grade.drivers import ADAPTERS
+from pagedlab.grade.sandbox import ENDED, Worker, run_isolated
+from pagedlab.grade.wire import PRINT_LIMIT, Outcome, Raised, WrongKind, printable, to_plain
 
-PASSED, FAILED, TODO = "passed", "failed", "not done"
 GENERATED_WHY = "a seeded random case: the fixed cases passed, so try these inputs by hand"
 GENERATED_HINT = "work this case out by hand and compare each step with your code."
 FIXED_HINT = (
@@ -79,129 +58,6 @@ STATE_HINT = (
     "something from an earlier case (a class or module attribute, a default argument, a list "
     "it changes). Each call must start from what it is given."
 )
-
-
-_SALT: list[str] = []  # while grading held back (python -m pagedlab.grade): the secret salt
-
-
-def seed_of(seed: int) -> int:
-    """The seed an exercise's generated cases (and seeded tensors) use: ``seed`` itself in a
-    notebook, so a saved output is the same on every run; under :func:`held_back`, a number
-    derived from ``seed`` and the grader's salt, so no answer a notebook ever printed helps."""
-    if not _SALT:
-        return seed
-    digest = hashlib.sha256(f"{seed}:{_SALT[-1]}".encode()).digest()
-    return int.from_bytes(digest[:6], "big")
-
-
-def current_salt() -> str:
-    """The salt of the innermost :func:`held_back` ("" outside): a key for cached cases."""
-    return _SALT[-1] if _SALT else ""
-
-
-def seeded(seed: int) -> random.Random:
-    """A ``random.Random`` seeded with :func:`seed_of` ``(seed)``."""
-    return random.Random(seed_of(seed))
-
-
-@contextmanager
-def held_back(salt: str) -> Iterator[None]:
-    """Inside: every case builder draws its generated cases from ``salt`` as well (the
-    instructor's grader builds its held-back cases so); outside, as before."""
-    if not isinstance(salt, str) or not salt:
-        raise ValueError(f"held_back needs a non-empty str salt, got {salt!r}")
-    _SALT.append(salt)
-    try:
-        yield
-    finally:
-        _SALT.pop()
-
-
-@dataclass(frozen=True)
-class Case:
-    """One call of the learner's function, the answer pagedlab gives for it, and why it exists."""
-
-    args: tuple[Any, ...]
-    expected: Any
-    label: str = ""  # the inputs in words; built from the parameter names when empty
-    kind: str = "fixed"  # "fixed" (chosen by hand) or "generated" (seeded random)
-    why: str = ""  # one line: what this case exists to catch (shown when it fails)
-    catches: tuple[str, ...] = ()  # keys of the mistakes this case's purpose determines
-
-
-@dataclass(frozen=True)
-class Mistake:
-    """A common wrong implementation: on a case whose ``catches`` holds ``key``, when the
-    learner's answer equals ``answer(*args)`` (and not the expected one), ``hint`` names it."""
-
-    hint: str
-    answer: Callable[..., Any]
-    key: str = ""
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """What ``check`` found: passed, failed on a named case, or not done yet."""
-
-    exercise: str
-    status: str  # PASSED | FAILED | TODO
-    message: str
-    cases_passed: int = 0
-
-    @property
-    def passed(self) -> bool:
-        return self.status == PASSED
-
-    def __str__(self) -> str:
-        return self.message
-
-    def __repr__(self) -> str:
-        return self.message
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.message)
-
-    def _repr_html_(self) -> str:
-        color = {PASSED: "#1a7f37", FAILED: "#b42318", TODO: "#6b7280"}[self.status]
-        return (
-            f'<pre style="border-left: 4px solid {color}; padding: 4px 8px; '
-            f'white-space: pre-wrap">{html.escape(self.message)}</pre>'
-        )
-
-
-def short(value: Any, limit: int = 300) -> str:
-    """A readable, bounded repr: tensors by shape, dtype and (a few) values."""
-    try:
-        torch = sys.modules.get("torch")  # a tensor exists only once torch is imported
-        if torch is not None and isinstance(value, torch.Tensor):
-            values = value.detach().flatten()[:12].tolist()
-            rounded = [round(v, 4) if isinstance(v, float) else v for v in values]
-            more = ", ..." if value.numel() > 12 else ""
-            body = ", ".join(map(str, rounded)) + more
-            return f"tensor of shape {list(value.shape)}, {value.dtype}: [{body}]"
-        text = repr(value)
-    except BaseException as error:  # a learner's object whose repr raises
-        return f"<{type(value).__name__} whose repr raised {type(error).__name__}>"
-    return text if len(text) <= limit else text[: limit - 5] + " ...]"
-
-
-def equal(expected: Any, got: Any) -> bool:
-    """Equal plain values of the same type (``got`` is what :func:`to_plain` made of the
-    learner's answer, like ``expected``: a bool is not an int, an int not a float, a list not a
-    tuple, a :class:`WrongKind` nothing). Floats compare with a relative tolerance of 1e-4
-    (NaN never matches)."""
-    if isinstance(expected, (list, tuple)):
-        return type(got) is type(expected) and len(got) == len(expected) and all(
-            equal(e, g) for e, g in zip(expected, got, strict=True))  # fmt: skip
-    if type(expected) is float and type(got) is float:
-        return _close(expected, got)
-    return type(got) is type(expected) and bool(expected == got)
-
-
-def _close(a: float, b: float) -> bool:
-    if math.isinf(a) or math.isinf(b):
-        return a == b
-    return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
 
 
 def _call_label(name: str, params: Sequence[str], args: Sequence[Any]) -> str:
@@ -228,39 +84,9 @@ def body_is_empty(fn: Any) -> bool:
     )
 
 
-_RESULTS: dict[str, bool] = {}  # exercise name -> passed, for the checks run in this process
-
-Spec = tuple[Any, ...]  # a fixed case: (*args, why) or (*args, why, catches)
-
-
-def cases(fixed: Sequence[Spec], generate: Callable[[random.Random], Sequence[Any]] | None = None,
-          count: int = 0, seed: int = 0, *, expect: Callable[..., Any],
-          label: Callable[..., str] | None = None,
-          given: Callable[..., tuple[Any, ...]] | None = None) -> list[Case]:  # fmt: skip
-    """The fixed cases, each with its one-line ``why`` (and the mistakes it ``catches``), then
-    ``count`` cases ``generate(rng)`` draws from :func:`seeded` ``(seed)`` (so the held-back
-    salt applies). Each expected answer is ``expect(*spec)``: the real implementation's; the
-    learner's function is called on ``given(*spec)`` (the spec itself when None)."""
-    specs: list[tuple[tuple[Any, ...], str, str, tuple[str, ...]]] = []
-    for spec in fixed:
-        *args, why, catches = spec if isinstance(spec[-1], tuple) else (*spec, ())
-        if not isinstance(why, str) or not why:
-            raise ValueError(f"a fixed case needs a one-line why, got {spec!r}")
-        specs.append((tuple(args), "fixed", why, tuple(catches)))
-    rng = seeded(seed)
-    for _ in range(count if generate is not None else 0):
-        specs.append((tuple(generate(rng)), "generated", "", ()))  # type: ignore[misc]
-    return [
-        Case(given(*args) if given else args, expect(*args), label(*args) if label else "",
-             kind, why, catches)
-        for args, kind, why, catches in specs
-    ]  # fmt: skip
-
-
 @dataclass
 class Exercise:
-    """One graded exercise, the base of the three kinds (the module docstring says what
-    ``check`` promises)."""
+    """One graded exercise, the base of the three kinds."""
 
     solution: Callable[..., Any]
     notebook: str  # the notebook's file stem, e.g. "01_why_paging"
@@ -274,18 +100,15 @@ class Exercise:
     compare: Callable[[Any, Any], bool] = equal
     diagnose: Callable[[Callable[..., Any], Case], str] | None = None  # extra words on a miss
     todo: str = ""  # what "not done yet" asks for, when "write its body" is not enough
-
-    # what the kinds set otherwise (not fields of every kind)
-    setup = ""  # imports the starter cell begins with (names the task refers to)
-    stub_code = ""  # the notebook's starter cell, when it is not made from the task
-    entry = ""  # the name the starter cell defines, when not my_<name> (a class, a kernel)
-    driver = ""  # the driver (drivers.ADAPTERS) that runs the learner's object on a case
-    isolate = True  # run the calls in a child process where os.fork exists
+    setup: str = ""  # imports the starter cell begins with (names the task refers to)
+    stub_code: str = field(default="", repr=False)  # the starter cell, if not made from the task
+    entry: str = ""  # the name the starter cell defines, when not my_<name> (a class, a kernel)
+    driver: str = ""  # the driver (drivers.ADAPTERS) that runs the learner's object on a case
+    isolate: bool = True  # run the calls in a child process where os.fork exists
     convert = True  # an answer is made a plain value like the expected one (not a log, a tensor)
 
     def __post_init__(self) -> None:
-        """Fill ``name``, ``params`` and ``returns`` left empty from the solution's signature
-        (a ``@triton.jit`` kernel's function's): a Function says each of them once."""
+        """``name``, ``params``, ``returns`` left empty: the solution's (its function's)."""
         inner = getattr(self.solution, "fn", self.solution)
         signature = inspect.signature(inner)
         self.name = self.name or inner.__name__
@@ -311,7 +134,7 @@ class Exercise:
             result = self._check(fn)
         except BaseException as error:  # a bug in a grader must not break a learner's cell
             result = self._result(FAILED, f"the grader itself failed: {short(error)}", 0)
-        _RESULTS[self.name] = result.passed
+        RESULTS[self.name] = result.passed
         return result
 
     def _result(self, status: str, text: str, passed: int) -> CheckResult:
@@ -532,27 +355,9 @@ def _said(value: Any) -> str:
     return f"a {type_name(value)} object"
 
 
-def with_article(noun: str) -> str:
-    return ("an " if noun[:1] in "aeiou" else "a ") + noun
-
-
-def results() -> dict[str, bool]:
-    """Exercise name -> passed, for every check run in this kernel (latest run wins)."""
-    return dict(_RESULTS)
-
-
-def forget_results() -> None:
-    """Clear the record of checks run (tests start each from nothing)."""
-    _RESULTS.clear()
-
-
-@dataclass
 class Function(Exercise):
     """The learner writes a function; each case calls it and compares its answer (through a
     ``driver`` when one is named: ``"unchanged"`` fails a call that changes its arguments)."""
-
-    setup: str = ""
-    driver: str = ""
 
 
 def same_log(expected: Any, got: Any) -> bool:
@@ -569,11 +374,8 @@ class Replay(Exercise):
     returns: str = "replay log"
     convert = False
     compare: Callable[[Any, Any], bool] = same_log
-    driver: str = ""
     parts: tuple[str, ...] = ()  # the names of what a log entry holds
     steps: Callable[..., list[str]] = lambda *args: [f"step {k}" for k in range(1, 10_000)]
-    stub_code: str = field(default="", repr=False)
-    entry: str = ""
 
     @property
     def narrows(self) -> bool:
@@ -595,12 +397,8 @@ class Replay(Exercise):
 @dataclass
 class Kernel(Exercise):
     """The learner writes a ``@triton.jit`` kernel; each case launches it on fenced buffers
-    (:mod:`~pagedlab.exercises.kernel_drivers`) and compares its output with torch's."""
+    (:mod:`~pagedlab.grade.kernel_drivers`) and compares its output with torch's."""
 
     returns: str = "kernel output"
     convert = False
     budget_s: float = 30.0
-    driver: str = ""
-    stub_code: str = field(default="", repr=False)
-    entry: str = ""
-    isolate: bool = True  # in a child on a CPU; a CUDA context does not survive a fork

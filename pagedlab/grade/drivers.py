@@ -1,19 +1,13 @@
 """Drivers: the code that runs a learner's object on one case's arguments, and nothing else.
 
-A driver (``ADAPTERS[name](learner_object)``) turns a learner's class, function or
-``@triton.jit`` kernel into a function of a case's arguments. The replays are ONE loop,
-:func:`replay`, over a :class:`World` (``apply(event)``, ``observe()``) that holds either
-pagedlab's real objects or the learner's: block tables (:class:`Tables`), forks
-(:class:`Forks`), a prefix cache (:class:`Admissions`), scheduler steps (:class:`Steps`: the
-Scheduler class, or a learner's subclass deciding with its own ``policy``). The kernels are
-launched by :mod:`pagedlab.exercises.kernel_drivers`.
-The same replays, given pagedlab's own classes, produce the expected logs in the grader.
-While a learner's capstone runs, the pagedlab code it is meant to replace is :func:`refused`
-(BlockTable's and PrefixCache's constructors, Scheduler's policy): wrapping it is not writing it.
+``ADAPTERS[name](learner_object)`` is a function of a case's arguments. The replays are ONE
+loop, :func:`replay`, over a :class:`World` holding pagedlab's real objects (the grader's
+expected log) or the learner's (the answer): block tables (:class:`Tables`), forks
+(:class:`Forks`), a prefix cache (:class:`Admissions`), scheduler steps (:class:`Steps`).
+While a capstone runs, the pagedlab code it replaces is :func:`refused`: wrapping is not writing.
 
-Invariant: this module holds no expected value, no case and no reference solution, and
-imports nothing of :mod:`pagedlab.exercises` but itself, so ``python -m pagedlab.grade`` can
-load it (alone) in the interpreter that runs a learner's submission. Torch-free.
+Invariant: no expected value, no case, no solution here, and nothing of
+:mod:`pagedlab.exercises`: the grading child loads it beside the learner's code. Torch-free.
 """
 
 from __future__ import annotations
@@ -43,10 +37,7 @@ class World(Protocol):
 
 
 def replay(world: World, events: Iterable[Any]) -> Log:
-    """THE replay: apply each event to ``world`` and observe it after each, as plain values.
-    The grader runs it on pagedlab's real objects (the expected log), the learner's child on
-    the learner's (the answer); :class:`~pagedlab.exercises.core.Replay` names the first step
-    whose entries differ."""
+    """THE replay: apply each event to ``world``, observing it after each."""
     log = []
     for event in events:
         world.apply(event)
@@ -193,11 +184,9 @@ Admit = tuple[list[int], bool]  # (prompt tokens, whether the request finishes r
 
 
 class Admissions:
-    """Prompts admitted one after another into a large pool (no eviction), by pagedlab's
-    PrefixCache (``make`` None) or the learner's ``make(block_size)`` with ``lookup`` and
-    ``register``. Observed: (hit blocks, the new table's blocks). A lookup that returns more
-    blocks than the prompt may hit (its last token is always computed), or a partly filled
-    block registered (in the stub's ``block_of``), fails in its own words."""
+    """Prompts admitted in turn into a large pool (no eviction), by pagedlab's PrefixCache
+    (``make`` None) or the learner's ``make(block_size)``. Observed: (hit blocks, the new
+    table's blocks). Too many hits, or a partly filled block registered, fail in words."""
 
     def __init__(self, make: Callable[[int], Any] | None, block_size: int,
                  admits: list[Admit]) -> None:  # fmt: skip
@@ -265,10 +254,8 @@ PARTS = ("admitted", "decoded", "preempted", "swapped_out", "swapped_in", "finis
 
 
 class Steps:
-    """Requests in arrival order, stepped by ``cls(pool, mode=mode)``: pagedlab's
-    :class:`~pagedlab.memory.scheduler.Scheduler` or a learner's subclass (its own
-    :meth:`~pagedlab.memory.scheduler.Scheduler.policy`; the rest is the real class's).
-    Observed after each step: :data:`PARTS`, read from the step's plan and the scheduler."""
+    """Requests in arrival order, stepped by ``cls(pool, mode=mode)``: pagedlab's Scheduler
+    or a learner's subclass (its own ``policy``). Observed after each step: :data:`PARTS`."""
 
     def __init__(self, cls: type[Scheduler], num_blocks: int, block_size: int,
                  specs: list[Spec], mode: str) -> None:  # fmt: skip
@@ -304,8 +291,7 @@ class Steps:
 
 def replay_steps(cls: type[Scheduler], num_blocks: int, block_size: int, specs: list[Spec],
                  mode: str = "recompute") -> Log:  # fmt: skip
-    """Step ``specs`` with scheduler class ``cls`` until every request finished (at most
-    :data:`MAX_STEPS` steps: a scheduler that stalls is cut off there)."""
+    """Step ``specs`` with ``cls`` until every request finished (a stall: MAX_STEPS)."""
     world = Steps(cls, num_blocks, block_size, specs, mode)
     log: Log = []
     while not world.scheduler.done and len(log) < MAX_STEPS:
@@ -317,8 +303,7 @@ MAX_STEPS = 500
 
 
 def adapt_scheduler(cls: Any) -> Callable[..., Any]:
-    """A learner's Scheduler subclass -> its replay; refused unless it defines a ``policy`` of
-    its own, and failing (TypeError) once that policy reaches Scheduler's (:func:`refused`)."""
+    """A learner's Scheduler subclass with a ``policy`` of its own -> its replay."""
     if not issubclass(_needs_class(cls, "MyScheduler"), Scheduler):
         raise TypeError(f"{cls.__name__} must subclass Scheduler (class MyScheduler(Scheduler))")
     if getattr(cls, "policy", Scheduler.policy) is Scheduler.policy:
@@ -335,8 +320,7 @@ def adapt_scheduler(cls: Any) -> Callable[..., Any]:
 POLICY_ONLY = ("policy", "_admit_whole", "_decode", "_admit_chunks")
 
 
-# What runs instead of pagedlab's own code while a learner's replay runs (:func:`refused`): as
-# that code, with its module's globals, so they name only constants and builtins.
+# What runs instead of pagedlab's code in a replay (:func:`refused`), with that code's globals.
 def _calls_policy(self: Any, *args: Any, **kwargs: Any) -> None:
     raise TypeError(f"{type(self).__name__}.policy calls Scheduler's own policy: write it yourself")
 
@@ -351,9 +335,8 @@ def _builds_prefix_cache(*args: Any, **kwargs: Any) -> None:
 
 @contextmanager
 def refused(functions: Sequence[Callable[..., Any]], instead: Callable[..., Any]) -> Iterator[None]:
-    """Inside: each of ``functions`` runs ``instead``'s code (which raises TypeError). The code
-    is swapped, not the names, so a call through a subclass, ``super()``, a wrapper or a
-    reference saved before all reach it; on the way out each gets its own code back."""
+    """Inside: each of ``functions`` runs ``instead``'s code (the code, not the name: a
+    subclass, ``super()``, a wrapper or a saved reference reach it too); then its own again."""
     codes = [function.__code__ for function in functions]
     try:
         for function in functions:
@@ -368,12 +351,10 @@ def refused(functions: Sequence[Callable[..., Any]], instead: Callable[..., Any]
                 continue
 
 
-#: Driver name -> the pagedlab class whose subclass (with a method of the learner's own) it
-#: runs: ``python -m pagedlab.grade`` lets the learner's class subclass it, and nothing else.
+#: Driver name -> the pagedlab class a learner's class may subclass (instructor mode).
 BASES: dict[str, type] = {"scheduler": Scheduler}
 
-#: Driver name -> adapter (learner object -> a function of a case's arguments); the kernel
-#: drivers join it when :mod:`pagedlab.exercises.kernel_drivers` is imported.
+#: Driver name -> adapter; the kernel drivers join it (:mod:`pagedlab.grade.kernel_drivers`).
 ADAPTERS: dict[str, Callable[[Any], Callable[..., Any]]] = {
     "unchanged": adapt_unchanged,
     "table": adapt_table,
