@@ -22,7 +22,7 @@ from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite, blocks_to_append
-from pagedlab.memory.requests import Group, Work
+from pagedlab.memory.requests import Group, StepOutput, Work
 
 
 def host_cache(
@@ -262,10 +262,12 @@ class SwappingKV:
                 k[mask], v[mask] = token_kv(group.name, stream, positions[mask], *k.shape[1:])
         return k.to(c.dtype).to(c.device), v.to(c.dtype).to(c.device)
 
-    def write(self, group: Group, work: Work) -> None:
-        slots = work.slots(self.device.block_size)
-        k, v = self._kv(group, work.sample, work.first, work.count)
-        self.device.write(slots, k, v)
+    def forward(self, work: Sequence[Work], groups: dict[str, Group]) -> StepOutput:
+        """Write each piece's K/V through its blocks; samples no token."""
+        for w in work:
+            k, v = self._kv(groups[w.group], w.sample, w.first, w.count)
+            self.device.write(w.slots(self.device.block_size), k, v)
+        return StepOutput()
 
     def copy(self, cow: CopyOnWrite) -> None:
         self.device.copy_block(cow.src, cow.dst)

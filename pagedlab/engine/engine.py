@@ -1,50 +1,24 @@
 """The engine: prompts in, tokens out, through the scheduler, the pages and the model.
 
-``Engine(model, num_blocks, block_size, ...)`` owns one device pool (a
-:class:`pagedlab.BlockAllocator` and one :class:`pagedlab.PagedKVCache` per layer), a host
-pool for swapping, and a :class:`pagedlab.PrefixCache`; all persist across ``generate``
-calls (so a later call can hit an earlier call's prefix). ``generate(prompts,
-max_new_tokens)`` queues one :class:`~pagedlab.memory.requests.Request` per prompt on a new
-§4.5 :class:`~pagedlab.memory.scheduler.Scheduler` and steps it as vLLM does: *decide*
-(``Scheduler.schedule()`` returns the step's plan), *execute* (:mod:`pagedlab.engine.model_kv`:
-swaps out, swaps in, copies, then **one** forward over every prefill chunk and decode),
-*update* (the sampled tokens join each request's ``Group.token_ids``, EOS is detected), and
-only then ``Scheduler.complete`` frees the finished requests' blocks.
+``Engine(model, num_blocks, block_size, ...)`` owns a device pool (a
+:class:`pagedlab.BlockAllocator`, one :class:`pagedlab.PagedKVCache` per layer), a host pool
+for swapping and a :class:`pagedlab.PrefixCache`, all persisting across calls. A step is
+vLLM's: ``Scheduler.schedule()`` plans, :func:`~pagedlab.memory.requests.execute` runs the plan
+on the :class:`~pagedlab.engine.runner.ModelRunner` (swaps, copies, **one** forward) and
+returns the sampled tokens, ``Scheduler.update`` appends them, stops at EOS, frees the finished.
 
-Returns **the new tokens only**, ``max_new_tokens`` per prompt (fewer when the prompt's
-``eos_token_id`` came first: it ends with it), in prompt order: what
-:func:`pagedlab.model.generate_contiguous` returns for each prompt alone. Two modes:
-
-- ``batch_invariant=True``: exactly, always. Every token is computed as if alone (row tiles
-  of one shape, attention one query at a time: :mod:`pagedlab.model.kv`), so paging,
-  batching, chunking, preemption (swap or recompute) and prefix caching change no bit;
-- default: batched freely (fast). A batch changes float rounding in the last bits, so where
-  two logits are within about 1e-5 the argmax can pick the other one (vLLM's own tests of
-  greedy outputs allow exactly this); everywhere else the tokens are the same.
-
-The promise holds under misuse. A request no pool could hold is a ValueError before anything
-runs. Any error or interrupt (Ctrl-C) in ``generate``, ``sample``, ``start`` or ``step``
-aborts the live run; it held every block, so the pools and prefix cache are rebuilt empty
-and the engine serves the next call. Threads are served one after the other (a lock); a run
-keeps its own ``max_new_tokens`` and answers are read under the lock. A run left unfinished
-by ``start`` refuses a second clearly. No stale K/V: each call compares the weights' content
-(:mod:`pagedlab.engine.guard`; in-place edits count) with what the prefix cache was filled
-with and empties it if they differ (``reset_prefix_cache()`` by hand); a step refuses a
-tracked edit made mid-run. Models made under ``torch.inference_mode()`` are served.
-
-``sample(prompts, max_new_tokens, n, temperature, seed)``: ``n`` seeded samples per prompt
-(§4.4 parallel sampling), one request of ``num_samples = n`` each: the prompt is prefilled
-once and forked, the samples share its blocks, a shared partly filled last block is copied on
-write. ``sample(...)[i]`` equals :func:`pagedlab.model.sample_contiguous` for ``prompts[i]``
-with ``request=i``: one generator per (request, sample), one draw per token
-(:mod:`pagedlab.model.sampling`), so batching, preemption and block layout change no sample.
-
-Tokens: the prefill's last logits give the first new token, each decode step stores one
-more token's K/V and yields the next: ``output_len = max_new_tokens - 1`` decodes. The last
-new token's K/V is never stored (as in vLLM); capacity counts ``prompt + max_new_tokens - 1``.
-Budget: ``token_budget=None``, no per-step limit and whole prefills (vLLM V0's default); an
-int, the step's token budget with chunked prefill (Sarathi-Serve, vLLM V1's default) unless
-``chunked_prefill=False`` (whole prompts up to the budget, one always fits).
+Promises: ``generate`` returns each prompt's new tokens, ``max_new_tokens`` of them (fewer when
+``eos_token_id`` came first: it ends with it), what :func:`pagedlab.model.generate_contiguous`
+returns alone; bit for bit with ``batch_invariant=True``, else up to a near-tie (logits within
+about 1e-5: batching changes float rounding). ``sample(...)[i]`` equals
+:func:`pagedlab.model.sample_contiguous` with ``request=i`` (one generator per request and
+sample). A request no pool could hold is a ValueError before anything runs. Any error or
+interrupt in ``generate``, ``sample``, ``start`` or ``step`` aborts the live run and rebuilds
+the pools and prefix cache empty (the run held every block). Threads are served one at a time;
+a run keeps its own ``max_new_tokens``. No stale K/V: each call compares the weights' content
+(:mod:`pagedlab.engine.guard`, in-place edits included) with what the prefix cache was filled
+with, and a step refuses a tracked edit made mid-run. Tokens: the last new token's K/V is
+never stored (as in vLLM): capacity counts ``prompt + max_new_tokens - 1``.
 """
 
 from __future__ import annotations
@@ -60,11 +34,11 @@ from pagedlab.attention import PagedKVCache
 from pagedlab.attention.swap import host_cache
 from pagedlab.checks import ArgumentTypeError, check_int
 from pagedlab.engine import guard
-from pagedlab.engine.model_kv import ForwardStats, ModelKV
 from pagedlab.engine.prefix import PrefixCachingScheduler
+from pagedlab.engine.runner import ForwardStats, ModelRunner
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import PrefixCache
-from pagedlab.memory.requests import Group, Request, StepResult
+from pagedlab.memory.requests import Group, Request, StepPlan, execute
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.model.llama import TinyLlama
 from pagedlab.model.paged import DecodeAttention
@@ -77,38 +51,29 @@ T = TypeVar("T")
 class StepRecord:
     """One engine step: what the scheduler did, the tokens it produced, the memory held."""
 
-    result: StepResult
-    new_tokens: dict[str, list[int]]  # request -> tokens generated in this step (sample 0)
+    result: StepPlan
+    new_sample_tokens: dict[str, list[list[int]]]  # request -> per sample, this step's tokens
     blocks_held: int  # device blocks with a reference (free blocks kept by the cache: no)
     running_blocks: int  # distinct blocks in running tables (shared blocks counted once)
     slots_used: int  # positions with K/V summed over running tables
     reserved_slots: int  # Orca-style: prompt + max_new_tokens per running sample
-    new_sample_tokens: dict[str, list[list[int]]] = field(default_factory=dict)  # per sample
+
+    @property
+    def new_tokens(self) -> dict[str, list[int]]:
+        """request -> sample 0's tokens of this step (requests that sampled one)."""
+        return {n: t[0] for n, t in self.new_sample_tokens.items() if t[0]}
 
 
 @dataclass
 class EngineRun:
-    """The record of one ``generate`` call: every step, and the scheduler that ran it.
-
-    Each request's tokens live in its scheduler group (``Group.token_ids``, with its
-    counters); ``tokens`` and ``samples`` read them there."""
+    """The record of one ``generate`` call: every step, and the scheduler that ran it (each
+    request's tokens live in its group, ``Group.token_ids``: ``Engine.tokens`` reads them)."""
 
     scheduler: Scheduler
     names: list[str]  # "A", "B", ... in prompt order
     max_new_tokens: int  # this run's own: ``tokens`` slices by it
     steps: list[StepRecord] = field(default_factory=list)
-
     aborted: bool = False  # an error ended it: its blocks were freed, it cannot step
-
-    @property
-    def samples(self) -> dict[str, list[list[int]]]:
-        """name -> per sample, prompt + its tokens so far (the groups' own lists)."""
-        return {name: self.scheduler.groups[name].token_ids for name in self.names}
-
-    @property
-    def tokens(self) -> dict[str, list[int]]:
-        """name -> prompt + sample 0's tokens so far."""
-        return {name: self.scheduler.groups[name].token_ids[0] for name in self.names}
 
     @property
     def preemptions(self) -> int:
@@ -156,7 +121,9 @@ class Engine:
                 host_cache(self.host.num_blocks, *shape, dtype=param.dtype)
                 for _ in range(model.num_layers if swap else 0)
             ]
-        self.kv = ModelKV(model, self.caches, host_caches, decode_attention, batch_invariant)
+        self.runner = ModelRunner(
+            model, self.caches, host_caches, decode_attention, batch_invariant
+        )
         self.prefix_cache = PrefixCache(self.allocator) if prefix_caching else None
         self.last_run: EngineRun | None = None
         self._active: EngineRun | None = None  # the run holding blocks now, if any
@@ -171,10 +138,10 @@ class Engine:
     @property
     def stats(self) -> ForwardStats:
         """Forwards, tokens, paged-kernel calls and block copies, over the engine's life."""
-        return self.kv.stats
+        return self.runner.stats
 
     def _scheduler(self) -> Scheduler:
-        """A scheduler without K/V hooks: the engine executes its plans (``ModelKV``)."""
+        """A scheduler without K/V hooks: the engine executes its plans (``ModelRunner``)."""
         args = (self.preemption, self.token_budget, self.chunked_prefill, self.host)
         if self.prefix_cache is not None:
             return PrefixCachingScheduler(self.allocator, self.prefix_cache, *args)
@@ -231,12 +198,12 @@ class Engine:
                 self._content = content
         self._identity = guard.weights_identity(self.model)
         scheduler = self._scheduler()
-        self.kv.reset(temp)  # this call's requests only
+        self.runner.reset(temp)  # this call's requests only
         names = []
         for i, ids in enumerate(checked):
             name = chr(ord("A") + i) if len(checked) <= 26 else f"r{i}"
             generators = [sample_generator(seed, i, s) if temp else None for s in range(samples)]
-            self.kv.track(name, generators)
+            self.runner.track(name, generators)
             scheduler.add(Request(name, len(ids), new - 1, samples, prompt=tuple(ids)))
             names.append(name)
         self.last_run = self._active = EngineRun(scheduler, names, new)
@@ -298,31 +265,28 @@ class Engine:
         return record
 
     def _step(self, run: EngineRun, eos_token_id: int | None) -> StepRecord:
-        """Decide (the scheduler's plan), execute (swaps, copies, one forward), update (new
-        tokens, EOS), and only then free the finished requests' blocks."""
+        """Plan, execute (swaps, copies, one forward), update (tokens, EOS, frees)."""
         scheduler = run.scheduler
-        known = run.samples
-        before = {name: [len(seq) for seq in known[name]] for name in run.names}
-        result = scheduler.schedule()
-        self.kv.execute(result, scheduler.groups)
-        grown = [n for n in run.names if [len(q) for q in known[n]] != before[n]]
-        per_sample = {n: [q[b:] for q, b in zip(known[n], before[n], strict=True)] for n in grown}
-        new = {n: per_sample[n][0] for n in grown if per_sample[n][0]}
-        stopped = []
-        if eos_token_id is not None:  # its answer is complete: its blocks are freed now
-            stopped = [n for n, t in new.items() if eos_token_id in t and n not in result.finished]
-        scheduler.complete(result, stopped)
-        tables = [t for g in scheduler.running for t in g.tables]
-        used = len({b for t in tables for b in t.blocks})
-        slots_used = sum(t.num_tokens for t in tables)
-        reserved = sum(
-            g.request.num_samples * (g.request.prompt_len + run.max_new_tokens)
-            for g in scheduler.running
-        )
-        held = self.allocator.num_blocks - self.allocator.num_free
-        record = StepRecord(result, new, held, used, slots_used, reserved, per_sample)
+        plan = scheduler.schedule()
+        output = execute(plan, self.runner, scheduler.groups)
+        scheduler.update(plan, output, eos_token_id)
+        record = StepRecord(plan, output.tokens, *self._memory(run))
         run.steps.append(record)
         return record
+
+    def _memory(self, run: EngineRun) -> tuple[int, int, int, int]:
+        """Blocks held, distinct running blocks, slots used, Orca's reserved slots."""
+        running = run.scheduler.running
+        tables = [t for g in running for t in g.tables]
+        reserved = sum(
+            g.request.num_samples * (g.request.prompt_len + run.max_new_tokens) for g in running
+        )
+        return (
+            self.allocator.num_blocks - self.allocator.num_free,
+            len({b for t in tables for b in t.blocks}),
+            sum(t.num_tokens for t in tables),
+            reserved,
+        )
 
     def generate(
         self, prompts: list[list[int]], max_new_tokens: int, eos_token_id: int | None = None

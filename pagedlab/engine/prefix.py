@@ -28,7 +28,7 @@ from __future__ import annotations
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import PrefixCache
-from pagedlab.memory.requests import Group, StepResult, Work
+from pagedlab.memory.requests import Group, StepPlan, Work
 from pagedlab.memory.scheduler import KVHooks, Scheduler
 
 
@@ -54,7 +54,7 @@ class PrefixCachingScheduler(Scheduler):
         self.cache = cache
         self.hit_tokens = 0  # tokens whose K/V came from the cache, over every admission
 
-    def _start(self, group: Group, out: StepResult) -> None:
+    def _start(self, group: Group, out: StepPlan) -> None:
         super()._start(group, out)
         r = group.request  # samples fork after the prompt: a hit stays inside it
         known = group.token_ids[0][: group.work if r.num_samples == 1 else r.prompt_len]

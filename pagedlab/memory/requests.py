@@ -1,22 +1,15 @@
-"""What the scheduler schedules: requests, their sequence groups, and one step's plan.
+"""What the scheduler schedules: requests, their groups, one step's plan and its output.
 
-A :class:`Request` is what a user sends: a prompt of ``prompt_len`` tokens, ``output_len``
-tokens to generate, and ``num_samples`` parallel samples (§4.4: the samples share the prompt's
-blocks and are *gang-scheduled* as one group, §4.5). A :class:`Group` is the scheduler's state
-for one request (nano-vllm's ``Sequence``); only the scheduler changes it.
+A :class:`Request` is what a user sends; a :class:`Group` is the scheduler's state for one
+request (nano-vllm's ``Sequence``): only :meth:`Scheduler.update` and the scheduler's own moves
+write it. A :class:`StepPlan` is one step's plan (nothing computed while deciding); an executor
+(:func:`execute`, through a store's :class:`KVHooks`) carries it out and returns a
+:class:`StepOutput`, the sampled tokens, writing nothing into a group.
 
-Token accounting (pagedlab's simplification): a sample's table holds ``prompt_len +
-generated`` tokens; a prefill writes the prompt's K/V, and each decode step writes one more
-token's K/V and counts it as generated; ``output_len = 0`` finishes at the end of the prefill.
-(A real engine samples the first output token at the end of the prefill, one step earlier;
-nothing here depends on that.) All samples of a group decode together, so they always hold
-the same number of tokens and finish together.
-
-A :class:`StepResult` is one step's **plan** (``Scheduler.schedule`` decides it; nothing is
-computed or copied while deciding): the :class:`Work` to compute (each piece's positions and
-the block list they are written through), the block copies (:class:`BlockCopy`), the swap
-pairs, and who was admitted, preempted, swapped and finished. :func:`execute` carries it out
-through a store's :class:`KVHooks`, in one order: swaps out, swaps in, copies, then every piece.
+Token accounting: a sample's table holds ``prompt_len + generated`` tokens; a prefill writes
+the prompt's K/V, each decode step writes one more token's K/V and counts it as generated;
+``output_len = 0`` finishes at the end of the prefill. All samples of a group decode together,
+so they always hold the same number of tokens and finish together.
 """
 
 from __future__ import annotations
@@ -178,13 +171,12 @@ class BlockCopy(NamedTuple):
 
 
 @dataclass
-class StepResult:
+class StepPlan:
     """One step's plan: what to compute, copy and swap, and what the scheduler decided.
 
-    ``work``, ``copies``, ``swap_out_pairs`` and ``swap_in_pairs`` are the data plane's part
-    (an executor runs them: swaps out, swaps in, copies, then one forward over ``work``);
-    the rest says what happened to whom. ``finished`` groups hold their blocks until the
-    step is complete (their last piece is computed into them), then free them.
+    ``work``, ``copies`` and the swap pairs are the data plane's part (:func:`execute`); the
+    rest says what happened to whom. ``finished`` groups hold their blocks until
+    :meth:`Scheduler.update` (their last piece is computed into them), then free them.
     """
 
     step: int
@@ -218,20 +210,21 @@ class StepResult:
         return lines
 
 
+StepResult = StepPlan  # the name it had: a plan
+
+
+@dataclass
+class StepOutput:
+    """What executing a plan computed: ``tokens[group][sample]``, the tokens it sampled (one
+    at most per sample; groups that sampled none are absent). Written into no group."""
+
+    tokens: dict[str, list[list[int]]] = field(default_factory=dict)
+
+
 class KVHooks(Protocol):
-    """The data plane's side: what :func:`execute` asks K/V storage to do with a plan.
-
-    A store may also define ``check_pools(device, host)``: the scheduler calls it when built
-    (and whenever ``kv`` is replaced), so a store that does not fit its pools is refused
-    before any step (:class:`pagedlab.attention.swap.SwappingKV` defines it).
-    """
-
-    def write(self, group: Group, work: Work) -> None:
-        """Store the K/V of ``work``'s positions (of sample ``work.sample`` of ``group``),
-        through ``work.blocks``: the table as the plan made it (``work.slots(block_size)``)."""
-
-    def copy(self, cow: CopyOnWrite) -> None:
-        """Copy device block ``cow.src`` into ``cow.dst`` (copy-on-write)."""
+    """A K/V store :func:`execute` runs a plan on (the engine's model runner, notebook 09's
+    :class:`pagedlab.attention.swap.SwappingKV`). A store may also define ``check_pools(device,
+    host)``: the scheduler calls it when built (and when ``kv`` is replaced)."""
 
     def swap_out(self, pairs: Sequence[tuple[int, int]]) -> None:
         """Copy each device block into its host block: ``(device, host)`` pairs."""
@@ -239,9 +232,16 @@ class KVHooks(Protocol):
     def swap_in(self, pairs: Sequence[tuple[int, int]]) -> None:
         """Copy each host block into its (new) device block: ``(host, device)`` pairs."""
 
+    def copy(self, cow: CopyOnWrite) -> None:
+        """Copy device block ``cow.src`` into ``cow.dst`` (copy-on-write)."""
 
-def execute(plan: StepResult, kv: KVHooks, groups: dict[str, Group]) -> None:
-    """Carry out ``plan`` through ``kv``: swaps out, swaps in, copies, then every piece.
+    def forward(self, work: Sequence[Work], groups: dict[str, Group]) -> StepOutput:
+        """Compute and store every piece's K/V through ``work[i].blocks``, reading (never
+        writing) ``groups``' token ids; return the tokens sampled."""
+
+
+def execute(plan: StepPlan, kv: KVHooks, groups: dict[str, Group]) -> StepOutput:
+    """Carry out ``plan`` through ``kv``: swaps out, swaps in, copies, then one forward.
 
     The order is what makes one forward enough: a swap-out reads its blocks before anything
     this step writes (a block it frees may be handed to a piece or a swap-in of the same
@@ -254,5 +254,4 @@ def execute(plan: StepResult, kv: KVHooks, groups: dict[str, Group]) -> None:
         kv.swap_in(plan.swap_in_pairs)
     for copy in plan.copies:
         kv.copy(CopyOnWrite(copy.src, copy.dst))
-    for work in plan.work:
-        kv.write(groups[work.group], work)
+    return kv.forward(plan.work, groups) if plan.work else StepOutput()

@@ -1,21 +1,15 @@
 """A step-by-step scheduler over the real allocator and block tables (the paper's §4.5).
 
-:meth:`Scheduler.step` is one iteration of the model over a batch: :meth:`~Scheduler.schedule`
-decides (:meth:`~Scheduler.policy`, the seam a subclass overrides: FCFS, the most recent
-running group preempted first, chunked prefill) and returns a plan, an executor carries it out
-(:func:`~pagedlab.memory.requests.execute`: swaps, copies, one forward), and
-:meth:`~Scheduler.complete` frees the groups it finished (that loop, the queues and the
-checks: :class:`~pagedlab.memory.step_loop.StepLoop`, the base). Preemption is all or nothing
-per group, by swapping to a host pool or by recomputation (:meth:`~Scheduler._preempt`).
+:meth:`Scheduler.policy` decides a step (the seam a subclass overrides: FCFS, the most recent
+running group preempted first, chunked prefill) with the building blocks below it; the loop
+around it (schedule, execute, update, the queues, the checks) is
+:class:`~pagedlab.memory.step_loop.StepLoop`'s. Preemption is all or nothing per group, by
+swapping to a host pool or by recomputation (:meth:`~Scheduler._preempt`).
 
-Rules:
-
-- the scheduler uses only the public API of ``BlockAllocator`` and ``BlockTable``, and how many
-  blocks a move needs is always :func:`~pagedlab.memory.block_table.blocks_to_append`
-  (through :mod:`pagedlab.memory.capacity`);
-- atomic steps: a step first checks everything it will touch (:meth:`~Scheduler._check_step`);
-  a refused step raises with queues, tables, pools, counters and K/V as they were;
-- the pools are the scheduler's alone: fresh when it is built, and used by nobody else.
+Rules: only the public API of ``BlockAllocator`` and ``BlockTable`` is used, and how many
+blocks a move needs is always :func:`~pagedlab.memory.block_table.blocks_to_append` (through
+:mod:`pagedlab.memory.capacity`); a step first checks everything it will touch, and a refused
+step changes nothing; the pools are the scheduler's alone.
 
 Invariants (:meth:`Scheduler.check_invariants`; the tests run it after every step): every
 device block's ref count equals the number of running tables holding it, every host block's
@@ -30,8 +24,9 @@ from operator import attrgetter
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.capacity import prefill_need, samples_need, tokens_that_fit
-from pagedlab.memory.requests import BlockCopy, Group, StepResult, Work
+from pagedlab.memory.requests import BlockCopy, Group, StepPlan, Work
 from pagedlab.memory.requests import KVHooks as KVHooks  # the executor, re-exported
+from pagedlab.memory.requests import StepOutput as StepOutput
 from pagedlab.memory.requests import execute as execute
 from pagedlab.memory.scheduler_checks import MODES as MODES  # the modes: "swap", "recompute"
 from pagedlab.memory.scheduler_checks import check_scheduler_args
@@ -69,15 +64,15 @@ class Scheduler(StepLoop):
         self.steps = self.preemptions = self.tokens_recomputed = 0
         self.blocks_swapped_out = self.blocks_swapped_in = 0
         self._free_after_step = (allocator.num_free, host.num_free)
-        self._plan: StepResult | None = None  # scheduled, not complete yet
-        self._finishing: list[Group] = []  # finish with the plan: blocks held until complete
+        self._plan: StepPlan | None = None  # scheduled, not updated yet
+        self._finishing: list[Group] = []  # finish with the plan: blocks held until update
         self._before: dict[str, tuple[int, int, int]] = {}  # counters of groups given work
 
-    def policy(self, out: StepResult) -> None:
+    def policy(self, out: StepPlan) -> None:
         """Decide one step into ``out``: THE seam a subclass overrides (notebook 09's capstone).
 
         :meth:`schedule` calls it on a fresh plan after its checks; everything around it
-        (the checks, the plan, :meth:`complete` freeing finished groups, the invariants) is
+        (the checks, the plan, :meth:`update` freeing finished groups, the invariants) is
         the class's. It decides with the building blocks below (:meth:`admit`,
         :meth:`decode`, :meth:`swap_out`, :meth:`recompute`, :meth:`swap_in`), by the rules:
 
@@ -107,7 +102,7 @@ class Scheduler(StepLoop):
                 self._admit_chunks(out, budget)
 
     # --- the building blocks a policy decides with ------------------------------------------------
-    def admit(self, group: Group, out: StepResult) -> bool:
+    def admit(self, group: Group, out: StepPlan) -> bool:
         """Start waiting ``group`` with its whole (re)prefill (prompt, then every sample's
         generated tokens after a recompute) if its blocks fit now; False changes nothing."""
         self._check_in(group, self.waiting, "waiting")
@@ -120,10 +115,10 @@ class Scheduler(StepLoop):
         self._prefill(group, out, group.work, may_preempt=False)
         return True
 
-    def decode(self, group: Group, out: StepResult) -> bool:
+    def decode(self, group: Group, out: StepPlan) -> bool:
         """One token for every sample of running ``group`` if the blocks fit now (copy-on-write
         included); False changes nothing. Its last token: it finishes (freed by
-        :meth:`complete`)."""
+        :meth:`update`)."""
         self._check_in(group, self.running, "running")
         if group.prefilling:
             raise ValueError(f"{group.name} is still prefilling: it has no token to decode")
@@ -139,7 +134,7 @@ class Scheduler(StepLoop):
             self._finish(group, out)
         return True
 
-    def swap_out(self, group: Group, out: StepResult) -> bool:
+    def swap_out(self, group: Group, out: StepPlan) -> bool:
         """Preempt running ``group`` by swapping all its blocks to the host pool, if the
         host has a free block for each and the group got no work this step; False changes
         nothing. It joins ``swapped`` (arrival order)."""
@@ -155,7 +150,7 @@ class Scheduler(StepLoop):
         out.swapped_out[group.name] = len(pairs)
         return True
 
-    def recompute(self, group: Group, out: StepResult) -> None:
+    def recompute(self, group: Group, out: StepPlan) -> None:
         """Preempt running ``group`` by dropping all its blocks: it joins ``waiting`` by
         arrival order (ahead of every group that never ran), its next prefill computing
         prompt + every sample's generated tokens. A group already given work this step
@@ -173,7 +168,7 @@ class Scheduler(StepLoop):
         group.work, group.prefilled, group.recompute_left = work, 0, min(dropped, work)
         insort(self.waiting, group, key=by_arrival)
 
-    def swap_in(self, group: Group, out: StepResult) -> bool:
+    def swap_in(self, group: Group, out: StepPlan) -> bool:
         """Bring swapped ``group`` back to ``running`` if its blocks and every sample's next
         token fit now; False changes nothing."""
         self._check_in(group, self.swapped, "swapped")
@@ -190,7 +185,7 @@ class Scheduler(StepLoop):
             self._scheduled(group, sample, table, table.num_tokens)
         return True
 
-    def _decode(self, out: StepResult, budget: int) -> int:
+    def _decode(self, out: StepPlan, budget: int) -> int:
         """Decode the running groups oldest first within ``budget``, preempting the most
         recent while a token does not fit; returns the budget left."""
         for group in [g for g in self.running if not g.prefilling]:
@@ -214,7 +209,7 @@ class Scheduler(StepLoop):
         table: BlockTable,
         first: int,
         count: int,
-        out: StepResult,
+        out: StepPlan,
         decode: bool = False,
     ) -> None:
         """Append ``count`` tokens at ``first`` to ``sample``'s table; plan the copy and work.
@@ -243,7 +238,7 @@ class Scheduler(StepLoop):
         swapped in): a subclass's hook (the prefix cache registers full blocks here)."""
 
     # --- prefill ----------------------------------------------------------------------------------
-    def _admit_whole(self, out: StepResult, budget: int) -> bool:
+    def _admit_whole(self, out: StepPlan, budget: int) -> bool:
         """Admit waiting groups FCFS, whole prefills, while memory and the budget allow."""
         while self.waiting:
             group = self.waiting[0]
@@ -254,7 +249,7 @@ class Scheduler(StepLoop):
             budget -= group.prefilled
         return bool(out.admitted)
 
-    def _admit_chunks(self, out: StepResult, budget: int) -> None:
+    def _admit_chunks(self, out: StepPlan, budget: int) -> None:
         while self.waiting and budget > 0:
             group = self.waiting[0]
             first = min(budget, group.work)
@@ -263,14 +258,14 @@ class Scheduler(StepLoop):
             self._start(group, out)
             budget -= self._prefill(group, out, budget, may_preempt=False)
 
-    def _start(self, group: Group, out: StepResult) -> None:
+    def _start(self, group: Group, out: StepPlan) -> None:
         self.waiting.remove(group)  # the head in FCFS; any waiting group a policy admits
         group.status = "running"
         group.tables = [BlockTable(self.device)]
         insort(self.running, group, key=by_arrival)
         out.admitted.append(group.name)
 
-    def _prefill(self, group: Group, out: StepResult, budget: int, may_preempt: bool) -> int:
+    def _prefill(self, group: Group, out: StepPlan, budget: int, may_preempt: bool) -> int:
         """Prefill up to ``budget`` tokens of ``group`` into its tables; returns the budget it
         used: tokens done, less the tokens this step had given the groups it preempted (taken
         back out of the plan, they return to the budget, as in vLLM V1's scheduler)."""
@@ -305,7 +300,7 @@ class Scheduler(StepLoop):
         return done - refunded
 
     # --- preemption (§4.5) ------------------------------------------------------------------------
-    def _preempt(self, group: Group, out: StepResult) -> None:
+    def _preempt(self, group: Group, out: StepPlan) -> None:
         """Evict all of running ``group`` (§4.5's all-or-nothing; vLLM's
         ``Scheduler._preempt_request``): swapped to the host pool in ``mode="swap"`` if the
         host has a free block for each distinct device block and the group got no work this
@@ -316,13 +311,13 @@ class Scheduler(StepLoop):
         if not (self.mode == "swap" and self.swap_out(group, out)):
             self.recompute(group, out)
 
-    def _preempted(self, group: Group, out: StepResult) -> None:
+    def _preempted(self, group: Group, out: StepPlan) -> None:
         self.running.remove(group)
         group.preemptions += 1
         self.preemptions += 1
         out.preempted.append(group.name)
 
-    def _unschedule(self, group: Group, out: StepResult) -> None:
+    def _unschedule(self, group: Group, out: StepPlan) -> None:
         """Take ``group``'s work, copies and counters of this step back out of the plan: it
         was given work, then preempted later in the same step (chunked prefill preempting
         ``running[-1]``, which already decoded). It is recomputed: its tables hold positions

@@ -26,14 +26,14 @@ What they refuse:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
-from pagedlab.memory.requests import STATUSES, Group, Request, StepResult
+from pagedlab.memory.requests import STATUSES, Group, Request, StepOutput, StepPlan
 
-HOOKS = ("write", "copy", "swap_out", "swap_in")
+HOOKS = ("swap_out", "swap_in", "copy", "forward")
 MODES = ("swap", "recompute")
 
 
@@ -104,53 +104,32 @@ def check_request(
         )
 
 
-def check_no_pending(pending: StepResult | None) -> None:
+def check_no_pending(pending: StepPlan | None) -> None:
     """Refuse a new step while the last one's plan is scheduled and not completed."""
     if pending is not None:
         raise RuntimeError(
             f"step {pending.step} was scheduled and not completed: execute its plan "
-            f"and call complete(plan) first"
+            f"and call update(plan, output) first"
         )
 
 
-def check_complete(
-    plan: object,
-    pending: StepResult | None,
-    stopped: object,
-    groups: dict[str, Group],
-    finishing: list[Group],
-) -> list[Group]:
-    """Refuse a plan that is not the pending one, or ``stopped`` names that are not running
-    requests; returns the stopped groups that are not finishing with the plan anyway."""
+def check_update(
+    plan: object, pending: StepPlan | None, output: object, groups: dict[str, Group]
+) -> None:
+    """Refuse a plan that is not the pending one, or an output that is not a
+    :class:`StepOutput` of running groups' samples."""
     if plan is None or plan is not pending:
         step = pending.step if pending is not None else None
         raise ValueError(
-            f"plan must be the plan of the step scheduled last and not completed yet "
+            f"plan must be the plan of the step scheduled last and not updated yet "
             f"(step {step}), got {plan!r:.60}"
         )
-    if isinstance(stopped, str) or not isinstance(stopped, Sequence):
-        raise TypeError(f"stopped must be a list of request names, got {stopped!r}")
-    chosen = []
-    for name in stopped:
-        group = groups.get(name) if isinstance(name, str) else None
-        if group is None or group.status != "running":
-            raise ValueError(f"stopped: {name!r} is not a running request")
-        if group not in finishing:
-            chosen.append(group)
-    return chosen
-
-
-def check_stop(name: object, groups: dict[str, Group], pending: StepResult | None) -> Group:
-    """Refuse to stop a request between ``schedule`` and ``complete``, one never added, or
-    one already finished; returns its group."""
-    if pending is not None:
-        raise RuntimeError("stop() is between steps only: complete the scheduled plan first")
-    group = groups.get(name) if isinstance(name, str) else None
-    if group is None:
-        raise ValueError(f"no request named {name!r} was added")
-    if group.status == "finished":
-        raise ValueError(f"request {name!r} has already finished")
-    return group
+    if not isinstance(output, StepOutput):
+        raise TypeError(f"output must be a StepOutput, got {type(output).__name__}")
+    for name, per_sample in output.tokens.items():
+        group = groups.get(name)
+        if group is None or group.status != "running" or len(per_sample) != len(group.token_ids):
+            raise ValueError(f"output: {name!r} is not a running request with those samples")
 
 
 def check_fresh_pool(pool: BlockAllocator, name: str) -> None:

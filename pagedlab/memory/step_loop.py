@@ -1,20 +1,19 @@
 """The step loop every scheduler shares: requests in, decide, execute, update, guards.
 
 :class:`StepLoop` is the base of :class:`pagedlab.memory.scheduler.Scheduler`, which adds how
-a step is decided (its ``policy`` and the building blocks it decides with). Here: ``add`` a
-request, ``step`` (``schedule`` a plan, ``execute`` it through ``kv``, ``complete`` it), ``run``
-until done, ``stop`` a request, and the checks every step starts with.
+a step is decided (``policy``). As in vLLM (``schedule`` / ``execute_model`` /
+``update_from_output``) and nano-vllm (``schedule`` / ``run`` / ``postprocess``):
+:meth:`~StepLoop.schedule` returns a plan, an executor returns what it computed (a
+:class:`~pagedlab.memory.requests.StepOutput`), and :meth:`~StepLoop.update` is the only
+writer of a group's tokens: it appends them, ends a request at EOS and frees the finished.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.requests import Group, KVHooks, Request, StepResult, execute
+from pagedlab.memory.requests import Group, KVHooks, Request, StepOutput, StepPlan, execute
 from pagedlab.memory.scheduler_checks import (
-    check_complete,
     check_hooks,
     check_host_blocks,
     check_invariants,
@@ -22,8 +21,8 @@ from pagedlab.memory.scheduler_checks import (
     check_pools_unchanged,
     check_request,
     check_settings,
-    check_stop,
     check_tables,
+    check_update,
 )
 
 
@@ -45,11 +44,11 @@ class StepLoop:
     _pools: tuple[BlockAllocator, BlockAllocator]
     _kv_checked: object
     _free_after_step: tuple[int, int]
-    _plan: StepResult | None
+    _plan: StepPlan | None
     _finishing: list[Group]
     _before: dict[str, tuple[int, int, int]]
 
-    def policy(self, out: StepResult) -> None:
+    def policy(self, out: StepPlan) -> None:
         """Decide one step into ``out`` (the subclass's)."""
         raise NotImplementedError
 
@@ -70,24 +69,15 @@ class StepLoop:
     def done(self) -> bool:
         return not (self.waiting or self.running or self.swapped or self._finishing)
 
-    def run(self, max_steps: int = 100_000) -> list[StepResult]:
+    def run(self, max_steps: int = 100_000) -> list[StepPlan]:
         """Step until every added request has finished; returns every step's plan."""
         max_steps = check_int(max_steps, "max_steps", 1)
-        results: list[StepResult] = []
+        results: list[StepPlan] = []
         while not self.done:
             if len(results) == max_steps:
                 raise RuntimeError(f"not done after max_steps = {max_steps} steps: {self.groups}")
             results.append(self.step())
         return results
-
-    def stop(self, name: str) -> None:
-        """End request ``name`` now, wherever it is (its output ended early: an EOS token).
-
-        Running: its tables are freed; swapped: its host blocks; waiting: it leaves the
-        queue. It joins ``finished`` with the tokens it has. Between steps only.
-        """
-        self._stop(check_stop(name, self.groups, self._plan))
-        self._free_after_step = (self.device.num_free, self.host.num_free)
 
     def _stop(self, group: Group) -> None:
         queue = {"running": self.running, "waiting": self.waiting, "swapped": self.swapped}
@@ -102,63 +92,72 @@ class StepLoop:
         group.work = group.prefilled = group.recompute_left = 0
         self.finished.append(group)
 
-    def step(self) -> StepResult:
-        """One iteration: :meth:`schedule`, run the plan through ``kv``, :meth:`complete`.
-
-        The hooks are called only once the plan is decided, in the executor's order (swaps
-        out, swaps in, copies, then each piece's write). Returns the plan.
-        """
+    def step(self, eos_token_id: int | None = None) -> StepPlan:
+        """One iteration: :meth:`schedule`, :func:`execute` the plan through ``kv`` (when the
+        scheduler has one), :meth:`update`. Returns the plan."""
         self._check_step()
         plan = self._schedule()
-        if self.kv is not None:
-            execute(plan, self.kv, self.groups)
-        self._complete(plan, [])
+        self._update(
+            plan, execute(plan, self.kv, self.groups) if self.kv else StepOutput(), eos_token_id
+        )
         return plan
 
-    def schedule(self) -> StepResult:
+    def schedule(self) -> StepPlan:
         """Decide one step and return its plan; touches no K/V and calls nobody.
 
-        Decide, execute, update (vLLM's ``schedule`` / model run / ``update_from_output``,
-        nano-vllm's ``schedule`` / ``run`` / ``postprocess``): blocks are allocated, tables
-        grown and forked and groups moved now; the plan (:class:`StepResult`) lists each
-        piece of :class:`Work` (a prefill chunk or a decode, with its block list), the
-        copy-on-writes and the swap pairs. The caller executes it (:func:`execute`: swaps
-        out, swaps in, copies, **one** forward over ``plan.work``) and then calls
-        :meth:`complete`. Checks everything it will touch first: a refused call changed nothing.
+        Blocks are allocated, tables grown and forked and groups moved now; the plan lists
+        each piece of :class:`~pagedlab.memory.requests.Work` (a prefill chunk or a decode,
+        with its block list), the copy-on-writes and the swap pairs. The caller executes it
+        and then calls :meth:`update`. A refused call changed nothing.
         """
         self._check_step()
         return self._schedule()
 
-    def complete(self, plan: StepResult, stopped: Sequence[str] = ()) -> None:
-        """The plan was executed: free the groups it finished and those in ``stopped``
-        (ended early, an EOS token: their names are added to ``plan.finished``)."""
-        self._complete(
-            plan, check_complete(plan, self._plan, stopped, self.groups, self._finishing)
-        )
+    def update(self, plan: StepPlan, output: StepOutput, eos_token_id: int | None = None) -> None:
+        """``plan`` was executed and computed ``output``: append each sample's new tokens; a
+        request whose sample 0 drew ``eos_token_id`` ends (added to ``plan.finished``); the
+        finished free their blocks now, not before (a block freed earlier could be handed
+        out and written within the step)."""
+        check_update(plan, self._plan, output, self.groups)
+        self._update(plan, output, eos_token_id)
 
-    def _schedule(self) -> StepResult:
+    def abort(self) -> None:
+        """End every request now, wherever it is (a pending plan is dropped): every block of
+        both pools it held is freed."""
+        for group in self._finishing:
+            group.status = "running"
+            self.running.append(group)
+        self._finishing, self._plan, self._before = [], None, {}
+        for group in [*self.running, *self.waiting, *self.swapped]:
+            self._stop(group)
+        self._free_after_step = (self.device.num_free, self.host.num_free)
+
+    def _schedule(self) -> StepPlan:
         self.steps += 1
-        out = self._plan = StepResult(self.steps)
+        out = self._plan = StepPlan(self.steps)
         self._before = {}
         self.policy(out)
         return out
 
-    def _complete(self, plan: StepResult, stopped: list[Group]) -> None:
-        """Update after the forward: finished groups free their blocks now, not before (a
-        block freed earlier could be handed out and written within the step)."""
+    def _update(self, plan: StepPlan, output: StepOutput, eos: int | None) -> None:
+        for name, per_sample in output.tokens.items():
+            for ids, new in zip(self.groups[name].token_ids, per_sample, strict=True):
+                ids += new
         for group in self._finishing:
             for table in group.tables:
                 table.free()
             group.tables, group.status, group.finished_at = [], "finished", self.steps
             self.finished.append(group)
         self._finishing = []
-        for group in stopped:
-            self._stop(group)
-            plan.finished.append(group.name)
+        for name, per_sample in output.tokens.items():
+            group = self.groups[name]
+            if eos is not None and eos in per_sample[0] and group.status == "running":
+                self._stop(group)
+                plan.finished.append(name)
         self._plan, self._before = None, {}
         self._free_after_step = (self.device.num_free, self.host.num_free)
 
-    def _finish(self, group: Group, out: StepResult) -> None:
+    def _finish(self, group: Group, out: StepPlan) -> None:
         """``group``'s last piece is in the plan: it leaves ``running`` now (nobody preempts
         it), and frees its blocks when the step is complete (its piece writes into them)."""
         self.running.remove(group)

@@ -1,6 +1,6 @@
 """A real model for the pages: a small Llama decoder in plain torch (Hugging Face's names).
 
-- :mod:`~pagedlab.model.config`   ``LlamaConfig`` fields as a dict, validated; ``TINY``
+- :mod:`~pagedlab.model.config`   ``LlamaConfig`` (frozen; ``from_hf`` / ``to_hf``); ``TINY``
 - :mod:`~pagedlab.model.layers`   RMSNorm, rotary, grouped-query attention, SwiGLU
 - :mod:`~pagedlab.model.kv`       the attention seam: ``KVStore`` (dense, contiguous cache);
   ``batch_invariant`` stores compute each token as if alone (``invariant_attention``)
@@ -23,16 +23,16 @@ The model sits above :mod:`pagedlab.attention` (its paged path writes and reads
 """
 
 from pagedlab.attention import backend  # noqa: F401  (first: sets TRITON_INTERPRET)
-from pagedlab.model.config import TINY, llama_config
+from pagedlab.model.config import TINY, LlamaConfig
 from pagedlab.model.generate import generate_contiguous, sample_contiguous
 from pagedlab.model.llama import TinyLlama
 from pagedlab.model.smollm2 import pretrained
 
 __all__ = [
     "TINY",
+    "LlamaConfig",
     "TinyLlama",
     "generate_contiguous",
-    "llama_config",
     "pretrained",
     "sample_contiguous",
 ]

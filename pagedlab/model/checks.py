@@ -21,7 +21,7 @@ from typing import Protocol, TypeVar
 import torch
 
 from pagedlab.checks import ArgumentTypeError, check_int
-from pagedlab.model.config import head_dim, llama_config
+from pagedlab.model.config import LlamaConfig
 
 T = TypeVar("T")
 
@@ -149,14 +149,14 @@ def check_qkv(q: object, k: object, v: object, first: object) -> int:
     return start
 
 
-def parameter_shapes(config: Mapping[str, int | float]) -> dict[str, tuple[int, ...]]:
-    """Every parameter of a (validated) config's model, HF names, at its shape; a tied
-    config has no ``lm_head.weight`` of its own."""
-    hidden, vocab = int(config["hidden_size"]), int(config["vocab_size"])
-    heads, kv_heads = int(config["num_attention_heads"]), int(config["num_key_value_heads"])
-    inter, d = int(config["intermediate_size"]), head_dim(config)
+def parameter_shapes(config: Mapping[str, int | float] | LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """Every parameter of a config's model, HF names, at its shape; a tied config has no
+    ``lm_head.weight`` of its own."""
+    c = LlamaConfig.from_hf(config)
+    hidden, vocab, inter, d = c.hidden_size, c.vocab_size, c.intermediate_size, c.head_dim
+    heads, kv_heads = c.num_attention_heads, c.num_key_value_heads
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, hidden)}
-    for i in range(int(config["num_hidden_layers"])):
+    for i in range(c.num_hidden_layers):
         layer = f"model.layers.{i}"
         shapes |= {
             f"{layer}.self_attn.q_proj.weight": (heads * d, hidden),
@@ -170,26 +170,26 @@ def parameter_shapes(config: Mapping[str, int | float]) -> dict[str, tuple[int, 
             f"{layer}.post_attention_layernorm.weight": (hidden,),
         }
     shapes["model.norm.weight"] = (hidden,)
-    if not config["tie_word_embeddings"]:
+    if not c.tie_word_embeddings:
         shapes["lm_head.weight"] = (vocab, hidden)
     return shapes
 
 
 def check_weights(
     config: Mapping[str, object], weights: object
-) -> tuple[dict[str, int | float], dict[str, torch.Tensor]]:
+) -> tuple[LlamaConfig, dict[str, torch.Tensor]]:
     """A validated config and the weights to take: every parameter at its shape and nothing
     else; a tied config may also give ``lm_head.weight`` if it holds the very values of
     ``model.embed_tokens.weight`` (it is left out of the result). The caller's mapping and
     tensors are not changed."""
-    checked = llama_config(config)
+    checked = LlamaConfig.from_hf(config)
     if not isinstance(weights, Mapping):
         raise ArgumentTypeError(f"weights must be a dict of tensors, got {type(weights).__name__}")
     given = dict(weights)
     for name, tensor in given.items():
         if not isinstance(tensor, torch.Tensor):
             raise ArgumentTypeError(f"weights[{name!r}] must be a torch.Tensor, got {tensor!r}")
-    if checked["tie_word_embeddings"] and "lm_head.weight" in given:
+    if checked.tie_word_embeddings and "lm_head.weight" in given:
         head = given.pop("lm_head.weight")
         embed = given.get("model.embed_tokens.weight")
         if embed is None or not torch.equal(head, embed):

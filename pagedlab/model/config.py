@@ -1,36 +1,23 @@
-"""A Llama configuration as a plain dict, with Hugging Face ``LlamaConfig``'s field names.
+"""A Llama configuration: :class:`LlamaConfig`, Hugging Face ``LlamaConfig``'s field names.
 
-:func:`llama_config` fills in defaults and validates; the result is what
-``TinyLlama.config`` returns and what ``transformers.LlamaConfig(**config)`` accepts. Only the
-fields this decoder implements are allowed (no biases, no rope scaling, SiLU gates), so a
-config can never name a feature that is silently ignored. ``tie_word_embeddings`` (a bool,
-``LlamaConfig``'s default ``False``) is always present in the result: ``True`` makes
-``lm_head`` share ``embed_tokens``' matrix (SmolLM2 does), ``False`` gives it its own.
+``LlamaConfig.from_hf(dict)`` fills in defaults and validates (errors name the field);
+``to_hf()`` is the dict ``TinyLlama.config`` returns and ``transformers.LlamaConfig(**d)``
+accepts. Only the fields this decoder implements are allowed (no biases, no rope scaling, SiLU
+gates), so a config can never name a feature that is silently ignored.
 
 Invariants: every field is a positive number; ``hidden_size`` is a multiple of
-``num_attention_heads`` (``head_dim = hidden_size // num_attention_heads``, even, for rotary
-pairs) and ``num_attention_heads`` a multiple of ``num_key_value_heads`` (grouped-query
-attention: query head ``h`` reads kv head ``h // group``, as in HF and vLLM).
+``num_attention_heads`` (``head_dim``, even, for rotary pairs) and ``num_attention_heads`` a
+multiple of ``num_key_value_heads`` (query head ``h`` reads kv head ``h // group``, as in HF
+and vLLM). ``tie_word_embeddings=True`` makes ``lm_head`` share ``embed_tokens``' matrix.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 
 from pagedlab.checks import ArgumentTypeError, check_bool, check_int
 
-INT_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "max_position_embeddings",
-)
-FLOAT_FIELDS = ("rms_norm_eps", "rope_theta")
-BOOL_FIELDS = ("tie_word_embeddings",)
-DEFAULTS: dict[str, float] = {"rms_norm_eps": 1e-6, "rope_theta": 10000.0}
 IMPLIED: dict[str, object] = {
     "hidden_act": "silu",
     "attention_bias": False,
@@ -40,6 +27,77 @@ IMPLIED: dict[str, object] = {
     "pretraining_tp": 1,
 }
 """Other LlamaConfig fields, accepted only at the value this decoder implements (and dropped)."""
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    max_position_embeddings: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    tie_word_embeddings: bool = False
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def to_hf(self) -> dict[str, int | float]:
+        """The fields as a dict (a fresh one): ``transformers.LlamaConfig(**config.to_hf())``."""
+        return asdict(self)
+
+    @classmethod
+    def from_hf(cls, config: Mapping[str, object] | LlamaConfig) -> LlamaConfig:
+        """A validated config from ``LlamaConfig`` fields (defaults filled in)."""
+        if isinstance(config, LlamaConfig):
+            return config
+        if not isinstance(config, Mapping):
+            raise ArgumentTypeError(f"config must be a dict of LlamaConfig fields, got {config!r}")
+        for name, implied in IMPLIED.items():
+            if name in config and config[name] != implied:
+                raise ValueError(
+                    f"config field {name} = {config[name]!r} is not supported (only {implied!r})"
+                )
+        allowed = [f.name for f in fields(cls)]
+        unknown = sorted(set(config) - set(allowed) - set(IMPLIED))
+        if unknown:
+            raise ValueError(f"config fields {unknown} are not supported; allowed: {allowed}")
+        missing = [f.name for f in fields(cls) if f.type == "int" and f.name not in config]
+        if missing:
+            raise ValueError(f"config is missing {missing}")
+        out: dict[str, object] = {}
+        for f in fields(cls):
+            value = config.get(f.name, f.default)
+            if f.type == "int":
+                out[f.name] = check_int(value, f.name, 1)
+            elif f.type == "bool":
+                out[f.name] = check_bool(value, f.name)
+            elif isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ArgumentTypeError(f"{f.name} must be a number, got {value!r}")
+            elif not 0 < float(value) < float("inf"):
+                raise ValueError(f"{f.name} must be a positive finite number, got {value!r}")
+            else:
+                out[f.name] = float(value)
+        checked = cls(**out)  # type: ignore[arg-type]
+        heads, kv_heads = checked.num_attention_heads, checked.num_key_value_heads
+        if checked.hidden_size % heads:
+            raise ValueError(
+                f"hidden_size ({checked.hidden_size}) must be a multiple of "
+                f"num_attention_heads ({heads})"
+            )
+        if heads % kv_heads:
+            raise ValueError(
+                f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads "
+                f"({kv_heads})"
+            )
+        if checked.head_dim % 2:
+            raise ValueError("head_dim = hidden_size // num_attention_heads must be even (rotary)")
+        return checked
+
 
 TINY: dict[str, int | float] = {
     "vocab_size": 64,
@@ -53,52 +111,3 @@ TINY: dict[str, int | float] = {
     "rope_theta": 10000.0,
 }
 """A config small enough for the equivalence tests (head_dim 8, two kv heads: GQA)."""
-
-
-def llama_config(config: Mapping[str, object]) -> dict[str, int | float]:
-    """A validated copy of ``config``, defaults filled in; errors name the field.
-
-    Values are ints, floats and one bool (``tie_word_embeddings``; a bool is an int).
-    """
-    if not isinstance(config, Mapping):
-        raise ArgumentTypeError(f"config must be a dict of LlamaConfig fields, got {config!r}")
-    for name, implied in IMPLIED.items():
-        if name in config and config[name] != implied:
-            raise ValueError(
-                f"config field {name} = {config[name]!r} is not supported (only {implied!r})"
-            )
-    allowed = INT_FIELDS + FLOAT_FIELDS + BOOL_FIELDS
-    unknown = sorted(set(config) - set(allowed) - set(IMPLIED))
-    if unknown:
-        raise ValueError(f"config fields {unknown} are not supported; allowed: {allowed}")
-    missing = [name for name in INT_FIELDS if name not in config]
-    if missing:
-        raise ValueError(f"config is missing {missing}")
-    out: dict[str, int | float] = {name: check_int(config[name], name, 1) for name in INT_FIELDS}
-    for name in FLOAT_FIELDS:
-        value = config.get(name, DEFAULTS[name])
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ArgumentTypeError(f"{name} must be a number, got {value!r}")
-        if not 0 < float(value) < float("inf"):
-            raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-        out[name] = float(value)
-    for name in BOOL_FIELDS:
-        out[name] = check_bool(config.get(name, False), name)
-    heads, kv_heads = int(out["num_attention_heads"]), int(out["num_key_value_heads"])
-    if int(out["hidden_size"]) % heads:
-        raise ValueError(
-            f"hidden_size ({out['hidden_size']}) must be a multiple of "
-            f"num_attention_heads ({heads})"
-        )
-    if heads % kv_heads:
-        raise ValueError(
-            f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})"
-        )
-    if (int(out["hidden_size"]) // heads) % 2:
-        raise ValueError("head_dim = hidden_size // num_attention_heads must be even (rotary)")
-    return out
-
-
-def head_dim(config: Mapping[str, int | float]) -> int:
-    """Size of one attention head: ``hidden_size // num_attention_heads``."""
-    return int(config["hidden_size"]) // int(config["num_attention_heads"])

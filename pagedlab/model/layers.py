@@ -24,7 +24,7 @@ from torch import nn
 
 from pagedlab.checks import ArgumentTypeError, check_bool, check_int
 from pagedlab.model.checks import check_instance, check_store
-from pagedlab.model.config import llama_config
+from pagedlab.model.config import LlamaConfig
 from pagedlab.model.kv import KVStore
 
 ROW_TILE = 1
@@ -135,19 +135,14 @@ class MLP(nn.Module):
 class DecoderLayer(nn.Module):
     """Pre-norm residual block: ``x + attn(norm(x))``, then ``x + mlp(norm(x))``."""
 
-    def __init__(self, config: dict[str, int | float]) -> None:
-        config = _check_decoder(config)
+    def __init__(self, config: LlamaConfig | dict[str, int | float]) -> None:
+        c = _check_decoder(config)
         super().__init__()
-        hidden, eps = int(config["hidden_size"]), float(config["rms_norm_eps"])
-        self.self_attn = Attention(
-            hidden,
-            int(config["num_attention_heads"]),
-            int(config["num_key_value_heads"]),
-            float(config["rope_theta"]),
-        )
-        self.mlp = MLP(hidden, int(config["intermediate_size"]))
-        self.input_layernorm = RMSNorm(hidden, eps)
-        self.post_attention_layernorm = RMSNorm(hidden, eps)
+        heads, kv_heads = c.num_attention_heads, c.num_key_value_heads
+        self.self_attn = Attention(c.hidden_size, heads, kv_heads, c.rope_theta)
+        self.mlp = MLP(c.hidden_size, c.intermediate_size)
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
     def forward(
         self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, ...], store: KVStore, layer: int
@@ -249,9 +244,9 @@ def _check_layer_input(
     check_int(layer, "layer", minimum=0)
 
 
-def _check_decoder(config: object) -> dict[str, int | float]:
-    """A valid LlamaConfig (:func:`~pagedlab.model.config.llama_config`)."""
-    return llama_config(config)  # type: ignore[arg-type]
+def _check_decoder(config: object) -> LlamaConfig:
+    """A LlamaConfig, or a dict of its fields (validated: :meth:`LlamaConfig.from_hf`)."""
+    return LlamaConfig.from_hf(config)  # type: ignore[arg-type]
 
 
 def _check_mlp_input(x: object, hidden: int, batch_invariant: object) -> None:

@@ -33,7 +33,7 @@ from pagedlab.model.checks import (
     check_store,
     check_weights,
 )
-from pagedlab.model.config import head_dim, llama_config
+from pagedlab.model.config import LlamaConfig
 from pagedlab.model.kv import DenseCausal, KVStore
 from pagedlab.model.layers import DecoderLayer, RMSNorm, rotary
 
@@ -65,14 +65,11 @@ class _SkipRandomInit(TorchFunctionMode):
 class _Body(nn.Module):
     """HF's ``LlamaModel``: embeddings, decoder layers, final norm (the ``model.`` prefix)."""
 
-    def __init__(self, config: dict[str, int | float]) -> None:
+    def __init__(self, cfg: LlamaConfig) -> None:
         super().__init__()
-        hidden = int(config["hidden_size"])
-        self.embed_tokens = nn.Embedding(int(config["vocab_size"]), hidden)
-        self.layers = nn.ModuleList(
-            DecoderLayer(config) for _ in range(int(config["num_hidden_layers"]))
-        )
-        self.norm = RMSNorm(hidden, float(config["rms_norm_eps"]))
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
 
 class TinyLlama(nn.Module):
@@ -91,14 +88,12 @@ class TinyLlama(nn.Module):
                     param.copy_(torch.randn(param.shape, generator=generator) * std)
         self.eval()
 
-    def _build(self, config: dict[str, int | float]) -> None:
-        """The modules of ``config`` (validated), weights uninitialised; ties ``lm_head``."""
-        self._config = dict(config)
-        self.model = _Body(self._config)
-        self.lm_head = nn.Linear(
-            int(self._config["hidden_size"]), int(self._config["vocab_size"]), bias=False
-        )
-        if self._config["tie_word_embeddings"]:
+    def _build(self, cfg: LlamaConfig) -> None:
+        """The modules of ``cfg``, weights uninitialised; ties ``lm_head``."""
+        self.cfg = cfg
+        self.model = _Body(cfg)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
     @classmethod
@@ -118,34 +113,35 @@ class TinyLlama(nn.Module):
         with _SkipRandomInit():
             model._build(checked)
         model.load_state_dict(given, strict=False, assign=True)
-        if checked["tie_word_embeddings"]:
+        if checked.tie_word_embeddings:
             model.lm_head.weight = model.model.embed_tokens.weight
         return model.eval()
 
     @property
     def config(self) -> dict[str, int | float]:
-        """The LlamaConfig fields (a copy): ``transformers.LlamaConfig(**model.config)``."""
-        return dict(self._config)
+        """The LlamaConfig fields (a fresh dict): ``transformers.LlamaConfig(**model.config)``;
+        ``model.cfg`` is the frozen :class:`LlamaConfig` itself."""
+        return self.cfg.to_hf()
 
     @property
     def num_layers(self) -> int:
-        return int(self._config["num_hidden_layers"])
+        return self.cfg.num_hidden_layers
 
     @property
     def num_kv_heads(self) -> int:
-        return int(self._config["num_key_value_heads"])
+        return self.cfg.num_key_value_heads
 
     @property
     def head_dim(self) -> int:
-        return head_dim(self._config)
+        return self.cfg.head_dim
 
     @property
     def vocab_size(self) -> int:
-        return int(self._config["vocab_size"])
+        return self.cfg.vocab_size
 
     @property
     def max_positions(self) -> int:
-        return int(self._config["max_position_embeddings"])
+        return self.cfg.max_position_embeddings
 
     def hidden(self, ids: torch.Tensor, positions: torch.Tensor, store: KVStore) -> torch.Tensor:
         """Final-norm hidden states ``[tokens, hidden]`` of flat ``ids`` at ``positions``.
@@ -154,7 +150,7 @@ class TinyLlama(nn.Module):
         """
         self._check_hidden(ids, positions, store)
         x = self.model.embed_tokens(ids)
-        cos_sin = rotary(positions, self.head_dim, float(self._config["rope_theta"]))
+        cos_sin = rotary(positions, self.head_dim, self.cfg.rope_theta)
         for i, layer in enumerate(self.model.layers):
             x = layer(x, cos_sin, store, i)
         return self.model.norm(x)
@@ -192,9 +188,9 @@ class TinyLlama(nn.Module):
 
 def _check_init(
     config: Mapping[str, object], seed: object, init_std: object
-) -> tuple[dict[str, int | float], int, float]:
+) -> tuple[LlamaConfig, int, float]:
     """A validated config, ``seed >= 0`` and ``init_std`` a finite number > 0."""
-    checked = llama_config(config)
+    checked = LlamaConfig.from_hf(config)
     seed = check_int(seed, "seed", minimum=0)
     if isinstance(init_std, bool) or not isinstance(init_std, (int, float)):
         raise ArgumentTypeError(f"init_std must be a positive number, got {init_std!r}")

@@ -1,31 +1,23 @@
 """The paged side of the attention seam: K/V by slot mapping into pages, read back by table.
 
-A :class:`PagedStep` is one forward of a serving step: several *pieces*, each a run of
-consecutive positions ``first .. first + count - 1`` of one sequence whose earlier positions'
-K/V are already in the pages (a decode is a piece of one token; a prefill chunk, a recompute
-or the rest of a prompt after a prefix-cache hit is a longer one). Per layer it
+A :class:`PagedStep` is one forward of a serving step over *pieces*: runs of consecutive
+positions ``first .. first + count - 1`` of one sequence whose earlier positions' K/V are in
+the pages already (a decode is a piece of one token; a prefill chunk, a recompute or the rest
+of a prompt after a prefix-cache hit, a longer one). Per layer it
 
-1. writes every piece's new K/V at its slots, all pieces at once (vLLM's reshape-and-cache:
-   the Triton kernel where it compiles, ``PagedKVCache.store``'s torch indexing on a CPU);
-2. decode pieces (``count == 1``): one attention call for all of them through their block
-   tables: :func:`default_decode_attention`, the Triton kernel on a GPU and batched torch
-   (:func:`pagedlab.attention.torch_paged_attention`'s math) on a CPU, where Triton's
-   interpreter would make the model crawl; the tests run the kernel on these same pages
-   and compare (tests/engine);
-3. longer pieces: their K/V gathered from the pages (``PagedKVCache.gather``, logical order)
-   and dense causal attention, queries offset by ``first``. Why not the kernel: it is a decode
-   kernel (one query per sequence, the contract says so); a chunk's queries need causal
-   masking among themselves. Reading the prefix *from the pages* (not from a side copy) keeps
-   the check honest: chunked prefill, recompute and prefix-cache hits all read what the
-   pages hold, exactly as a decode does.
+1. writes every piece's new K/V at its slots, all at once (vLLM's reshape-and-cache);
+2. reads the decodes in one call through their block tables (:func:`default_decode_attention`:
+   the Triton kernel on a GPU, batched torch on a CPU, where the interpreter would crawl);
+3. gathers each longer piece's K/V from the pages and runs dense causal attention, queries
+   offset by ``first`` (the kernel is a decode kernel: one query per sequence). Reading the
+   prefix *from the pages* keeps the check honest: every path reads what the pages hold.
 
-With ``batch_invariant=True`` every piece, decode or chunk, is read through
-:func:`pagedlab.model.kv.invariant_attention` (one query at a time, fixed key tiles) over
-its K/V gathered from the pages: each token's bits are then those of
-:func:`pagedlab.model.generate_contiguous`, whatever the batch.
+With ``batch_invariant=True`` every piece is read through
+:func:`pagedlab.model.kv.invariant_attention` (one query at a time, fixed key tiles): each
+token's bits are :func:`pagedlab.model.generate_contiguous`'s, whatever the batch.
 
-Invariant (the caller's): no piece writes a slot that another piece of the same step reads or
-writes (the engine flushes a step in two forwards when blocks were freed and reused in it).
+Invariant (the caller's): no piece writes a slot another piece of the same step reads or
+writes, except a prefix block it fills (all K/V are stored before any piece attends).
 """
 
 from __future__ import annotations

@@ -286,7 +286,7 @@ def test_hooks_that_do_not_fit_the_pools_are_refused_when_built() -> None:
         Scheduler(BlockAllocator(4, 1), host=BlockAllocator(4, 1), kv=store)
     with pytest.raises(ValueError, match="host=store.host.allocator"):
         Scheduler(BlockAllocator(4, 2), kv=store)  # a host pool of its own: not the store's
-    with pytest.raises(TypeError, match="lacks write, copy, swap_out, swap_in"):
+    with pytest.raises(TypeError, match="lacks swap_out, swap_in, copy, forward"):
         Scheduler(BlockAllocator(4, 2), kv=object())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="host must be a HostPool"):
         SwappingKV(small, small)  # type: ignore[arg-type]

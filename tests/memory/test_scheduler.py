@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pagedlab.checks import ArgumentTypeError
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
-from pagedlab.memory.requests import Request, StepResult
+from pagedlab.memory.requests import Request, StepOutput, StepResult
 from pagedlab.memory.scheduler import Scheduler
 from tests.refuses import refuses
 
@@ -265,8 +265,9 @@ class PeakKV:
     def __init__(self, device: BlockAllocator) -> None:
         self.device, self.peak = device, 0
 
-    def write(self, group, work) -> None:  # type: ignore[no-untyped-def]
+    def forward(self, work, groups) -> StepOutput:  # type: ignore[no-untyped-def]
         self.peak = max(self.peak, self.device.num_blocks - self.device.num_free)
+        return StepOutput()
 
     def copy(self, cow) -> None:  # type: ignore[no-untyped-def]
         pass

@@ -1,13 +1,15 @@
-"""A scheduler step decides a plan first, then it is executed, then the step is completed.
+"""A scheduler step decides a plan first, then it is executed, then the scheduler updates.
 
 ``Scheduler.schedule()`` touches no K/V and calls no hook; executing its plan (``step()``
-through ``kv``) calls swaps out, swaps in, copies, then the pieces' writes, all after the
-decision; ``complete()`` frees what finished. The K/V store here is the hostile-use test's
-``FakeKV`` (one value per slot: who wrote it), so every running sample's K/V is read back.
+through ``kv``) calls swaps out, swaps in, copies, then one forward, all after the
+decision; ``update()`` appends the output's tokens and frees what finished. The K/V store
+here is the hostile-use test's ``FakeKV`` (one value per slot: who wrote it), so every
+running sample's K/V is read back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -15,7 +17,7 @@ import pytest
 from pagedlab.engine.prefix import PrefixCachingScheduler
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import PrefixCache
-from pagedlab.memory.requests import Group, Request, Work
+from pagedlab.memory.requests import Group, Request, StepOutput, Work
 from pagedlab.memory.scheduler import Scheduler, execute
 from tests.memory.test_scheduler_refuses_hostile_use import FakeKV, expected
 from tests.refuses import refuses
@@ -34,9 +36,9 @@ class Recorder(FakeKV):
         assert s is not None
         self.calls.append((name, s.device.num_free, tuple(g.name for g in s.running)))
 
-    def write(self, group: Group, work: Work) -> None:
-        self._log("write")
-        super().write(group, work)
+    def forward(self, work: Sequence[Work], groups: dict[str, Group]) -> StepOutput:
+        self._log("forward")
+        return super().forward(work, groups)
 
     def copy(self, cow: Any) -> None:
         self._log("copy")
@@ -60,7 +62,7 @@ def read_back(s: Scheduler, kv: FakeKV) -> None:
             assert read == want, f"{group} sample {sample} lost its K/V"
 
 
-ORDER = {"swap_out": 0, "swap_in": 1, "copy": 2, "write": 3}
+ORDER = {"swap_out": 0, "swap_in": 1, "copy": 2, "forward": 3}
 WORKLOADS = [  # (blocks, size, mode, budget, chunked, requests): swaps, copies, preemptions
     (3, 4, "swap", 8, True, [("A", 4, 4, 2), ("B", 7, 1, 1), ("C", 3, 2, 1), ("D", 3, 2, 1)]),
     (8, 2, "swap", None, False, [("A", 5, 6, 1), ("B", 5, 6, 1), ("C", 5, 6, 1), ("D", 2, 2)]),
@@ -92,12 +94,12 @@ def test_hooks_run_after_the_decision_in_the_executor_order(workload: tuple[Any,
         kinds.update(names)
         s.check_invariants()
         read_back(s, kv)
-    assert kinds >= {"write", "copy"} or kinds >= {"write", "swap_out", "swap_in"}
+    assert kinds >= {"forward", "copy"} or kinds >= {"forward", "swap_out", "swap_in"}
 
 
-def test_schedule_alone_calls_no_hook_and_complete_frees_what_finished() -> None:
+def test_schedule_alone_calls_no_hook_and_update_frees_what_finished() -> None:
     """``schedule()`` returns the plan and calls nobody; a group finishing in it leaves
-    ``running`` but holds its blocks until ``complete(plan)``; a second ``schedule()``
+    ``running`` but holds its blocks until ``update(plan, output)``; a second ``schedule()``
     before that, or completing another plan, is refused and changes nothing."""
     kv = Recorder(4)
     s = Scheduler(BlockAllocator(6, 4), kv=kv)
@@ -111,12 +113,13 @@ def test_schedule_alone_calls_no_hook_and_complete_frees_what_finished() -> None
     held = s.device.num_blocks - s.device.num_free
     assert held == 2
     state = lambda: (s.device.refcounts(), s.steps, [g.name for g in s.finished])  # noqa: E731
-    refuses(s.schedule, RuntimeError, match="complete", state=state)
-    refuses(lambda: s.complete(object()), ValueError, naming="plan", state=state)  # type: ignore[arg-type]
-    execute(plan, kv, s.groups)
-    s.complete(plan)
+    refuses(s.schedule, RuntimeError, match="update", state=state)
+    refuses(lambda: s.update(object(), StepOutput()), ValueError, naming="plan", state=state)  # type: ignore[arg-type]
+    refuses(lambda: s.update(plan, {}), TypeError, naming="StepOutput", state=state)  # type: ignore[arg-type]
+    refuses(lambda: s.update(plan, StepOutput({"Z": [[1]]})), ValueError, naming="Z", state=state)
+    s.update(plan, execute(plan, kv, s.groups))
     assert not group.tables and s.device.num_free == 6 and s.done and group.finished_at == 2
-    assert [c[0] for c in kv.calls] == ["write"]
+    assert [c[0] for c in kv.calls] == ["forward"]
 
 
 def test_a_group_preempted_after_it_decoded_leaves_the_plan(
@@ -187,7 +190,7 @@ def test_a_prefix_scheduled_in_a_step_is_hit_in_that_step() -> None:
     assert plan.admitted == ["A", "B"] and s.hit_tokens == 12
     assert b.tables[0].blocks[:3] == a.tables[0].blocks[:3]
     assert [(w.group, w.first, w.count) for w in plan.work] == [("A", 0, 14), ("B", 12, 3)]
-    s.complete(plan)
+    s.update(plan, StepOutput())
     s.run()
     assert device.num_free == 16
 
@@ -214,12 +217,14 @@ def test_blocks_registered_for_work_taken_back_are_forgotten(
     while not s.done:
         plan = s.schedule()
         execute(plan, kv, s.groups)
-        for w in plan.work:  # the engine's update: a piece at the end of its tokens yields one
+        output = StepOutput()  # as the engine's runner: a piece at the end of its tokens yields one
+        for w in plan.work:
             group = s.groups[w.group]
             known, limit = group.token_ids[w.sample], group.request.prompt_len + 1
             if w.first + w.count == len(known) < limit + group.request.output_len:
-                known.append(len(known) % 5)
-        s.complete(plan)
+                tokens = output.tokens.setdefault(w.group, [[] for _ in group.token_ids])
+                tokens[w.sample].append(len(known) % 5)
+        s.update(plan, output)
         for block, _ in s.cache.cached_blocks().items():
             values = [kv.device.get(block * size + j) for j in range(size)]
             assert None not in values and len({v[2] // size for v in values}) == 1, values
@@ -259,3 +264,23 @@ def test_a_preempted_groups_tokens_return_to_the_token_budget() -> None:
     assert plan.prefill_tokens == {"C": 8}
     assert plan.decode_tokens + sum(plan.prefill_tokens.values()) == 9
     scheduler.check_invariants()
+
+
+def test_update_is_the_only_writer_and_ends_a_request_at_eos() -> None:
+    """The executor returns tokens and writes none; ``update`` appends them, ends a request
+    whose sample 0 drew EOS (its blocks freed, ``plan.finished`` names it) and frees the
+    finished; ``abort`` then ends every other request, and both pools are whole."""
+    s = Scheduler(BlockAllocator(8, 2), "swap", host=BlockAllocator(8, 2))
+    for name in "AB":
+        s.add(Request(name, 3, 4, prompt=(1, 2, 3)))
+    plan = s.schedule()
+    output = StepOutput({"A": [[9]], "B": [[5]]})
+    assert s.groups["A"].token_ids == [[1, 2, 3]]  # nothing written before update
+    s.update(plan, output, eos_token_id=9)
+    assert plan.finished == ["A"] and s.groups["A"].status == "finished"
+    assert s.groups["A"].token_ids == [[1, 2, 3, 9]] and s.groups["B"].token_ids == [[1, 2, 3, 5]]
+    assert s.device.num_free == 8 - 2  # A's two blocks back, B's two held
+    s.schedule()  # pending: abort drops it
+    s.abort()
+    assert s.done and s.device.num_free == 8 and s.host.num_free == 8
+    s.check_invariants()

@@ -24,6 +24,7 @@ test replays the same rules on 10,000 seeded random sequences of 30 steps.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import count
 from typing import Any
 
@@ -34,7 +35,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import CopyOnWrite
-from pagedlab.memory.requests import Group, Request, Work
+from pagedlab.memory.requests import Group, Request, StepOutput, Work
 from pagedlab.memory.scheduler import Scheduler
 from tests.machine_steps import PICK, check, choose, integer, one_of, run_random, setup, step
 from tests.refuses import refuses
@@ -57,10 +58,12 @@ class FakeKV:
         self.device: dict[int, tuple[str, int, int]] = {}
         self.host: dict[int, tuple[str, int, int]] = {}
 
-    def write(self, group: Group, work: Work) -> None:
-        positions = range(work.first, work.first + work.count)
-        for pos, slot in zip(positions, work.slots(self.size), strict=True):
-            self.device[slot] = expected(group, work.sample, pos)
+    def forward(self, work: Sequence[Work], groups: dict[str, Group]) -> StepOutput:
+        for w in work:
+            positions = range(w.first, w.first + w.count)
+            for pos, slot in zip(positions, w.slots(self.size), strict=True):
+                self.device[slot] = expected(groups[w.group], w.sample, pos)
+        return StepOutput()
 
     def _move(self, src: dict, dst: dict, s: int, d: int) -> None:  # type: ignore[type-arg]
         for offset in range(self.size):

@@ -368,7 +368,7 @@ def test_good_input_is_not_refused() -> None:
 
 # -- one guard first, in every public function and method ------------------------------------
 GUARDED = [agreement, generate_module, gguf_file, kv, layers, llama, paged, sampling, smollm2]
-"""Every module of pagedlab.model that takes input (config.llama_config is itself the config's
+"""Every module of pagedlab.model that takes input (LlamaConfig.from_hf is the config's
 validator; checks.py holds the checks)."""
 
 

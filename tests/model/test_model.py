@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import pagedlab  # noqa: F401  (first: sets TRITON_INTERPRET)
-from pagedlab.model import TINY, TinyLlama, generate_contiguous, llama_config
+from pagedlab.model import TINY, LlamaConfig, TinyLlama, generate_contiguous
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
@@ -64,7 +64,7 @@ def test_state_dict_names_are_hugging_faces_and_load_both_ways() -> None:
         torch.equal(a, b)
         for a, b in zip(back.state_dict().values(), twin.state_dict().values(), strict=True)
     )
-    assert model.config == llama_config(TINY) and model.config is not model.config
+    assert model.config == LlamaConfig.from_hf(TINY).to_hf() and model.config is not model.config
 
 
 @pytest.mark.parametrize("name", ["gqa", "mqa"])
@@ -104,7 +104,7 @@ def test_contiguous_cache_logits_equal_full_forward() -> None:
 
 def test_fields_at_the_implemented_value_are_accepted_and_dropped() -> None:
     model = TinyLlama({**TINY, "tie_word_embeddings": False, "hidden_act": "silu"})
-    assert model.config == llama_config(TINY)
+    assert model.config == LlamaConfig.from_hf(TINY).to_hf()
 
 
 def test_tied_embeddings_are_one_matrix_and_equal_hugging_face() -> None:
@@ -179,3 +179,13 @@ def test_bad_prompts_are_refused_naming_the_value() -> None:
         generate_contiguous(model, [1] * 250, 10)
     with pytest.raises(TypeError):
         generate_contiguous(model, "abc", 3)  # type: ignore[arg-type]
+
+
+def test_the_config_is_a_frozen_dataclass_and_the_public_dict_round_trips() -> None:
+    """``model.cfg`` is the frozen LlamaConfig; ``model.config`` stays the HF-named dict."""
+    model = TinyLlama(TINY)
+    assert isinstance(model.cfg, LlamaConfig) and isinstance(model.config, dict)
+    assert LlamaConfig.from_hf(model.config) == model.cfg and model.cfg.head_dim == 8
+    assert model.config == {**TINY, "tie_word_embeddings": False}
+    with pytest.raises(AttributeError):
+        model.cfg.hidden_size = 64  # type: ignore[misc]
