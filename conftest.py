@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import PurePosixPath
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -65,6 +66,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Browser units, then notebooks, then every other test; a stable sort keeps the order
     inside each (a notebook's cells top to bottom)."""
     items.sort(key=_rank)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A notebook cell (nbval) that wrote to stderr fails, even where its outputs are not
+    compared (``# NBVAL_IGNORE_OUTPUT``): JupyterLab would show a learner that text in red."""
+    result = yield
+    outputs = getattr(item, "test_outputs", None) or []  # nbval's, as the kernel sent them
+    stderr = [o.get("text", "") for o in outputs if o.get("name") == "stderr"]
+    if stderr:
+        pytest.fail(f"the cell wrote to stderr:\n{''.join(stderr)[-1500:]}", pytrace=False)
+    return result
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, called only under -n

@@ -166,14 +166,17 @@ def notebooks(browser: Browser, lab: LabServer) -> Iterator[NotebookPages]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the browser tests of one notebook back to back so they share one page and kernel."""
+    """Run the browser tests of one notebook (parameter ``name``) back to back so they share
+    one page and kernel, its "runs clean" check first, on the page as Run All left it."""
     here = Path(__file__).parent
     slots = [i for i, item in enumerate(items) if here in Path(str(item.path)).parents]
 
-    def key(index: int) -> tuple[str, int]:
-        callspec = getattr(items[index], "callspec", None)
+    def key(index: int) -> tuple[str, bool, int]:
+        item = items[index]
+        callspec = getattr(item, "callspec", None)
         name = callspec.params.get("name", "") if callspec is not None else ""
-        return (str(name), index)
+        later = getattr(item, "originalname", "") != "test_notebook_runs_clean_in_jupyterlab"
+        return (str(name), later, index)
 
     ordered = [items[i] for i in sorted(slots, key=key)]
     for slot, item in zip(slots, ordered, strict=True):
