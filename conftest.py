@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import PurePosixPath
 from collections.abc import Iterator
+from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
