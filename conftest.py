@@ -6,18 +6,20 @@ Two kinds of tests must stay on one worker, in collection order:
 - the modules in ``TOGETHER``, whose fixtures take seconds to build (SmolLM2 and its
   ``transformers`` oracle, a session fixture they share): one unit, loaded once, on one worker;
 - the browser tests, in two units: those that drive JupyterLab (one server per worker,
-  one notebook page open at a time) and the two that build the static site (they share
-  ``node_modules``). Each worker that runs one starts its own Chromium.
+  one notebook page open at a time) and the two on the static site (one build, the session
+  fixture ``site``). Each worker that runs one starts its own Chromium.
 
 Every other test is a unit of its own and goes to whichever worker is free. The units are
 handed out in collection order, which this file sets: the two browser units first (the
-longest serial stretches, one per worker from the start), then the notebooks, then the rest.
+longest serial stretches, one per worker from the start), then the notebooks, the SmolLM2
+unit and the tests marked slow, then the rest (short tests that even out the end).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -46,8 +48,12 @@ def unit_of(nodeid: str) -> str:
 
 
 def _rank(item: pytest.Item) -> int:
+    """0: the browser units; 1: the other units of several tests, and the tests marked slow
+    (tens of seconds each); 2: every other test, short ones that fill the workers' last minutes."""
     unit = unit_of(item.nodeid)
-    return 0 if unit.startswith("browser") else 1 if unit != item.nodeid else 2
+    if unit.startswith("browser"):
+        return 0
+    return 1 if unit != item.nodeid or item.get_closest_marker("slow") else 2
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -62,9 +68,21 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Browser units, then notebooks, then every other test; a stable sort keeps the order
-    inside each (a notebook's cells top to bottom)."""
+    """Browser units, then the other long units, then every other test; a stable sort keeps
+    the order inside each (a notebook's cells top to bottom)."""
     items.sort(key=_rank)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A notebook cell (nbval) that wrote to stderr fails, even where its outputs are not
+    compared (``# NBVAL_IGNORE_OUTPUT``): JupyterLab would show a learner that text in red."""
+    result = yield
+    outputs = getattr(item, "test_outputs", None) or []  # nbval's, as the kernel sent them
+    stderr = [o.get("text", "") for o in outputs if o.get("name") == "stderr"]
+    if stderr:
+        pytest.fail(f"the cell wrote to stderr:\n{''.join(stderr)[-1500:]}", pytrace=False)
+    return result
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, called only under -n

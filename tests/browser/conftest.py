@@ -12,14 +12,20 @@ PAGEDLAB_REQUIRE_BROWSER=1 (CI), where they fail.
 
 from __future__ import annotations
 
+import functools
+import http.server
 import importlib.util
 import os
 import re
 import shutil
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
@@ -94,6 +100,47 @@ def lab(browser: Browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             shutil.copyfile(server.log_path, SHOTS_DIR / "jupyter-server.log")
 
 
+class Site(NamedTuple):
+    """The static site built by ``scripts/build_site.py`` and served on 127.0.0.1."""
+
+    out: Path
+    url: str
+    size_mib: float
+
+
+@pytest.fixture(scope="session")  # one build for test_site.py and test_live_site.py
+def site(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Site]:
+    """The site built once, as ``make site`` builds it: every notebook's page where a test of
+    test_site.py runs, else notebook 2's alone (all that test_live_site.py opens)."""
+    whole = any(item.path.name == "test_site.py" for item in request.session.items)
+    pages = [] if whole else [str(NOTEBOOKS_DIR / "02_block_table.ipynb")]
+    out = tmp_path_factory.mktemp("site") / "site"
+    start = time.perf_counter()
+    build = subprocess.run(
+        # one notebook at a time: the other test worker already has the second core
+        [sys.executable, str(REPO / "scripts" / "build_site.py"), "--out", str(out), "--jobs",
+         "1", *pages],
+        capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, timeout=1800,
+    )  # fmt: skip
+    assert build.returncode == 0, f"build_site failed:\n{build.stdout}\n{build.stderr[-4000:]}"
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / 2**20
+    print(f"site: {size:.1f} MiB built in {time.perf_counter() - start:.0f} s\n{build.stdout}")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    handler = functools.partial(Quiet, directory=str(out))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield Site(out, f"http://127.0.0.1:{server.server_port}", size)
+    finally:
+        server.shutdown()
+
+
 @dataclass
 class OpenNotebook:
     """A notebook page after "Run All Cells" settled, with the page errors seen so far."""
@@ -166,14 +213,17 @@ def notebooks(browser: Browser, lab: LabServer) -> Iterator[NotebookPages]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the browser tests of one notebook back to back so they share one page and kernel."""
+    """Run the browser tests of one notebook (parameter ``name``) back to back so they share
+    one page and kernel, its "runs clean" check first, on the page as Run All left it."""
     here = Path(__file__).parent
     slots = [i for i, item in enumerate(items) if here in Path(str(item.path)).parents]
 
-    def key(index: int) -> tuple[str, int]:
-        callspec = getattr(items[index], "callspec", None)
+    def key(index: int) -> tuple[str, bool, int]:
+        item = items[index]
+        callspec = getattr(item, "callspec", None)
         name = callspec.params.get("name", "") if callspec is not None else ""
-        return (str(name), index)
+        later = getattr(item, "originalname", "") != "test_notebook_runs_clean_in_jupyterlab"
+        return (str(name), later, index)
 
     ordered = [items[i] for i in sorted(slots, key=key)]
     for slot, item in zip(slots, ordered, strict=True):

@@ -42,8 +42,9 @@ def _type_and_run(page, stub, check, code: str, expect: str) -> str:  # type: ig
 
 @pytest.mark.browser
 @pytest.mark.skipif(not (NOTEBOOKS_DIR / NOTEBOOK).exists(), reason=f"{NOTEBOOK} not found")
-def test_wrong_answer_then_right_answer(notebooks: NotebookPages) -> None:
-    notebook = notebooks.open(f"notebooks/{NOTEBOOK}")
+@pytest.mark.parametrize("name", [NOTEBOOK])  # "name": run beside that notebook's other tests
+def test_wrong_answer_then_right_answer(notebooks: NotebookPages, name: str) -> None:
+    notebook = notebooks.open(f"notebooks/{name}")
     page = notebook.page
     stub = _cell(page, "def my_blocks_needed")
     check = _cell(page, 'EXERCISES["blocks_needed"].check(my_blocks_needed)')
@@ -101,10 +102,11 @@ WRONG_TABLE_SOURCE = RIGHT_TABLE_SOURCE.replace(
 @pytest.mark.skipif(
     not (NOTEBOOKS_DIR / CAPSTONE_NOTEBOOK).exists(), reason=f"{CAPSTONE_NOTEBOOK} not found"
 )
-def test_a_capstone_built_wrong_then_right(notebooks: NotebookPages) -> None:
+@pytest.mark.parametrize("name", [CAPSTONE_NOTEBOOK])
+def test_a_capstone_built_wrong_then_right(notebooks: NotebookPages, name: str) -> None:
     """Notebook 02's block table: a class that ignores the last block's empty slots is named
     at the first event it gets wrong; the right class passes every replay."""
-    notebook = notebooks.open(f"notebooks/{CAPSTONE_NOTEBOOK}")
+    notebook = notebooks.open(f"notebooks/{name}")
     page = notebook.page
     stub = _cell(page, "class MyBlockTable")
     check = _cell(page, 'EXERCISES["block_table"].check(MyBlockTable)')
@@ -126,8 +128,9 @@ PREDICT_NOTEBOOK = "05_sharing.ipynb"
 @pytest.mark.skipif(
     not (NOTEBOOKS_DIR / PREDICT_NOTEBOOK).exists(), reason=f"{PREDICT_NOTEBOOK} not found"
 )
-def test_predict_then_reveal(notebooks: NotebookPages) -> None:
-    notebook = notebooks.open(f"notebooks/{PREDICT_NOTEBOOK}")
+@pytest.mark.parametrize("name", [PREDICT_NOTEBOOK])
+def test_predict_then_reveal(notebooks: NotebookPages, name: str) -> None:
+    notebook = notebooks.open(f"notebooks/{name}")
     page = notebook.page
     widget = page.locator(".widget-vbox", has=page.locator("text=Predict:")).first
     entry = widget.locator("input[type=text]")

@@ -1,29 +1,21 @@
 """The live site in Chromium: Python (Pyodide) in a Web Worker drives the real pagedlab.
 
-One build of notebook 2's page (``scripts/build_site.py``, as ``make site`` runs it), served
-on 127.0.0.1 with every other host blocked. Served, the page goes live: a setting no frame
-holds shows the real allocator's blocks, the declared Play replays the growth, an exercise is
-graded by the notebook's own check, Stop ends an endless loop; opened from disk, it keeps its
-frames and says why it is not live.
+Notebook 2's page from the ``site`` fixture (``scripts/build_site.py`` as ``make site`` runs
+it; one build shared with test_site.py), served on 127.0.0.1 with every other host blocked.
+Served, the page goes live: a setting no frame holds shows the real allocator's blocks, the
+declared Play replays the growth, an exercise is graded by the notebook's own check, Stop ends
+an endless loop; opened from disk, it keeps its frames and says why it is not live.
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
-import os
 import re
-import subprocess
-import sys
-import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 import pytest
 
-from .conftest import REPO, SHOTS_DIR
+from .conftest import SHOTS_DIR, Site
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -38,31 +30,6 @@ RIGHT = (
     "    return [blocks[p // block_size] * block_size + p % block_size"
     " for p in range(num_tokens)]\n"
 )
-
-
-@pytest.fixture(scope="module")
-def live_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
-    """Notebook 2's page built and served on loopback: (site folder, base URL)."""
-    out = tmp_path_factory.mktemp("live") / "site"
-    notebook = str(REPO / "notebooks" / "02_block_table.ipynb")
-    build = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "build_site.py"), "--out", str(out), notebook],
-        capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, timeout=1800,
-    )  # fmt: skip
-    assert build.returncode == 0, f"build_site failed:\n{build.stdout}\n{build.stderr[-4000:]}"
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(out))
-    )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield out, f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
 
 
 class LivePage:
@@ -118,11 +85,11 @@ def _wait_result(page: Page, name: str, pattern: str) -> str:
 
 
 def test_a_setting_no_frame_holds_comes_from_the_real_allocator(
-    browser: Browser, live_site: tuple[Path, str]
+    browser: Browser, site: Site
 ) -> None:
     from pagedlab.control_scenes import example_table
 
-    live = LivePage(browser, f"{live_site[1]}/{PAGE}")
+    live = LivePage(browser, f"{site.url}/{PAGE}")
     page = live.page
     try:
         assert page.locator(".pagedlab-static").count() >= 1  # the frames are there at once
@@ -164,14 +131,14 @@ def test_a_setting_no_frame_holds_comes_from_the_real_allocator(
 
 
 def test_an_exercise_is_graded_by_the_notebooks_check_wrong_then_right(
-    browser: Browser, live_site: tuple[Path, str]
+    browser: Browser, site: Site
 ) -> None:
     from pagedlab.exercises import EXERCISES
 
     namespace: dict = {}
     exec(WRONG, namespace)
     message = EXERCISES["slot_mapping"].check(namespace["my_slot_mapping"]).message
-    live = LivePage(browser, f"{live_site[1]}/{PAGE}")
+    live = LivePage(browser, f"{site.url}/{PAGE}")
     page = live.page
     try:
         live.wait_live()
@@ -189,10 +156,8 @@ def test_an_exercise_is_graded_by_the_notebooks_check_wrong_then_right(
         live.close("exercise")
 
 
-def test_stop_ends_an_endless_loop_and_python_comes_back(
-    browser: Browser, live_site: tuple[Path, str]
-) -> None:
-    live = LivePage(browser, f"{live_site[1]}/{PAGE}")
+def test_stop_ends_an_endless_loop_and_python_comes_back(browser: Browser, site: Site) -> None:
+    live = LivePage(browser, f"{site.url}/{PAGE}")
     page = live.page
     try:
         live.wait_live()
@@ -234,12 +199,12 @@ def test_stop_ends_an_endless_loop_and_python_comes_back(
 
 
 def test_a_page_opened_from_disk_keeps_its_frames_and_says_why(
-    browser: Browser, live_site: tuple[Path, str]
+    browser: Browser, site: Site
 ) -> None:
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
     try:
-        page.goto((live_site[0] / PAGE).as_uri(), wait_until="load")
+        page.goto((site.out / PAGE).as_uri(), wait_until="load")
         page.wait_for_selector("body[data-live-unavailable=file]", state="attached")
         status = page.locator("#pagedlab-live-bar").inner_text()
         assert "opened from a file" in status and "http.server" in status

@@ -1,29 +1,21 @@
 """The static site in a real browser, with no kernel and every host but loopback blocked.
 
-One build of the whole site (``scripts/build_site.py``, as ``make site`` runs it) into a
-temporary folder, served by ``http.server`` on 127.0.0.1. Every page must load without a
+One build of the whole site (the ``site`` fixture: ``scripts/build_site.py`` as ``make site``
+runs it, shared with test_live_site.py), served on 127.0.0.1. Every page must load without a
 widget error, a page error or a request that leaves loopback; every static explorer must
 answer its sliders (and Play) in the page itself, showing the frame that setting should show.
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
-import os
 import re
-import subprocess
-import sys
-import threading
-import time
 import urllib.request
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 import pytest
 
-from .conftest import REPO, SHOTS_DIR
+from .conftest import REPO, SHOTS_DIR, Site
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -33,33 +25,6 @@ pytestmark = pytest.mark.browser
 NOTEBOOKS = sorted(p.name for p in (REPO / "notebooks").glob("*.ipynb"))
 STATIC = ".pagedlab-static"
 VISIBLE_READOUT = f"{STATIC} .pagedlab-readout:visible"
-
-
-@pytest.fixture(scope="session")  # session: the browser tests run interleaved by notebook
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Build the site once and serve it on loopback; yields the base URL."""
-    out = tmp_path_factory.mktemp("site") / "site"
-    start = time.perf_counter()
-    build = subprocess.run(
-        # one notebook at a time: the other test worker already has the second core
-        [sys.executable, str(REPO / "scripts" / "build_site.py"), "--out", str(out), "--jobs", "1"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
-        timeout=1800,
-    )
-    assert build.returncode == 0, f"build_site failed:\n{build.stdout}\n{build.stderr[-4000:]}"
-    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) / 2**20
-    print(f"site: {size:.1f} MiB built in {time.perf_counter() - start:.0f} s")
-    assert size < 44, f"the site is {size:.1f} MiB; keep it under 44"  # 40.4 with 13 pages
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(out))
-    handler.log_message = lambda *args: None  # type: ignore[method-assign]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
 
 
 class OfflinePage:
@@ -86,9 +51,9 @@ class OfflinePage:
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_page_loads_offline_and_its_explorers_move(browser: Browser, site: str, name: str) -> None:
+def test_page_loads_offline_and_its_explorers_move(browser: Browser, site: Site, name: str) -> None:
     page_name = name.replace(".ipynb", ".html")
-    offline = OfflinePage(browser, f"{site}/{page_name}")
+    offline = OfflinePage(browser, f"{site.url}/{page_name}")
     page = offline.page
     try:
         page.wait_for_selector(".jp-Notebook", timeout=30_000)
@@ -132,9 +97,9 @@ def _frame_of(explorer) -> tuple[str, str | None]:  # type: ignore[no-untyped-de
     return readout, explorer.locator(".pagedlab-picture:visible").first.get_attribute("src")
 
 
-def test_allocation_explorer_static_frames_are_the_right_ones(browser: Browser, site: str) -> None:
+def test_allocation_explorer_static_frames_are_the_right_ones(browser: Browser, site: Site) -> None:
     """Notebook 2: length 5 at block size 4 says 2 blocks and output 3; Play replays 1 -> 5."""
-    offline = OfflinePage(browser, f"{site}/02_block_table.html")
+    offline = OfflinePage(browser, f"{site.url}/02_block_table.html")
     page = offline.page
     try:
         page.wait_for_selector(VISIBLE_READOUT, timeout=30_000)
@@ -163,8 +128,12 @@ def test_allocation_explorer_static_frames_are_the_right_ones(browser: Browser, 
         offline.close()
 
 
-def test_site_has_an_index_linking_every_page(site: str) -> None:
-    with urllib.request.urlopen(f"{site}/index.html") as response:  # loopback only
+def test_site_has_an_index_linking_every_page(site: Site) -> None:
+    with urllib.request.urlopen(f"{site.url}/index.html") as response:  # loopback only
         text = response.read().decode()
     for name in NOTEBOOKS:
         assert f'href="{name.replace(".ipynb", ".html")}"' in text, name
+
+
+def test_the_site_stays_under_44_mib(site: Site) -> None:
+    assert site.size_mib < 44, f"the site is {site.size_mib:.1f} MiB; keep it under 44"  # 40.4
