@@ -44,11 +44,8 @@ def online_softmax_figure(steps: Sequence[LoopStep], title: str = "", dpi: float
     for side in ("top", "right", "left"):
         reads.spines[side].set_visible(False)
     for x, s, c in zip(xs, steps, color, strict=True):
-        reads.add_patch(
-            FancyBboxPatch(
-                (x - 0.38, 0.1), 0.76, 0.8, boxstyle="round,pad=0.02", fc=tint(c, 0.35), ec=c
-            )
-        )
+        box = FancyBboxPatch((x - 0.38, 0.1), 0.76, 0.8, "round,pad=0.02", fc=tint(c, 0.35), ec=c)
+        reads.add_patch(box)
         first, last = s.positions[0], s.positions[-1]
         span = f"pos {first}" if first == last else f"pos {first}-{last}"
         reads.text(x, 0.68, f"physical {s.physical}", ha="center", va="center", fontsize=9)
