@@ -37,7 +37,6 @@ def online_softmax_figure(steps: Sequence[LoopStep], title: str = "", dpi: float
     )
     xs = list(range(n))
     color = [PALETTE[s.physical % len(PALETTE)] for s in steps]
-
     # reads: logical -> physical
     reads.set_ylim(0, 1)
     reads.set_yticks([])
@@ -53,7 +52,6 @@ def online_softmax_figure(steps: Sequence[LoopStep], title: str = "", dpi: float
         if s.masked:
             reads.text(x, 0.2, f"+{s.masked} masked", ha="center", va="center", fontsize=7)
     reads.set_title(title or "one kernel program, block by block", fontsize=10, loc="left")
-
     # scores and running max
     for x, s, c in zip(xs, steps, color, strict=True):
         k = len(s.scores)
@@ -74,7 +72,6 @@ def online_softmax_figure(steps: Sequence[LoopStep], title: str = "", dpi: float
     scores.set_ylim(low - pad, high + 2 * pad)
     scores.set_ylabel("scores, m", fontsize=9)
     scores.legend(loc="upper left", fontsize=8, frameon=False)
-
     # running sum: carried (rescaled) + this block
     carried = [s.l_sum - s.block_sum for s in steps]
     l_old = [0.0] + [s.l_sum for s in steps[:-1]]
