@@ -74,11 +74,6 @@ class MixedStep:
         return len(self.tables)
 
 
-def token_id(request: int, position: int) -> int:
-    """The staged token id at ``position`` of ``request``: 100 * (request + 1) + position."""
-    return 100 * (request + 1) + position
-
-
 def mixed_step(
     requests: Sequence[StepRequest],
     block_size: int = 4,
@@ -115,7 +110,8 @@ def mixed_step(
         raise AssertionError("a fresh pool hands out block 0 first")
     tables = grow_in_turn(pool, [r.seq_len for r in reqs])
     positions = [p for r in reqs for p in range(r.computed, r.seq_len)]
-    ids = [token_id(i, p) for i, r in enumerate(reqs) for p in range(r.computed, r.seq_len)]
+    # the staged token id at position p of request i: 100 * (i + 1) + p
+    ids = [100 * (i + 1) + p for i, r in enumerate(reqs) for p in range(r.computed, r.seq_len)]
     starts = [0, *accumulate(r.new for r in reqs)]
     width = ceil_div(max_model_len, block_size)
     block_table = torch.zeros(max_num_reqs, width, dtype=torch.int32)
