@@ -17,6 +17,7 @@ is data. Takes plain lists or tensors: no dependency on pagedlab.memory.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
@@ -81,8 +82,7 @@ class PagedKVCache:
                 f" (CUDA available: {torch.cuda.is_available()})"
             )
         shape = (self._num_blocks, self._block_size, self._num_kv_heads, self._head_dim)
-        needed = 2 * self._num_blocks * self._block_size * self._num_kv_heads * self._head_dim
-        needed *= dtype.itemsize
+        needed = 2 * math.prod(shape) * dtype.itemsize
         have = _memory_of(self._device)
         sizes = (
             f"num_blocks={self._num_blocks}, block_size={self._block_size}, "
