@@ -197,9 +197,8 @@ def pool_view(
         if not show and filled:
             span = filled[0] if len(filled) == 1 else f"{filled[0]}–{filled[-1]}"
             cx = b.x + TAB + (b.w - TAB) / 2
-            back = Box(
-                cx - 0.03 - 0.035 * len(span), b.y + b.h * 0.22, 0.06 + 0.07 * len(span), b.h * 0.56
-            )
+            half = 0.03 + 0.035 * len(span)  # a white back under the caption
+            back = Box(cx - half, b.y + b.h * 0.22, 2 * half, b.h * 0.56)
             d.rects.append(Rect(back, "white", "white", "caption", "pool", block, 0.0))
             d.labels.append(Label(cx, b.y + b.h / 2, span, 6.5))
         if refcounts[block] > 1:

@@ -25,10 +25,9 @@ def to_png(figure: Figure) -> bytes:
             f"to_png takes a matplotlib Figure, got a {type(figure).__name__} "
             "(a Drawing: pagedlab.pictures.canvas.drawing_png)"
         )
-    canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else None
-    canvas = canvas or FigureCanvasAgg(figure)
-    canvas.draw()
-    return rgb_png(np.asarray(canvas.buffer_rgba())[..., :3])
+    agg = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
+    agg.draw()
+    return rgb_png(np.asarray(agg.buffer_rgba())[..., :3])
 
 
 def rgb_png(pixels: np.ndarray) -> bytes:
