@@ -205,11 +205,8 @@ class PagedKVCache:
         if t.device != self.key.device:
             raise ValueError(f"{name} is on {t.device} but the cache is on {self.key.device}")
         t = t.detach()  # the cache holds data, never an autograd graph
-        storage = t.untyped_storage().data_ptr()
-        if t.numel() and storage in (
-            self._key.untyped_storage().data_ptr(),
-            self._value.untyped_storage().data_ptr(),
-        ):
+        ours = {c.untyped_storage().data_ptr() for c in (self._key, self._value)}
+        if t.numel() and t.untyped_storage().data_ptr() in ours:
             t = t.clone()  # a view of this cache: read it whole before any slot is written
         return t
 
