@@ -89,17 +89,13 @@ def write_figures(directory: Path | str = "figures") -> list[Path]:
     canvas = Canvas()  # the theme's DPI
     example_layout = LAYOUTS[1]
     paths = [out / name for name in FILES]
-
     five = example_state(4, 5, example_layout)
     _save_png([_picture(canvas, five, _note(five))], paths[0])
-
     four = example_state(4, 4, example_layout)
     _save_png([_picture(canvas, four, _note(four)), _picture(canvas, five, _note(five))], paths[1])
-
     ascending = example_state(4, 5, LAYOUTS[0])
     frames = [_picture(canvas, s, _note(s, True)) for s in (ascending, five)]
     _save_png(frames, paths[2])
-
     states = [example_state(4, n, example_layout) for n in range(1, 17)]
     rgb = [_picture(canvas, s, _note(s)) for s in states]
     palette_image = Image.fromarray(rgb[-1]).quantize(COLORS, method=Image.Quantize.MEDIANCUT)

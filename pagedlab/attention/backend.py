@@ -110,9 +110,7 @@ def device() -> torch.device:
 def runs_on(where: torch.device) -> bool:
     """Whether the Triton kernels can read tensors on ``where`` here: cuda when compiled,
     cpu in the interpreter."""
-    return (BACKEND == "compiled" and where.type == "cuda") or (
-        BACKEND == "interpreter" and where.type == "cpu"
-    )
+    return (BACKEND, where.type) in {("compiled", "cuda"), ("interpreter", "cpu")}
 
 
 def on_device(where: torch.device) -> contextlib.AbstractContextManager[object]:

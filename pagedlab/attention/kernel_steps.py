@@ -106,21 +106,12 @@ def paged_attention_steps(
         m_old, m = m, m_new
         l_sum = l_sum * alpha + block_sum
         acc = acc * alpha + (p[:, None] * v).sum(dim=0)
-        steps.append(
-            LoopStep(
-                logical=i,
-                physical=physical,
-                positions=tuple(range(i * size, i * size + valid)),
-                masked=size - valid,
-                scores=tuple(scores.tolist()),
-                m_old=float(m_old),
-                m_new=float(m_new),
-                alpha=float(alpha),
-                block_sum=float(block_sum),
-                l_sum=float(l_sum),
-                acc=tuple(acc.tolist()),
-            )
-        )
+        steps.append(LoopStep(
+            logical=i, physical=physical, positions=tuple(range(i * size, i * size + valid)),
+            masked=size - valid, scores=tuple(scores.tolist()), m_old=float(m_old),
+            m_new=float(m_new), alpha=float(alpha), block_sum=float(block_sum),
+            l_sum=float(l_sum), acc=tuple(acc.tolist()),
+        ))  # fmt: skip
     return steps
 
 

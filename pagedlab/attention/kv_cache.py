@@ -17,6 +17,7 @@ is data. Takes plain lists or tensors: no dependency on pagedlab.memory.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
@@ -81,8 +82,7 @@ class PagedKVCache:
                 f" (CUDA available: {torch.cuda.is_available()})"
             )
         shape = (self._num_blocks, self._block_size, self._num_kv_heads, self._head_dim)
-        needed = 2 * self._num_blocks * self._block_size * self._num_kv_heads * self._head_dim
-        needed *= dtype.itemsize
+        needed = 2 * math.prod(shape) * dtype.itemsize
         have = _memory_of(self._device)
         sizes = (
             f"num_blocks={self._num_blocks}, block_size={self._block_size}, "
@@ -205,11 +205,8 @@ class PagedKVCache:
         if t.device != self.key.device:
             raise ValueError(f"{name} is on {t.device} but the cache is on {self.key.device}")
         t = t.detach()  # the cache holds data, never an autograd graph
-        storage = t.untyped_storage().data_ptr()
-        if t.numel() and storage in (
-            self._key.untyped_storage().data_ptr(),
-            self._value.untyped_storage().data_ptr(),
-        ):
+        ours = {c.untyped_storage().data_ptr() for c in (self._key, self._value)}
+        if t.numel() and t.untyped_storage().data_ptr() in ours:
             t = t.clone()  # a view of this cache: read it whole before any slot is written
         return t
 

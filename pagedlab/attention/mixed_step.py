@@ -74,11 +74,6 @@ class MixedStep:
         return len(self.tables)
 
 
-def token_id(request: int, position: int) -> int:
-    """The staged token id at ``position`` of ``request``: 100 * (request + 1) + position."""
-    return 100 * (request + 1) + position
-
-
 def mixed_step(
     requests: Sequence[StepRequest],
     block_size: int = 4,
@@ -114,26 +109,16 @@ def mixed_step(
     if pool.allocate() != NULL_BLOCK:  # held by nobody's table, never freed
         raise AssertionError("a fresh pool hands out block 0 first")
     tables = grow_in_turn(pool, [r.seq_len for r in reqs])
-    positions = [p for r in reqs for p in range(r.computed, r.seq_len)]
-    ids = [token_id(i, p) for i, r in enumerate(reqs) for p in range(r.computed, r.seq_len)]
-    starts = [0, *accumulate(r.new for r in reqs)]
-    width = ceil_div(max_model_len, block_size)
-    block_table = torch.zeros(max_num_reqs, width, dtype=torch.int32)
+    spans = [(i, p) for i, r in enumerate(reqs) for p in range(r.computed, r.seq_len)]
+    ids = torch.tensor([100 * (i + 1) + p for i, p in spans], dtype=torch.int64)  # staged ids
+    pos = torch.tensor([p for _, p in spans], dtype=torch.int64)
+    query_start_loc = torch.tensor([0, *accumulate(r.new for r in reqs)], dtype=torch.int32)
+    seq_lens = torch.tensor([r.seq_len for r in reqs], dtype=torch.int32)
+    block_table = torch.zeros(max_num_reqs, ceil_div(max_model_len, block_size), dtype=torch.int32)
     for row, t in enumerate(tables):
         block_table[row, : len(t.blocks)] = torch.tensor(t.blocks, dtype=torch.int32)
-    query_start_loc = torch.tensor(starts, dtype=torch.int32)
-    pos = torch.tensor(positions, dtype=torch.int64)
-    return MixedStep(
-        allocator=pool,
-        tables=tables,
-        requests=reqs,
-        input_ids=torch.tensor(ids, dtype=torch.int64),
-        positions=pos,
-        query_start_loc=query_start_loc,
-        seq_lens=torch.tensor([r.seq_len for r in reqs], dtype=torch.int32),
-        block_table=block_table,
-        slot_mapping=compute_slot_mapping(query_start_loc, pos, block_table, block_size, budget),
-    )
+    slots = compute_slot_mapping(query_start_loc, pos, block_table, block_size, budget)
+    return MixedStep(pool, tables, reqs, ids, pos, query_start_loc, seq_lens, block_table, slots)
 
 
 def compute_slot_mapping(

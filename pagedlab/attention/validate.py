@@ -233,11 +233,9 @@ def validate_paged_inputs(
     scale: float | None = None,
 ) -> PagedShapes:
     """Check every input against the contract (the rules above, in order); return the sizes."""
-    q = require_tensor("query", query)
-    kc = require_tensor("key_cache", key_cache)
-    vc = require_tensor("value_cache", value_cache)
-    bt = require_tensor("block_tables", block_tables)
-    sl = require_tensor("seq_lens", seq_lens)
+    names = ("query", "key_cache", "value_cache", "block_tables", "seq_lens")
+    given = (query, key_cache, value_cache, block_tables, seq_lens)
+    q, kc, vc, bt, sl = (require_tensor(name, t) for name, t in zip(names, given, strict=True))
     check_float_dtypes(q, kc, vc)
     check_same_device("query", q, key_cache=kc, value_cache=vc, block_tables=bt, seq_lens=sl)
     num_seqs, num_heads, head_dim, num_blocks, block_size, num_kv_heads = check_attention_shapes(

@@ -261,12 +261,9 @@ DEFER_S = 0.01  # how long a browser move's slow part waits for newer moves
 
 
 def from_browser() -> bool:
-    """Whether the code running now handles a widget message from the browser (a comm_msg).
-
-    False outside a kernel and in a cell's own code. Controls linked in the browser
-    (``jslink``) need no Python-side sync for such a change: syncing again would echo an
-    older value back while the learner's next key press is on its way.
-    """
+    """Whether the code running now handles a widget message from the browser (a comm_msg);
+    False outside a kernel and in a cell's own code. Controls linked in the browser need no
+    sync for such a change: syncing would echo an older value back."""
     try:
         from IPython import get_ipython
 
@@ -279,11 +276,8 @@ def from_browser() -> bool:
 
 
 def _after_this_message(callback: Callable[[], None]) -> bool:
-    """Schedule ``callback`` on the kernel's event loop if a browser message is being handled.
-
-    True when scheduled; False (run it now) outside a kernel, in a cell's own code, or
-    without a running loop, so tests, ``set`` and nbval runs stay synchronous.
-    """
+    """Schedule ``callback`` on the kernel's event loop while a browser message is handled
+    (True); else False, run it now: tests, ``set`` and nbval runs stay synchronous."""
     if not from_browser():
         return False
     try:

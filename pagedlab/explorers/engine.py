@@ -41,6 +41,9 @@ class EngineFrame:
     identical: bool  # every request's final tokens equal generate_contiguous's
 
 
+_Row = tuple[Drawing, tuple[str, ...], tuple[tuple[str, str], ...], int]  # a frame's state
+
+
 class EngineExplorer(Explorer):
     """Mode toggle and step slider over a real engine run (see the module docstring)."""
 
@@ -102,24 +105,17 @@ class EngineExplorer(Explorer):
             decode_attention=self._attention,
         )  # fmt: skip
         run = engine.start(prompts, self._new)
-        # after each step (step 0: nothing yet): the picture, the events, the texts so far
-        pictures: list[tuple[Drawing, tuple[str, ...]]] = [(scheduler_drawing(run.scheduler), ())]
-        texts = [self._texts_of(engine, run)]
+        # after each step (step 0: nothing yet): picture, events, texts, preemptions so far
+        rows: list[_Row] = [(scheduler_drawing(run.scheduler), (), self._texts_of(engine, run), 0)]
         while not run.scheduler.done:
             result = engine.step(run).result
-            pictures.append((scheduler_drawing(run.scheduler, result), tuple(result.events())))
-            texts.append(self._texts_of(engine, run))
+            drawing, events = scheduler_drawing(run.scheduler, result), tuple(result.events())
+            preempted = rows[-1][3] + len(result.preempted)
+            rows.append((drawing, events, self._texts_of(engine, run), preempted))
         oracle = self._expected or [generate_contiguous(self._model, p, self._new) for p in prompts]
         identical = [engine.tokens(run, name) for name in run.names] == oracle
         self._served[mode] = (engine, run)
-        total = len(pictures) - 1
-        frames = []
-        for step, ((drawing, events), text) in enumerate(zip(pictures, texts, strict=True)):
-            preempted = sum(len(s.result.preempted) for s in run.steps[:step])
-            frames.append(
-                EngineFrame(mode, step, total, drawing, events, text, preempted, identical)
-            )
-        return frames
+        return [EngineFrame(mode, n, len(rows) - 1, *row, identical) for n, row in enumerate(rows)]
 
     def _texts_of(self, engine: Engine, run: EngineRun) -> tuple[tuple[str, str], ...]:
         return tuple(

@@ -66,16 +66,12 @@ class Predict(widgets.VBox):
         self.answer = answer
         self.explain = explain
         self.entry: widgets.ValueWidget
+        layout = widgets.Layout(width="16em")
         if choices is not None:
-            self.entry = widgets.Dropdown(
-                options=[("choose ...", "")] + [(c, c) for c in choices],
-                value="",
-                layout=widgets.Layout(width="16em"),
-            )
+            options = [("choose ...", "")] + [(c, c) for c in choices]
+            self.entry = widgets.Dropdown(options=options, value="", layout=layout)
         else:
-            self.entry = widgets.Text(
-                value="", placeholder="your prediction", layout=widgets.Layout(width="16em")
-            )
+            self.entry = widgets.Text(value="", placeholder="your prediction", layout=layout)
         fit = widgets.Layout(width="auto")  # the whole label, never cut short
         self.check_button = widgets.Button(
             description="Check my prediction", button_style="info", layout=fit

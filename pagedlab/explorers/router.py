@@ -41,8 +41,7 @@ class RouterExplorer(Explorer):
         """The three routers' runs at this setting (the weight-free ones computed once)."""
         for policy in POLICIES[:2]:
             if (policy, num_engines) not in self._fixed:
-                run = route_trace(self.trace, policy, num_engines)
-                self._fixed[policy, num_engines] = run
+                self._fixed[policy, num_engines] = route_trace(self.trace, policy, num_engines)
         kv = route_trace(self.trace, "kv-aware", num_engines, overlap_weight=overlap_weight)
         return [self._fixed[p, num_engines] for p in POLICIES[:2]] + [kv]
 

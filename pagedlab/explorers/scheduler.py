@@ -87,18 +87,14 @@ def explorer_state(
     """The scheduler after ``step`` steps (fewer if everything finished first); pure: the
     caller's own deep copy of the kept run's state. AssertionError if a block leaked or a
     sequence's K/V is wrong after any step."""
-    checked = check_controls(mode, block_size, token_budget, chunked_prefill, step)
-    return copy.deepcopy(_kept_state(*checked))
-
-
-@lru_cache(maxsize=256)
-def _kept_state(mode: str, size: int, budget: int, chunked: bool, step: int) -> SchedulerState:
-    """The kept state of one setting: never handed out (``explorer_state`` copies it)."""
+    mode, size, budget, chunked, step = check_controls(
+        mode, block_size, token_budget, chunked_prefill, step
+    )
     run = _run(mode, size, budget, chunked)
     run.extend_to(step)
     if step < len(run.states):
-        return run.states[step]
-    return replace(run.states[-1], step=step)  # finished before ``step``: the last state
+        return copy.deepcopy(run.states[step])
+    return copy.deepcopy(replace(run.states[-1], step=step))  # finished before ``step``
 
 
 def readout_html(state: SchedulerState) -> str:

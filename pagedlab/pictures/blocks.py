@@ -1,17 +1,11 @@
 """Scenes of paged KV memory, drawn from the real allocator and block tables (Figs. 6-7).
 
-One scene shows one sequence the way PagedAttention sees it: the *logical view* (positions in
-logical blocks, each slot showing its value; slots past ``num_tokens`` tinted with a dot as
-"allocated, empty"), the *physical pool* in address order (each block coloured by the first
-drawn table holding it, light grey free, dark grey held by a table not drawn, a ``×2`` badge
-when shared), an *arrow* per logical block, the *block table* as a strip of cells, and a
-colour key naming the drawn sequences (letters, never table ids).
-
-Pool columns are balanced (17 blocks: 6, 6, 5) and arrows run through empty lanes, never
-behind a block. ``scene(...)`` only reads the state (``refcounts()``, ``blocks``,
-``slot_mapping()``) and returns a :class:`~pagedlab.pictures.drawing.Drawing`, laid out for
-the default 9 x 4.6 in canvas and readable up to a 32-block pool and 64 positions; labels that
-do not fit become one caption per block (pool) or are hidden (logical view).
+``scene(allocator, tables)`` shows ``tables[0]`` as PagedAttention sees it: its *logical view*
+(slots past ``num_tokens`` tinted with a dot: allocated, empty), the *physical pool* in address
+order (each block in the colour of the first drawn table holding it; light grey free, dark grey
+held by a table not drawn; ``×2`` when shared), an *arrow* per logical block (through empty
+lanes, never behind a block), its *block table*, and a key naming sequences by letter, never
+by table id. It only reads the state; readable up to a 32-block pool and 64 positions.
 """
 
 from __future__ import annotations
@@ -203,9 +197,8 @@ def pool_view(
         if not show and filled:
             span = filled[0] if len(filled) == 1 else f"{filled[0]}–{filled[-1]}"
             cx = b.x + TAB + (b.w - TAB) / 2
-            back = Box(
-                cx - 0.03 - 0.035 * len(span), b.y + b.h * 0.22, 0.06 + 0.07 * len(span), b.h * 0.56
-            )
+            half = 0.03 + 0.035 * len(span)  # a white back under the caption
+            back = Box(cx - half, b.y + b.h * 0.22, 2 * half, b.h * 0.56)
             d.rects.append(Rect(back, "white", "white", "caption", "pool", block, 0.0))
             d.labels.append(Label(cx, b.y + b.h / 2, span, 6.5))
         if refcounts[block] > 1:

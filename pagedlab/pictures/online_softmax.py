@@ -37,18 +37,14 @@ def online_softmax_figure(steps: Sequence[LoopStep], title: str = "", dpi: float
     )
     xs = list(range(n))
     color = [PALETTE[s.physical % len(PALETTE)] for s in steps]
-
     # reads: logical -> physical
     reads.set_ylim(0, 1)
     reads.set_yticks([])
     for side in ("top", "right", "left"):
         reads.spines[side].set_visible(False)
     for x, s, c in zip(xs, steps, color, strict=True):
-        reads.add_patch(
-            FancyBboxPatch(
-                (x - 0.38, 0.1), 0.76, 0.8, boxstyle="round,pad=0.02", fc=tint(c, 0.35), ec=c
-            )
-        )
+        box = FancyBboxPatch((x - 0.38, 0.1), 0.76, 0.8, "round,pad=0.02", fc=tint(c, 0.35), ec=c)
+        reads.add_patch(box)
         first, last = s.positions[0], s.positions[-1]
         span = f"pos {first}" if first == last else f"pos {first}-{last}"
         reads.text(x, 0.68, f"physical {s.physical}", ha="center", va="center", fontsize=9)
@@ -56,7 +52,6 @@ def online_softmax_figure(steps: Sequence[LoopStep], title: str = "", dpi: float
         if s.masked:
             reads.text(x, 0.2, f"+{s.masked} masked", ha="center", va="center", fontsize=7)
     reads.set_title(title or "one kernel program, block by block", fontsize=10, loc="left")
-
     # scores and running max
     for x, s, c in zip(xs, steps, color, strict=True):
         k = len(s.scores)
@@ -77,7 +72,6 @@ def online_softmax_figure(steps: Sequence[LoopStep], title: str = "", dpi: float
     scores.set_ylim(low - pad, high + 2 * pad)
     scores.set_ylabel("scores, m", fontsize=9)
     scores.legend(loc="upper left", fontsize=8, frameon=False)
-
     # running sum: carried (rescaled) + this block
     carried = [s.l_sum - s.block_sum for s in steps]
     l_old = [0.0] + [s.l_sum for s in steps[:-1]]

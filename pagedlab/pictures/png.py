@@ -25,10 +25,9 @@ def to_png(figure: Figure) -> bytes:
             f"to_png takes a matplotlib Figure, got a {type(figure).__name__} "
             "(a Drawing: pagedlab.pictures.canvas.drawing_png)"
         )
-    canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else None
-    canvas = canvas or FigureCanvasAgg(figure)
-    canvas.draw()
-    return rgb_png(np.asarray(canvas.buffer_rgba())[..., :3])
+    agg = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
+    agg.draw()
+    return rgb_png(np.asarray(agg.buffer_rgba())[..., :3])
 
 
 def rgb_png(pixels: np.ndarray) -> bytes:
@@ -40,14 +39,8 @@ def rgb_png(pixels: np.ndarray) -> bytes:
     rows[:, 0] = 0  # each row's filter byte: none
     rows[:, 1:] = pixels.reshape(height, 3 * width)
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB, not interlaced
-    return b"".join(
-        (
-            b"\x89PNG\r\n\x1a\n",
-            _chunk(b"IHDR", header),
-            _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)),
-            _chunk(b"IEND", b""),
-        )
-    )
+    data = _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1))
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + data + _chunk(b"IEND", b"")
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:

@@ -33,12 +33,10 @@ EXPLORERS: dict[str, Live] = {entry.name: entry.live for entry in REGISTRY if en
 
 def _value(text: object) -> object:
     """A control's value from the page: an int where the text is one, else the text."""
-    if isinstance(text, str):
-        stripped = text.strip()
-        if stripped.lstrip("-").isdigit():
-            return int(stripped)
-        return stripped
-    return text
+    if not isinstance(text, str):
+        return text
+    text = text.strip()
+    return int(text) if text.lstrip("-").isdigit() else text
 
 
 def _live(explorer: object) -> Live:

@@ -130,20 +130,13 @@ PLAY_MODES = ("step", "replay")
 class Play:
     """What an explorer's Play does, declared once: the widget, the static frames and the live
     page each run it over the axis's values (the control's, or the frames' in a static page).
+    Checked when made (a ``ValueError`` naming the value)."""
 
-    - ``axis``: the control it moves (a frame axis of the declaration);
-    - ``mode``: ``"step"``: pressed, it steps on from the value shown to the last one (and a
-      press at the end starts again from the first); ``"replay"``: it replays the axis from
-      its first value up to the one shown and stops there (the growth watched again);
-    - ``interval_ms``: the time between two values.
-
-    Invariants, checked when made (a ``ValueError`` naming the value): ``axis`` is an
-    identifier, ``mode`` one of :data:`PLAY_MODES`, ``interval_ms`` an int >= 50.
-    """
-
-    axis: str
+    axis: str  # the control it moves (a frame axis of the declaration): an identifier
+    # "step": from the value shown on to the last (a press at the end starts from the first);
+    # "replay": from the first value up to the one shown, then stops (the growth watched again)
     mode: str = "step"
-    interval_ms: int = 700
+    interval_ms: int = 700  # between two values, >= 50
 
     def __post_init__(self) -> None:
         if not isinstance(self.axis, str) or not self.axis.isidentifier():
@@ -168,23 +161,14 @@ class Play:
 @dataclass(frozen=True)
 class Declaration:
     """One explorer, declared once; the notebook's widget, the static site's frames and the
-    live page all read it.
+    live page all read it. Checked when made (a ``ValueError`` naming the value)."""
 
-    - ``name``: the explorer's class name (the live page's ``data-explorer``);
-    - ``controls``: its controls, in order (the widget builds them; the live page writes them);
-    - ``frames``: control name -> the values the static site draws ahead of time (frame order:
-      their product, the last control fastest); empty: no static view;
-    - ``play``: its :class:`Play` (the axis, one of ``frames``, and the mode), or None.
-
-    Invariants, checked when made (a ``ValueError`` naming the value): the controls' names
-    are distinct, every ``frames`` key is one of them with a non-empty list of values, and
-    ``play`` is a :class:`Play` on a key of ``frames``.
-    """
-
-    name: str
-    controls: tuple[Control, ...]
+    name: str  # the explorer's class name (the live page's ``data-explorer``)
+    controls: tuple[Control, ...]  # in order, distinct names
+    # control name -> the non-empty list of values the static site draws ahead of time (frame
+    # order: their product, the last control fastest); empty: no static view
     frames: Mapping[str, Sequence[object]] = field(default_factory=dict)
-    play: Play | None = None
+    play: Play | None = None  # a Play on a key of ``frames``
 
     def __post_init__(self) -> None:
         names = [control.name for control in self.controls]

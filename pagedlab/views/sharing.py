@@ -66,10 +66,6 @@ class SharingState:
     blocks_with: int
     blocks_without: int
 
-    @property
-    def saved(self) -> float:
-        return 1 - self.blocks_with / self.blocks_without
-
 
 def sharing_state(
     mode: str, width: int, prompt_len: int, steps: int, seed: int = 0
@@ -108,7 +104,8 @@ def sharing_html(state: SharingState) -> str:
     return (
         f"<b>{state.mode}</b>, {len(state.tables)} sequences: "
         f"blocks in use <b>{state.blocks_with}</b> (without sharing {state.blocks_without}, "
-        f"saved {100 * state.saved:.0f} %), copy-on-writes {state.copies}<br>"
+        f"saved {100 * (1 - state.blocks_with / state.blocks_without):.0f} %), "
+        f"copy-on-writes {state.copies}<br>"
         f"shared blocks (ref counts): {listed}"
     )
 

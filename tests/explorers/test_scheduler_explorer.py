@@ -12,7 +12,6 @@ from pagedlab.checks import ArgumentTypeError
 from pagedlab.explorers.scheduler import (
     MAX_STEP,
     SchedulerExplorer,
-    _kept_state,
     _run,
     explorer_state,
     readout_html,
@@ -164,7 +163,6 @@ def _replayed(mode: str, size: int, budget: int, chunked: bool) -> list[tuple]:
 )
 def test_incremental_states_are_the_from_scratch_replay_at_every_step(setting) -> None:
     _run.cache_clear()
-    _kept_state.cache_clear()
     replay = _replayed(*setting)
     middle = explorer_state(*setting, 7)  # held by a caller while the run goes on
     held = _seen(middle)
