@@ -57,13 +57,8 @@ def example_state(
 
 
 def with_kernel_output(state: ExampleState) -> ExampleState:
-    """``state`` with the Triton kernel's output on the example's head (none if impossible),
-    read through ``state.table``: the table the slider built is the one the kernel reads.
-
-    Memoised per setting (block size, layout, length: the state is a pure function of them).
-    The cache holds key 0 and value ``p + 1`` at position ``p``'s slot; the output is their
-    mean.
-    """
+    """``state`` with the Triton kernel's output on the example's head, read through
+    ``state.table`` (the table the slider built); memoised per (block size, layout, length)."""
     if state.problem is not None or state.output is not None:
         return state
     key = (state.block_size, state.layout, state.table.num_tokens)

@@ -122,13 +122,11 @@ class BlockAllocator(EventSource):
     ) -> None:
         """The mechanism of ``free_many``, for a caller that checked ``owner`` holds each block.
 
-        An anonymous drop (``owner=None``) with no anonymous holder left takes the most recent
-        owner's reference instead (a block freed behind a table's back): that owner records
-        the block in ``lost``, and its table refuses from then on instead of writing into it.
-        A block that reaches 0 joins the *front* if it is in ``evict_first`` (vLLM's
-        ``free_blocks(evict_first=True)``: another tier holds its contents) or, under
-        "vllm-v1", has no hash; the back otherwise. The front ones go last and in reverse,
-        each to the front: that builds vLLM's front run in the order given.
+        An anonymous drop with no anonymous holder left takes the most recent owner's reference
+        (a block freed behind a table's back): the owner records it in ``lost``, and its table
+        refuses from then on. A block reaching 0 joins the *front* if in ``evict_first``
+        (vLLM's ``free_blocks(evict_first=True)``) or unhashed under "vllm-v1", else the back;
+        the front ones go last and in reverse, building vLLM's front run in the order given.
         """
         unhashed = set(blocks) - self._hashed if self._rule == "vllm-v1" else set()
         first = unhashed.union(evict_first)

@@ -22,12 +22,8 @@ from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import PrefixCache
 
 REASONS: tuple[str, ...] = (
-    "hit",
-    "no shared prefix",
-    "shorter than a block",
-    "the last-token rule",
-    "evicted",
-)
+    "hit", "no shared prefix", "shorter than a block", "the last-token rule", "evicted"
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
