@@ -9,8 +9,8 @@ max_blocks_per_seq  # a field of the checked launch shape, for readers (attentio
 sim_time_s  # a field of SimResult, for readers (simulate/engine.py)
 _._repr_pretty_  # IPython's pretty-printer protocol (exercise results)
 cycle  # _repr_pretty_'s second argument, required by the protocol
-signum  # a signal handler's arguments, required by signal.signal (exercises/sandbox.py)
-arg  # sys.settrace's callback arguments (exercises/sandbox.py)
+signum  # a signal handler's arguments, required by signal.signal (grade/sandbox.py)
+arg  # sys.settrace's callback arguments (grade/sandbox.py)
 cases_passed  # a field of an exercise's Result, for readers
 exercise_names  # called by the live site's Web Worker (scripts/site_template/live/worker.js)
 __getattr__  # a module's lazy attributes (PEP 562; simulate/__init__.py)

@@ -284,8 +284,9 @@ class Exercise:
                 continue  # this case's purpose does not determine that mistake
             if not self._answers_like(mistake, case, got):
                 continue
-            fixed = [c for c in cases if c.kind == "fixed" and c is not case]
-            if all(self._same_on(mistake, c, answers.get(id(c))) for c in fixed):
+            fixed = [(c, answers.get(id(c))) for c in cases if c.kind == "fixed" and c is not case]
+            if all(a is not None and a.raised is None and not a.timed_out
+                   and self._answers_like(mistake, c, a.value) for c, a in fixed):  # fmt: skip
                 return mistake.hint  # it answers as that mistake does on every fixed case
         return GENERATED_HINT if case.kind == "generated" else FIXED_HINT
 
@@ -307,12 +308,6 @@ class Exercise:
             return bool(self.compare(value, got)) or _same_nans(value, got)
         except BaseException:
             return False
-
-    def _same_on(self, mistake: Mistake, case: Case, outcome: Outcome | None) -> bool:
-        """Whether the learner's answer to ``case`` is the one ``mistake`` gives."""
-        if outcome is None or outcome.raised is not None or outcome.timed_out:
-            return False
-        return self._answers_like(mistake, case, outcome.value)
 
 
 def _returned_none(case: Case, outcome: Outcome) -> bool:

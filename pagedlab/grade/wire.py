@@ -191,10 +191,6 @@ class PlainUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refused: a reply may not name {module}.{name}")
 
 
-def plain_loads(data: bytes) -> Any:
-    return PlainUnpickler(io.BytesIO(data)).load()
-
-
 def send(fd: int, message: Any) -> None:
     """One message: a 4-byte big-endian length, then the pickle."""
     data = pickle.dumps(message, protocol=4)
@@ -217,7 +213,7 @@ def receive(fd: int, deadline: float | None = None, trusted: bool = False,
         raise Gone(f"a reply of {size} bytes (more than {limit})")
     data = _read(fd, size, deadline)
     try:
-        return pickle.loads(data) if trusted else plain_loads(data)
+        return pickle.loads(data) if trusted else PlainUnpickler(io.BytesIO(data)).load()
     except Exception as error:
         raise Gone(f"an unreadable reply ({type(error).__name__})") from error
 

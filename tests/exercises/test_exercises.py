@@ -1010,3 +1010,27 @@ def test_every_exercise_is_one_of_the_three_kinds() -> None:
     assert {n for n, k in kinds.items() if k is Replay} == replays
     for name in replays:  # each replay names the first step that differs, in one format
         assert EXERCISES[name].parts and EXERCISES[name].driver
+
+
+def test_exercises_run_in_notebook_order_and_class_stubs_are_made_from_their_solutions() -> None:
+    """EXERCISES is ordered by notebook; a class capstone's starter cell is its solution with
+    each public method's body replaced (no stub text stored beside the solution)."""
+    import inspect
+
+    notebooks = [e.notebook for e in EXERCISES.values()]
+    assert notebooks == sorted(notebooks)
+    for name in ("block_table", "prefix_cache"):
+        exercise = EXERCISES[name]
+        assert not exercise.stub_code
+        text, source = stub(name), inspect.getsource(exercise.solution)
+        namespace: dict[str, object] = {}
+        exec(text, namespace)  # the starter cell runs; its methods are not written yet
+        methods = [m for m in vars(exercise.solution) if not m.startswith("_")]
+        for method in methods:
+            assert f'raise NotImplementedError("write {method}")' in text
+            assert inspect.getdoc(getattr(namespace[exercise.entry], method)) == inspect.getdoc(
+                getattr(exercise.solution, method))  # fmt: skip
+        assert "def __init__" in text and text.count("def ") == len(methods) + 1
+        assert source.split('"""')[1] in text  # the class docstring: the task
+        print(f"{name}: stub of {len(text.splitlines())} lines made from its solution; "
+              f"methods to write: {methods}")  # fmt: skip
