@@ -26,7 +26,6 @@ from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.capacity import prefill_need, samples_need, tokens_that_fit
 from pagedlab.memory.requests import BlockCopy, Group, StepPlan, Work
 from pagedlab.memory.requests import KVHooks as KVHooks  # the executor, re-exported
-from pagedlab.memory.requests import StepOutput as StepOutput
 from pagedlab.memory.requests import execute as execute
 from pagedlab.memory.scheduler_checks import MODES as MODES  # the modes: "swap", "recompute"
 from pagedlab.memory.scheduler_checks import check_scheduler_args

@@ -1,7 +1,8 @@
 """The step loop every scheduler shares: requests in, decide, execute, update, guards.
 
 :class:`StepLoop` is the base of :class:`pagedlab.memory.scheduler.Scheduler`, which adds how
-a step is decided (``policy``). As in vLLM (``schedule`` / ``execute_model`` /
+a step is decided (``policy``). As in vLLM 0.34.0 (``v1/core/sched/scheduler.py:716``
+``schedule``, ``v1/worker/gpu/model_runner.py:1826`` ``execute_model``, ``scheduler.py:2301``
 ``update_from_output``) and nano-vllm (``schedule`` / ``run`` / ``postprocess``):
 :meth:`~StepLoop.schedule` returns a plan, an executor returns what it computed (a
 :class:`~pagedlab.memory.requests.StepOutput`), and :meth:`~StepLoop.update` is the only
@@ -54,11 +55,7 @@ class StepLoop:
 
     def add(self, request: Request) -> Group:
         """Queue ``request`` (FCFS: behind everything already added); returns its group.
-
-        Refuses a request that could never run: one whose group at its longest (prompt
-        blocks shared by its samples, §4.4) needs more blocks than the pool has, or whose
-        samples decode more tokens a step than ``token_budget``.
-        """
+        Refuses a request that could never run (:func:`.scheduler_checks.check_request`)."""
         check_request(request, self.groups, self.device, self.token_budget)
         group = Group(request, order=len(self.groups), work=request.prompt_len)
         self.groups[request.name] = group
@@ -172,11 +169,8 @@ class StepLoop:
             )
 
     def _check_step(self) -> None:
-        """Everything the step will touch, checked first (:mod:`.scheduler_checks`): the hooks,
-        every running table, the swapped groups' host blocks, and that nobody else took or
-        freed blocks of either pool since the last step (the pools must be the scheduler's
-        alone). A refused step raises with queues, tables, pools, counters and K/V as they
-        were."""
+        """Everything the step will touch, checked first (:mod:`.scheduler_checks`): a refused
+        step raises with queues, tables, pools, counters and K/V as they were."""
         check_no_pending(self._plan)
         check_settings(self.mode, self.token_budget, self.chunked_prefill)
         if self.device is not self._pools[0] or self.host is not self._pools[1]:

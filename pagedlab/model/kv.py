@@ -1,24 +1,15 @@
 """The attention seam: where a layer's K/V go and what its queries read.
 
-Every :class:`~pagedlab.model.layers.Attention` layer computes q, k, v (rotary applied) for
-the tokens of one forward and hands them to a :class:`KVStore`, whose ``attend`` stores the
-new K/V and returns attention over everything the sequence holds. Three stores, one seam:
-
-- :class:`DenseCausal`: no cache; ``batch`` sequences of ``length`` tokens each, causal
-  (training, and the full-sequence logits the Hugging Face comparison checks);
-- :class:`ContiguousCache`: one sequence, K/V appended to per-layer contiguous tensors (the
-  ordinary KV cache of :func:`~pagedlab.model.generate.generate_contiguous`, the oracle);
-- :class:`pagedlab.model.paged.PagedStep`: many sequences, K/V written by slot mapping into
-  :class:`pagedlab.PagedKVCache` pages, decode read by :func:`pagedlab.paged_attention`.
-
+Every :class:`~pagedlab.model.layers.Attention` layer hands q, k, v (rotary applied) to a
+:class:`KVStore`, whose ``attend`` stores the new K/V and returns attention over everything the
+sequence holds: :class:`DenseCausal` (no cache), :class:`ContiguousCache` (one sequence, the
+oracle's ordinary cache) or :class:`pagedlab.model.paged.PagedStep` (pages, by slot mapping).
 All attention math is fp32 (softmax included), cast back to the query's dtype.
 
-A store's ``batch_invariant`` says how its forward batches rows: ``False`` lets torch batch
-freely (fast; a token's logits can differ in the last bits with the batch around it);
-``True`` computes each token as if alone: projections on fixed row tiles
-(:func:`pagedlab.model.layers.project`) and :func:`invariant_attention`, one query at a
-time over its keys padded to a multiple of ``KEY_TILE``, so the same token gets the same
-bits in a prefill, a chunk, a recompute or a decode, in any batch.
+``batch_invariant=True`` computes each token as if alone: projections on fixed row tiles
+(:func:`pagedlab.model.layers.project`) and :func:`invariant_attention`, one query at a time
+over its keys padded to a multiple of ``KEY_TILE``, so a token gets the same bits in a prefill,
+a chunk, a recompute or a decode, in any batch; ``False`` lets torch batch freely.
 """
 
 from __future__ import annotations
