@@ -19,7 +19,7 @@ from typing import Protocol
 import torch
 
 from pagedlab.checks import check_bool, check_int
-from pagedlab.model.checks import check_qkv
+from pagedlab.model.checks import check_flat_attend, check_qkv
 
 KEY_TILE = 64
 """Keys per tile in :func:`invariant_attention`: a query's reduction shapes depend only on
@@ -87,7 +87,7 @@ class DenseCausal:
         self.batch, self.length = _check_dense(batch, length)
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        self._check_attend(layer, q, k, v)
+        check_flat_attend(layer, q, k, v, self.batch * self.length, "batch x length =")
         shape = (self.batch, self.length)
         qb = q.reshape(*shape, *q.shape[1:]).transpose(1, 2)  # [b, heads, t, d]
         kb = k.reshape(*shape, *k.shape[1:]).transpose(1, 2)
@@ -96,16 +96,6 @@ class DenseCausal:
             qb.float(), kb.float(), vb.float(), is_causal=True, enable_gqa=True
         )
         return out.transpose(1, 2).reshape(q.shape).to(q.dtype)
-
-    def _check_attend(
-        self, layer: object, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
-    ) -> None:
-        """``layer >= 0``; q, k, v of ``batch * length`` rows each."""
-        check_int(layer, "layer", minimum=0)
-        check_qkv(q, k, v, 0)
-        rows = self.batch * self.length
-        if q.shape[0] != rows:
-            raise ValueError(f"q has {q.shape[0]} rows, batch x length = {rows}")
 
 
 class ContiguousCache:
