@@ -332,9 +332,6 @@ class Scheduler(StepLoop):
         self.tokens_recomputed -= out.recomputed.pop(name, 0)
         group.generated, group.prefilled, group.recompute_left = self._before.pop(name)
 
-    def _dropped(self, group: Group, work: list[Work]) -> None:
-        """``work`` of ``group`` left the plan (its K/V will not be written): a subclass's hook."""
-
     # --- how many blocks --------------------------------------------------------------------------
     def _fit(self, table: BlockTable | None, want: int) -> int:
         """How many of ``want`` tokens can be appended to ``table`` (None: a new one) now."""

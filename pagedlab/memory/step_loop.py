@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.requests import Group, KVHooks, Request, StepOutput, StepPlan, execute
+from pagedlab.memory.requests import Group, KVHooks, Request, StepOutput, StepPlan, Work, execute
 from pagedlab.memory.scheduler_checks import (
     check_hooks,
     check_host_blocks,
@@ -119,8 +119,10 @@ class StepLoop:
         self._update(plan, output, eos_token_id)
 
     def abort(self) -> None:
-        """End every request now, wherever it is (a pending plan is dropped): every block of
-        both pools it held is freed."""
+        """End every request now, wherever it is: every block of both pools it held is freed.
+        A pending plan is dropped, its pieces never computed (:meth:`_dropped` for each)."""
+        for w in self._plan.work if self._plan else []:
+            self._dropped(self.groups[w.group], [w])
         for group in self._finishing:
             group.status = "running"
             self.running.append(group)
@@ -153,6 +155,9 @@ class StepLoop:
                 plan.finished.append(name)
         self._plan, self._before = None, {}
         self._free_after_step = (self.device.num_free, self.host.num_free)
+
+    def _dropped(self, group: Group, work: list[Work]) -> None:
+        """``work`` of ``group`` left the plan (its K/V will not be written): a subclass's hook."""
 
     def _finish(self, group: Group, out: StepPlan) -> None:
         """``group``'s last piece is in the plan: it leaves ``running`` now (nobody preempts
