@@ -278,13 +278,6 @@ class SwappingKV:
     def swap_in(self, pairs: Sequence[tuple[int, int]]) -> None:
         copy_blocks(self.host.cache, self.device, pairs)
 
-    def expected(self, group: Group, sample: int, num_tokens: int) -> tuple[torch.Tensor, ...]:
-        """The K and V ``sample`` of ``group`` must hold at positions ``0 .. num_tokens - 1``."""
-        if not isinstance(group, Group):
-            raise TypeError(f"group must be a Group, got {type(group).__name__}")
-        sample = check_int(sample, "sample", 0, group.request.num_samples - 1)
-        return self._kv(group, sample, 0, check_int(num_tokens, "num_tokens", minimum=0))
-
     def verify(self, groups: Sequence[Group]) -> int:
         """Assert every running sample's K/V (read through its table) is what it should be;
         returns how many sequences were checked."""
@@ -298,7 +291,7 @@ class SwappingKV:
         for group in groups:
             for sample, table in enumerate(group.tables):
                 k, v = self.device.gather(table.blocks, table.num_tokens)
-                want_k, want_v = self.expected(group, sample, table.num_tokens)
+                want_k, want_v = self._kv(group, sample, 0, table.num_tokens)
                 bad = ((k != want_k) | (v != want_v)).flatten(1).any(1)
                 if bool(bad.any()):
                     pos = int(bad.nonzero()[0, 0])

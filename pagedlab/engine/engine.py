@@ -294,7 +294,7 @@ class Engine:
         """Greedy: each prompt's new tokens (prompt excluded), in order: ``max_new_tokens``
         of them, or up to and including the first ``eos_token_id`` when one is given."""
         eos = self._check_eos(eos_token_id)
-        return [samples[0] for samples in self._serve(prompts, max_new_tokens, 1, 0.0, 0, eos)]
+        return [samples[0] for samples in self._serve(prompts, max_new_tokens, 1, 0.0, 0, eos=eos)]
 
     def sample(
         self,
@@ -310,34 +310,17 @@ class Engine:
         ``result[i] == sample_contiguous(model, prompts[i], max_new_tokens, n, temperature,
         seed, request=i)``. ``temperature = 0``: every sample is the greedy tokens.
         """
-        return self._serve(prompts, max_new_tokens, n, temperature, seed, None)
+        return self._serve(prompts, max_new_tokens, n, temperature, seed)
 
-    def _serve(
-        self,
-        prompts: object,
-        max_new_tokens: object,
-        n: object,
-        temperature: object,
-        seed: object,
-        eos: int | None,
-        limit: int = 100_000,
-    ) -> list[list[list[int]]]:
+    def _serve(self, *args: object, eos: int | None = None) -> list[list[list[int]]]:
         """A run from start to end, and its answer read, all in one :meth:`_call`."""
-        return self._call(
-            self._whole_run,
-            self._check_start(prompts, max_new_tokens, n, temperature, seed),
-            eos,
-            limit,
-        )
+        return self._call(self._whole_run, self._check_start(*args), eos)
 
-    def _whole_run(self, args: tuple, eos: int | None, limit: int) -> list[list[list[int]]]:
+    def _whole_run(self, args: tuple, eos: int | None) -> list[list[list[int]]]:
         run = self._start(*args)
         while not run.scheduler.done:
-            if len(run.steps) == limit:
-                raise RuntimeError(f"not done after {limit} steps")
             self._advance(run, eos)
-        groups = run.scheduler.groups
-        new = run.max_new_tokens
+        groups, new = run.scheduler.groups, run.max_new_tokens
         return [[self._tokens(groups[n], s, new, eos) for s in range(args[2])] for n in run.names]
 
     def _check_eos(self, eos_token_id: object) -> int | None:

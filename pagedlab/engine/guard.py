@@ -20,7 +20,7 @@ from torch import nn
 from pagedlab.checks import ArgumentTypeError, check_bool, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
-from pagedlab.memory.scheduler import MODES
+from pagedlab.memory.scheduler_checks import MODES, check_settings
 from pagedlab.model.generate import check_length, check_prompt
 from pagedlab.model.llama import TinyLlama
 from pagedlab.model.sampling import check_temperature
@@ -60,15 +60,10 @@ def check_engine_settings(
     if preemption not in MODES:
         raise ValueError(f"preemption must be one of {MODES}, got {preemption!r}")
     check_bool(prefix_caching, "prefix_caching")
-    budget = None if token_budget is None else check_int(token_budget, "token_budget", 1)
-    if chunked_prefill is None:
-        chunked_prefill = budget is not None
-    if not isinstance(chunked_prefill, bool):
-        raise ArgumentTypeError(f"chunked_prefill must be a bool, got {chunked_prefill!r}")
-    if chunked_prefill and budget is None:
-        raise ValueError("chunked_prefill needs a token_budget (tokens per step), got None")
+    chunked = token_budget is not None if chunked_prefill is None else chunked_prefill
+    budget = check_settings(preemption, token_budget, chunked)
     host = None if host_blocks is None else check_int(host_blocks, "host_blocks", 1)
-    return budget, chunked_prefill, host
+    return budget, bool(chunked), host
 
 
 def check_start(

@@ -1,26 +1,17 @@
 """Prefix caching across requests, on top of the §4.5 Scheduler.
 
-The :class:`~pagedlab.memory.scheduler.Scheduler` starts every admitted group on an empty
-table and prefills all of its ``work`` tokens; it has no notion of K/V found again by
-content. :class:`PrefixCachingScheduler` adds exactly that, at the one moment it matters,
-admission (it overrides the scheduler's ``_start``): it looks the group's tokens (prompt +
-generated, for a recompute of one sample; the prompt only for a group of samples, whose
-samples are forked after the prompt) up in a :class:`pagedlab.PrefixCache`, starts the table on the
-hit blocks (``BlockTable.hold_prefix``: shared if held, taken back off the free list if
-not), and counts those tokens as already prefilled. Everything else, FCFS, preemption,
-chunking and the budget, is the scheduler's own. The admission checks still count the whole
-prefill's blocks, so a hit never makes a group fit that would not fit without it (the
-cache saves compute and memory after admission, never changes who is admitted when).
+:class:`PrefixCachingScheduler` changes one moment, admission (``_start``): it looks the
+group's tokens (prompt + generated for a one-sample recompute; the prompt only for a group of
+samples, forked after it) up in a :class:`pagedlab.PrefixCache`, starts the table on the hit
+blocks (``BlockTable.hold_prefix``) and counts those tokens as prefilled. FCFS, preemption,
+chunking and the budget are the scheduler's own; the admission checks still count the whole
+prefill's blocks, so a hit never changes who is admitted when.
 
-Blocks become hittable when they are **scheduled**, as vLLM's ``allocate_slots`` caches
-full blocks at allocation: each time the plan grows a table (a prefill chunk, a decode, a
-swap-in) and a block of it is full, the table's full blocks are registered under the
-group's token ids (``Group.token_ids``). A request admitted later in the same step (or the
-next, before any forward ran) hits them; the forward stores every piece's K/V before any
-piece reads, so the same-step hit reads what the writer's piece computes. A piece taken back
-out of the plan (its group preempted later in the step) forgets the blocks it was to fill.
-The cache's rules hold: full blocks only, the last token always computed (at most
-``(len - 1) // block_size`` blocks hit), freed blocks stay findable until handed out again.
+Blocks become hittable when they are **scheduled**, as vLLM's ``allocate_slots`` caches full
+blocks at allocation: a request admitted later in the same step hits them, and reads what the
+writer's piece computes (the forward stores every piece's K/V before any piece reads). A piece
+taken back out of the plan forgets the blocks it was to fill. The cache's rules hold: full
+blocks only, the last token always computed, freed blocks findable until handed out again.
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
 """How many free blocks the scheduler's moves need, all from the one rule ``blocks_to_append``.
 
-:func:`pagedlab.memory.block_table.blocks_to_append` answers "how many free blocks does
-appending ``n`` tokens to one table need" (new blocks, plus one copy if the last block is
-partly filled and shared). A sequence group is several tables that may share their last
-block, so the scheduler asks that question once per sample, in the order the samples write:
+A sequence group is several tables that may share their last block, so the scheduler asks
+:func:`pagedlab.memory.block_table.blocks_to_append` once per sample, in the order the samples
+write: a shared, partly filled last block is copied by each sample that writes while others
+still hold it; the last one to write holds it alone and writes in place.
 
-- :func:`samples_need`: every sample appends ``n`` tokens in turn. A shared, partly filled
-  last block is copied (copy-on-write) by each sample that writes while others still hold
-  it; the last one to write holds it alone and writes in place.
-- :func:`prefill_need`: a (re)prefill from nothing: the prompt into one table, the fork, then
-  each sample's generated tokens (the order ``Scheduler`` prefills in).
-- :func:`tokens_that_fit`: the inverse: the most of ``want`` tokens one table can take with
-  ``free`` blocks.
-
-Pure functions of numbers: no allocator is changed. The rule depends on a table's length
-only through ``tokens % block_size`` (its last block's empty slots), so it is asked with that
-and its answers are memoised: the decode loop asks it once per sample per step.
+Pure functions of numbers: no allocator is changed. The rule depends on a table's length only
+through ``tokens % block_size``, so its answers are memoised (the decode loop asks it once per
+sample per step).
 """
 
 from __future__ import annotations

@@ -156,10 +156,7 @@ class Work:
 
     def written_blocks(self, block_size: int) -> set[int]:
         """Blocks the piece writes K/V into."""
-        return {self.blocks[p // block_size] for p in self._positions()}
-
-    def _positions(self) -> range:
-        return range(self.first, self.first + self.count)
+        return {self.blocks[p // block_size] for p in range(self.first, self.first + self.count)}
 
 
 class BlockCopy(NamedTuple):

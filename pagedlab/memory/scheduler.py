@@ -26,7 +26,6 @@ from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.capacity import prefill_need, samples_need, tokens_that_fit
 from pagedlab.memory.requests import BlockCopy, Group, StepPlan, Work
 from pagedlab.memory.requests import KVHooks as KVHooks  # the executor, re-exported
-from pagedlab.memory.requests import StepOutput as StepOutput
 from pagedlab.memory.requests import execute as execute
 from pagedlab.memory.scheduler_checks import MODES as MODES  # the modes: "swap", "recompute"
 from pagedlab.memory.scheduler_checks import check_scheduler_args
@@ -332,9 +331,6 @@ class Scheduler(StepLoop):
         out.prefill_tokens.pop(name, None)
         self.tokens_recomputed -= out.recomputed.pop(name, 0)
         group.generated, group.prefilled, group.recompute_left = self._before.pop(name)
-
-    def _dropped(self, group: Group, work: list[Work]) -> None:
-        """``work`` of ``group`` left the plan (its K/V will not be written): a subclass's hook."""
 
     # --- how many blocks --------------------------------------------------------------------------
     def _fit(self, table: BlockTable | None, want: int) -> int:

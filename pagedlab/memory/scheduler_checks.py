@@ -1,26 +1,9 @@
 """The scheduler's guards: everything a step will touch, checked before it touches anything.
 
-:class:`~pagedlab.memory.scheduler.Scheduler` calls these when it is built and at the start
-of every ``step``; each raises (``TypeError``, ``ValueError``) naming the argument, group,
-table or block at fault, and none changes anything. They take allocators and groups, never
-the scheduler, so this module imports nothing of it.
-
-What they refuse:
-
-- a step while the last plan is not completed, a plan that is not the pending one, stopping
-  a request mid-step;
-- a request that is not a :class:`Request`, reuses a name, or could never run (its group
-  at its longest needs more blocks than the pool has, or decodes more than the budget);
-- settings it cannot use (a mode that is not one, a budget below 1, chunked prefill without
-  a budget), when built and when reassigned later;
-- a pool that is not the scheduler's alone: blocks already in use when it is built, blocks
-  taken or kept by someone else between steps (with blocks the scheduler cannot free, its
-  preemptions could never make room: a livelock), the host pool being the device pool;
-- a running table freed, grown, or a block freed, behind the scheduler's back; a swapped group's
-  host blocks freed or shared behind its back;
-- K/V hooks that lack a method of :class:`~pagedlab.memory.scheduler.KVHooks`, or whose own
-  ``check_pools(device, host)`` refuses the scheduler's pools (a store smaller than the
-  device pool, a host pool that is not the store's).
+Each raises (``TypeError``, ``ValueError``) naming the argument, group, table or block at
+fault, and none changes anything. They take allocators and groups, never the scheduler. The
+rule behind the pool checks: the pools are the scheduler's alone (blocks it cannot free would
+make its preemptions unable to make room: a livelock).
 """
 
 from __future__ import annotations
@@ -83,7 +66,8 @@ def check_scheduler_args(
 def check_request(
     request: object, added: dict[str, Group], device: BlockAllocator, token_budget: int | None
 ) -> None:
-    """Refuse a request that is not one, reuses a name, or could never run (module doc)."""
+    """Refuse a request that is not one, reuses a name, or could never run (its group at its
+    longest needs more blocks than the pool has, or decodes more than the budget)."""
     if not isinstance(request, Request):
         raise TypeError(f"request must be a Request, got {type(request).__name__}")
     r, size = request, device.block_size

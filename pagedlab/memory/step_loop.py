@@ -1,7 +1,8 @@
 """The step loop every scheduler shares: requests in, decide, execute, update, guards.
 
 :class:`StepLoop` is the base of :class:`pagedlab.memory.scheduler.Scheduler`, which adds how
-a step is decided (``policy``). As in vLLM (``schedule`` / ``execute_model`` /
+a step is decided (``policy``). As in vLLM 0.34.0 (``v1/core/sched/scheduler.py:716``
+``schedule``, ``v1/worker/gpu/model_runner.py:1826`` ``execute_model``, ``scheduler.py:2301``
 ``update_from_output``) and nano-vllm (``schedule`` / ``run`` / ``postprocess``):
 :meth:`~StepLoop.schedule` returns a plan, an executor returns what it computed (a
 :class:`~pagedlab.memory.requests.StepOutput`), and :meth:`~StepLoop.update` is the only
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from pagedlab.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.requests import Group, KVHooks, Request, StepOutput, StepPlan, execute
+from pagedlab.memory.requests import Group, KVHooks, Request, StepOutput, StepPlan, Work, execute
 from pagedlab.memory.scheduler_checks import (
     check_hooks,
     check_host_blocks,
@@ -54,11 +55,7 @@ class StepLoop:
 
     def add(self, request: Request) -> Group:
         """Queue ``request`` (FCFS: behind everything already added); returns its group.
-
-        Refuses a request that could never run: one whose group at its longest (prompt
-        blocks shared by its samples, §4.4) needs more blocks than the pool has, or whose
-        samples decode more tokens a step than ``token_budget``.
-        """
+        Refuses a request that could never run (:func:`.scheduler_checks.check_request`)."""
         check_request(request, self.groups, self.device, self.token_budget)
         group = Group(request, order=len(self.groups), work=request.prompt_len)
         self.groups[request.name] = group
@@ -122,8 +119,10 @@ class StepLoop:
         self._update(plan, output, eos_token_id)
 
     def abort(self) -> None:
-        """End every request now, wherever it is (a pending plan is dropped): every block of
-        both pools it held is freed."""
+        """End every request now, wherever it is: every block of both pools it held is freed.
+        A pending plan is dropped, its pieces never computed (:meth:`_dropped` for each)."""
+        for w in self._plan.work if self._plan else []:
+            self._dropped(self.groups[w.group], [w])
         for group in self._finishing:
             group.status = "running"
             self.running.append(group)
@@ -157,6 +156,9 @@ class StepLoop:
         self._plan, self._before = None, {}
         self._free_after_step = (self.device.num_free, self.host.num_free)
 
+    def _dropped(self, group: Group, work: list[Work]) -> None:
+        """``work`` of ``group`` left the plan (its K/V will not be written): a subclass's hook."""
+
     def _finish(self, group: Group, out: StepPlan) -> None:
         """``group``'s last piece is in the plan: it leaves ``running`` now (nobody preempts
         it), and frees its blocks when the step is complete (its piece writes into them)."""
@@ -172,11 +174,8 @@ class StepLoop:
             )
 
     def _check_step(self) -> None:
-        """Everything the step will touch, checked first (:mod:`.scheduler_checks`): the hooks,
-        every running table, the swapped groups' host blocks, and that nobody else took or
-        freed blocks of either pool since the last step (the pools must be the scheduler's
-        alone). A refused step raises with queues, tables, pools, counters and K/V as they
-        were."""
+        """Everything the step will touch, checked first (:mod:`.scheduler_checks`): a refused
+        step raises with queues, tables, pools, counters and K/V as they were."""
         check_no_pending(self._plan)
         check_settings(self.mode, self.token_budget, self.chunked_prefill)
         if self.device is not self._pools[0] or self.host is not self._pools[1]:

@@ -1,22 +1,12 @@
 """Moving a sequence group between the device pool and the host pool: the block bookkeeping.
 
-§4.5: when a group is swapped out, its blocks are copied to CPU memory managed by a CPU block
-allocator; when it comes back, it gets *new* device blocks and its block tables are rebuilt.
-These functions do the control plane's part and return the block pairs the data plane must
-copy (:class:`pagedlab.attention.swap.SwappingKV` copies the K/V). They use only the public
-API of :class:`BlockAllocator` and :class:`BlockTable`.
-
-Sharing is kept: a device block held by ``k`` samples of the group becomes one host block with
-``k`` references, and comes back as one device block shared by the same ``k`` tables. (In the
-scheduler, samples share either everything, right after the fork, or only full prompt
-blocks; a partly filled block shared between samples that differ elsewhere never happens,
-and :func:`swap_in` refuses it.)
-
-The caller (:class:`~pagedlab.memory.scheduler.Scheduler`) checks before calling: the host
-pool has a free block for each distinct device block (swap out), the device pool has
-:func:`swap_in_need` free blocks (swap in), and no block was freed or shared behind the
-group's back (``scheduler_checks``). How many blocks the next token takes is
-:func:`pagedlab.memory.capacity.samples_need`, the scheduler's one capacity rule.
+§4.5: a swapped-out group's blocks go to a host pool; when it comes back it gets *new* device
+blocks and its tables are rebuilt. These functions return the block pairs the data plane copies.
+Sharing is kept: a device block held by ``k`` samples becomes one host block with ``k``
+references, and comes back as one device block shared by the same ``k`` tables (samples share
+everything right after the fork, or only full prompt blocks; :func:`swap_in` refuses any other
+sharing). The caller (:class:`~pagedlab.memory.scheduler.Scheduler`) has checked that the
+blocks fit and that nothing was freed or shared behind the group's back.
 """
 
 from __future__ import annotations

@@ -24,12 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from pagedlab.checks import ArgumentTypeError, check_bool, check_int
-from pagedlab.model.checks import (
-    check_instance,
-    check_prompt,
-    check_qkv,
-    check_token_ids,
-)
+from pagedlab.model.checks import check_flat_attend, check_instance, check_prompt, check_token_ids
 from pagedlab.model.kv import causal_attention, invariant_attention
 from pagedlab.model.layers import project
 from pagedlab.model.llama import TinyLlama
@@ -60,7 +55,7 @@ class Segments:
         self.lengths, self.batch_invariant = _check_segments(lengths, batch_invariant)
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        self._check_attend(layer, q, k, v)
+        check_flat_attend(layer, q, k, v, sum(self.lengths), "the segments")
         attend = invariant_attention if self.batch_invariant else causal_attention
         out, start = [], 0
         for n in self.lengths:
@@ -68,15 +63,6 @@ class Segments:
             out.append(attend(q[rows], k[rows], v[rows], 0))
             start += n
         return torch.cat(out)
-
-    def _check_attend(
-        self, layer: object, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
-    ) -> None:
-        """``layer >= 0``; q, k, v one row per token of the segments."""
-        check_int(layer, "layer", minimum=0)
-        check_qkv(q, k, v, 0)
-        if q.shape[0] != sum(self.lengths):
-            raise ValueError(f"q has {q.shape[0]} rows, the segments {sum(self.lengths)} tokens")
 
 
 def _check_segments(lengths: object, batch_invariant: object) -> tuple[list[int], bool]:

@@ -149,6 +149,17 @@ def check_qkv(q: object, k: object, v: object, first: object) -> int:
     return start
 
 
+def check_flat_attend(
+    layer: object, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rows: int, of: str
+) -> None:
+    """``layer >= 0``; q, k, v of ``rows`` rows each (a store over whole sequences: ``of``
+    names what fixes that count in the message)."""
+    check_int(layer, "layer", minimum=0)
+    check_qkv(q, k, v, 0)
+    if q.shape[0] != rows:
+        raise ValueError(f"q has {q.shape[0]} rows, {of} {rows}")
+
+
 def parameter_shapes(config: Mapping[str, int | float] | LlamaConfig) -> dict[str, tuple[int, ...]]:
     """Every parameter of a config's model, HF names, at its shape; a tied config has no
     ``lm_head.weight`` of its own."""

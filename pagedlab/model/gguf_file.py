@@ -1,26 +1,13 @@
 """A Llama GGUF file (llama.cpp's format) as a Hugging Face config and fp32 state dict.
 
-:func:`read_llama_gguf` reads the ``llama.*`` metadata into ``LlamaConfig`` field names and
-dequantizes every tensor to fp32 with the ``gguf`` package (``GGUFReader``,
-``gguf.quants.dequantize``: Q4_1, Q8_0, F32, ...), renamed to ``LlamaForCausalLM``'s keys:
-
-=====================  =============================================
-GGUF                   Hugging Face
-=====================  =============================================
-token_embd             model.embed_tokens
-blk.N.attn_q/k/v       model.layers.N.self_attn.q_proj/k_proj/v_proj
-blk.N.attn_output      model.layers.N.self_attn.o_proj
-blk.N.ffn_gate/up/down model.layers.N.mlp.gate_proj/up_proj/down_proj
-blk.N.attn_norm        model.layers.N.input_layernorm
-blk.N.ffn_norm         model.layers.N.post_attention_layernorm
-output_norm            model.norm
-output                 lm_head (absent when the embeddings are tied)
-=====================  =============================================
+:func:`read_llama_gguf` reads the ``llama.*`` metadata into ``LlamaConfig`` field names
+(``_CONFIG_KEYS``) and dequantizes every tensor to fp32 with the ``gguf`` package
+(``GGUFReader``, ``gguf.quants.dequantize``: Q4_1, Q8_0, F32, ...), renamed to
+``LlamaForCausalLM``'s keys (``_TOP_NAMES``, ``_LAYER_NAMES``; no ``output`` tensor: tied).
 
 llama.cpp's rotary pairs dimension ``2i`` with ``2i + 1`` of a head; HF's pairs ``i`` with
 ``i + head_dim / 2``. Converting a checkpoint to GGUF therefore permutes the rows of each head
-of ``q_proj`` and ``k_proj`` (HF row ``half * head_dim/2 + i`` goes to GGUF row ``2i + half``);
-:func:`unpermute_rows` undoes it, so the rows read here are HF's again. Nothing else is changed.
+of ``q_proj`` and ``k_proj``; :func:`unpermute_rows` undoes it. Nothing else is changed.
 
 Only what this decoder implements is accepted: architecture ``llama``, no rope scaling; anything
 else raises ValueError naming the key. No module here is named ``gguf`` (that is the package).

@@ -1,24 +1,15 @@
 """The attention seam: where a layer's K/V go and what its queries read.
 
-Every :class:`~pagedlab.model.layers.Attention` layer computes q, k, v (rotary applied) for
-the tokens of one forward and hands them to a :class:`KVStore`, whose ``attend`` stores the
-new K/V and returns attention over everything the sequence holds. Three stores, one seam:
-
-- :class:`DenseCausal`: no cache; ``batch`` sequences of ``length`` tokens each, causal
-  (training, and the full-sequence logits the Hugging Face comparison checks);
-- :class:`ContiguousCache`: one sequence, K/V appended to per-layer contiguous tensors (the
-  ordinary KV cache of :func:`~pagedlab.model.generate.generate_contiguous`, the oracle);
-- :class:`pagedlab.model.paged.PagedStep`: many sequences, K/V written by slot mapping into
-  :class:`pagedlab.PagedKVCache` pages, decode read by :func:`pagedlab.paged_attention`.
-
+Every :class:`~pagedlab.model.layers.Attention` layer hands q, k, v (rotary applied) to a
+:class:`KVStore`, whose ``attend`` stores the new K/V and returns attention over everything the
+sequence holds: :class:`DenseCausal` (no cache), :class:`ContiguousCache` (one sequence, the
+oracle's ordinary cache) or :class:`pagedlab.model.paged.PagedStep` (pages, by slot mapping).
 All attention math is fp32 (softmax included), cast back to the query's dtype.
 
-A store's ``batch_invariant`` says how its forward batches rows: ``False`` lets torch batch
-freely (fast; a token's logits can differ in the last bits with the batch around it);
-``True`` computes each token as if alone: projections on fixed row tiles
-(:func:`pagedlab.model.layers.project`) and :func:`invariant_attention`, one query at a
-time over its keys padded to a multiple of ``KEY_TILE``, so the same token gets the same
-bits in a prefill, a chunk, a recompute or a decode, in any batch.
+``batch_invariant=True`` computes each token as if alone: projections on fixed row tiles
+(:func:`pagedlab.model.layers.project`) and :func:`invariant_attention`, one query at a time
+over its keys padded to a multiple of ``KEY_TILE``, so a token gets the same bits in a prefill,
+a chunk, a recompute or a decode, in any batch; ``False`` lets torch batch freely.
 """
 
 from __future__ import annotations
@@ -28,7 +19,7 @@ from typing import Protocol
 import torch
 
 from pagedlab.checks import check_bool, check_int
-from pagedlab.model.checks import check_qkv
+from pagedlab.model.checks import check_flat_attend, check_qkv
 
 KEY_TILE = 64
 """Keys per tile in :func:`invariant_attention`: a query's reduction shapes depend only on
@@ -96,7 +87,7 @@ class DenseCausal:
         self.batch, self.length = _check_dense(batch, length)
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        self._check_attend(layer, q, k, v)
+        check_flat_attend(layer, q, k, v, self.batch * self.length, "batch x length =")
         shape = (self.batch, self.length)
         qb = q.reshape(*shape, *q.shape[1:]).transpose(1, 2)  # [b, heads, t, d]
         kb = k.reshape(*shape, *k.shape[1:]).transpose(1, 2)
@@ -105,16 +96,6 @@ class DenseCausal:
             qb.float(), kb.float(), vb.float(), is_causal=True, enable_gqa=True
         )
         return out.transpose(1, 2).reshape(q.shape).to(q.dtype)
-
-    def _check_attend(
-        self, layer: object, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
-    ) -> None:
-        """``layer >= 0``; q, k, v of ``batch * length`` rows each."""
-        check_int(layer, "layer", minimum=0)
-        check_qkv(q, k, v, 0)
-        rows = self.batch * self.length
-        if q.shape[0] != rows:
-            raise ValueError(f"q has {q.shape[0]} rows, batch x length = {rows}")
 
 
 class ContiguousCache:

@@ -1,19 +1,14 @@
 """TinyLlama: a Llama-architecture decoder in plain torch, Hugging Face's names and math.
 
-``TinyLlama(config, seed)`` is a ``torch.nn.Module`` whose ``state_dict()`` keys are
-``LlamaForCausalLM``'s (``model.embed_tokens.weight``, ``model.layers.{i}.self_attn.q_proj
-.weight``, ..., ``model.norm.weight``, ``lm_head.weight``), so
-``LlamaForCausalLM(LlamaConfig(**model.config)).load_state_dict(model.state_dict())`` loads
-it strictly, and back. ``lm_head`` is its own matrix unless the config says
-``tie_word_embeddings=True`` (``LlamaConfig``'s default is ``False``); tied, ``lm_head.weight``
-*is* ``model.embed_tokens.weight`` (one Parameter, listed under both names in the state dict,
-as in HF). The rotary tables are computed from positions on the fly (no buffer), so the state
-dict holds weights only.
+``state_dict()`` keys are ``LlamaForCausalLM``'s, so
+``LlamaForCausalLM(LlamaConfig(**model.config)).load_state_dict(model.state_dict())`` loads it
+strictly, and back. Tied (``tie_word_embeddings=True``), ``lm_head.weight`` *is*
+``model.embed_tokens.weight`` (one Parameter under both names, as in HF). The rotary tables
+are computed from positions on the fly, so the state dict holds weights only.
 
-Weights are seeded: ``TinyLlama(config, seed)`` is the same model on every machine (normal
-init, std ``init_std``: 0.02 as HF's ``initializer_range``; norms at 1). Eval mode from the start.
-``TinyLlama.from_state_dict(config, weights)`` skips the random init and takes the given tensors as
-its parameters (no copy): how :func:`pagedlab.model.pretrained` builds SmolLM2.
+``TinyLlama(config, seed)`` is the same model on every machine (normal init, std ``init_std``,
+0.02 as HF's ``initializer_range``; norms at 1), in eval mode; ``from_state_dict(config,
+weights)`` takes the given tensors as its parameters (no copy, no random init).
 """
 
 from __future__ import annotations

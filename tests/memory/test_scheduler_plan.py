@@ -284,3 +284,16 @@ def test_update_is_the_only_writer_and_ends_a_request_at_eos() -> None:
     s.abort()
     assert s.done and s.device.num_free == 8 and s.host.num_free == 8
     s.check_invariants()
+
+
+def test_abort_mid_step_forgets_the_prefix_blocks_its_plan_was_to_fill() -> None:
+    """A plan registers full blocks when scheduled; aborted before the forward, none of them
+    holds K/V, so the cache forgets them (a later request must not hit them)."""
+    device = BlockAllocator(8, 4)
+    cache = PrefixCache(device)
+    s = PrefixCachingScheduler(device, cache)
+    s.add(Request("A", 9, 2, prompt=tuple(range(9))))
+    s.schedule()
+    assert cache.cached_blocks()  # two full blocks registered by the plan
+    s.abort()
+    assert not cache.cached_blocks() and s.done and device.num_free == 8
