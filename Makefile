@@ -37,13 +37,16 @@ lab: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check pagedlab tests benchmarks scripts
 	$(BIN)/ruff format --check pagedlab tests benchmarks scripts
-	$(BIN)/mypy pagedlab
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/check_dead_code.py
-	@# pytest exits 5 when it collected nothing: a broken layout, never a pass. One worker per
-	@# core (pytest-xdist); conftest.py keeps each notebook and the browser tests on one worker.
-	$(BIN)/python -m pytest -n auto --durations=15; status=$$?; \
-	  if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; exit $$status
+	@# mypy (a minute of one core from a fresh clone) runs beside the tests, its report after
+	@# theirs; both must pass. pytest exits 5 when it collected nothing: a broken layout, never
+	@# a pass. One worker per core (pytest-xdist); conftest.py says how the tests are shared.
+	log=$$(mktemp); $(BIN)/mypy pagedlab >$$log 2>&1 & mypy=$$!; \
+	  $(BIN)/python -m pytest -n auto --durations=15; status=$$?; \
+	  if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
+	  wait $$mypy; typed=$$?; echo "mypy pagedlab:"; cat $$log; rm -f $$log; \
+	  if [ $$status -ne 0 ]; then exit $$status; fi; exit $$typed
 
 # Re-execute every notebook in place after a change to pagedlab (deterministic outputs).
 notebooks: $(STAMP)

@@ -2,11 +2,16 @@
 
 Usage: python scripts/build_site.py [--out site] [--jobs N] [notebooks/NN_name.ipynb ...]
 
-For each notebook: execute it in a fresh kernel in which ``pagedlab.site.static`` is
-enabled, so every explorer is displayed as its static view (frames drawn now, chosen in the
-page by linked widgets); export it with nbconvert's HTML exporter and the saved widget
-state; point the page at a local require.js and widget manager instead of a CDN. Then write
-``index.html`` from the README's notebook table (the same line and picture per notebook).
+Each page is its notebook as committed (executed; strict nbval checks that a fresh run gives
+these outputs), with two changes: each explorer's output is replaced by its static view
+(:func:`pagedlab.site.static.static_view` over the frames its class declares) and its live
+panel, and each exercise's first check gets its live exercise. The explorer is rebuilt from
+the settings its ``text/plain`` shows (``AllocationExplorer(block_size=4, length=5, ...)``),
+checked to draw the committed picture byte for byte; where one cannot be (an explorer of a
+sweep or a model the notebook computed: 07, 10), the notebook is run again in a kernel that
+shows explorers statically (:func:`pagedlab.site.static.enable`). Then nbconvert's HTML
+exporter, with the widget state and a local require.js and widget manager instead of a CDN.
+``index.html`` follows the README's notebook table (the same line and picture per notebook).
 
 The pages load nothing from the network: the widget manager and require.js are copied from
 ``node_modules/`` (installed from ``package.json`` / ``package-lock.json`` by ``make site``),
@@ -18,8 +23,12 @@ blocked. The committed notebooks stay lean: the frames exist only in ``site/``.
 from __future__ import annotations
 
 import argparse
+import ast
+import base64
 import html
+import importlib
 import json
+import multiprocessing
 import os
 import re
 import runpy
@@ -29,6 +38,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbclient import NotebookClient
@@ -43,8 +53,8 @@ PYODIDE = ROOT / "node_modules" / "pyodide"
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip",
                  "pyodide-lock.json", "package.json")  # fmt: skip
 TEMPLATE = ROOT / "scripts" / "site_template"
-# the kernels' thread count, from its one place, read without importing pagedlab (whose
-# import sets TRITON_INTERPRET, which the kernels would inherit as if the user had set it)
+# the thread count, from its one place, read without importing pagedlab (whose import sets
+# TRITON_INTERPRET, which a kernel would inherit as if the user had set it: KERNEL_ENV)
 thread_env = runpy.run_path(str(ROOT / "pagedlab" / "model" / "threads.py"))["thread_env"]
 #: pagedlab's sources the browser never imports: they need torch, numpy, matplotlib or
 #: ipywidgets (the live core's import-linter contract in pyproject.toml keeps the rest pure).
@@ -59,6 +69,15 @@ NOT_SHIPPED = (
 )
 ENABLE_STATIC = "import pagedlab.site.static\npagedlab.site.static.enable()"
 NBVAL_MARKER = re.compile(r"^# NBVAL_[A-Z_]+[ \t]*\n?", re.MULTILINE)  # for the tests only
+CHECK = re.compile(r'EXERCISES\["(\w+)"\]\.check\(')  # a cell whose result is a check's
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+KERNEL_ENV = dict(os.environ)  # a worker's environment before it imports pagedlab
+
+
+class NotRebuilt(Exception):
+    """An explorer output whose explorer its settings alone do not rebuild (e.g. built from
+    a sweep or a model the notebook computed): its page is built by running the notebook."""
 
 
 def install_assets() -> None:
@@ -108,6 +127,109 @@ def write_sources(path: Path) -> None:
     path.write_text(json.dumps(sources))
 
 
+def rebuilt_explorer(data: dict[str, Any]) -> Any:
+    """The explorer a committed output shows (None if it shows none), rebuilt from the settings
+    its ``text/plain`` gives (``Name(control=value, ...)``); :class:`NotRebuilt` unless the
+    rebuilt one has that repr and draws the same picture (its ``image/png``, byte for byte)."""
+    from pagedlab.site.registry import REGISTRY
+
+    shown = str(data.get("text/plain", ""))
+    modules = {entry.name: entry.module for entry in REGISTRY}
+    try:
+        call = ast.parse(shown, mode="eval").body
+    except SyntaxError:
+        return None
+    if WIDGET_VIEW not in data or not isinstance(call, ast.Call):
+        return None
+    if not isinstance(call.func, ast.Name) or call.func.id not in modules:
+        return None
+    module = importlib.import_module(f"pagedlab.explorers.{modules[call.func.id]}")
+    try:
+        settings = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
+        explorer = getattr(module, call.func.id)(*call.args, **settings)
+    except (TypeError, ValueError) as error:
+        raise NotRebuilt(f"{shown}: {error}") from None
+    picture = explorer._repr_mimebundle_().get("image/png", b"")
+    if isinstance(picture, bytes):
+        picture = base64.b64encode(picture).decode()
+    if repr(explorer) != shown or picture != str(data.get("image/png", "")).replace("\n", ""):
+        raise NotRebuilt(f"{shown} rebuilt as {explorer!r}, drawing another picture")
+    return explorer
+
+
+#: The static views this worker drew, by their explorer's repr: (view spec, text, widget
+#: states). An explorer is rebuilt from its repr alone, so an equal repr draws equal frames:
+#: notebooks 00, 02 and 03 show the same AllocationExplorer, drawn once.
+DRAWN: dict[str, tuple[dict, str, dict]] = {}
+
+
+def drawn(explorer: Any, declared: Any) -> tuple[dict, str, dict]:
+    """``explorer``'s static view over ``declared``: its spec, text and widgets' states."""
+    import ipywidgets as widgets
+
+    from pagedlab.site import static
+
+    if repr(explorer) not in DRAWN:
+        before = set(widgets.Widget.get_manager_state()["state"])
+        view = static.static_view(explorer, *declared)
+        states = widgets.Widget.get_manager_state()["state"]
+        new = {key: state for key, state in states.items() if key not in before}
+        DRAWN[repr(explorer)] = (view.get_view_spec(), repr(view), new)
+    return DRAWN[repr(explorer)]
+
+
+def static_outputs(output: Any, source: str, page: dict[str, Any]) -> list[Any]:
+    """What the page shows for one committed ``output`` of a cell with ``source``; ``page``
+    collects the widget states the page needs and the exercises it shows ("checked")."""
+    from pagedlab.site import markup, static
+
+    data = output.get("data", {})
+    explorer = rebuilt_explorer(data)
+    declared = static.declared_axes(type(explorer)) if explorer is not None else None
+    if declared is not None:
+        spec, text, states = drawn(explorer, declared)
+        page["states"].update(states)
+        shown = [nbformat.v4.new_output("display_data", {WIDGET_VIEW: spec, "text/plain": text})]
+        panel = markup.explorer_panel(explorer)
+        if panel:
+            shown.append(nbformat.v4.new_output("display_data", {"text/html": panel}))
+        return shown
+    check = CHECK.search(source.strip().splitlines()[-1]) if source.strip() else None
+    first = check is not None and check[1] not in page["checked"]  # its live exercise, once
+    if first and output.output_type == "execute_result" and "text/html" in data:
+        page["checked"].add(check[1])
+        data["text/html"] = str(data["text/html"]) + markup.exercise_block(check[1])
+    return [output]
+
+
+def static_notebook(path: Path) -> nbformat.NotebookNode:
+    """``path`` as committed with static explorers and live exercises (see the module doc);
+    run again with static explorers where one explorer cannot be rebuilt."""
+    import ipywidgets as widgets
+
+    notebook = nbformat.read(path, as_version=4)
+    widgets.Widget.close_all()  # the last page's explorers: their views are in DRAWN
+    page: dict[str, Any] = {"states": {}, "checked": set()}
+    try:
+        for cell in notebook.cells:
+            if cell.cell_type == "code":
+                cell.outputs = [
+                    new for old in cell.outputs for new in static_outputs(old, cell.source, page)
+                ]
+    except NotRebuilt as why:
+        print(f"{path.name}: run again, {why}", flush=True)
+        notebook = execute_static(path)
+    else:
+        saved = notebook.metadata.setdefault("widgets", {}).setdefault(WIDGET_STATE, {})
+        saved.setdefault("version_major", 2)
+        saved.setdefault("version_minor", 0)
+        saved.setdefault("state", {}).update(page["states"])
+    for cell in notebook.cells:  # nbval's markers are not for readers
+        if cell.cell_type == "code":
+            cell.source = NBVAL_MARKER.sub("", cell.source)
+    return notebook
+
+
 def execute_static(path: Path) -> nbformat.NotebookNode:
     """``path`` run top to bottom with static explorers; the enabling cell removed again."""
     notebook = nbformat.read(path, as_version=4)
@@ -121,11 +243,8 @@ def execute_static(path: Path) -> nbformat.NotebookNode:
         store_widget_state=True,
         record_timing=False,
     )
-    client.execute()
+    client.execute(env=KERNEL_ENV)
     notebook.cells.remove(enable)
-    for cell in notebook.cells:  # nbval's markers are not for readers
-        if cell.cell_type == "code":
-            cell.source = NBVAL_MARKER.sub("", cell.source)
     return notebook
 
 
@@ -184,9 +303,9 @@ def write_index(out: Path, pages: list[tuple[str, str]]) -> None:
 
 
 def build_page(path: Path, out: Path) -> tuple[str, str, str]:
-    """Execute ``path`` statically and write its page into ``out``: (number, page, timing)."""
+    """Write ``path``'s static page into ``out``: (number, page, timing)."""
     begin = time.perf_counter()
-    notebook = execute_static(path)
+    notebook = static_notebook(path)
     page = path.with_suffix(".html").name
     (out / page).write_text(export_page(notebook, path.stem.replace("_", " ")))
     size = (out / page).stat().st_size / 2**20
@@ -197,7 +316,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "site"))
     jobs = min(2, os.cpu_count() or 1)
-    parser.add_argument("--jobs", type=int, default=jobs, help="notebooks executed at once")
+    parser.add_argument("--jobs", type=int, default=jobs, help="pages built at once")
     parser.add_argument("notebooks", nargs="*")
     args = parser.parse_args(argv)
     paths = [Path(p) for p in args.notebooks] or sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -206,13 +325,14 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(out)
     out.mkdir(parents=True)
     os.environ["PYTHONHASHSEED"] = "0"
-    os.environ.update(thread_env())  # one compute thread per kernel on a 2-core machine
+    os.environ.update(thread_env())  # one compute thread per worker on a 2-core machine
     start = time.perf_counter()
     install_assets()
     copy_assets(out)
     pages = []
-    # Each page is its own kernel and file: the pages do not depend on each other's order.
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+    # Each page is its own file: the pages do not depend on each other's order.
+    spawn = multiprocessing.get_context("spawn")  # fresh workers: PYTHONHASHSEED=0 holds there
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs), mp_context=spawn) as pool:
         for number, page, timing in pool.map(build_page, paths, [out] * len(paths)):
             pages.append((number, page))
             print(timing)
