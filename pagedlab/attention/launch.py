@@ -172,12 +172,9 @@ def launch_paged_attention(
 
 
 def merge_splits(acc: torch.Tensor, m: torch.Tensor, l_sum: torch.Tensor) -> torch.Tensor:
-    """Combine per-slice softmax partials ``[..., splits(, head_dim)]`` into the output.
-
-    Each slice's ``acc`` and ``l_sum`` were summed under its own max ``m``; rescale all to
-    the overall max, then divide: the same rule the kernel's loop applies step by step.
-    A slice with no pages has ``m = -inf`` and weight 0.
-    """
+    """Combine per-slice softmax partials ``[..., splits(, head_dim)]`` into the output: each
+    slice's ``acc`` and ``l_sum`` were summed under its own max ``m``; rescale all to the
+    overall max, then divide (the loop's rule). A slice with no pages (``m = -inf``) weighs 0."""
     weight = torch.exp(m - m.amax(dim=-1, keepdim=True))
     numerator = (acc * weight[..., None]).sum(dim=-2)
     return numerator / (l_sum * weight).sum(dim=-1)[..., None]
