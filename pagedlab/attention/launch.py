@@ -99,12 +99,8 @@ def launch_paged_attention_one_page(
     seq_lens: torch.Tensor,
     scale: float,
 ) -> torch.Tensor:
-    """Launch the teaching kernel on validated, contiguous inputs; returns a new output tensor.
-
-    One program per (sequence, query head); ``block_size`` and ``head_dim`` must be powers of
-    two and every tensor small enough for int32 offsets
-    (:func:`pagedlab.attention.validate.check_one_page_kernel_fits`).
-    """
+    """Launch the teaching kernel, one program per (sequence, query head), on validated
+    contiguous inputs that fit it (``validate.check_one_page_kernel_fits``); a new output."""
     num_seqs, num_heads, head_dim = query.shape
     _, block_size, num_kv_heads, _ = key_cache.shape
     out = torch.empty_like(query)
@@ -131,16 +127,12 @@ def launch_paged_attention(
     splits: int | None = None,
     lanes: int | None = None,
 ) -> torch.Tensor:
-    """Launch the decode kernel on already validated inputs; returns a new output tensor.
+    """Launch the decode kernel on validated inputs; returns a new output tensor.
 
-    ``max_pages`` is the largest ``ceil(seq_len / block_size)`` of the batch.
-    ``pages_per_step`` (a power of two: pages one loop step folds in), ``num_warps`` and
-    ``splits`` (> 1: flash-decoding slices, one program each, merged afterwards) default to
-    the heuristics of :mod:`pagedlab.attention.tuning`. Pass ``pages_per_step=1`` to run
-    exactly the steps :func:`pagedlab.paged_attention_steps` records. ``lanes`` > 1
-    (the interpreter's default) runs :func:`paged_attention_lanes_kernel`, that many
-    (sequence, kv head) lanes a program; 1 runs ``kernels.paged_attention_kernel``. The
-    heuristics never pick lanes > 1 for a compiled launch.
+    ``max_pages`` is the batch's largest ``ceil(seq_len / block_size)``; the plan's other
+    sizes default to :mod:`pagedlab.attention.tuning`'s heuristics (``pages_per_step=1``: the
+    steps :func:`pagedlab.paged_attention_steps` records). ``lanes > 1`` (the interpreter's
+    default, never compiled) runs :func:`paged_attention_lanes_kernel`.
     """
     num_seqs, num_heads, head_dim = query.shape
     _, block_size, num_kv_heads, _ = key_cache.shape
@@ -180,12 +172,9 @@ def launch_paged_attention(
 
 
 def merge_splits(acc: torch.Tensor, m: torch.Tensor, l_sum: torch.Tensor) -> torch.Tensor:
-    """Combine per-slice softmax partials ``[..., splits(, head_dim)]`` into the output.
-
-    Each slice's ``acc`` and ``l_sum`` were summed under its own max ``m``; rescale all to
-    the overall max, then divide: the same rule the kernel's loop applies step by step.
-    A slice with no pages has ``m = -inf`` and weight 0.
-    """
+    """Combine per-slice softmax partials ``[..., splits(, head_dim)]`` into the output: each
+    slice's ``acc`` and ``l_sum`` were summed under its own max ``m``; rescale all to the
+    overall max, then divide (the loop's rule). A slice with no pages (``m = -inf``) weighs 0."""
     weight = torch.exp(m - m.amax(dim=-1, keepdim=True))
     numerator = (acc * weight[..., None]).sum(dim=-2)
     return numerator / (l_sum * weight).sum(dim=-1)[..., None]
@@ -198,11 +187,8 @@ def launch_reshape_and_cache(
     value_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
 ) -> None:
-    """Write ``key[i]``/``value[i]`` into slot ``slot_mapping[i]`` of the caches, in place.
-
-    Inputs must already be validated (slots in range and distinct, shapes and dtypes
-    matching); see :meth:`pagedlab.attention.kv_cache.PagedKVCache.write`.
-    """
+    """Write ``key[i]``/``value[i]`` into slot ``slot_mapping[i]`` of the caches, in place;
+    inputs validated (slots in range and distinct) by ``PagedKVCache.write``."""
     num_tokens, num_kv_heads, head_dim = key.shape
     if num_tokens == 0:
         return

@@ -1,10 +1,9 @@
 """BatchExplorer: sliders for a decode batch -> the tensors an engine sends to the GPU.
 
-Moving a slider regrows the batch with the real allocator
-(``pagedlab.attention.batch.grow_batch``), redraws the pool in place, then (the slow part)
-rewrites the readout: the padded block-table tensor, the sequence lengths, and two checks
-that hold for every setting (the vectorised slot mapping equals every table's own, and the
-Triton kernel equals the torch reference).
+A move regrows the batch with the real allocator (``attention.batch.grow_batch``), redraws the
+pool, then (the slow part) the readout: the padded block tables, the lengths, and two checks
+that hold for every setting (the vectorised slot mapping equals every table's own; the Triton
+kernel equals the torch reference).
 """
 
 from __future__ import annotations

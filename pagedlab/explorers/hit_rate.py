@@ -1,12 +1,10 @@
 """Notebook 11's explorers: why a prefix cache hits 0 %, and partial hits with copy-on-write.
 
 ``HitRateExplorer`` runs :func:`pagedlab.control_scenes.miss_workload` through a real
-:class:`~pagedlab.memory.prefix_cache.PrefixCache` at the block size you choose (up to 1,056,
-the pool about ``MISS_POOL_TOKENS`` tokens) and classifies every prompt token
+``PrefixCache`` at the block size chosen (up to 1,056) and classifies every prompt token
 (:mod:`pagedlab.memory.miss_reasons`). ``PartialHitExplorer`` admits two prompts sharing 22
-tokens through :class:`~pagedlab.memory.partial_prefix.PartialPrefixCache` at the
-``prefix_match_unit`` you choose (vLLM 0.34's setting, for hybrid models with a Mamba
-"align" group only; a divisor of the block size 16).
+tokens through ``PartialPrefixCache`` at the ``prefix_match_unit`` chosen (vLLM 0.34's
+setting, for hybrid models with a Mamba "align" group only; a divisor of the block size 16).
 """
 
 from __future__ import annotations

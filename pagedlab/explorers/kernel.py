@@ -29,8 +29,7 @@ HEAD_DIMS = (1, 8, 12, 16, 64)  # the explorer's head_dim choices (12: not a pow
 
 
 def sequence_letters(count: int) -> list[str]:
-    """The letters the picture names sequences by (``sequence A`` -> ``A``): the readout uses
-    the same names, never an index."""
+    """The picture's names for the sequences (``sequence A`` -> ``A``), never an index."""
     return [name.removeprefix("sequence ") for name in sequence_names(count)]
 
 

@@ -123,9 +123,7 @@ class Predict(widgets.VBox):
         self.feedback.value = self._answer_text()
 
     def _answer_text(self) -> str:
-        answer = (
-            self.answer if not isinstance(self.answer, list) else ", ".join(map(str, self.answer))
-        )
+        answer = ", ".join(map(str, self.answer)) if isinstance(self.answer, list) else self.answer
         text = f"The answer: <b>{html.escape(str(answer))}</b>."
         return text + (f" {html.escape(self.explain)}" if self.explain else "")
 

@@ -94,13 +94,6 @@ def sharing_scene(
     return d
 
 
-def _outline_slot(d: Drawing, allocator: BlockAllocator, block: int, offset: int) -> None:
-    b = d.boxes[("pool", block)]
-    w = (b.w - TAB) / allocator.block_size
-    slot = Box(b.x + TAB + offset * w, b.y, w, b.h)
-    d.rects.append(Rect(slot, "none", HIGHLIGHT, "write", "pool", block, 2.0))
-
-
 def event_caption(event: Event, tables: Sequence[BlockTable], names: Sequence[str]) -> str:
     """``str(event)`` with "table <id>: " replaced by the drawn sequence's name."""
     text = str(event)
@@ -145,7 +138,10 @@ def event_frames(
         text = event_caption(event, current, names or sequence_names(len(current)))
         d = draw(lit, text)
         if event.kind == "write" and event.offset is not None:
-            _outline_slot(d, allocator, event.block, event.offset)
+            b = d.boxes[("pool", event.block)]  # outline the slot written
+            w = (b.w - TAB) / allocator.block_size
+            slot = Box(b.x + TAB + event.offset * w, b.y, w, b.h)
+            d.rects.append(Rect(slot, "none", HIGHLIGHT, "write", "pool", event.block, 2.0))
         frames.append(Frame(d, text, event))
 
     unsubscribe = allocator.subscribe(snap)

@@ -107,12 +107,11 @@ def render_frames(
             setting = dict(zip(names, combo, strict=True))
             try:
                 explorer.set(**setting)
+                readout = str(explorer.readout.value)
             except (TypeError, ValueError, Refused) as refused:  # e.g. a range another sets
                 why = html.escape(str(refused))
-                note = f"<i>not reachable with the other settings here: {why}</i>"
-                frames.append((setting, bytes(explorer.picture.value), note))
-                continue
-            frames.append((setting, bytes(explorer.picture.value), str(explorer.readout.value)))
+                readout = f"<i>not reachable with the other settings here: {why}</i>"
+            frames.append((setting, bytes(explorer.picture.value), readout))
     finally:
         explorer.set(**start)
     return frames
