@@ -21,14 +21,12 @@ from __future__ import annotations
 from bisect import insort
 from operator import attrgetter
 
-from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.capacity import prefill_need, samples_need, tokens_that_fit
 from pagedlab.memory.requests import BlockCopy, Group, StepPlan, Work
 from pagedlab.memory.requests import KVHooks as KVHooks  # the executor, re-exported
 from pagedlab.memory.requests import execute as execute
 from pagedlab.memory.scheduler_checks import MODES as MODES  # the modes: "swap", "recompute"
-from pagedlab.memory.scheduler_checks import check_scheduler_args
 from pagedlab.memory.step_loop import StepLoop
 from pagedlab.memory.swap_space import swap_in, swap_in_need, swap_out
 
@@ -36,36 +34,8 @@ by_arrival = attrgetter("order")  # the sort key of every queue: FCFS
 
 
 class Scheduler(StepLoop):
-    """Waiting queue, running and swapped sets over ``allocator`` (the device pool)."""
-
-    def __init__(
-        self,
-        allocator: BlockAllocator,
-        mode: str = "recompute",
-        token_budget: int | None = None,
-        chunked_prefill: bool = False,
-        host: BlockAllocator | None = None,
-        kv: KVHooks | None = None,
-    ) -> None:
-        host, budget = check_scheduler_args(
-            allocator, mode, token_budget, chunked_prefill, host, kv
-        )
-        self.device, self.host, self.kv = allocator, host, kv
-        self._pools = (allocator, host)
-        self._kv_checked: object = kv
-        self.mode, self.token_budget, self.chunked_prefill = mode, budget, chunked_prefill
-        self.block_size = allocator.block_size
-        self.waiting: list[Group] = []  # FCFS order (preempted-by-recompute groups at the front)
-        self.running: list[Group] = []  # arrival order: the last one is preempted first
-        self.swapped: list[Group] = []  # arrival order: the first one comes back first
-        self.finished: list[Group] = []  # in the order they finished
-        self.groups: dict[str, Group] = {}
-        self.steps = self.preemptions = self.tokens_recomputed = 0
-        self.blocks_swapped_out = self.blocks_swapped_in = 0
-        self._free_after_step = (allocator.num_free, host.num_free)
-        self._plan: StepPlan | None = None  # scheduled, not updated yet
-        self._finishing: list[Group] = []  # finish with the plan: blocks held until update
-        self._before: dict[str, tuple[int, int, int]] = {}  # counters of groups given work
+    """Waiting queue, running and swapped sets over ``allocator`` (the device pool): the
+    loop, the queues and ``__init__`` are :class:`StepLoop`'s; here is how a step is decided."""
 
     def policy(self, out: StepPlan) -> None:
         """Decide one step into ``out``: THE seam a subclass overrides (notebook 09's capstone).

@@ -21,6 +21,7 @@ from pagedlab.memory.scheduler_checks import (
     check_no_pending,
     check_pools_unchanged,
     check_request,
+    check_scheduler_args,
     check_settings,
     check_tables,
     check_update,
@@ -28,26 +29,37 @@ from pagedlab.memory.scheduler_checks import (
 
 
 class StepLoop:
-    """Queues, counters and the step loop; a subclass decides each step in ``policy``."""
+    """Queues, counters and the step loop over ``allocator`` (the device pool) and ``host`` (the
+    swap space; a fresh one its size by default); a subclass decides each step in ``policy``."""
 
-    device: BlockAllocator
-    host: BlockAllocator
-    kv: KVHooks | None
-    mode: str
-    token_budget: int | None
-    chunked_prefill: bool
-    waiting: list[Group]
-    running: list[Group]
-    swapped: list[Group]
-    finished: list[Group]
-    groups: dict[str, Group]
-    steps: int
-    _pools: tuple[BlockAllocator, BlockAllocator]
-    _kv_checked: object
-    _free_after_step: tuple[int, int]
-    _plan: StepPlan | None
-    _finishing: list[Group]
-    _before: dict[str, tuple[int, int, int]]
+    def __init__(
+        self,
+        allocator: BlockAllocator,
+        mode: str = "recompute",
+        token_budget: int | None = None,
+        chunked_prefill: bool = False,
+        host: BlockAllocator | None = None,
+        kv: KVHooks | None = None,
+    ) -> None:
+        host, budget = check_scheduler_args(
+            allocator, mode, token_budget, chunked_prefill, host, kv
+        )
+        self.device, self.host, self.kv = allocator, host, kv
+        self._pools = (allocator, host)
+        self._kv_checked: object = kv
+        self.mode, self.token_budget, self.chunked_prefill = mode, budget, chunked_prefill
+        self.block_size = allocator.block_size
+        self.waiting: list[Group] = []  # FCFS order (preempted-by-recompute groups at the front)
+        self.running: list[Group] = []  # arrival order: the last one is preempted first
+        self.swapped: list[Group] = []  # arrival order: the first one comes back first
+        self.finished: list[Group] = []  # in the order they finished
+        self.groups: dict[str, Group] = {}
+        self.steps = self.preemptions = self.tokens_recomputed = 0
+        self.blocks_swapped_out = self.blocks_swapped_in = 0
+        self._free_after_step = (allocator.num_free, host.num_free)
+        self._plan: StepPlan | None = None  # scheduled, not updated yet
+        self._finishing: list[Group] = []  # finish with the plan: blocks held until update
+        self._before: dict[str, tuple[int, int, int]] = {}  # counters of groups given work
 
     def policy(self, out: StepPlan) -> None:
         """Decide one step into ``out`` (the subclass's)."""
