@@ -72,12 +72,6 @@ class BlockAllocator(EventSource):
         self._check_can_take(1, owner)
         return self._take(1, owner)[0]
 
-    def allocate_many(self, count: int, owner: Owner | None = None) -> list[int]:
-        """``count`` blocks from the front of the free queue, in order; all or nothing."""
-        count = check_int(count, "count", minimum=0)
-        self._check_can_take(count, owner)
-        return self._take(count, owner)
-
     def share(self, block: int, owner: Owner | None = None) -> None:
         """One more holder for an allocated ``block`` (a fork, or a prefix-cache hit)."""
         block = self._check_shareable(block, owner)
@@ -106,7 +100,7 @@ class BlockAllocator(EventSource):
         self._release(self._check_each(blocks, owner, self._check_holding), owner)
 
     def _take(self, count: int, owner: Owner | None) -> list[int]:
-        """The mechanism of ``allocate_many``, for a caller that checked ``count`` are free."""
+        """``count`` blocks from the front of the free queue, for a caller that checked they are."""
         taken = []
         for _ in range(count):
             block = self._free.popleft()
@@ -221,13 +215,8 @@ class BlockAllocator(EventSource):
     def refcount(self, block: int) -> int:
         return len(self.holders[check_block(block, self._num_blocks)])
 
-    def holds(self, owner: Owner, block: int) -> bool:
-        """Whether ``owner`` holds a reference to ``block``."""
-        owner = check_named_owner(owner)
-        return owner in self.holders[check_block(block, self._num_blocks)]
-
     def can_allocate(self, count: int = 1) -> bool:
-        """Whether ``allocate_many(count)`` would succeed (the pure check beside it)."""
+        """Whether ``count`` blocks are free (the pure check beside ``allocate``)."""
         return check_int(count, "count", minimum=0) <= len(self._free)
 
     def new_owner(self) -> Owner:
