@@ -172,10 +172,6 @@ class PrefixCache:
         """The counters (one object for the cache's life; read-only attribute)."""
         return self._stats
 
-    @property
-    def closed(self) -> bool:
-        return self._unsubscribe is None
-
     def _evict(self, event: Event) -> None:  # an ``allocate``: the block gets new contents
         if event.block in self._duplicates:
             self._duplicates.discard(event.block)

@@ -1,9 +1,5 @@
-"""Argument checks shared by the simulator's public functions (besides ``checks.check_int``).
-
-Same rule as everywhere in pagedlab: a wrong *kind* raises ``ArgumentTypeError`` (a
-``TypeError``), a wrong *value* raises ``ValueError``; both messages name the argument and
-the value, and nothing has changed when they are raised.
-"""
+"""Argument checks shared by the simulator's public functions (besides ``checks.check_int``):
+a wrong kind raises ``ArgumentTypeError``, a wrong value ``ValueError``, each naming the value."""
 
 from __future__ import annotations
 
