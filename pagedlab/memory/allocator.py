@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from typing import Literal
+from typing import Literal, cast
 
-from pagedlab.checks import ArgumentTypeError, Refused, check_int
+from pagedlab.checks import Refused, check_choice, check_int
 from pagedlab.memory.events import Event, EventKind, EventSource
 from pagedlab.memory.owner import (
     Owner,
@@ -56,7 +56,7 @@ class BlockAllocator(EventSource):
     ) -> None:
         super().__init__()
         self._num_blocks, self._block_size = check_pool(num_blocks, block_size)
-        self._rule = check_free_rule(free_rule)
+        self._rule = cast(FreeRule, check_choice(free_rule, "free_rule", FREE_RULES))
         order = range(num_blocks) if free_order is None else permutation(free_order, num_blocks)
         self._free: deque[int] = deque(order)  # the free queue, front first
         # holders[b]: who holds block b, most recent last; its length is b's ref count. Read
@@ -304,11 +304,3 @@ class BlockAllocator(EventSource):
             f"BlockAllocator(num_blocks={self._num_blocks}, block_size={self._block_size}"
             f"{rule}, num_free={self.num_free})"
         )
-
-
-def check_free_rule(free_rule: object) -> FreeRule:
-    """``free_rule`` if it is one of :data:`FREE_RULES`."""
-    if free_rule not in FREE_RULES:
-        error = ValueError if isinstance(free_rule, str) else ArgumentTypeError
-        raise error(f"free_rule must be one of {FREE_RULES}, got {free_rule!r}")
-    return FREE_RULES[FREE_RULES.index(free_rule)]

@@ -37,15 +37,6 @@ def check_real(
     return number
 
 
-def check_choice(value: object, name: str, choices: tuple[str, ...]) -> str:
-    """``value`` if it is one of the strings ``choices``."""
-    if not isinstance(value, str):
-        raise ArgumentTypeError(f"{name} must be a str, one of {choices}, got {value!r}")
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-    return value
-
-
 def check_type(value: object, name: str, kind: type) -> None:
     """Refuse ``value`` unless it is a ``kind``."""
     if not isinstance(value, kind):
