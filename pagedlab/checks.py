@@ -42,6 +42,15 @@ def check_int(
     return number
 
 
+def check_choice(value: object, name: str, choices: tuple[str, ...]) -> str:
+    """``value`` if it is one of the strings ``choices``."""
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be a str, one of {choices}, got {value!r}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
 def check_bool(value: object, name: str) -> bool:
     """``value`` is ``True`` or ``False`` (not 1, not a numpy bool); else an
     :class:`ArgumentTypeError` naming ``name`` and the value."""

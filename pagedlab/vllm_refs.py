@@ -412,15 +412,6 @@ def ref(key: str) -> Ref:
         raise KeyError(f"no vLLM reference {key!r}; there are {sorted(REFS)}") from None
 
 
-def as_of(key: str) -> str:
-    """The words a notebook puts beside an engine claim: ``path:lines`` as of vLLM 0.34.0,
-    or ``path`` as of the commit a file outside the wheel was read at."""
-    r = ref(key)
-    if r.commit:
-        return f"`{r.path}` as of vLLM `{r.short}`"
-    return f"`{r.where}` as of vLLM {VLLM_RELEASE}"
-
-
 def statement(key: str) -> str:
     """What ``key``'s file does, starting "As of"."""
     r = ref(key)

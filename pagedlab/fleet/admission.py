@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pagedlab.checks import ceil_div
+from pagedlab.checks import ceil_div, check_choice
 from pagedlab.fleet.routing import DECODE_S, Request
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
@@ -69,8 +69,7 @@ def run_admission(
     max_steps: int = 5_000,
 ) -> AdmissionStats:
     """Run ``trace`` (arrivals at ``DECODE_S`` per step) under ``rule`` (module doc)."""
-    if rule not in RULES:
-        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    check_choice(rule, "rule", RULES)
     pool = BlockAllocator(num_blocks, block_size, free_rule="vllm-v1")
     cache = PrefixCache(pool)
     stats = AdmissionStats(rule)

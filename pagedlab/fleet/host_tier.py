@@ -23,6 +23,7 @@ import torch
 
 from pagedlab.attention import PagedKVCache
 from pagedlab.attention.swap import copy_blocks
+from pagedlab.checks import check_choice
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import PrefixCache
 
@@ -50,8 +51,7 @@ class TieredCache:
         heads: int = 1,
         dim: int = 4,
     ) -> None:
-        if write not in WRITES:
-            raise ValueError(f"write must be one of {WRITES}, got {write!r}")
+        check_choice(write, "write", WRITES)
         self.write, self.evict_first, self.heads, self.dim = write, evict_first, heads, dim
         self.device = BlockAllocator(device_blocks, block_size, free_rule="vllm-v1")
         self.cache = PrefixCache(self.device)

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pagedlab.checks import check_int
+from pagedlab.checks import check_choice, check_int
 from pagedlab.fleet.events import AllBlocksCleared, BlockRemoved, BlockStored, KVEvent, to_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, blocks_to_append
@@ -143,8 +143,7 @@ class Router:
         lose_removed: float = 0.0,
         seed: int = 0,
     ) -> None:
-        if policy not in POLICIES:
-            raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+        check_choice(policy, "policy", POLICIES)
         self.engines, self.policy, self.overlap_weight = list(engines), policy, overlap_weight
         self.block_size = block_size or self.engines[0].allocator.block_size
         self.index: dict[str, set[int]] = {e.name: set() for e in self.engines}

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from typing import Literal
+from typing import Literal, cast
 
-from pagedlab.checks import ArgumentTypeError, Refused, check_int
+from pagedlab.checks import Refused, check_choice, check_int
 from pagedlab.memory.events import Event, EventKind, EventSource
 from pagedlab.memory.owner import (
     Owner,
@@ -56,7 +56,7 @@ class BlockAllocator(EventSource):
     ) -> None:
         super().__init__()
         self._num_blocks, self._block_size = check_pool(num_blocks, block_size)
-        self._rule = check_free_rule(free_rule)
+        self._rule = cast(FreeRule, check_choice(free_rule, "free_rule", FREE_RULES))
         order = range(num_blocks) if free_order is None else permutation(free_order, num_blocks)
         self._free: deque[int] = deque(order)  # the free queue, front first
         # holders[b]: who holds block b, most recent last; its length is b's ref count. Read
@@ -71,12 +71,6 @@ class BlockAllocator(EventSource):
         """Take the block at the front of the free queue for ``owner``; its ref count is 1."""
         self._check_can_take(1, owner)
         return self._take(1, owner)[0]
-
-    def allocate_many(self, count: int, owner: Owner | None = None) -> list[int]:
-        """``count`` blocks from the front of the free queue, in order; all or nothing."""
-        count = check_int(count, "count", minimum=0)
-        self._check_can_take(count, owner)
-        return self._take(count, owner)
 
     def share(self, block: int, owner: Owner | None = None) -> None:
         """One more holder for an allocated ``block`` (a fork, or a prefix-cache hit)."""
@@ -106,7 +100,7 @@ class BlockAllocator(EventSource):
         self._release(self._check_each(blocks, owner, self._check_holding), owner)
 
     def _take(self, count: int, owner: Owner | None) -> list[int]:
-        """The mechanism of ``allocate_many``, for a caller that checked ``count`` are free."""
+        """``count`` blocks from the front of the free queue, for a caller that checked they are."""
         taken = []
         for _ in range(count):
             block = self._free.popleft()
@@ -221,13 +215,8 @@ class BlockAllocator(EventSource):
     def refcount(self, block: int) -> int:
         return len(self.holders[check_block(block, self._num_blocks)])
 
-    def holds(self, owner: Owner, block: int) -> bool:
-        """Whether ``owner`` holds a reference to ``block``."""
-        owner = check_named_owner(owner)
-        return owner in self.holders[check_block(block, self._num_blocks)]
-
     def can_allocate(self, count: int = 1) -> bool:
-        """Whether ``allocate_many(count)`` would succeed (the pure check beside it)."""
+        """Whether ``count`` blocks are free (the pure check beside ``allocate``)."""
         return check_int(count, "count", minimum=0) <= len(self._free)
 
     def new_owner(self) -> Owner:
@@ -315,11 +304,3 @@ class BlockAllocator(EventSource):
             f"BlockAllocator(num_blocks={self._num_blocks}, block_size={self._block_size}"
             f"{rule}, num_free={self.num_free})"
         )
-
-
-def check_free_rule(free_rule: object) -> FreeRule:
-    """``free_rule`` if it is one of :data:`FREE_RULES`."""
-    if free_rule not in FREE_RULES:
-        error = ValueError if isinstance(free_rule, str) else ArgumentTypeError
-        raise error(f"free_rule must be one of {FREE_RULES}, got {free_rule!r}")
-    return FREE_RULES[FREE_RULES.index(free_rule)]

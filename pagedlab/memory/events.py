@@ -86,10 +86,6 @@ class EventSource:
 
         return unsubscribe
 
-    def listens(self, kind: EventKind) -> bool:
-        """Whether anybody listens to events of ``kind`` (else none is built)."""
-        return kind in self.listening
-
     def _update_listening(self) -> None:
         self.listening = frozenset(kind for kind, held in self._listeners.items() if held)
 

@@ -172,10 +172,6 @@ class PrefixCache:
         """The counters (one object for the cache's life; read-only attribute)."""
         return self._stats
 
-    @property
-    def closed(self) -> bool:
-        return self._unsubscribe is None
-
     def _evict(self, event: Event) -> None:  # an ``allocate``: the block gets new contents
         if event.block in self._duplicates:
             self._duplicates.discard(event.block)
@@ -234,14 +230,6 @@ class PrefixCache:
         """Physical block -> hash of every cached block (a copy)."""
         return dict(self._hash_of)
 
-    def block_for(self, block_hash: str) -> int:
-        """The block cached under ``block_hash``; ValueError if evicted or never cached."""
-        if not isinstance(block_hash, str):
-            raise TypeError(f"block_hash must be a hex string, got {block_hash!r}")
-        if block_hash not in self._block_of:
-            raise ValueError(f"hash {block_hash!r} is not cached (evicted or never stored)")
-        return self._block_of[block_hash]
-
     def tokens_of(self, block: int) -> tuple[int, ...]:
         """The token ids block ``block`` is cached with; ValueError if it is not cached."""
         block = check_int(block, "block")
@@ -278,10 +266,6 @@ class PrefixCache:
         """Free blocks ``admit(tokens)`` needs now: cached free blocks it takes back, plus new
         blocks for the rest (``blocks_to_append``); changes nothing."""
         return self._plan(tokens)[2]
-
-    def can_admit(self, tokens: Sequence[int]) -> bool:
-        """Whether ``admit(tokens)`` would succeed; changes nothing."""
-        return self.blocks_to_admit(tokens) <= self._allocator.num_free
 
     def _plan(self, tokens: Sequence[int]) -> tuple[list[int], tuple[list[int], int], int]:
         self._check_open("admit a request")

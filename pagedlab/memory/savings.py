@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pagedlab import paper
-from pagedlab.checks import ceil_div, check_int
+from pagedlab.checks import ceil_div, check_choice, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.sharing import beam_step, fork_samples
@@ -139,10 +139,7 @@ def alpaca_savings(
     Lengths are drawn from exponential distributions with the trace's means (19.31 in,
     58.45 out; at least 1 each), seeded: skewed like the real trace, but not the real trace.
     """
-    if not isinstance(mode, str):
-        raise TypeError(f"mode must be 'parallel' or 'beam', got {mode!r}")
-    if mode not in PAPER_SAVED:
-        raise ValueError(f"mode must be 'parallel' or 'beam', got {mode!r}")
+    check_choice(mode, "mode", tuple(PAPER_SAVED))
     width = check_int(width, "width", minimum=1, maximum=MAX_SAVINGS_WIDTH)
     num_requests = check_int(num_requests, "num_requests", minimum=1, maximum=MAX_REQUESTS)
     block_size = check_int(block_size, "block_size", minimum=1, maximum=MAX_PROMPT_LEN)

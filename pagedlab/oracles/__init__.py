@@ -1,8 +1,5 @@
 """The engines as oracles: vLLM 0.34.0's and transformers 5.24.0's own code run on a pagedlab
-trace, beside pagedlab's replica of each rule, returning the same record. ``trace``: the trace,
-a :class:`Run`, and pagedlab's replicas (the ``"vllm-v1"`` allocator with its null block under
-a :class:`PrefixCache`; :class:`HFCachePool`); ``vllm_kv``: vLLM's real ``KVCacheManager``;
-``hf_cache``: transformers' real ``PagedAttentionCache`` (and its ``FIFOScheduler``).
+trace, beside pagedlab's replica of each rule (``trace``), returning the same record.
 
 Neither engine is imported by ``import pagedlab`` or this package: the engine modules import
 them inside their functions and raise :class:`EngineMissing` (naming the install line) where

@@ -2,14 +2,7 @@
 
 ``make_trace`` builds a seeded synthetic workload, ``simulate`` runs one policy over it
 (event-driven, exact per step), ``compare_table`` / ``block_size_sweep`` put the results beside
-the paper's (``pagedlab.paper``). The Orca baselines follow §6.1: ``reserved_slots`` is what
-each reserves, ``buddy_extent`` what the buddy allocator (``BuddyAllocator``) hands out for it.
-See each module's docstring for what is and is not modelled.
-
-Modules: ``workload`` (request traces), ``policies`` (the paper's pool and the four systems'
-policies), ``contiguous`` (buddy and first-fit allocators), ``engine`` (the event loop, in named
-steps), ``accounting`` (closed-form sums per run of steps; ``SimResult``), ``step_cost`` (the
-time axis), ``report`` (tables), ``validate`` (argument checks).
+the paper's (``pagedlab.paper``). Each module's docstring says what is and is not modelled.
 """
 
 from __future__ import annotations

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from pagedlab import paper
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.checks import ArgumentTypeError, check_choice, check_int
 from pagedlab.simulate.contiguous import ALLOCATORS
 from pagedlab.simulate.reservation import RESERVATIONS as RESERVATIONS  # re-exported
 from pagedlab.simulate.reservation import OneRequest as OneRequest
 from pagedlab.simulate.reservation import reserved_slots as reserved_slots
-from pagedlab.simulate.validate import check_choice, check_type
+from pagedlab.simulate.validate import check_type
 from pagedlab.simulate.workload import MAX_LEN, MAX_TOKENS
 
 BYTES_PER_TOKEN_OPT13B = paper.KV_BYTES_PER_TOKEN_OPT13B  # 819,200 B ("800 KB")

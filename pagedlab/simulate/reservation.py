@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pagedlab import paper
-from pagedlab.checks import ceil_div, check_int
+from pagedlab.checks import ceil_div, check_choice, check_int
 from pagedlab.simulate.contiguous import buddy_extent
-from pagedlab.simulate.validate import check_choice
 
 MAX_LEN = paper.MAX_SEQ_LEN  # OPT's longest sequence (§3, §6.1); workload.MAX_LEN is this
 MAX_TOKENS = 2**31 - 1

@@ -1,9 +1,5 @@
-"""Argument checks shared by the simulator's public functions (besides ``checks.check_int``).
-
-Same rule as everywhere in pagedlab: a wrong *kind* raises ``ArgumentTypeError`` (a
-``TypeError``), a wrong *value* raises ``ValueError``; both messages name the argument and
-the value, and nothing has changed when they are raised.
-"""
+"""Argument checks shared by the simulator's public functions (besides ``checks.check_int``):
+a wrong kind raises ``ArgumentTypeError``, a wrong value ``ValueError``, each naming the value."""
 
 from __future__ import annotations
 
@@ -39,15 +35,6 @@ def check_real(
     if below is not None and not number < below:
         raise ValueError(f"{name} must be < {below}, got {value!r}")
     return number
-
-
-def check_choice(value: object, name: str, choices: tuple[str, ...]) -> str:
-    """``value`` if it is one of the strings ``choices``."""
-    if not isinstance(value, str):
-        raise ArgumentTypeError(f"{name} must be a str, one of {choices}, got {value!r}")
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-    return value
 
 
 def check_type(value: object, name: str, kind: type) -> None:

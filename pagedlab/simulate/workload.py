@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from pagedlab import paper
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.checks import ArgumentTypeError, check_choice, check_int
 from pagedlab.simulate.reservation import MAX_TOKENS as MAX_TOKENS  # re-exported
-from pagedlab.simulate.validate import check_choice, check_real, check_type
+from pagedlab.simulate.validate import check_real, check_type
 
 MAX_LEN = paper.MAX_SEQ_LEN  # OPT's longest sequence (§3, §6.1)
 MAX_REQUESTS = 10_000_000  # a bound on rate x duration, so a typo cannot exhaust memory

@@ -29,8 +29,6 @@ INT_ARGUMENTS: list[tuple[str, IntCall]] = [
     ("block", lambda s, v: s.alloc.reuse(v)),
     ("block", lambda s, v: s.alloc.free_many([v])),
     ("block", lambda s, v: s.alloc.hold([v])),
-    ("block", lambda s, v: s.alloc.holds(s.alloc.new_owner(), v)),
-    ("count", lambda s, v: s.alloc.allocate_many(v)),
     ("count", lambda s, v: s.alloc.can_allocate(v)),
 ]
 

@@ -192,7 +192,7 @@ class Misuse(RuleBasedStateMachine):
         pre=lambda self: self.tables,
         pick=PICK,
         bad=one_of(BAD_COUNTS),
-        which=one_of(["append", "slot", "needed", "allocate_many"]),
+        which=one_of(["append", "slot", "needed", "can_allocate"]),
     )
     def bad_count(self, pick: int, bad: object, which: str) -> None:
         table = choose(self.tables, pick)
@@ -200,13 +200,13 @@ class Misuse(RuleBasedStateMachine):
             "append": lambda: table.append_tokens(bad),  # type: ignore[arg-type]
             "slot": lambda: table.slot(bad),  # type: ignore[arg-type]
             "needed": lambda: table.blocks_needed(bad),  # type: ignore[arg-type]
-            "allocate_many": lambda: self.alloc.allocate_many(bad),  # type: ignore[arg-type]
+            "can_allocate": lambda: self.alloc.can_allocate(bad),  # type: ignore[arg-type]
         }[which]
         ok, _ = self._attempt(call)
         answers = (  # valid after all: a position, a pure question, or nothing to allocate
             which == "slot"
             or (which == "needed" and bad is BAD_COUNTS[8])
-            or (which == "allocate_many" and bad is BAD_COUNTS[0])
+            or (which == "can_allocate" and (bad is BAD_COUNTS[0] or bad is BAD_COUNTS[8]))
         )
         assert not ok or answers, f"{which}({bad!r}) was accepted"
 

@@ -222,7 +222,7 @@ def test_a_closed_prefix_cache_drops_its_marks() -> None:
     ("rule", "error", "message"),
     [
         ("lifo", ValueError, "free_rule must be one of ('fifo', 'vllm-v1'), got 'lifo'"),
-        (1, TypeError, "free_rule must be one of ('fifo', 'vllm-v1'), got 1"),
+        (1, TypeError, "free_rule must be a str, one of ('fifo', 'vllm-v1'), got 1"),
         (None, TypeError, "got None"),
     ],
 )

@@ -74,10 +74,13 @@ def test_every_listed_file_is_named_somewhere_but_the_gone_ones() -> None:
     assert not unused, unused
 
 
-def test_as_of_statement_and_table() -> None:
-    assert vllm_refs.as_of("block_pool").startswith("`vllm/v1/core/block_pool.py:47-51")
-    assert vllm_refs.as_of("block_pool").endswith("as of vLLM 0.34.0")
-    assert vllm_refs.as_of("v0_scheduler") == "`vllm/core/scheduler.py` as of vLLM `0dce2b2`"
+def test_statement_and_table() -> None:
+    assert vllm_refs.statement("block_pool").startswith(
+        "As of vLLM 0.34.0, `vllm/v1/core/block_pool.py:47-51"
+    )
+    assert vllm_refs.statement("v0_scheduler").startswith(
+        "As of vLLM `0dce2b2` (V0, not in the 0.34.0 wheel), `vllm/core/scheduler.py`:"
+    )
     table = vllm_refs.table()
     assert all(r.where in table and f"`{r.short}`" in table for r in vllm_refs.REFS.values())
     assert all(f"#{n}" in table for n in vllm_refs.PULL_REQUESTS)
