@@ -36,24 +36,16 @@ def seed_of(seed: int) -> int:
     return int.from_bytes(digest[:6], "big")
 
 
-def current_salt() -> str:
-    """The salt of the innermost :func:`held_back` ("" outside): a key for cached cases."""
-    return _SALT[-1] if _SALT else ""
-
-
 def per_salt(build: Callable[[], list[Case]]) -> Callable[[], list[Case]]:
-    """``build``, run once per salt (:func:`current_salt`): cases slow to build (an engine)."""
+    """``build``, run once per salt (the innermost :func:`held_back`'s, "" outside): cases
+    slow to build (an engine)."""
     made: dict[str, list[Case]] = {}
 
     def get() -> list[Case]:
-        return list(made.get(current_salt()) or made.setdefault(current_salt(), build()))
+        salt = _SALT[-1] if _SALT else ""
+        return list(made.get(salt) or made.setdefault(salt, build()))
 
     return get
-
-
-def seeded(seed: int) -> random.Random:
-    """A ``random.Random`` seeded with :func:`seed_of` ``(seed)``."""
-    return random.Random(seed_of(seed))
 
 
 @contextmanager
@@ -106,8 +98,7 @@ class CheckResult:
     def __str__(self) -> str:
         return self.message
 
-    def __repr__(self) -> str:
-        return self.message
+    __repr__ = __str__
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(self.message)
@@ -163,7 +154,7 @@ def cases(fixed: Sequence[Spec], generate: Callable[[random.Random], Sequence[An
           label: Callable[..., str] | None = None,
           given: Callable[..., tuple[Any, ...]] | None = None) -> list[Case]:  # fmt: skip
     """The fixed cases (each with its ``why``, and the mistakes it ``catches``), then ``count``
-    cases ``generate(rng)`` draws from :func:`seeded` ``(seed)``. Each expected answer is
+    cases ``generate(rng)`` draws from ``random.Random(seed_of(seed))``. Each expected answer is
     ``expect(*spec)``; the learner's function is called on ``given(*spec)`` (None: the spec)."""
     specs: list[tuple[tuple[Any, ...], str, str, tuple[str, ...]]] = []
     for spec in fixed:
@@ -171,7 +162,7 @@ def cases(fixed: Sequence[Spec], generate: Callable[[random.Random], Sequence[An
         if not isinstance(why, str) or not why:
             raise ValueError(f"a fixed case needs a one-line why, got {spec!r}")
         specs.append((tuple(args), "fixed", why, tuple(catches)))
-    rng = seeded(seed)
+    rng = random.Random(seed_of(seed))
     for _ in range(count if generate is not None else 0):
         specs.append((tuple(generate(rng)), "generated", "", ()))  # type: ignore[misc]
     return [

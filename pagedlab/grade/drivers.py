@@ -46,7 +46,9 @@ def replay(world: World, events: Iterable[Any]) -> Log:
 
 
 def _named(obj: Any, run: Callable[..., Any]) -> Callable[..., Any]:
-    run.__name__ = str(getattr(obj, "__name__", type(obj).__name__))
+    """``run`` named as ``obj`` is (a @triton.jit kernel: as the function it wraps)."""
+    inner = obj if isinstance(obj, type) else getattr(obj, "fn", obj)
+    run.__name__ = str(getattr(inner, "__name__", None) or type(obj).__name__)
     return run
 
 

@@ -23,14 +23,10 @@ import torch
 
 from pagedlab.attention import backend
 from pagedlab.checks import ceil_div
-from pagedlab.grade.drivers import ADAPTERS
+from pagedlab.grade.drivers import ADAPTERS, _named
 
 SENTINEL = -7.0  # what ``out`` holds where the kernel must not store
 GUARD = 2  # NaN blocks before and after each cache (and -1 rows around the table)
-
-
-def _device() -> Any:
-    return backend.device()
 
 
 def _quiet(launch: Callable[..., None], *args: Any) -> None:
@@ -43,7 +39,8 @@ def _fenced(shape: tuple[int, ...], fill: float,
             dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """(buffer, out): ``out`` of ``shape`` filled with ``fill`` inside GUARD more entries of
     it on each side (the fence a stray store hits)."""
-    buffer = torch.full((shape[0] + 2 * GUARD, *shape[1:]), fill, dtype=dtype, device=_device())
+    size = (shape[0] + 2 * GUARD, *shape[1:])
+    buffer = torch.full(size, fill, dtype=dtype, device=backend.device())
     return buffer, buffer[GUARD : GUARD + shape[0]]
 
 
@@ -85,12 +82,6 @@ def _kernel_of(kernel: Any) -> Any:
             )
         codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return kernel
-
-
-def _named(kernel: Any, run: Callable[..., Any]) -> Callable[..., Any]:
-    inner = getattr(kernel, "fn", kernel)
-    run.__name__ = str(getattr(inner, "__name__", None) or type(kernel).__name__)
-    return run
 
 
 class Watch:
@@ -183,7 +174,7 @@ def adapt_copy(kernel: Any) -> Callable[..., Any]:
         k = _kernel_of(kernel)
         padded = torch.full((len(x) + block,), float("nan"))  # NaN past n, a block of it
         padded[: len(x)] = x
-        source = padded.to(_device())
+        source = padded.to(backend.device())
         buffer, out = _fenced((len(x) + block,), SENTINEL)
         grid = (ceil_div(n, block),)
         with watched() as watch:
@@ -208,8 +199,8 @@ def adapt_gather(kernel: Any) -> Callable[..., Any]:
         k = _kernel_of(kernel)
         d = x.shape[1]
         buffer, out = _fenced((len(index), d), SENTINEL)
-        table = torch.tensor(index, dtype=torch.int32, device=_device())
-        source = x.to(_device()).contiguous()
+        table = torch.tensor(index, dtype=torch.int32, device=backend.device())
+        source = x.to(backend.device()).contiguous()
         with watched() as watch:
             _quiet(lambda: k[(len(index),)](source, table, out, D=d))
         _fence_intact(buffer, SENTINEL)
@@ -226,7 +217,7 @@ def adapt_softmax(kernel: Any) -> Callable[..., Any]:
         kern = _kernel_of(kernel)
         block, dim = k.shape
         buffer, out = _fenced((block,), SENTINEL)
-        keys, query = k.to(_device()).contiguous(), q.to(_device()).contiguous()
+        keys, query = k.to(backend.device()).contiguous(), q.to(backend.device()).contiguous()
         with watched() as watch:
             _quiet(lambda: kern[(1,)](query, keys, out, n, scale, BLOCK_SIZE=block,
                                       HEAD_DIM=dim))  # fmt: skip
@@ -252,7 +243,7 @@ def _guarded(t: torch.Tensor, fill: float) -> torch.Tensor:
 def launch(kernel: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
            tables: torch.Tensor, seq_lens: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """Run the learner's kernel on one batch; returns ``out`` (NaN where nothing was stored)."""
-    kernel, device = _kernel_of(kernel), _device()
+    kernel, device = _kernel_of(kernel), backend.device()
     num_seqs, num_heads = query.shape[:2]
     q = query.to(device).contiguous()
     k, v = (_guarded(t.to(device).contiguous(), float("nan")) for t in (key, value))
