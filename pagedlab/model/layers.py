@@ -41,7 +41,8 @@ def project(linear: nn.Linear, x: torch.Tensor, batch_invariant: bool = False) -
     Each tile of ``ROW_TILE`` rows (the last zero-padded) is one call of the same shape, so
     row ``i``'s output does not depend on how many rows, or which, share the call.
     """
-    _check_project(linear, x, batch_invariant)
+    _check_tokens(x, check_instance(linear, nn.Linear, "linear").in_features)
+    check_bool(batch_invariant, "batch_invariant")
     if not batch_invariant:
         return linear(x)
     n = x.shape[0]
@@ -54,7 +55,8 @@ def project(linear: nn.Linear, x: torch.Tensor, batch_invariant: bool = False) -
 
 class RMSNorm(nn.Module):
     def __init__(self, size: int, eps: float) -> None:
-        size, eps = _check_norm(size, eps)
+        size = check_int(size, "size", minimum=1)
+        eps = _check_positive(eps, "eps")
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
         self.eps = eps
@@ -126,7 +128,8 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
 
     def forward(self, x: torch.Tensor, batch_invariant: bool = False) -> torch.Tensor:
-        _check_mlp_input(x, self.gate_proj.in_features, batch_invariant)
+        _check_tokens(x, self.gate_proj.in_features)
+        check_bool(batch_invariant, "batch_invariant")
         gate = project(self.gate_proj, x, batch_invariant)
         up = project(self.up_proj, x, batch_invariant)
         return project(self.down_proj, nn.functional.silu(gate) * up, batch_invariant)
@@ -170,13 +173,6 @@ def _check_tokens(x: object, width: int) -> None:
         raise ValueError(f"x must be [tokens, {width}], got shape {tuple(t.shape)}")
 
 
-def _check_project(linear: object, x: object, batch_invariant: object) -> None:
-    """An ``nn.Linear``, ``x`` ``[tokens, in_features]`` floats, a bool."""
-    layer = check_instance(linear, nn.Linear, "linear")
-    _check_tokens(x, layer.in_features)
-    check_bool(batch_invariant, "batch_invariant")
-
-
 def _check_sizes(**sizes: object) -> list[int]:
     """Every size an integer >= 1."""
     return [check_int(value, name, minimum=1) for name, value in sizes.items()]
@@ -189,11 +185,6 @@ def _check_positive(value: object, name: str) -> float:
     if not 0 < float(value) < float("inf"):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
-
-
-def _check_norm(size: object, eps: object) -> tuple[int, float]:
-    """``size >= 1`` features and ``eps > 0``."""
-    return _check_sizes(size=size)[0], _check_positive(eps, "eps")
 
 
 def _check_rotary(positions: object, head_dim: object, theta: object) -> None:
@@ -247,9 +238,3 @@ def _check_layer_input(
 def _check_decoder(config: object) -> LlamaConfig:
     """A LlamaConfig, or a dict of its fields (validated: :meth:`LlamaConfig.from_hf`)."""
     return LlamaConfig.from_hf(config)  # type: ignore[arg-type]
-
-
-def _check_mlp_input(x: object, hidden: int, batch_invariant: object) -> None:
-    """``x`` ``[tokens, hidden]`` floats and a bool."""
-    _check_tokens(x, hidden)
-    check_bool(batch_invariant, "batch_invariant")
