@@ -24,7 +24,7 @@ from torch import nn
 
 from pagedlab.checks import ArgumentTypeError, check_bool, check_int
 from pagedlab.model.checks import check_instance, check_store
-from pagedlab.model.config import LlamaConfig
+from pagedlab.model.config import LlamaConfig, check_positive
 from pagedlab.model.kv import KVStore
 
 ROW_TILE = 1
@@ -56,7 +56,7 @@ def project(linear: nn.Linear, x: torch.Tensor, batch_invariant: bool = False) -
 class RMSNorm(nn.Module):
     def __init__(self, size: int, eps: float) -> None:
         size = check_int(size, "size", minimum=1)
-        eps = _check_positive(eps, "eps")
+        eps = check_positive(eps, "eps")
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
         self.eps = eps
@@ -178,15 +178,6 @@ def _check_sizes(**sizes: object) -> list[int]:
     return [check_int(value, name, minimum=1) for name, value in sizes.items()]
 
 
-def _check_positive(value: object, name: str) -> float:
-    """A finite real number > 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ArgumentTypeError(f"{name} must be a number, got {value!r}")
-    if not 0 < float(value) < float("inf"):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
 def _check_rotary(positions: object, head_dim: object, theta: object) -> None:
     """Integer ``positions`` ``[tokens]``, an even ``head_dim >= 2``, ``theta > 0``."""
     t = check_instance(positions, torch.Tensor, "positions")
@@ -196,7 +187,7 @@ def _check_rotary(positions: object, head_dim: object, theta: object) -> None:
         raise ValueError(f"positions must be [tokens], got shape {tuple(t.shape)}")
     if check_int(head_dim, "head_dim", minimum=2) % 2:
         raise ValueError(f"head_dim must be even (rotary pairs), got {head_dim}")
-    _check_positive(theta, "theta")
+    check_positive(theta, "theta")
 
 
 def _check_apply_rotary(x: object, cos: object, sin: object) -> None:
@@ -221,7 +212,7 @@ def _check_attention(hidden: object, heads: object, kv_heads: object, theta: obj
         raise ValueError(f"hidden {width} must split into {h} heads of even size")
     if h % kv:
         raise ValueError(f"heads ({h}) must be a multiple of kv_heads ({kv})")
-    _check_positive(theta, "theta")
+    check_positive(theta, "theta")
 
 
 def _check_layer_input(
