@@ -84,9 +84,9 @@ def llama_config_from_gguf(reader: object) -> dict[str, int | float]:
         value = reader.get_field(f"llama.{key}").contents()  # type: ignore[attr-defined]
         if field in ("rms_norm_eps", "rope_theta"):
             # stored as float32: keep the shortest decimal that reads back to it (1e-05)
-            config[field] = float(str(np.float32(value)))  # type: ignore[arg-type]
+            config[field] = float(str(np.float32(value)))
         else:
-            config[field] = int(value)  # type: ignore[call-overload]
+            config[field] = int(value)
     return config
 
 
