@@ -158,9 +158,8 @@ class Engine:
         """Queue ``prompts`` on a new scheduler (validated first); step it with :meth:`step`.
 
         ``n`` samples per prompt at ``temperature`` (0: greedy), seeded by ``seed``."""
-        return self._call(
-            self._start, *self._check_start(prompts, max_new_tokens, n, temperature, seed)
-        )
+        checked = self._check_start(prompts, max_new_tokens, n, temperature, seed)
+        return self._call(self._start, *checked)
 
     def _call(self, fn: Callable[..., T], *args: Any, live: object = None) -> T:
         """``fn(*args)`` under the lock, when no run is unfinished (or ``live`` is the one);

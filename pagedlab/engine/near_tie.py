@@ -42,14 +42,6 @@ class NearTie:
     batched_gap: float  # the batched forward's logit[its token] - logit[the other], >= 0
 
 
-def untied_copy(model: TinyLlama) -> TinyLlama:
-    """A model sharing every tensor with ``model`` but the output matrix (its own copy)."""
-    weights = dict(model.state_dict())
-    weights["lm_head.weight"] = model.lm_head.weight.detach().clone()
-    config = {**model.config, "tie_word_embeddings": False}
-    return TinyLlama.from_state_dict(config, weights)
-
-
 @torch.no_grad()
 def forge_near_tie(
     model: TinyLlama, prompts: Sequence[Sequence[int]], index: int = 0, steps: int = 28
@@ -63,7 +55,8 @@ def forge_near_tie(
     1e-6 at SmolLM2's logits), where two forwards' switch points differ if they differ at all."""
     alone = last_hidden(model, [prompts[index]], batch_invariant=True)  # [1, hidden]
     batched = last_hidden(model, prompts, batch_invariant=False)  # [prompts, hidden]
-    copy = untied_copy(model)
+    weights = {**model.state_dict(), "lm_head.weight": model.lm_head.weight.detach().clone()}
+    copy = TinyLlama.from_state_dict({**model.config, "tie_word_embeddings": False}, weights)
     weight = copy.lm_head.weight
     logits = project(model.lm_head, alone, True)[0]
     a, b = (int(i) for i in torch.topk(logits, 2).indices)

@@ -1,16 +1,10 @@
-"""The model's argument checks (with :mod:`pagedlab.checks`' ``check_int`` and ``check_bool``),
-from which each public function's one guard is built.
+"""The model's argument checks, of which each public function's one guard is built.
 
-Every public function and method of :mod:`pagedlab.model` starts with one named guard (a
-``_check_...`` beside it, made of these), then runs its mechanism; nothing is validated
-inside the mechanism. A wrong kind (a list where a tensor is needed, a float dtype for token
-ids, a bool for a count) raises :class:`~pagedlab.checks.ArgumentTypeError` (a ``TypeError``,
-also a ``ValueError``); a wrong value (an empty prompt, a token id >= ``vocab_size``, a
-negative count, mismatched shapes) raises ``ValueError``. Every message names the argument
-and the value, and a refused call changes nothing: the guards read and never write.
-
-The checks take what they need (``vocab_size``, ``max_positions``, a config) rather than a
-``TinyLlama``, so :mod:`pagedlab.model.llama` can use them without an import cycle.
+Every public function and method of :mod:`pagedlab.model` starts with one named guard, then
+runs its mechanism; nothing is validated inside the mechanism. A wrong kind raises
+:class:`~pagedlab.checks.ArgumentTypeError` (a ``TypeError``, also a ``ValueError``), a wrong
+value ``ValueError``; every message names the argument and the value, and a refused call
+changes nothing. The checks take sizes or a config, not a ``TinyLlama`` (no import cycle).
 """
 
 from __future__ import annotations

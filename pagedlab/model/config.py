@@ -29,6 +29,15 @@ IMPLIED: dict[str, object] = {
 """Other LlamaConfig fields, accepted only at the value this decoder implements (and dropped)."""
 
 
+def check_positive(value: object, name: str) -> float:
+    """``value`` as a finite real number > 0 (a bool is not one); errors name ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ArgumentTypeError(f"{name} must be a number, got {value!r}")
+    if not 0 < float(value) < float("inf"):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class LlamaConfig:
     vocab_size: int
@@ -76,12 +85,8 @@ class LlamaConfig:
                 out[f.name] = check_int(value, f.name, 1)
             elif f.type == "bool":
                 out[f.name] = check_bool(value, f.name)
-            elif isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ArgumentTypeError(f"{f.name} must be a number, got {value!r}")
-            elif not 0 < float(value) < float("inf"):
-                raise ValueError(f"{f.name} must be a positive finite number, got {value!r}")
             else:
-                out[f.name] = float(value)
+                out[f.name] = check_positive(value, f.name)
         checked = cls(**out)  # type: ignore[arg-type]
         heads, kv_heads = checked.num_attention_heads, checked.num_key_value_heads
         if checked.hidden_size % heads:

@@ -76,21 +76,17 @@ def unpermute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
     return weight.reshape(heads, half, 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
 
-def _scalar(reader: object, key: str) -> object:
-    return reader.get_field(key).contents()  # type: ignore[attr-defined]
-
-
 def llama_config_from_gguf(reader: object) -> dict[str, int | float]:
     """``LlamaConfig`` fields from the ``llama.*`` metadata of an open ``GGUFReader``."""
     _check_reader(reader)
     config: dict[str, int | float] = {}
     for field, key in _CONFIG_KEYS.items():
-        value = _scalar(reader, f"llama.{key}")
+        value = reader.get_field(f"llama.{key}").contents()  # type: ignore[attr-defined]
         if field in ("rms_norm_eps", "rope_theta"):
             # stored as float32: keep the shortest decimal that reads back to it (1e-05)
-            config[field] = float(str(np.float32(value)))  # type: ignore[arg-type]
+            config[field] = float(str(np.float32(value)))
         else:
-            config[field] = int(value)  # type: ignore[call-overload]
+            config[field] = int(value)
     return config
 
 

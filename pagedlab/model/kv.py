@@ -84,7 +84,8 @@ class DenseCausal:
     batch_invariant = False  # full-sequence logits, batched freely
 
     def __init__(self, batch: int, length: int) -> None:
-        self.batch, self.length = _check_dense(batch, length)
+        self.batch = check_int(batch, "batch", minimum=1)
+        self.length = check_int(length, "length", minimum=1)
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         check_flat_attend(layer, q, k, v, self.batch * self.length, "batch x length =")
@@ -102,7 +103,8 @@ class ContiguousCache:
     """One sequence's K/V per layer, ``[positions, kv_heads, d]``, grown by concatenation."""
 
     def __init__(self, num_layers: int, batch_invariant: bool = False) -> None:
-        num_layers, self.batch_invariant = _check_contiguous(num_layers, batch_invariant)
+        num_layers = check_int(num_layers, "num_layers", minimum=1)
+        self.batch_invariant = check_bool(batch_invariant, "batch_invariant")
         self.keys: list[torch.Tensor | None] = [None] * num_layers
         self.values: list[torch.Tensor | None] = [None] * num_layers
 
@@ -134,15 +136,3 @@ class ContiguousCache:
                 f"k is {k.dtype} {tuple(k.shape[1:])} per token, layer {index} holds "
                 f"{old.dtype} {tuple(old.shape[1:])}"
             )
-
-
-def _check_dense(batch: object, length: object) -> tuple[int, int]:
-    """``batch >= 1`` sequences of ``length >= 1`` tokens."""
-    return check_int(batch, "batch", minimum=1), check_int(length, "length", minimum=1)
-
-
-def _check_contiguous(num_layers: object, batch_invariant: object) -> tuple[int, bool]:
-    """``num_layers >= 1`` and a bool."""
-    return check_int(num_layers, "num_layers", minimum=1), check_bool(
-        batch_invariant, "batch_invariant"
-    )

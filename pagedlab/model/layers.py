@@ -24,7 +24,7 @@ from torch import nn
 
 from pagedlab.checks import ArgumentTypeError, check_bool, check_int
 from pagedlab.model.checks import check_instance, check_store
-from pagedlab.model.config import LlamaConfig
+from pagedlab.model.config import LlamaConfig, check_positive
 from pagedlab.model.kv import KVStore
 
 ROW_TILE = 1
@@ -41,7 +41,8 @@ def project(linear: nn.Linear, x: torch.Tensor, batch_invariant: bool = False) -
     Each tile of ``ROW_TILE`` rows (the last zero-padded) is one call of the same shape, so
     row ``i``'s output does not depend on how many rows, or which, share the call.
     """
-    _check_project(linear, x, batch_invariant)
+    _check_tokens(x, check_instance(linear, nn.Linear, "linear").in_features)
+    check_bool(batch_invariant, "batch_invariant")
     if not batch_invariant:
         return linear(x)
     n = x.shape[0]
@@ -54,7 +55,8 @@ def project(linear: nn.Linear, x: torch.Tensor, batch_invariant: bool = False) -
 
 class RMSNorm(nn.Module):
     def __init__(self, size: int, eps: float) -> None:
-        size, eps = _check_norm(size, eps)
+        size = check_int(size, "size", minimum=1)
+        eps = check_positive(eps, "eps")
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
         self.eps = eps
@@ -126,7 +128,8 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
 
     def forward(self, x: torch.Tensor, batch_invariant: bool = False) -> torch.Tensor:
-        _check_mlp_input(x, self.gate_proj.in_features, batch_invariant)
+        _check_tokens(x, self.gate_proj.in_features)
+        check_bool(batch_invariant, "batch_invariant")
         gate = project(self.gate_proj, x, batch_invariant)
         up = project(self.up_proj, x, batch_invariant)
         return project(self.down_proj, nn.functional.silu(gate) * up, batch_invariant)
@@ -170,30 +173,9 @@ def _check_tokens(x: object, width: int) -> None:
         raise ValueError(f"x must be [tokens, {width}], got shape {tuple(t.shape)}")
 
 
-def _check_project(linear: object, x: object, batch_invariant: object) -> None:
-    """An ``nn.Linear``, ``x`` ``[tokens, in_features]`` floats, a bool."""
-    layer = check_instance(linear, nn.Linear, "linear")
-    _check_tokens(x, layer.in_features)
-    check_bool(batch_invariant, "batch_invariant")
-
-
 def _check_sizes(**sizes: object) -> list[int]:
     """Every size an integer >= 1."""
     return [check_int(value, name, minimum=1) for name, value in sizes.items()]
-
-
-def _check_positive(value: object, name: str) -> float:
-    """A finite real number > 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ArgumentTypeError(f"{name} must be a number, got {value!r}")
-    if not 0 < float(value) < float("inf"):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
-def _check_norm(size: object, eps: object) -> tuple[int, float]:
-    """``size >= 1`` features and ``eps > 0``."""
-    return _check_sizes(size=size)[0], _check_positive(eps, "eps")
 
 
 def _check_rotary(positions: object, head_dim: object, theta: object) -> None:
@@ -205,7 +187,7 @@ def _check_rotary(positions: object, head_dim: object, theta: object) -> None:
         raise ValueError(f"positions must be [tokens], got shape {tuple(t.shape)}")
     if check_int(head_dim, "head_dim", minimum=2) % 2:
         raise ValueError(f"head_dim must be even (rotary pairs), got {head_dim}")
-    _check_positive(theta, "theta")
+    check_positive(theta, "theta")
 
 
 def _check_apply_rotary(x: object, cos: object, sin: object) -> None:
@@ -230,7 +212,7 @@ def _check_attention(hidden: object, heads: object, kv_heads: object, theta: obj
         raise ValueError(f"hidden {width} must split into {h} heads of even size")
     if h % kv:
         raise ValueError(f"heads ({h}) must be a multiple of kv_heads ({kv})")
-    _check_positive(theta, "theta")
+    check_positive(theta, "theta")
 
 
 def _check_layer_input(
@@ -247,9 +229,3 @@ def _check_layer_input(
 def _check_decoder(config: object) -> LlamaConfig:
     """A LlamaConfig, or a dict of its fields (validated: :meth:`LlamaConfig.from_hf`)."""
     return LlamaConfig.from_hf(config)  # type: ignore[arg-type]
-
-
-def _check_mlp_input(x: object, hidden: int, batch_invariant: object) -> None:
-    """``x`` ``[tokens, hidden]`` floats and a bool."""
-    _check_tokens(x, hidden)
-    check_bool(batch_invariant, "batch_invariant")

@@ -13,7 +13,6 @@ weights)`` takes the given tensors as its parameters (no copy, no random init).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,14 +20,14 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.checks import check_int
 from pagedlab.model.checks import (
     check_id_tensor,
     check_positions,
     check_store,
     check_weights,
 )
-from pagedlab.model.config import LlamaConfig
+from pagedlab.model.config import LlamaConfig, check_positive
 from pagedlab.model.kv import DenseCausal, KVStore
 from pagedlab.model.layers import DecoderLayer, RMSNorm, rotary
 
@@ -186,9 +185,4 @@ def _check_init(
 ) -> tuple[LlamaConfig, int, float]:
     """A validated config, ``seed >= 0`` and ``init_std`` a finite number > 0."""
     checked = LlamaConfig.from_hf(config)
-    seed = check_int(seed, "seed", minimum=0)
-    if isinstance(init_std, bool) or not isinstance(init_std, (int, float)):
-        raise ArgumentTypeError(f"init_std must be a positive number, got {init_std!r}")
-    if not 0 < init_std < math.inf:
-        raise ValueError(f"init_std must be a positive number, got {init_std!r}")
-    return checked, seed, float(init_std)
+    return checked, check_int(seed, "seed", minimum=0), check_positive(init_std, "init_std")

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
+from operator import attrgetter
 
 import torch
 
@@ -34,6 +36,7 @@ from pagedlab.model.checks import check_instance, check_qkv
 from pagedlab.model.kv import causal_attention, invariant_attention
 
 DecodeAttention = Callable[..., torch.Tensor]
+_layout = attrgetter("num_blocks", "block_size", "device")  # what every layer's cache shares
 
 
 def default_decode_attention() -> DecodeAttention:
@@ -103,11 +106,7 @@ class PagedStep:
         self.slots = torch.tensor(
             [s for p in self.pieces for s in p.slots(size)], dtype=torch.int64, device=device
         )
-        starts, offset = [], 0
-        for p in self.pieces:
-            starts.append(offset)
-            offset += p.count
-        self.starts = starts
+        self.starts = starts = [0, *accumulate(p.count for p in self.pieces)][:-1]
         self.decodes = [i for i, p in enumerate(self.pieces) if p.count == 1]
         self.prefills = [i for i, p in enumerate(self.pieces) if p.count > 1]
         if self.decodes:
@@ -198,11 +197,7 @@ def _check_step(
     first = caches[0]
     for i, cache in enumerate(caches):
         check_instance(cache, PagedKVCache, f"caches[{i}]")  # caches[0] first, before its use
-        if (cache.num_blocks, cache.block_size, cache.device) != (
-            first.num_blocks,
-            first.block_size,
-            first.device,
-        ):
+        if _layout(cache) != _layout(first):
             raise ValueError(
                 f"caches[{i}] has {cache.num_blocks} blocks of {cache.block_size} on "
                 f"{cache.device}, caches[0] {first.num_blocks} of {first.block_size} on "
