@@ -122,7 +122,6 @@ def event_frames(
 ) -> list[Frame]:
     """One frame before ``action()``, one per allocator event during it, one after;
     ``tables`` (and ``values``) are called at each frame (a beam step replaces them)."""
-
     copies: dict[int, int] = {}  # copy-on-write target -> source, seen so far
 
     def draw(lit: Sequence[int], text: str) -> Drawing:
