@@ -3,12 +3,9 @@
 Every picture is drawn by :mod:`pagedlab.pictures` from a scene of :mod:`pagedlab.scenes`
 (real allocator, tables, cache and kernel), never from an explorer, so the figures cannot
 drift from the code. Output is deterministic: PNGs and the GIF's frames are quantised to a
-fixed palette, no timestamps. Files (in ``figures/`` unless a directory is given): the
-example's layout, its 4 -> 5 transition, two layouts, ``allocation.gif`` (lengths 1 to 16),
-and ``nbNN_*.png``, the first picture each notebook's explorer shows, except notebook 1's
-Fig. 3 (three wastes), notebook 7's Fig. 2 breakdown from a 1-hour trace, notebook 9 at its
-first swap-out, notebook 10's engine at its first swap-out (seeded random weights), notebook
-12's three routers on one trace.
+fixed palette, no timestamps. Files (in ``figures/`` unless a directory is given): ``FILES``
+(the example's layouts and ``allocation.gif``, lengths 1 to 16) and ``NOTEBOOK_FILES``, the
+first picture each notebook's explorer shows.
 """
 
 from __future__ import annotations
@@ -125,6 +122,9 @@ def _first_frames() -> list[bytes]:
     batch = grow_batch([3, 6, 9], 4)  # notebook 8
     engine, _kv = scheduler_scene("swap", 4, 16, chunked_prefill=True)  # notebook 9, 4 steps
     last = [engine.step() for _ in range(4)][-1]
+    hour = make_trace(rate=2.0, duration_s=3600.0, workload="sharegpt", seed=0)  # notebook 7
+    rules = [run_trace(rule) for rule in ("pagedlab", "vllm", "hf")]  # notebook 11
+    trace = multi_tenant_trace()  # notebook 12: three routers over three engines
     pictures: list[Drawing | Figure] = [
         fig3_scene(OneRequest(8, 2, 0, 2048, 16), *fragmented_pool(), names=RUNNING),
         scene(kernel.allocator, kernel.tables),
@@ -133,12 +133,12 @@ def _first_frames() -> list[bytes]:
             cache.allocator, tables, highlight=list(cache.cached_blocks()),
             title="3 requests with a common prefix", caption="outlined: cached full blocks",
         ),
-        _breakdown(),
+        plot_breakdown([simulate(hour, p) for p in paper_policies(block_size=16)]),
         scene(batch.allocator, batch.tables),
         scheduler_drawing(engine, last),
         _engine_swap_frame(),
-        _three_allocators(),
-        _routers(),
+        three_allocators(rules, [range(8), range(8), range(10)], [[], [0], [0, 1]]),
+        routers_figure([route_trace(trace, p, 3) for p in POLICIES], 3),
     ]  # fmt: skip
     return [drawing_png(picture) for picture in pictures]  # at the theme's DPI
 
@@ -160,24 +160,6 @@ def _engine_swap_frame() -> Drawing:
         if record.result.swapped_out:
             return scheduler_drawing(run.scheduler, record.result)
     raise AssertionError("the engine scene never swapped")
-
-
-def _three_allocators() -> Drawing:
-    """Notebook 11: one trace under pagedlab's, vLLM 0.34's and transformers 5.24's rules."""
-    results = [run_trace(rule) for rule in ("pagedlab", "vllm", "hf")]
-    return three_allocators(results, [range(8), range(8), range(10)], [[], [0], [0, 1]])
-
-
-def _routers() -> Figure:
-    """Notebook 12: one multi-tenant trace through three routers over three engines."""
-    trace = multi_tenant_trace()
-    return routers_figure([route_trace(trace, p, 3) for p in POLICIES], 3)
-
-
-def _breakdown() -> Figure:
-    """Notebook 7's Fig. 2 breakdown: a 1-hour ShareGPT-like trace at 2 requests/s."""
-    trace = make_trace(rate=2.0, duration_s=3600.0, workload="sharegpt", seed=0)
-    return plot_breakdown([simulate(trace, p) for p in paper_policies(block_size=16)])
 
 
 def write_notebook_figures(directory: Path | str = "figures") -> list[Path]:

@@ -85,7 +85,6 @@ def paged_attention_steps(
     head = check_int(head, "head")
     if not 0 <= head < shapes.num_heads:
         raise ValueError(f"head must be an int in [0, {shapes.num_heads}), got {head}")
-
     size = shapes.block_size
     kv_head = head // (shapes.num_heads // shapes.num_kv_heads)
     q = query[head].float() * shapes.scale  # pre-scaled, as in the kernel

@@ -5,22 +5,16 @@ their inputs: every check lives in :mod:`pagedlab.attention.validate`; they are 
 :mod:`pagedlab.attention.launch` (with the tile sizes, pages per step, warps and splits of
 :mod:`pagedlab.attention.tuning`).
 
-- ``paged_attention_one_page_kernel``, the teaching kernel: PagedAttention in one loop, one
-  program per (sequence, query head), one page (block) per step. Each step loads the page's
-  physical block id from the block table, loads its K and V rows (slots past ``seq_len``
-  masked: never read) and folds them into an online softmax (running max ``m``, sum ``l``,
-  accumulator ``acc``, the last two rescaled by ``exp(m - m_new)`` when the max grows). One
-  step is one row of :func:`pagedlab.paged_attention_steps`; notebook 04's puzzle. Contiguous
-  tensors, ``block_size`` and ``head_dim`` powers of two, int32 offsets.
-- ``paged_attention_kernel``, tuned: the same loop (``fold_pages``, which the interpreter's
-  lanes kernel in :mod:`pagedlab.attention.launch` runs too), ``PAGES`` pages a step. One
-  program per (sequence, kv head) serves the kv head's whole group of query heads
-  (grouped-query attention: each page loaded once for the group); any ``block_size`` and
-  ``head_dim`` (tiles padded to powers of two, masked); int64 offsets, strides, fp32
-  arithmetic. With ``SPLITS > 1`` (flash-decoding) a sequence's pages are cut into slices, one
-  program each, merged afterwards (``launch.merge_splits``) by the same rescaling rule.
-- ``reshape_and_cache_kernel``: each new token's flat slot ``s`` is (block ``s // block_size``,
-  offset ``s % block_size``); its ``[num_kv_heads, head_dim]`` key and value are stored there.
+- ``paged_attention_one_page_kernel``, the teaching kernel: one program per (sequence, query
+  head), one page (block) per step, folded into an online softmax; one step is one row of
+  :func:`pagedlab.paged_attention_steps` (notebook 04's puzzle). Contiguous tensors,
+  ``block_size`` and ``head_dim`` powers of two, int32 offsets.
+- ``paged_attention_kernel``, tuned: the same loop (``fold_pages``), ``PAGES`` pages a step,
+  one program per (sequence, kv head) for its whole group of query heads; any ``block_size``
+  and ``head_dim`` (tiles padded, masked), int64 offsets, fp32 arithmetic. ``SPLITS > 1``
+  (flash-decoding): one program per slice of pages, merged by ``launch.merge_splits``.
+- ``reshape_and_cache_kernel``: flat slot ``s`` is (block ``s // block_size``, offset
+  ``s % block_size``); each new token's key and value are stored there.
 """
 
 from __future__ import annotations

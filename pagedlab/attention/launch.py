@@ -1,18 +1,13 @@
 """Launching the kernels of :mod:`pagedlab.attention.kernels`, and the interpreter's form of the
 tuned one.
 
-Each ``launch_*`` takes inputs already validated (:mod:`pagedlab.attention.validate`, called by
-:mod:`pagedlab.attention.ops` and :mod:`pagedlab.attention.kv_cache`), picks the plan of
-:mod:`pagedlab.attention.tuning` and launches once.
-
-``paged_attention_lanes_kernel`` runs the tuned loop (``kernels.fold_pages``) for ``LANES``
-(sequence, kv head) pairs at once, with a leading lane axis; lanes that finish early (or lanes
-past the last, which repeat it and are not stored) only add masked slots. Triton's interpreter
-runs every ``tl`` call as numpy work for every program, a few ms each whatever the tiles hold,
-so one program for a small batch's lanes costs about what one lane does (``benchmarks/
-bench_kernel_cpu.py``). Compiled, or split, launches use the tuned kernel; the outputs are equal
-bit for bit (``tests/attention/test_kernel_grid.py``). Older interpreters have no bf16:
-:mod:`pagedlab.attention.ops` upcasts bf16 to fp32 (exact) under the interpreter.
+Each ``launch_*`` takes inputs already validated (:mod:`pagedlab.attention.validate`), picks
+the plan of :mod:`pagedlab.attention.tuning` and launches once. ``paged_attention_lanes_kernel``
+runs the tuned loop (``kernels.fold_pages``) for ``LANES`` (sequence, kv head) pairs at once:
+the interpreter costs a few ms per program whatever its tiles hold, so one program for a small
+batch costs about what one lane does (``benchmarks/bench_kernel_cpu.py``); lanes past the last
+repeat it and are not stored. Its outputs equal the tuned kernel's bit for bit
+(``tests/attention/test_kernel_grid.py``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The allocation explorer: sliders -> real allocator and block table -> picture -> kernel.
 
-The model is :func:`pagedlab.scenes.example_state` (a fresh 32-block pool in the chosen
-layout: ascending, the example's ``[4, 1, …]`` or shuffled; the sequence appended with a real
-``BlockTable``; the kernel's output on the example's head, memoised). Play replays the growth
-from length 1 to the slider's value, one token a tick; ``step`` appends one token. A length
-the pool cannot hold is not an error: the readout explains the OutOfBlocksError.
+The model is :func:`pagedlab.scenes.example_state` (a fresh pool, a real ``BlockTable``, the
+kernel's output memoised). A length the pool cannot hold is not an error: the readout
+explains the OutOfBlocksError.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """BatchExplorer: sliders for a decode batch -> the tensors an engine sends to the GPU.
 
-A move regrows the batch with the real allocator (``attention.batch.grow_batch``), redraws the
-pool, then (the slow part) the readout: the padded block tables, the lengths, and two checks
-that hold for every setting (the vectorised slot mapping equals every table's own; the Triton
-kernel equals the torch reference).
+Its readout checks two things for every setting: the vectorised slot mapping equals every
+table's own, and the Triton kernel equals the torch reference.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Notebook 11's explorers: why a prefix cache hits 0 %, and partial hits with copy-on-write.
 
-``HitRateExplorer`` runs :func:`pagedlab.control_scenes.miss_workload` through a real
-``PrefixCache`` at the block size chosen (up to 1,056) and classifies every prompt token
-(:mod:`pagedlab.memory.miss_reasons`). ``PartialHitExplorer`` admits two prompts sharing 22
-tokens through ``PartialPrefixCache`` at the ``prefix_match_unit`` chosen (vLLM 0.34's
-setting, for hybrid models with a Mamba "align" group only; a divisor of the block size 16).
+``HitRateExplorer`` classifies every prompt token of :func:`pagedlab.control_scenes.miss_workload`
+(:mod:`pagedlab.memory.miss_reasons`); ``PartialHitExplorer`` admits two prompts sharing 22
+tokens through ``PartialPrefixCache`` (vLLM 0.34's ``prefix_match_unit``, a divisor of 16).
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """KernelExplorer: sliders for a batch in a shuffled pool -> does the kernel still agree?
 
-For every setting the explorer stages :func:`pagedlab.scenes.kernel_batch` (random fp16 q/K/V
-written page by page into a pool whose free list is shuffled), draws its pool, then (the slow
-part) runs the kernels on the batch's own block tables and compares three results per sequence
-(:func:`batch_report`). Invariant checked on every setting: the dense checkpoint (fp32,
-:func:`pagedlab.attention.batch.dense_attention` on the K/V as produced, never read through a
-block table), ``reference_attention`` and the Triton ``paged_attention`` agree within fp16
-rounding (2e-3). Errors are printed as powers of ten, so the readout is the same on every run.
+Each setting stages :func:`pagedlab.scenes.kernel_batch`, draws its pool, then (the slow part)
+compares three results per sequence (:func:`batch_report`). Invariant checked on every
+setting: :func:`pagedlab.attention.batch.dense_attention` (never read through a block table),
+``reference_attention`` and ``paged_attention`` agree within fp16 rounding (2e-3). Errors are
+printed as powers of ten, so the readout is the same on every run.
 """
 
 from __future__ import annotations

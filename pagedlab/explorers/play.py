@@ -1,15 +1,11 @@
 """The notebook widget's Play: the explorer's declared :class:`~pagedlab.views.controls.Play`,
 run by an ``ipywidgets.Play`` on the axis's control (a slider's value, or a choice's index).
 
-- ``"step"``: linked both ways in the browser (``jslink``), from the position shown to the
-  maximum; a move made by the kernel is mirrored, a browser move is not (it would echo back).
-- ``"replay"``: pressed, it replays the control from its minimum up to the position shown and
-  stops. At rest it sits at its end, so a press restarts from the minimum; each tick the kernel
-  moves the control. Not linked in the browser, and the kernel writes to the Play only while
-  it is not playing, so nothing can race the browser's Play loop.
-
-Ranges follow the control's. The static and live sites run the same declared Play over their
-own values, with the same :meth:`Play.span`.
+- ``"step"``: linked both ways in the browser (``jslink``); a move made by the kernel is
+  mirrored, a browser move is not (it would echo back).
+- ``"replay"``: parked at its end, so a press replays from the minimum up to the position
+  shown; each tick the kernel moves the control. Not linked, and the kernel writes to the Play
+  only while it is not playing, so nothing can race the browser's Play loop.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Predict, then reveal: a small widget that asks for the learner's guess before showing a result.
 
-``Predict(question, answer, explain)`` shows the question, an entry (a dropdown with
-``choices``) and two buttons: "Check my prediction" shows ✓ or ✗ with the answer and
-``explain``; "Just show me" reveals it. Until then the answer is not on the page. Answers are
-one int ("4", not "block 4"), a list of ints ("2, 1, 1" or "[2 1 1]") or one of ``choices``,
-computed in :mod:`pagedlab.explorers.predictions` from the real objects.
-
-Invariants: a callback changes only this widget's ``feedback.value`` (no printing, so nbval
-sees the same outputs), never raises (an unreadable guess asks again) and touches no
-pagedlab state.
+Until "Check my prediction" or "Just show me" is pressed the answer is not on the page.
+Answers are one int ("4", not "block 4"), a list of ints ("2, 1, 1" or "[2 1 1]") or one of
+``choices``. Invariants: a callback changes only this widget's ``feedback.value`` (no
+printing, so nbval sees the same outputs), never raises (an unreadable guess asks again) and
+touches no pagedlab state.
 """
 
 from __future__ import annotations

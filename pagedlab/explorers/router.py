@@ -1,10 +1,7 @@
 """RouterExplorer (notebook 12): one multi-tenant trace through three routers, live.
 
-Controls: ``overlap_weight`` (the KV-aware router's weight on cached prefix blocks against
-the blocks its engines hold) and ``num_engines``. Each move reruns
-:func:`pagedlab.fleet.routing.route_trace` on the same seeded trace: the round-robin and
-least-loaded runs do not depend on the weight (kept per engine count), the KV-aware one does.
-The picture: hit rate per router, and requests per engine under each.
+Each move reruns :func:`pagedlab.fleet.routing.route_trace` on the same seeded trace; the
+round-robin and least-loaded runs do not depend on ``overlap_weight`` (kept per engine count).
 """
 
 from __future__ import annotations

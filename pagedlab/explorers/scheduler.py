@@ -1,11 +1,9 @@
 """SchedulerExplorer: step a tiny serving engine through memory pressure (§4.5).
 
-A 16-block device pool, a host pool as large, and five requests (one with two samples) that do
-not all fit. ``explorer_state(...)`` is the pure model: a real
-:class:`~pagedlab.memory.scheduler.Scheduler` over real K/V, stepped ``step`` times, every
+``explorer_state(...)`` is the pure model: a real :class:`~pagedlab.memory.scheduler.Scheduler`
+over real K/V on a 16-block pool (and a host pool as large), stepped ``step`` times, every
 running sequence's K/V checked after each step; each setting's run is kept, so moving the
-step slider costs one step. Controls: ``mode`` (swap / recompute), ``block_size``,
-``token_budget``, ``chunked_prefill`` and ``step``.
+step slider costs one step.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Explorers for sharing: sliders -> real allocator, block tables, prefix cache -> picture.
 
-``SharingExplorer`` and ``PrefixCacheExplorer`` are the controls and render of
-:mod:`pagedlab.views.sharing` (no widgets: the live site runs them) on the
-:class:`~pagedlab.explorers.base.Explorer` base; beam search uses a seeded ``random.Random``,
-so the same values give the same tree. ``EvictionExplorer`` (notebook 6, widgets only) runs
-:func:`pagedlab.control_scenes.eviction_scene` and says which of A's cached blocks were
-evicted and how many its return still hits.
+``SharingExplorer`` and ``PrefixCacheExplorer`` run :mod:`pagedlab.views.sharing` (the live
+site runs it too); ``EvictionExplorer`` (notebook 6, widgets only) runs
+:func:`pagedlab.control_scenes.eviction_scene`.
 """
 
 from __future__ import annotations

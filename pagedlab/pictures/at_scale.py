@@ -1,9 +1,7 @@
 """Matplotlib pictures of KV memory at scale: Fig. 2, Fig. 13 and the block-size sweep.
 
-Pure functions: each takes results and returns a new ``Figure``; nothing is mutated and
-nothing is shown (``pagedlab.pictures.canvas.image`` makes a figure a cell's picture). Figures
-use the Agg canvas directly, so no pyplot state is touched; colours are the theme's.
-One request's reservation is :mod:`pagedlab.pictures.reservation`.
+Pure functions: each takes results and returns a new ``Figure`` (Agg, no pyplot state, the
+theme's colours); nothing is mutated and nothing is shown.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """A buddy allocator splitting and merging, one frame per row (notebook 07, §6.1).
 
-``buddy_scene(frames)`` draws :class:`~pagedlab.scenes.BuddyFrame` snapshots (built by
-``scenes.buddy_pow2_frames``) as bars over the same slot axis: a live extent in the
-reservation's orange, the part of it the request reserved (the rest is the allocator's
-rounding, hatched lighter), each free block grey with its size. It reads the frames only.
-Rect kinds: ``reserved``, ``rounding``, ``free-block``.
+``buddy_scene(frames)`` draws :class:`~pagedlab.scenes.BuddyFrame` snapshots over one slot
+axis and reads them only. Rect kinds: ``reserved``, ``rounding``, ``free-block``.
 """
 
 from __future__ import annotations

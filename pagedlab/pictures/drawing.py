@@ -1,10 +1,9 @@
 """The data half of every picture: a ``Drawing`` of rectangles, labels and arrows, in inches.
 
-A scene function (``pictures.blocks``, ``pictures.sharing``, ...) reads state and returns a
-``Drawing``: plain data that tests can count by kind, that :class:`~pagedlab.pictures.canvas.Canvas`
-renders with matplotlib (the PNGs) and :mod:`pagedlab.pictures.svg` writes as SVG (the live
-site). This module imports only the standard library and the theme, so it runs in a browser
-(Pyodide) where numpy and matplotlib do not exist. Coordinates: inches, origin bottom left.
+A scene function reads state and returns a ``Drawing``: plain data that tests count by kind,
+:class:`~pagedlab.pictures.canvas.Canvas` renders (PNG) and :mod:`pagedlab.pictures.svg`
+writes (SVG). Only the standard library and the theme are imported, so it runs in Pyodide.
+Coordinates: inches, origin bottom left.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """External fragmentation: the same pool seen by a contiguous allocator and by paging (Fig. 3).
 
-``fragmentation_scene(pool, running, newcomer)`` draws two rows on one address axis:
-**contiguous**, the running requests with the holes between them (grey, labelled with their
-size) and the newcomer's request for adjacent blocks outlined over the largest hole, so it
-overlaps a running request when none is big enough; **paged**, the pool after the newcomer,
-its blocks marked ``N0``, ``N1``, ... wherever they landed. :func:`fig3_scene` stacks
-:func:`~pagedlab.pictures.reservation.reservation_scene` over it: Fig. 3's three wastes.
-Reads state only.
+``fragmentation_scene(pool, running, newcomer)`` draws both on one address axis: the holes a
+contiguous newcomer cannot use (it overlaps a running request when no hole is big enough), and
+the newcomer's blocks ``N0``, ``N1``, ... wherever paging put them. Reads state only.
 """
 
 from __future__ import annotations

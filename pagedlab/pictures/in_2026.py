@@ -1,11 +1,5 @@
 """Notebook 11's pictures: what vLLM 0.34 and Hugging Face do now, drawn from real state.
 
-- :func:`three_allocators`: one trace, one pool strip per engine's free rule, who holds what;
-- :func:`partial_hit`: a hit that ends inside a block, the private copy and the kept source;
-- :func:`hybrid_tables`: a hybrid model's block tables, sliding windows' null entries;
-- :func:`async_timeline`: steps planned one ahead, placeholders, a stale token;
-- :func:`miss_bars`: every prompt token by why it did (not) hit.
-
 Each reads its state and changes nothing; every colour drawn is in the picture's key.
 """
 

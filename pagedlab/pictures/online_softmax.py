@@ -1,12 +1,9 @@
 """A picture of one kernel program's walk over a sequence, drawn from ``paged_attention_steps``.
 
-Three panels share one x axis, a column per logical block: **reads** (logical block -> the
-physical block loaded, its positions and masked slots); **scores and running max** (a dot per
-score, the max ``m`` as a line, "max moved" where it grew); **running sum** (a bar stacked
-from what was carried, ``l_old * alpha`` in grey, and what the block added, in its physical
-block's colour; beside it a dashed bar shows ``l_old`` before rescaling, labelled ``x alpha``).
-Everything comes from the ``LoopStep`` records, unmodified. Agg, the theme's palette, PNG via
-:func:`pagedlab.pictures.png.to_png`; readable up to about 16 steps.
+Three panels share one x axis, a column per logical block: the reads, the scores with the
+running max ``m``, and the running sum (``l_old * alpha`` carried, in grey, plus what the
+block added). Everything comes from the ``LoopStep`` records, unmodified; readable up to
+about 16 steps.
 """
 
 from __future__ import annotations

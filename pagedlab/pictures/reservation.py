@@ -1,12 +1,9 @@
 """One request's KV slots: a contiguous reservation beside paged blocks (Fig. 3's wastes).
 
-``reservation_scene(request)`` reads a :class:`~pagedlab.simulate.policies.OneRequest` and
-returns a ``Drawing`` with bars on one slot axis: **contiguous** (token states, slots reserved
-for future tokens, the never-used rest: internal fragmentation), **paged** (the blocks the same
-tokens hold; of the last block's empty slots, those future tokens fill and those that stay
-empty, the only waste, < B), and both **zoomed** to the first ``paged_blocks * B`` slots (a
-cell per slot up to ``MAX_SLOT_CELLS``), lined up slot for slot. A category holding any slot
-is at least ``MIN_W`` wide. Colours: :data:`pagedlab.pictures.theme.CATEGORY_COLORS`.
+``reservation_scene(request)`` draws a :class:`~pagedlab.simulate.policies.OneRequest` on one
+slot axis: contiguous (tokens, reserved, never used) over paged (the only waste: < B empty
+slots of the last block), both zoomed to the first ``paged_blocks * B`` slots. A category
+holding any slot is at least ``MIN_W`` wide.
 """
 
 from __future__ import annotations

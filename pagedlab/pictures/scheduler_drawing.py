@@ -1,11 +1,9 @@
 """The scheduler at one step as a ``Drawing``: device pool, host pool, queues, events.
 
-``scheduler_drawing(scheduler, result)`` reads the scheduler's state (tables, host block
-lists, ref counts) and changes nothing. A block is a cell of ``block_size`` slots, filled in
-its request's colour (all samples alike), a ``×2`` badge where shared, light grey when free;
-blocks that arrived this step (swapped in or out) have a black outline. On the 9 x 4.6 in
-canvas: device pool top left, host pool under it, queues and events right, counters along
-the bottom. No numpy or matplotlib (the live site draws it as SVG).
+``scheduler_drawing(scheduler, result)`` reads the scheduler's state and changes nothing. A
+block is a cell of ``block_size`` slots in its request's colour (all samples alike), ``×2``
+where shared, light grey when free, outlined black if it moved this step. No numpy or
+matplotlib (the live site draws it as SVG).
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Pictures of shared blocks: several block tables over one pool, ref counts, copy-on-write.
 
-Built on ``pagedlab.pictures.blocks``. ``sharing_scene`` draws one block-table strip per
-sequence (a shared block's cell marked with its ref count) beside the physical pool;
-``event_frames`` runs an operation (a fork, an append, a beam step) while listening to the
-allocator and takes one drawing per event, so a copy-on-write is its own steps (allocate,
-copy, release, write), the touched block outlined. Everything is read, nothing written; a
-frame taken mid-operation may show a table's old block, and its caption says what happened.
-Readable up to 6 tables and a 32-block pool.
+``event_frames`` listens to the allocator during an operation and takes one drawing per
+event, so a copy-on-write is its own steps (allocate, copy, release, write); a frame taken
+mid-operation may show a table's old block, and its caption says what happened. Everything is
+read, nothing written. Readable up to 6 tables and a 32-block pool.
 """
 
 from __future__ import annotations
@@ -122,7 +119,6 @@ def event_frames(
 ) -> list[Frame]:
     """One frame before ``action()``, one per allocator event during it, one after;
     ``tables`` (and ``values``) are called at each frame (a beam step replaces them)."""
-
     copies: dict[int, int] = {}  # copy-on-write target -> source, seen so far
 
     def draw(lit: Sequence[int], text: str) -> Drawing:

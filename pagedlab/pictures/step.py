@@ -1,13 +1,9 @@
 """What one engine step sends to the GPU, and who reads the one block table (§4.6).
 
-``mixed_step_scene(step)`` draws a :class:`~pagedlab.attention.mixed_step.MixedStep`: the
-flattened ``input_ids`` and ``positions`` (coloured by request), ``query_start_loc``,
-``seq_lens``, the block table (used entries in the request's colour, the rest grey, unused
-request rows faded) and the slot mapping with its hatched ``-1`` padding.
-``tensor_parallel_scene(table, num_workers, num_kv_heads)`` draws one KV cache manager with
-one block table read by every worker, each holding its share of the heads in every block.
-Both read state only. Rect kinds (counted by the tests): ``token``, ``pad``, ``index``,
-``table-cell``, ``null``, ``worker-block``, ``free-block``.
+``mixed_step_scene(step)`` draws a :class:`~pagedlab.attention.mixed_step.MixedStep`;
+``tensor_parallel_scene(table, num_workers, num_kv_heads)`` one block table read by every
+worker, each holding its share of the heads. Both read state only. Rect kinds (counted by the
+tests): ``token``, ``pad``, ``index``, ``table-cell``, ``null``, ``worker-block``, ``free-block``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """A ``Drawing`` as SVG: the live site's pictures, from the same scenes the PNGs come from.
 
-:func:`to_svg` writes the very drawing :class:`~pagedlab.pictures.canvas.Canvas` renders, so a
-page without numpy or matplotlib (Pyodide) draws what a notebook draws. Conventions match the
-canvas: inches with the origin bottom left become points (1/72 in) with y flipped; labels are
-centred on a digit's height (``0.36 x size`` under the anchor), anchored by ``ha``; an arrow is
-a shaft through ``via`` ending in a head (``Arrow.shape``). Strings are XML-escaped; the
-output depends only on the drawing.
+:func:`to_svg` writes the very drawing :class:`~pagedlab.pictures.canvas.Canvas` renders, with
+the canvas's conventions: inches with the origin bottom left become points (1/72 in) with y
+flipped; labels are centred on a digit's height (``0.36 x size`` under the anchor). Strings
+are XML-escaped; the output depends only on the drawing.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Every explorer of the package, one entry each: what the site shows of it.
 
-An explorer is declared once, on its class (``DECLARATION``), and registered here once: the
-notebook shows the class, the static site its declared frames and Play, the live page (entries
-with a ``live`` part) the very declaration the class holds with the torch-free half of its
-render (:mod:`pagedlab.views`). ``tests/site/test_registry.py`` checks they agree: one entry
-per ``Explorer`` subclass, naming its module. Torch-free: classes are named, never imported.
+The notebook shows the class, the static site its declared frames and Play, the live page
+(entries with a ``live`` part) the same declaration with the torch-free half of its render
+(:mod:`pagedlab.views`). ``tests/site/test_registry.py`` checks one entry per ``Explorer``
+subclass, naming its module. Torch-free: classes are named, never imported.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """What the allocation explorer shows for one setting: the example's table, its drawing, readout.
 
-The model is :func:`pagedlab.control_scenes.example_table`: a fresh 32-block pool in the
-chosen layout, the sequence appended token by token with a real ``BlockTable``. The
-notebook's ``AllocationExplorer`` renders with :func:`allocation_view` and then adds the
-Triton kernel's output (``scenes.with_kernel_output``); the live site runs
-:func:`allocation_view` alone in the browser, where there is no torch. Both take their
-controls from :data:`ALLOCATION_EXPLORER`.
+The model is :func:`pagedlab.control_scenes.example_table` (a fresh 32-block pool, a real
+``BlockTable``). The notebook's ``AllocationExplorer`` adds the kernel's output to
+:func:`allocation_view`; the live site runs it alone, where there is no torch.
 """
 
 from __future__ import annotations

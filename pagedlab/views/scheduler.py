@@ -1,11 +1,9 @@
 """What the scheduler explorer shows for one step, control plane only (the live site's version).
 
-The notebook's ``SchedulerExplorer`` runs notebook 9's scene over real K/V (torch) and reads
-every running sequence's K/V back after each step. In the browser there is no torch, so
-:func:`scheduler_view` runs the same :class:`~pagedlab.memory.scheduler.Scheduler` on the same
-requests with no K/V store (:func:`pagedlab.control_scenes.scheduler_control_scene`): the
-same block decisions, preemptions and swaps, the same ``scheduler_drawing``, with
-``Scheduler.check_invariants`` (no block leaked, ref counts consistent) after every step.
+In the browser there is no torch, so :func:`scheduler_view` runs the same
+:class:`~pagedlab.memory.scheduler.Scheduler` on notebook 9's requests with no K/V store
+(:func:`pagedlab.control_scenes.scheduler_control_scene`): the same block decisions and the
+same drawing, with ``Scheduler.check_invariants`` after every step.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """What the sharing and prefix-cache explorers show for one setting: state, drawing, readout.
 
-``sharing_state(mode, width, prompt_len, steps)`` and ``prefix_state(shared, prompt_len,
-requests, block_size)`` are the models and are pure: each builds a fresh allocator and
-runs the real code (``fork_samples`` / ``beam_step`` / ``PrefixCache.admit``).
-``sharing_view`` and ``prefix_view`` are the explorers' whole render: the notebook's
-``SharingExplorer`` / ``PrefixCacheExplorer`` and the live site both call them. No widgets,
-no numpy: this module runs in a browser (Pyodide) too.
-
-Beam search picks its parents with a seeded ``random.Random`` (synthetic scores), so the
-same values always give the same tree.
+``sharing_state`` and ``prefix_state`` are pure: each builds a fresh allocator and runs the
+real code; ``sharing_view`` and ``prefix_view`` are the explorers' whole render, for the
+notebook and the live site. No widgets, no numpy: this runs in a browser (Pyodide) too. Beam
+search's parents come from a seeded ``random.Random``: the same values give the same tree.
 """
 
 from __future__ import annotations
