@@ -7,9 +7,10 @@ these outputs), with two changes: each explorer's output is replaced by its stat
 (:func:`pagedlab.site.static.static_view` over the frames its class declares) and its live
 panel, and each exercise's first check gets its live exercise. The explorer is rebuilt from
 the settings its ``text/plain`` shows (``AllocationExplorer(block_size=4, length=5, ...)``),
-checked to draw the committed picture byte for byte; where one cannot be (an explorer of a
-sweep or a model the notebook computed: 07, 10), the notebook is run again in a kernel that
-shows explorers statically (:func:`pagedlab.site.static.enable`). Then nbconvert's HTML
+checked to draw the committed picture byte for byte; an explorer of a sweep or a model the
+notebook computed (07, 10) is rebuilt by its recipe (``RECIPES``: that computation alone) and
+checked to draw the committed readout too. Where one cannot be, the notebook is run again in a
+kernel that shows explorers statically (:func:`pagedlab.site.static.enable`). Then nbconvert's HTML
 exporter, with the widget state and a local require.js and widget manager instead of a CDN.
 ``index.html`` follows the README's notebook table (the same line and picture per notebook).
 
@@ -127,10 +128,82 @@ def write_sources(path: Path) -> None:
     path.write_text(json.dumps(sources))
 
 
-def rebuilt_explorer(data: dict[str, Any]) -> Any:
+def block_size_explorer(literals: dict[str, Any], **settings: Any) -> Any:
+    """Notebook 07's BlockSizeExplorer: the block-size sweep of its hour of ShareGPT."""
+    from pagedlab import paper
+    from pagedlab.explorers.waste import BlockSizeExplorer
+    from pagedlab.simulate import block_size_sweep, make_trace
+
+    trace = make_trace(rate=paper.FIG13_RATE, duration_s=3600.0, workload="sharegpt", seed=0)
+    return BlockSizeExplorer(block_size_sweep(trace), value=settings.pop("block_size"), **settings)
+
+
+def engine_explorer(literals: dict[str, Any], **settings: Any) -> Any:
+    """Notebook 10's EngineExplorer: its QUESTIONS, NEW new tokens each, on 10 blocks of 16."""
+    import torch
+
+    from pagedlab.explorers.engine import EngineExplorer
+    from pagedlab.model import generate_contiguous, pretrained
+    from pagedlab.model.smollm2 import chat_prompt
+    from pagedlab.model.threads import cpu_threads
+
+    torch.set_num_threads(cpu_threads())  # as the notebook does
+    model, tokenizer = pretrained()
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    questions, new = literals["QUESTIONS"], literals["NEW"]
+    prompts = [chat_prompt(tokenizer, q) for q in questions]
+    oracle = [generate_contiguous(model, p, new) for p in prompts]
+
+    def answer_text(ids: list[int]) -> str:
+        return str(tokenizer.decode(ids[: ids.index(eos)] if eos in ids else ids))
+
+    explorer = EngineExplorer(model, prompts, answer_text, labels=questions, max_new_tokens=new,
+                              num_blocks=10, block_size=16, expected=oracle)  # fmt: skip
+    explorer.set(**settings)
+    return explorer
+
+
+#: How to rebuild an explorer whose settings do not carry what it shows (a sweep, a model):
+#: class name -> (the notebook's literal assignments, the shown settings) -> explorer. Each
+#: repeats only what its notebook computes for the explorer; one that drifts from the notebook
+#: draws another picture or readout, and the page falls back to running the notebook.
+RECIPES = {"BlockSizeExplorer": block_size_explorer, "EngineExplorer": engine_explorer}
+
+
+def literal_assignments(notebook: nbformat.NotebookNode) -> dict[str, Any]:
+    """``NAME = literal`` at the top level of ``notebook``'s code cells (the last one wins)."""
+    found: dict[str, Any] = {}
+    for cell in notebook.cells:
+        try:
+            body = ast.parse(cell.source).body if cell.cell_type == "code" else []
+        except SyntaxError:
+            continue
+        for node in body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+                try:
+                    if isinstance(target, ast.Name):
+                        found[target.id] = ast.literal_eval(node.value)
+                except ValueError:
+                    pass
+    return found
+
+
+def committed_readout(page: dict[str, Any], data: dict[str, Any]) -> str | None:
+    """The readout (the explorer box's last child, an HTML) the committed widget state holds
+    for the explorer ``data`` shows; None if that state is not saved."""
+    state = page["committed"]
+    box = state.get(data.get(WIDGET_VIEW, {}).get("model_id"), {}).get("state", {})
+    children = box.get("children") or [""]
+    readout = state.get(str(children[-1]).removeprefix("IPY_MODEL_"), {})
+    return readout.get("state", {}).get("value")
+
+
+def rebuilt_explorer(data: dict[str, Any], page: dict[str, Any]) -> Any:
     """The explorer a committed output shows (None if it shows none), rebuilt from the settings
-    its ``text/plain`` gives (``Name(control=value, ...)``); :class:`NotRebuilt` unless the
-    rebuilt one has that repr and draws the same picture (its ``image/png``, byte for byte)."""
+    its ``text/plain`` gives (``Name(control=value, ...)``), through its recipe if it has one;
+    :class:`NotRebuilt` unless the rebuilt one has that repr and draws the same picture (its
+    ``image/png``, byte for byte) and, if rebuilt by a recipe, the committed readout."""
     from pagedlab.site.registry import REGISTRY
 
     shown = str(data.get("text/plain", ""))
@@ -146,14 +219,20 @@ def rebuilt_explorer(data: dict[str, Any]) -> Any:
     module = importlib.import_module(f"pagedlab.explorers.{modules[call.func.id]}")
     try:
         settings = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
-        explorer = getattr(module, call.func.id)(*call.args, **settings)
-    except (TypeError, ValueError) as error:
-        raise NotRebuilt(f"{shown}: {error}") from None
+        recipe = RECIPES.get(call.func.id)
+        if recipe is not None:
+            explorer = recipe(page["literals"], *call.args, **settings)
+        else:
+            explorer = getattr(module, call.func.id)(*call.args, **settings)
+    except (TypeError, ValueError, KeyError) as error:
+        raise NotRebuilt(f"{shown}: {error!r}") from None
     picture = explorer._repr_mimebundle_().get("image/png", b"")
     if isinstance(picture, bytes):
         picture = base64.b64encode(picture).decode()
     if repr(explorer) != shown or picture != str(data.get("image/png", "")).replace("\n", ""):
         raise NotRebuilt(f"{shown} rebuilt as {explorer!r}, drawing another picture")
+    if recipe is not None and explorer.readout.value != committed_readout(page, data):
+        raise NotRebuilt(f"{shown} rebuilt by its recipe, writing another readout")
     return explorer
 
 
@@ -184,7 +263,7 @@ def static_outputs(output: Any, source: str, page: dict[str, Any]) -> list[Any]:
     from pagedlab.site import markup, static
 
     data = output.get("data", {})
-    explorer = rebuilt_explorer(data)
+    explorer = rebuilt_explorer(data, page)
     declared = static.declared_axes(type(explorer)) if explorer is not None else None
     if declared is not None:
         spec, text, states = drawn(explorer, declared)
@@ -209,7 +288,9 @@ def static_notebook(path: Path) -> nbformat.NotebookNode:
 
     notebook = nbformat.read(path, as_version=4)
     widgets.Widget.close_all()  # the last page's explorers: their views are in DRAWN
-    page: dict[str, Any] = {"states": {}, "checked": set()}
+    committed = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    page: dict[str, Any] = {"states": {}, "checked": set(), "committed": committed}
+    page["literals"] = literal_assignments(notebook)
     try:
         for cell in notebook.cells:
             if cell.cell_type == "code":
