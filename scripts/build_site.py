@@ -383,10 +383,20 @@ def write_index(out: Path, pages: list[tuple[str, str]]) -> None:
     )
 
 
+def notebook_imports(path: Path) -> str:
+    """The notebook's guarded imports, as instructor mode runs them before its exercise cells:
+    the page's live grade runs them before the learner's code (live.js, the grade message)."""
+    from pagedlab.exercises import EXERCISES
+    from pagedlab.grade.cells import entry_of, notebook_imports
+
+    return notebook_imports(path, {entry_of(exercise) for exercise in EXERCISES.values()})
+
+
 def build_page(path: Path, out: Path) -> tuple[str, str, str]:
     """Write ``path``'s static page into ``out``: (number, page, timing)."""
     begin = time.perf_counter()
     notebook = static_notebook(path)
+    notebook.metadata["pagedlab_imports"] = notebook_imports(path)
     page = path.with_suffix(".html").name
     (out / page).write_text(export_page(notebook, path.stem.replace("_", " ")))
     size = (out / page).stat().st_size / 2**20

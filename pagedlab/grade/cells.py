@@ -91,6 +91,13 @@ def _cells_of(path: Path, entries: set[str], first: int) -> list[Cell]:
 IMPORTS = (ast.Import, ast.ImportFrom)
 
 
+def notebook_imports(path: Path, entries: set[str]) -> str:
+    """The guarded imports cell instructor mode runs before ``path``'s exercise cells ("" if
+    none): the live page runs it before the learner's code too (one verdict, issue 38)."""
+    cells = _cells_of(path, entries, 0)
+    return cells[0].source if cells and not cells[0].defines else ""
+
+
 def entry_of(exercise: Exercise) -> str:
     return exercise.entry or f"my_{exercise.name}"
 

@@ -122,12 +122,13 @@ def _failed(message: str) -> dict[str, Any]:
 TOP_LEVEL_S = 5.0  # the budget of a cell's top-level statements (the function's own: its check's)
 
 
-def grade(name: str, code: str) -> dict[str, Any]:
+def grade(name: str, code: str, prelude: str = "") -> dict[str, Any]:
     """``{"status", "message"}``: the exercise's own check of the function ``code`` defines.
 
-    The code runs in a fresh namespace, its top-level statements within TOP_LEVEL_S; whatever
-    it changed in pagedlab's modules or classes (say, the grader's verdict) is put back, and
-    the grade is then a ✗ that says so.
+    The code runs in a fresh namespace after ``prelude`` (the page's notebook imports, guarded:
+    :func:`pagedlab.grade.cells.notebook_imports`), each within TOP_LEVEL_S; whatever the code
+    changed in pagedlab's modules or classes (say, the grader's verdict) is put back, and the
+    grade is then a ✗ that says so.
     """
     from pagedlab.exercises import EXERCISES
     from pagedlab.grade.sandbox import run_limited
@@ -142,6 +143,7 @@ def grade(name: str, code: str) -> dict[str, Any]:
     except BaseException as error:  # a syntax error: the learner's to fix
         lines = traceback.format_exception_only(type(error), error)
         return _failed(f"✗ {name}: the code did not run\n" + "".join(lines).rstrip())
+    run_limited(exec, (prelude, namespace), TOP_LEVEL_S)  # imports bind submodules: not put back
     before = _pagedlab_state()
     ran = run_limited(exec, (compiled, namespace), TOP_LEVEL_S)
     changed = _put_back(before)

@@ -8,12 +8,17 @@ on a capstone class.
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import sys
 import types
 from pathlib import Path
 from typing import Any
 
+import nbformat
+
 from pagedlab.exercises import EXERCISES
+from pagedlab.grade.cells import entry_of, notebook_imports, read_cells
 from pagedlab.grade.runner import grade
 from pagedlab.site import live
 from tests.exercises.test_grade import notebook, right_answer
@@ -79,3 +84,36 @@ def test_right_answers_pass_in_all_three_places(tmp_path: Path) -> None:
     results = grade([path], names=[*IMPORTS, *ALONE], say=lambda text: None)
     said = {t["name"]: t["output"] for t in results["tests"]}
     assert results["score"] == len(IMPORTS) + len(ALONE), said
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_live_page_runs_the_notebooks_imports_as_instructor_mode_does() -> None:
+    """Issue 38: notebook 02's right answer using ``ceil_div`` (imported by an earlier cell)
+    failed on the live page, which ran the exercise cell alone; the page now sends the
+    notebook's imports, the very cell instructor mode runs before the exercise cells."""
+    path = REPO / "notebooks" / "02_block_table.ipynb"
+    entries = {entry_of(exercise) for exercise in EXERCISES.values()}
+    prelude = notebook_imports(path, entries)
+    assert read_cells([path], entries)[0].source == prelude
+    assert "from pagedlab.checks import ceil_div" in prelude
+    code = IMPORTS["new_blocks"][1]
+    assert live.grade("new_blocks", code)["status"] == "failed"  # alone: a NameError
+    got = live.grade("new_blocks", code, prelude)
+    assert got["status"] == "passed", got
+    assert live.grade("new_blocks", code.replace("+ n", "+ 2 * n"), prelude)["status"] == "failed"
+
+
+def test_the_built_page_holds_the_notebooks_imports_as_they_are() -> None:
+    """build_site.py puts them in the page, unescaped, where live.js reads them."""
+    spec = importlib.util.spec_from_file_location("build_site", REPO / "scripts" / "build_site.py")
+    assert spec is not None and spec.loader is not None
+    build_site = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_site)
+    prelude = build_site.notebook_imports(REPO / "notebooks" / "02_block_table.ipynb")
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
+    notebook.metadata["pagedlab_imports"] = prelude
+    page = build_site.export_page(notebook, "imports")
+    tag = re.search(r'<script[^>]* id="pagedlab-notebook-imports"[^>]*>(.*?)</script>', page, re.S)
+    assert tag is not None and tag[1] == prelude

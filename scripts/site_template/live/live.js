@@ -178,7 +178,9 @@
     button.disabled = true;
     stopButton.disabled = false;
     const code = block.querySelector(`textarea[data-exercise="${CSS.escape(name)}"]`).value;
-    const result = await request({ op: "grade", exercise: name, code }, name);
+    const imports = document.getElementById("pagedlab-notebook-imports"); // as instructor mode
+    const prelude = imports ? imports.textContent : "";
+    const result = await request({ op: "grade", exercise: name, code, prelude }, name);
     out.textContent = result.error ? `✗ ${name}: ${result.error}` : result.message;
     out.dataset.status = result.status || "failed";
     stopButton.disabled = true;

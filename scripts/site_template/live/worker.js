@@ -2,7 +2,7 @@
 // package pinned in package.json) and pagedlab's pure sources (sources.json, written by
 // scripts/build_site.py). Nothing is fetched from anywhere but this page's own origin.
 //
-// Messages in:  {id, op: "render" | "play", explorer, settings} | {id, op: "grade", exercise, code}
+// Messages in:  {id, op: "render" | "play", explorer, settings} | {id, op: "grade", exercise, code, prelude}
 // Messages out: {op: "ready", exercises, explorers, ms} once, then {id, ...result, ms}
 //               per request; {op: "failed", error} if Python could not start.
 import { loadPyodide } from "../pyodide/pyodide.mjs";
@@ -51,7 +51,8 @@ onmessage = (event) => {
       result = ready.call(ready.live.play, event.data.explorer, settings);
       settings.destroy();
     } else if (op === "grade") {
-      result = ready.call(ready.live.grade, event.data.exercise, event.data.code);
+      const { exercise, code, prelude } = event.data;
+      result = ready.call(ready.live.grade, exercise, code, prelude || "");
     } else {
       result = { error: `unknown op ${op}` };
     }
