@@ -144,8 +144,6 @@ def example_table(block_size: int, length: int, layout: str = LAYOUTS[1]) -> Exa
 
 
 # --- Fig. 3's external fragmentation: holes between running requests -----------------------
-
-
 def fragmented_pool(
     num_requests: int = 8, blocks_each: int = 2, block_size: int = 16
 ) -> tuple[BlockAllocator, list[BlockTable], BlockTable]:
@@ -248,8 +246,6 @@ def scheduler_control_scene(
 
 
 # --- the eviction example under either free rule (notebook 6) ---------------------------------
-
-
 def lru_scene(free_rule: FreeRule) -> tuple[PrefixCache, list[int], list[int]]:
     """Notebook 6's eviction example: 9-token A and B end, A comes back (2 hits) and ends, an
     11-token request takes 3 blocks; (the cache, the free list after A and B, its blocks)."""

@@ -44,9 +44,8 @@ from pagedlab.memory.scheduler import Scheduler
 from pagedlab.simulate.contiguous import BuddyAllocator
 from pagedlab.simulate.policies import reserved_slots
 
+
 # --- the example with the kernel's output ----------------------------------------------------
-
-
 def example_state(
     block_size: int, length: int, layout: str = LAYOUTS[1], run_kernel: bool = True
 ) -> ExampleState:
@@ -110,8 +109,6 @@ def kernel_batch(
 
 
 # --- notebook 9: a tiny serving engine under memory pressure (§4.5) --------------------------
-
-
 def scheduler_scene(
     mode: str = "swap",
     block_size: int = 4,
@@ -173,8 +170,6 @@ def mixed_v1_step() -> MixedStep:
 
 
 # --- notebook 7: the buddy allocator splits and merges one Pow2 request (§6.1) ---------------
-
-
 @dataclass(frozen=True)
 class BuddyFrame:
     """One moment of a buddy allocator: its live extents and free blocks, (start, size) each."""

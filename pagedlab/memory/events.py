@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from pagedlab.checks import check_choice
+
 EventKind = Literal["allocate", "write", "share", "copy", "release", "free", "reuse"]
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 
@@ -71,8 +73,7 @@ class EventSource:
             raise TypeError(f"listener must be callable, got {listener!r}")
         wanted = list(kinds)
         for kind in wanted:
-            if kind not in EVENT_KINDS:
-                raise ValueError(f"event kind must be one of {EVENT_KINDS}, got {kind!r}")
+            check_choice(kind, "event kind", EVENT_KINDS)
         for kind in wanted:
             self._listeners[kind].append(listener)
         self._update_listening()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pagedlab.checks import check_int
+from pagedlab.checks import check_choice, check_int
 from pagedlab.memory.hybrid import HybridRequest, group_layers
 from pagedlab.memory.peers import vllm_block_pool
 
@@ -39,8 +39,7 @@ class KVModel:
 
     def bytes_per_token(self, dtype: str = "bf16") -> int:
         """Every layer's K/V of one token, as stored (a sliding layer's too, while in window)."""
-        if dtype not in DTYPE_BYTES:
-            raise ValueError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {dtype!r}")
+        check_choice(dtype, "dtype", tuple(DTYPE_BYTES))
         return self.layers * self.values_per_token_layer() * DTYPE_BYTES[dtype]
 
 
