@@ -61,18 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("submissions", nargs="+", type=Path, help="the learner's .ipynb files")
     parser.add_argument("--json", type=Path, help="write Gradescope's results.json here")
-    parser.add_argument(
-        "--notebook",
-        action="append",
-        default=[],
-        help="grade every exercise of this notebook (e.g. 02); repeatable",
-    )
-    parser.add_argument(
-        "--exercise",
-        action="append",
-        default=[],
-        help="grade this exercise (its EXERCISES name); repeatable",
-    )
+    for flag, what in (("--notebook", "every exercise of this notebook (e.g. 02)"),
+                       ("--exercise", "this exercise (its EXERCISES name)")):  # fmt: skip
+        parser.add_argument(flag, action="append", default=[], help=f"grade {what}; repeatable")
     parser.add_argument(
         "--salt",
         help="a fixed secret salt for the held-back cases (default: a fresh random one per "

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pagedlab.grade.cases import short
+from pagedlab.grade.child import code_of
 from pagedlab.grade.core import Exercise, Kernel
 from pagedlab.grade.wire import printable
 
@@ -31,12 +32,6 @@ class Cell:
     where: str  # "notebook.ipynb, cell 12"
     source: str
     defines: set[str]
-
-
-def _code(source: str) -> str:
-    return "\n".join(
-        "" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()
-    )
 
 
 def read_cells(
@@ -73,12 +68,12 @@ def _cells_of(path: Path, entries: set[str], first: int) -> list[Cell]:
             continue
         source = cell.get("source", "")
         source = source if isinstance(source, str) else "".join(map(str, source))
-        names = set(DEFINES.findall(_code(source))) & entries
+        names = set(DEFINES.findall(code_of(source))) & entries
         if names:
             cells.append(Cell(0, f"{path.name}, cell {number}", source, names))
             continue
         with contextlib.suppress(SyntaxError, ValueError, RecursionError):
-            tree = ast.parse(_code(source))
+            tree = ast.parse(code_of(source))
             imports += [ast.unparse(n) for n in tree.body if isinstance(n, IMPORTS)]
     if cells and imports:
         guarded = "".join(f"try:\n    {line}\nexcept Exception:\n    pass\n" for line in imports)
@@ -120,7 +115,7 @@ def source_problem(cells: Sequence[Cell], entry: str, kind: str, base: str = "")
     trees = []
     for cell in cells:
         try:
-            trees.append(ast.parse(_code(cell.source)))
+            trees.append(ast.parse(code_of(cell.source)))
         except SyntaxError as error:
             if entry in cell.defines:
                 return f"{cell.where} does not compile: {error.msg} (line {error.lineno})"

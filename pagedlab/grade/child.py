@@ -55,12 +55,17 @@ def _load_drivers() -> Any:
     return drivers
 
 
+def code_of(source: str) -> str:
+    """A cell's source with its IPython magics and shell lines blanked (line numbers kept)."""
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line
+                     for line in source.splitlines())  # fmt: skip
+
+
 def _run_cell(index: int, source: str, namespace: dict[str, Any]) -> str:
     """Execute one cell (IPython magics and shell lines left out); "" or the error."""
     from pagedlab.grade.wire import Bounded
 
-    kept = ["" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()]
-    text = "\n".join(kept) + "\n"
+    text = code_of(source) + "\n"
     name = CELL_FILE.format(index)
     linecache.cache[name] = (len(text), None, text.splitlines(True), name)  # for inspect
     sink = Bounded()

@@ -250,11 +250,8 @@ class Exercise:
             hint = STATE_HINT
         text = f"  got:      {short(got)}\n  hint:     {hint}"
         if make is not None and self.narrows:
-
-            def where() -> str:
-                return self.where(make(), case)
-
-            found = run_isolated(where, (), 3 * self.budget_s, self.isolate)
+            found = run_isolated(lambda: self.where(make(), case), (), 3 * self.budget_s,
+                                 self.isolate)  # fmt: skip
             extra = found.value if isinstance(found.value, str) else "(could not narrow it down)"
             if extra:
                 text += "\n  where:    " + extra

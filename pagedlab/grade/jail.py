@@ -32,10 +32,6 @@ LIMITS = {"as": "RLIMIT_AS", "cpu": "RLIMIT_CPU", "nproc": "RLIMIT_NPROC",
           "nofile": "RLIMIT_NOFILE", "fsize": "RLIMIT_FSIZE", "core": "RLIMIT_CORE"}  # fmt: skip
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
 def _why() -> str:
     return os.strerror(ctypes.get_errno())
 
@@ -93,9 +89,8 @@ def reach(libc: ctypes.CDLL, needs: list[str], said: dict[str, str]) -> None:
                        None)  # fmt: skip
             os.close(fd)
     if covers:
-        said["reach"] = "only the ways to the interpreter and pagedlab through " + ", ".join(
-            sorted(covers)
-        )
+        through = ", ".join(sorted(covers))
+        said["reach"] = f"only the ways to the interpreter and pagedlab through {through}"
 
 
 def limits(wanted: dict[str, int], said: dict[str, str]) -> None:
@@ -126,7 +121,7 @@ def drop(uid: int, gid: int, said: dict[str, str]) -> None:
 def main(argv: list[str]) -> int:
     spec, program = json.loads(argv[0]), argv[2:]
     said: dict[str, str] = {}
-    libc = _libc()
+    libc = ctypes.CDLL(None, use_errno=True)
     if namespaces(libc, said):
         pid = os.fork()
         if pid:  # outside: wait, forward the status; our death ends the namespace

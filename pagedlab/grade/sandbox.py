@@ -195,10 +195,9 @@ class Worker:
             return
         pid, self.pid = self.pid, 0
         self.gone = self.gone or Outcome(raised=ENDED)
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        with suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+        for kill in (os.killpg, os.kill):
+            with suppress(ProcessLookupError, PermissionError):
+                kill(pid, signal.SIGKILL)
         with suppress(ChildProcessError):
             os.waitpid(pid, 0)
         for fd in (self.requests, self.replies):

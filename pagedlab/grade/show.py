@@ -89,9 +89,5 @@ class Progress:
 def progress(notebook: str, exercises: list[Exercise]) -> Progress:
     """Which of ``exercises`` (those of ``notebook``) passed their latest check here."""
     passed = results()
-    names = [e.name for e in exercises]
-    return Progress(
-        notebook,
-        tuple(n for n in names if passed.get(n)),
-        tuple(n for n in names if not passed.get(n)),
-    )
+    done = tuple(e.name for e in exercises if passed.get(e.name))
+    return Progress(notebook, done, tuple(e.name for e in exercises if e.name not in done))

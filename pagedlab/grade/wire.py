@@ -247,19 +247,12 @@ def outcome_of(reply: Any) -> Outcome:
     """A child's reply (a dict of plain values) as an :class:`Outcome`."""
     if not isinstance(reply, dict):
         return Outcome(raised=Raised("SystemExit", "an unreadable reply", "", False))
-    raised = reply.get("raised")
-    if isinstance(raised, tuple) and len(raised) == 4:
-        kind, text, where, stub = raised
-        raised = Raised(printable(kind), printable(text), printable(where), stub is True)
-    else:
-        raised = None
-    printed = reply.get("printed")
-    return Outcome(
-        value=unplain(reply.get("value")),
-        raised=raised,
-        timed_out=reply.get("timed_out") is True,
-        printed=printable(printed) if isinstance(printed, str) else "",
-    )
+    said, raised = reply.get("raised"), None
+    if isinstance(said, tuple) and len(said) == 4:
+        kind, text, where = map(printable, said[:3])
+        raised = Raised(kind, text, where, said[3] is True)
+    timed_out = reply.get("timed_out") is True
+    return Outcome(unplain(reply.get("value")), raised, timed_out, printable(reply.get("printed")))
 
 
 def printable(text: Any) -> str:
