@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 
 from pagedlab.checks import check_int
-from pagedlab.model.checks import check_instance, check_length, check_prompt
+from pagedlab.model.checks import check_instance, check_length, check_token_ids
 from pagedlab.model.kv import ContiguousCache
 from pagedlab.model.layers import project
 from pagedlab.model.llama import TinyLlama
@@ -72,8 +72,8 @@ def _check_generate(model: object, prompt: object, max_new_tokens: object) -> tu
     """A TinyLlama, a non-empty prompt of its token ids, ``max_new_tokens >= 1`` that fits
     within ``max_position_embeddings``: the prompt's ids and the count."""
     llama = check_instance(model, TinyLlama, "model")
-    ids = check_prompt(llama, prompt)
-    return ids, check_length(llama, ids, max_new_tokens, "prompt")
+    ids = check_token_ids(prompt, "prompt", llama.vocab_size)
+    return ids, check_length(llama.max_positions, ids, max_new_tokens, "prompt")
 
 
 def _check_sample(

@@ -94,13 +94,9 @@ class TinyLlama(nn.Module):
     def from_state_dict(
         cls, config: Mapping[str, object], weights: Mapping[str, torch.Tensor]
     ) -> TinyLlama:
-        """A model whose parameters are ``weights`` (HF names; the tensors, not copies).
-
-        Every parameter must be given, at its shape, and nothing else; a tied config may omit
-        ``lm_head.weight`` (if given, it must be the very values of ``model.embed_tokens
-        .weight``). No random init runs (:class:`_SkipRandomInit`): 0.01 s instead of seconds
-        for SmolLM2's 135M parameters. Errors name the key; the caller's tensors are left untouched.
-        """
+        """A model whose parameters are ``weights`` (HF names; the tensors, not copies), as
+        :func:`~pagedlab.model.checks.check_weights` takes them. No random init runs
+        (:class:`_SkipRandomInit`): 0.01 s instead of seconds for SmolLM2's 135M parameters."""
         checked, given = check_weights(config, weights)
         model = cls.__new__(cls)
         nn.Module.__init__(model)
