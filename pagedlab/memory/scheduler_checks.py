@@ -180,10 +180,8 @@ def check_host_blocks(swapped: Iterable[Group], host: BlockAllocator) -> None:
 
 
 def check_pool_unchanged(pool: BlockAllocator, name: str, held: list[int]) -> None:
-    """Refuse a pool whose ref counts differ from ``held`` (what the scheduler holds).
-
-    Called when ``pool.num_free`` moved between steps: someone outside took or freed blocks.
-    """
+    """Refuse a pool whose ref counts differ from ``held`` (what the scheduler holds): someone
+    outside took or freed blocks."""
     counts = pool.refcounts()
     outside = [b for b, (have, want) in enumerate(zip(counts, held, strict=True)) if have > want]
     if outside:

@@ -112,13 +112,10 @@ class StepLoop:
         return plan
 
     def schedule(self) -> StepPlan:
-        """Decide one step and return its plan; touches no K/V and calls nobody.
-
-        Blocks are allocated, tables grown and forked and groups moved now; the plan lists
-        each piece of :class:`~pagedlab.memory.requests.Work` (a prefill chunk or a decode,
-        with its block list), the copy-on-writes and the swap pairs. The caller executes it
-        and then calls :meth:`update`. A refused call changed nothing.
-        """
+        """Decide one step and return its plan (:class:`~pagedlab.memory.requests.StepPlan`);
+        touches no K/V and calls nobody: blocks are allocated, tables grown and forked and
+        groups moved now. The caller executes it, then calls :meth:`update`. A refused call
+        changed nothing."""
         self._check_step()
         return self._schedule()
 

@@ -80,12 +80,9 @@ def check_positions(positions: object, count: int, max_positions: int, device: o
     on ``device``."""
     if not isinstance(positions, torch.Tensor):
         raise ArgumentTypeError(f"positions must be a torch.Tensor, got {type(positions)}")
-    if (
-        positions.dtype.is_floating_point
-        or positions.dtype.is_complex
-        or (positions.dtype == torch.bool)
-    ):
-        raise ArgumentTypeError(f"positions must hold integers, got {positions.dtype}")
+    dtype = positions.dtype
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        raise ArgumentTypeError(f"positions must hold integers, got {dtype}")
     if tuple(positions.shape) != (count,):
         raise ValueError(f"positions must be [{count}] (one per id), got {tuple(positions.shape)}")
     if positions.device != device:

@@ -9,10 +9,8 @@ always generates exactly ``max_new_tokens``.
 Every token is computed as if alone (``batch_invariant``: projections on fixed row tiles,
 attention one query at a time, :mod:`pagedlab.model.kv`), so its bits depend on the token and
 its prefix only: :class:`pagedlab.engine.Engine` with ``batch_invariant=True`` reproduces
-them exactly in any batch, chunking or preemption.
-
-``sample_contiguous(model, prompt, max_new_tokens, n, temperature, seed)`` is the sampling
-oracle: each of ``n`` samples alone, drawing by :mod:`pagedlab.model.sampling`'s protocol.
+them exactly in any batch, chunking or preemption. :func:`sample_contiguous`, the sampling
+oracle, draws by :mod:`pagedlab.model.sampling`'s protocol.
 """
 
 from __future__ import annotations

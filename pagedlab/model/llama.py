@@ -7,8 +7,7 @@ strictly, and back. Tied (``tie_word_embeddings=True``), ``lm_head.weight`` *is*
 are computed from positions on the fly, so the state dict holds weights only.
 
 ``TinyLlama(config, seed)`` is the same model on every machine (normal init, std ``init_std``,
-0.02 as HF's ``initializer_range``; norms at 1), in eval mode; ``from_state_dict(config,
-weights)`` takes the given tensors as its parameters (no copy, no random init).
+0.02 as HF's ``initializer_range``; norms at 1), in eval mode.
 """
 
 from __future__ import annotations
