@@ -1,13 +1,10 @@
 """Swapping K/V between the device pool and a host pool (the data plane of §4.5).
 
-A :class:`HostPool` is the paper's CPU swap space: its own :class:`BlockAllocator` and a CPU
-:class:`PagedKVCache` (pinned when CUDA is available). :func:`copy_blocks` makes one transfer
-per block, K and V, as vLLM's ``swap_blocks`` does: why small blocks swap slowly (Fig. 19).
-:func:`swap_out` / :func:`swap_in` move one sequence to host blocks and back into *new* device
-blocks; the kernel's output is unchanged (block tables are addresses, not results).
-:class:`SwappingKV` is the scheduler's data plane: it writes each token's K/V (a deterministic
-function of request, sample and position, so a recompute writes what was dropped), copies on
-write and swaps; ``verify`` checks every running sequence's K/V.
+:func:`copy_blocks` makes one transfer per block, K and V, as vLLM's ``swap_blocks`` does: why
+small blocks swap slowly (Fig. 19). A sequence swapped back in lands in *new* device blocks; the
+kernel's output is unchanged (block tables are addresses, not results). :class:`SwappingKV`'s
+K/V are a deterministic function of request, sample and position, so a recompute writes what
+was dropped.
 """
 
 from __future__ import annotations

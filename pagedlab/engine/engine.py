@@ -3,9 +3,7 @@
 ``Engine(model, num_blocks, block_size, ...)`` owns a device pool (a
 :class:`pagedlab.BlockAllocator`, one :class:`pagedlab.PagedKVCache` per layer), a host pool
 for swapping and a :class:`pagedlab.PrefixCache`, all persisting across calls. A step is
-vLLM's: ``Scheduler.schedule()`` plans, :func:`~pagedlab.memory.requests.execute` runs the plan
-on the :class:`~pagedlab.engine.runner.ModelRunner` (swaps, copies, **one** forward) and
-returns the sampled tokens, ``Scheduler.update`` appends them, stops at EOS, frees the finished.
+vLLM's: plan, execute (:class:`~pagedlab.engine.runner.ModelRunner`, **one** forward), update.
 
 Promises: ``generate`` returns each prompt's new tokens, ``max_new_tokens`` of them (fewer when
 ``eos_token_id`` came first: it ends with it), what :func:`pagedlab.model.generate_contiguous`

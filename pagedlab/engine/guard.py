@@ -21,7 +21,7 @@ from pagedlab.checks import ArgumentTypeError, check_bool, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
 from pagedlab.memory.scheduler_checks import MODES, check_settings
-from pagedlab.model.generate import check_length, check_prompt
+from pagedlab.model.checks import check_length, check_token_ids
 from pagedlab.model.llama import TinyLlama
 from pagedlab.model.sampling import check_temperature
 
@@ -80,7 +80,8 @@ def check_start(
     budget); returns them converted."""
     if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence) or not prompts:
         raise ValueError(f"prompts must be a non-empty list of token-id lists, got {prompts!r}")
-    checked = [check_prompt(model, p, f"prompts[{i}]") for i, p in enumerate(prompts)]
+    vocab = model.vocab_size
+    checked = [check_token_ids(p, f"prompts[{i}]", vocab) for i, p in enumerate(prompts)]
     new = check_int(max_new_tokens, "max_new_tokens", minimum=1)
     samples = check_int(n, "n", minimum=1)
     temp, seed = check_temperature(temperature), check_int(seed, "seed", minimum=0)
@@ -90,7 +91,7 @@ def check_start(
             f"token_budget = {token_budget}"
         )
     for i, ids in enumerate(checked):
-        check_length(model, ids, new, f"prompts[{i}]")
+        check_length(model.max_positions, ids, new, f"prompts[{i}]")
         need = prefill_need(len(ids), new - 1, samples, pool.block_size)
         if need > pool.num_blocks:
             what = f" x {samples} samples" if samples > 1 else ""

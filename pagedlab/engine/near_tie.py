@@ -92,11 +92,5 @@ def forge_near_tie(
     served = Engine(copy, blocks, 16, prefix_caching=False).generate(batch, 1)[index]
     if served != [g] or generate_contiguous(copy, batch[index], 1) != [o]:
         return None  # the real runs did not reproduce it (a forward differs from last_hidden's)
-    return NearTie(
-        copy,
-        index,
-        a,
-        b,
-        float(oracle_logits[o] - oracle_logits[g]),
-        float(batched_logits[g] - batched_logits[o]),
-    )
+    oracle_gap = float(oracle_logits[o] - oracle_logits[g])
+    return NearTie(copy, index, a, b, oracle_gap, float(batched_logits[g] - batched_logits[o]))

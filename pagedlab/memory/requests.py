@@ -30,7 +30,8 @@ class Request:
     """A prompt of ``prompt_len`` tokens, ``output_len`` tokens to generate, ``num_samples``.
 
     ``prompt_len + output_len`` is at most ``MAX_SLOTS`` (no pool holds more positions) and
-    ``num_samples`` at most ``MAX_NUM_BLOCKS``: larger values could never run anywhere.
+    ``num_samples`` at most ``MAX_NUM_BLOCKS`` (each sample needs a block of its own once it
+    generates): larger values could never run anywhere.
     """
 
     name: str
@@ -46,8 +47,6 @@ class Request:
         if ids and len(ids) != self.prompt_len:
             raise ValueError(f"prompt has {len(ids)} token ids, prompt_len is {self.prompt_len}")
         object.__setattr__(self, "prompt", ids)
-        # Bounds: no pool holds more than MAX_SLOTS positions, and every sample needs a block
-        # of its own once it generates (a copy of the shared last block, or a new one).
         prompt = check_int(self.prompt_len, "prompt_len", 1, MAX_SLOTS - 1)
         output = check_int(self.output_len, "output_len", 0, MAX_SLOTS - prompt)
         samples = check_int(self.num_samples, "num_samples", 1, MAX_NUM_BLOCKS)

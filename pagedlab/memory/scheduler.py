@@ -271,12 +271,9 @@ class Scheduler(StepLoop):
     # --- preemption (§4.5) ------------------------------------------------------------------------
     def _preempt(self, group: Group, out: StepPlan) -> None:
         """Evict all of running ``group`` (§4.5's all-or-nothing; vLLM's
-        ``Scheduler._preempt_request``): swapped to the host pool in ``mode="swap"`` if the
-        host has a free block for each distinct device block and the group got no work this
-        step (its tables would hold positions no forward computes), else dropped and queued
-        again by arrival order, its next prefill computing prompt + every sample's generated
-        tokens. The host-pool-full fallback is pagedlab's choice; vLLM V0 raised "Aborted
-        due to the lack of CPU swap space"."""
+        ``Scheduler._preempt_request``): :meth:`swap_out` in ``mode="swap"`` if it can, else
+        :meth:`recompute`. The host-pool-full fallback is pagedlab's choice; vLLM V0 raised
+        "Aborted due to the lack of CPU swap space"."""
         if not (self.mode == "swap" and self.swap_out(group, out)):
             self.recompute(group, out)
 

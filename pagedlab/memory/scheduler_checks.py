@@ -88,15 +88,6 @@ def check_request(
         )
 
 
-def check_no_pending(pending: StepPlan | None) -> None:
-    """Refuse a new step while the last one's plan is scheduled and not completed."""
-    if pending is not None:
-        raise RuntimeError(
-            f"step {pending.step} was scheduled and not completed: execute its plan "
-            f"and call update(plan, output) first"
-        )
-
-
 def check_update(
     plan: object, pending: StepPlan | None, output: object, groups: dict[str, Group]
 ) -> None:
@@ -189,10 +180,8 @@ def check_host_blocks(swapped: Iterable[Group], host: BlockAllocator) -> None:
 
 
 def check_pool_unchanged(pool: BlockAllocator, name: str, held: list[int]) -> None:
-    """Refuse a pool whose ref counts differ from ``held`` (what the scheduler holds).
-
-    Called when ``pool.num_free`` moved between steps: someone outside took or freed blocks.
-    """
+    """Refuse a pool whose ref counts differ from ``held`` (what the scheduler holds): someone
+    outside took or freed blocks."""
     counts = pool.refcounts()
     outside = [b for b, (have, want) in enumerate(zip(counts, held, strict=True)) if have > want]
     if outside:
@@ -228,16 +217,6 @@ def held_counts(
             for block in held:
                 host[block] += 1
     return device, host
-
-
-def check_pools_unchanged(
-    device: BlockAllocator, host: BlockAllocator, running: list[Group], swapped: list[Group]
-) -> None:
-    """Nobody else took or freed blocks of either pool: each block's ref count is what the
-    running tables (device) and swapped samples (host) hold."""
-    held_device, held_host = held_counts(running, swapped, device.num_blocks, host.num_blocks)
-    check_pool_unchanged(device, "allocator (the device pool)", held_device)
-    check_pool_unchanged(host, "host (the swap space)", held_host)
 
 
 def check_invariants(

@@ -18,13 +18,13 @@ from pagedlab.memory.scheduler_checks import (
     check_hooks,
     check_host_blocks,
     check_invariants,
-    check_no_pending,
-    check_pools_unchanged,
+    check_pool_unchanged,
     check_request,
     check_scheduler_args,
     check_settings,
     check_tables,
     check_update,
+    held_counts,
 )
 
 
@@ -112,13 +112,10 @@ class StepLoop:
         return plan
 
     def schedule(self) -> StepPlan:
-        """Decide one step and return its plan; touches no K/V and calls nobody.
-
-        Blocks are allocated, tables grown and forked and groups moved now; the plan lists
-        each piece of :class:`~pagedlab.memory.requests.Work` (a prefill chunk or a decode,
-        with its block list), the copy-on-writes and the swap pairs. The caller executes it
-        and then calls :meth:`update`. A refused call changed nothing.
-        """
+        """Decide one step and return its plan (:class:`~pagedlab.memory.requests.StepPlan`);
+        touches no K/V and calls nobody: blocks are allocated, tables grown and forked and
+        groups moved now. The caller executes it, then calls :meth:`update`. A refused call
+        changed nothing."""
         self._check_step()
         return self._schedule()
 
@@ -188,7 +185,11 @@ class StepLoop:
     def _check_step(self) -> None:
         """Everything the step will touch, checked first (:mod:`.scheduler_checks`): a refused
         step raises with queues, tables, pools, counters and K/V as they were."""
-        check_no_pending(self._plan)
+        if self._plan is not None:  # scheduled, not updated
+            raise RuntimeError(
+                f"step {self._plan.step} was scheduled and not completed: execute its plan "
+                f"and call update(plan, output) first"
+            )
         check_settings(self.mode, self.token_budget, self.chunked_prefill)
         if self.device is not self._pools[0] or self.host is not self._pools[1]:
             raise ValueError(
@@ -201,7 +202,10 @@ class StepLoop:
         check_tables(self.running)
         check_host_blocks(self.swapped, self.host)
         if (self.device.num_free, self.host.num_free) != self._free_after_step:
-            check_pools_unchanged(self.device, self.host, self.running, self.swapped)
+            pools = (self.device.num_blocks, self.host.num_blocks)
+            held_device, held_host = held_counts(self.running, self.swapped, *pools)
+            check_pool_unchanged(self.device, "allocator (the device pool)", held_device)
+            check_pool_unchanged(self.host, "host (the swap space)", held_host)
             self._free_after_step = (self.device.num_free, self.host.num_free)
 
     def check_invariants(self) -> None:

@@ -7,13 +7,10 @@ two logits are closer than that noise, one run may pick the other token, and fro
 two continuations differ. vLLM's model tests accept exactly this (``check_logprobs_close``:
 a divergence is fine when each run's token is among the other's top candidates).
 
-- :func:`first_divergence`: where two token lists first differ, and the *gap* there: the
-  oracle's logit of its own token minus its logit of the other run's token (>= 0, since the
-  oracle picked the argmax). pagedlab's default engine promises: no divergence, or the first
-  one at a gap of at most ``NEAR_TIE`` (DESIGN: "the two tokens' logits within 1e-4").
-- :class:`Segments`: a flat batch of whole sequences (each causal, from position 0), to see
-  how a token's logits change with the rows around it (``batch_invariant=False``) or do not
-  (``True``).
+:func:`first_divergence` gives where two token lists first differ, and the *gap* there: the
+oracle's logit of its own token minus its logit of the other run's token (>= 0, since the
+oracle picked the argmax). pagedlab's default engine promises: no divergence, or the first one
+at a gap of at most ``NEAR_TIE`` (DESIGN: "the two tokens' logits within 1e-4").
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from pagedlab.checks import ArgumentTypeError, check_bool, check_int
-from pagedlab.model.checks import check_flat_attend, check_instance, check_prompt, check_token_ids
+from pagedlab.model.checks import check_flat_attend, check_instance, check_token_ids
 from pagedlab.model.kv import causal_attention, invariant_attention
 from pagedlab.model.layers import project
 from pagedlab.model.llama import TinyLlama
@@ -85,7 +82,8 @@ def _check_prompts(
         raise ArgumentTypeError(f"prompts must be a list of prompts, got {prompts!r}")
     if not prompts:
         raise ValueError("prompts must hold at least one prompt, got []")
-    checked = [check_prompt(llama, p, f"prompts[{i}]") for i, p in enumerate(prompts)]
+    vocab = llama.vocab_size
+    checked = [check_token_ids(p, f"prompts[{i}]", vocab) for i, p in enumerate(prompts)]
     for i, p in enumerate(checked):
         if len(p) > llama.max_positions:
             raise ValueError(
@@ -102,7 +100,7 @@ def _check_divergence(
     """A TinyLlama, a prompt and two equally long runs of its token ids, all of them within
     max_positions."""
     llama = check_instance(model, TinyLlama, "model")
-    ids = check_prompt(llama, prompt)
+    ids = check_token_ids(prompt, "prompt", llama.vocab_size)
     want = check_token_ids(expected, "expected", llama.vocab_size, allow_empty=True)
     have = check_token_ids(got, "got", llama.vocab_size, allow_empty=True)
     if len(have) != len(want):

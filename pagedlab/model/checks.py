@@ -10,7 +10,7 @@ changes nothing. The checks take sizes or a config, not a ``TinyLlama`` (no impo
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import torch
 
@@ -21,16 +21,6 @@ T = TypeVar("T")
 
 ID_DTYPES = (torch.int32, torch.int64)
 """Dtypes ``nn.Embedding`` takes as token ids."""
-
-
-class Sized(Protocol):
-    """What the prompt checks read of a model."""
-
-    @property
-    def vocab_size(self) -> int: ...
-
-    @property
-    def max_positions(self) -> int: ...
 
 
 def check_instance(value: object, kind: type[T], name: str) -> T:
@@ -53,18 +43,13 @@ def check_token_ids(
     return [check_int(t, f"{name}[{i}]", 0, top) for i, t in enumerate(tokens)]
 
 
-def check_prompt(model: Sized, prompt: object, name: str = "prompt") -> list[int]:
-    """``prompt`` as a non-empty list of token ids in ``[0, vocab_size)``; errors name it."""
-    return check_token_ids(prompt, name, model.vocab_size)
-
-
-def check_length(model: Sized, prompt: list[int], max_new_tokens: object, name: str) -> int:
+def check_length(max_positions: int, prompt: list[int], max_new_tokens: object, name: str) -> int:
     """``max_new_tokens`` >= 1 and room for it within ``max_position_embeddings``."""
     n = check_int(max_new_tokens, "max_new_tokens", minimum=1)
-    if len(prompt) + n > model.max_positions:
+    if len(prompt) + n > max_positions:
         raise ValueError(
             f"{name} has {len(prompt)} tokens + max_new_tokens {n} = {len(prompt) + n}, more "
-            f"than max_position_embeddings = {model.max_positions}"
+            f"than max_position_embeddings = {max_positions}"
         )
     return n
 
@@ -95,12 +80,9 @@ def check_positions(positions: object, count: int, max_positions: int, device: o
     on ``device``."""
     if not isinstance(positions, torch.Tensor):
         raise ArgumentTypeError(f"positions must be a torch.Tensor, got {type(positions)}")
-    if (
-        positions.dtype.is_floating_point
-        or positions.dtype.is_complex
-        or (positions.dtype == torch.bool)
-    ):
-        raise ArgumentTypeError(f"positions must hold integers, got {positions.dtype}")
+    dtype = positions.dtype
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        raise ArgumentTypeError(f"positions must hold integers, got {dtype}")
     if tuple(positions.shape) != (count,):
         raise ValueError(f"positions must be [{count}] (one per id), got {tuple(positions.shape)}")
     if positions.device != device:

@@ -9,10 +9,8 @@ always generates exactly ``max_new_tokens``.
 Every token is computed as if alone (``batch_invariant``: projections on fixed row tiles,
 attention one query at a time, :mod:`pagedlab.model.kv`), so its bits depend on the token and
 its prefix only: :class:`pagedlab.engine.Engine` with ``batch_invariant=True`` reproduces
-them exactly in any batch, chunking or preemption.
-
-``sample_contiguous(model, prompt, max_new_tokens, n, temperature, seed)`` is the sampling
-oracle: each of ``n`` samples alone, drawing by :mod:`pagedlab.model.sampling`'s protocol.
+them exactly in any batch, chunking or preemption. :func:`sample_contiguous`, the sampling
+oracle, draws by :mod:`pagedlab.model.sampling`'s protocol.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from collections.abc import Callable
 import torch
 
 from pagedlab.checks import check_int
-from pagedlab.model.checks import check_instance, check_length, check_prompt
+from pagedlab.model.checks import check_instance, check_length, check_token_ids
 from pagedlab.model.kv import ContiguousCache
 from pagedlab.model.layers import project
 from pagedlab.model.llama import TinyLlama
@@ -72,8 +70,8 @@ def _check_generate(model: object, prompt: object, max_new_tokens: object) -> tu
     """A TinyLlama, a non-empty prompt of its token ids, ``max_new_tokens >= 1`` that fits
     within ``max_position_embeddings``: the prompt's ids and the count."""
     llama = check_instance(model, TinyLlama, "model")
-    ids = check_prompt(llama, prompt)
-    return ids, check_length(llama, ids, max_new_tokens, "prompt")
+    ids = check_token_ids(prompt, "prompt", llama.vocab_size)
+    return ids, check_length(llama.max_positions, ids, max_new_tokens, "prompt")
 
 
 def _check_sample(

@@ -7,8 +7,7 @@ strictly, and back. Tied (``tie_word_embeddings=True``), ``lm_head.weight`` *is*
 are computed from positions on the fly, so the state dict holds weights only.
 
 ``TinyLlama(config, seed)`` is the same model on every machine (normal init, std ``init_std``,
-0.02 as HF's ``initializer_range``; norms at 1), in eval mode; ``from_state_dict(config,
-weights)`` takes the given tensors as its parameters (no copy, no random init).
+0.02 as HF's ``initializer_range``; norms at 1), in eval mode.
 """
 
 from __future__ import annotations
@@ -94,13 +93,9 @@ class TinyLlama(nn.Module):
     def from_state_dict(
         cls, config: Mapping[str, object], weights: Mapping[str, torch.Tensor]
     ) -> TinyLlama:
-        """A model whose parameters are ``weights`` (HF names; the tensors, not copies).
-
-        Every parameter must be given, at its shape, and nothing else; a tied config may omit
-        ``lm_head.weight`` (if given, it must be the very values of ``model.embed_tokens
-        .weight``). No random init runs (:class:`_SkipRandomInit`): 0.01 s instead of seconds
-        for SmolLM2's 135M parameters. Errors name the key; the caller's tensors are left untouched.
-        """
+        """A model whose parameters are ``weights`` (HF names; the tensors, not copies), as
+        :func:`~pagedlab.model.checks.check_weights` takes them. No random init runs
+        (:class:`_SkipRandomInit`): 0.01 s instead of seconds for SmolLM2's 135M parameters."""
         checked, given = check_weights(config, weights)
         model = cls.__new__(cls)
         nn.Module.__init__(model)

