@@ -17,6 +17,7 @@ is data. Takes plain lists or tensors: no dependency on pagedlab.memory.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Sequence
@@ -37,16 +38,6 @@ from pagedlab.attention.validate import (
 from pagedlab.checks import ArgumentTypeError, ceil_div, check_bool, check_int
 
 SlotsLike = Sequence[int] | torch.Tensor
-
-
-def _memory_of(where: torch.device) -> int | None:
-    """Bytes of memory ``where`` has in all (physical RAM for the CPU); None if unknown."""
-    if where.type == "cuda":
-        return int(torch.cuda.get_device_properties(where).total_memory)
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # no sysconf (Windows) or no such name
-        return None
 
 
 class PagedKVCache:
@@ -83,7 +74,12 @@ class PagedKVCache:
             )
         shape = (self._num_blocks, self._block_size, self._num_kv_heads, self._head_dim)
         needed = 2 * math.prod(shape) * dtype.itemsize
-        have = _memory_of(self._device)
+        have: int | None = None  # bytes of memory the device has in all (RAM for the CPU)
+        if self._device.type == "cuda":
+            have = int(torch.cuda.get_device_properties(self._device).total_memory)
+        else:  # unknown where there is no sysconf (Windows) or no such name
+            with contextlib.suppress(AttributeError, ValueError, OSError):
+                have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         sizes = (
             f"num_blocks={self._num_blocks}, block_size={self._block_size}, "
             f"num_kv_heads={self._num_kv_heads}, head_dim={self._head_dim}"

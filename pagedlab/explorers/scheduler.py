@@ -38,13 +38,6 @@ class SchedulerState:
     total_steps: int  # steps this setting takes to finish every request
 
 
-@lru_cache(maxsize=16)
-def _total_steps(mode: str, block_size: int, budget: int, chunked: bool) -> int:
-    scheduler, _ = scheduler_scene(mode, block_size, budget, chunked)
-    scheduler.kv = None  # counting steps needs no K/V
-    return len(scheduler.run())
-
-
 @dataclass
 class _Run:
     """One setting's states so far: ``states[n]`` is the scheduler after ``n`` steps, never
@@ -71,7 +64,9 @@ class _Run:
 @lru_cache(maxsize=16)
 def _run(mode: str, block_size: int, budget: int, chunked: bool) -> _Run:
     scheduler, _store = scheduler_scene(mode, block_size, budget, chunked)  # store: .kv
-    total = _total_steps(mode, block_size, budget, chunked)
+    counter, _ = scheduler_scene(mode, block_size, budget, chunked)
+    counter.kv = None  # counting steps needs no K/V
+    total = len(counter.run())
     return _Run([SchedulerState(mode, block_size, budget, chunked, 0, scheduler, None, 0, total)])
 
 

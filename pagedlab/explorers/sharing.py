@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from pagedlab.control_scenes import EVICTION_PROMPT, EvictionRun, eviction_scene
+from pagedlab.control_scenes import EVICTION_PROMPT, eviction_scene
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.pictures.sharing import sharing_scene
 from pagedlab.views.controls import Choice, Declaration, Play, Slider
@@ -34,20 +34,6 @@ class PrefixCacheExplorer(Explorer):
 
     def render(self, shared: int, prompt_len: int, requests: int, block_size: int) -> View:
         return prefix_view(shared, prompt_len, requests, block_size)
-
-
-def eviction_html(run: EvictionRun) -> str:
-    """The eviction explorer's readout: each request's blocks, evictions so far, A's hits."""
-    rows = [f"A (prompt 0..{EVICTION_PROMPT - 1}): blocks {run.first}, then ends"]
-    for i, (blocks, evicted) in enumerate(zip(run.others, run.evicted, strict=True)):
-        rows.append(f"R{i + 1} (its own prompt): blocks {blocks}, ends; evictions so far {evicted}")
-    rows.append(f"A again: blocks {run.returning}")
-    before = run.evicted[-1] if run.evicted else 0
-    verdict = (
-        f"A's return hits <b>{run.hits} of its {run.cacheable}</b> full blocks; cached blocks "
-        f"evicted before it came back: {before} (pool of {run.cache.allocator.num_blocks})"
-    )
-    return f"<pre>{html.escape(chr(10).join(rows))}</pre>{verdict}"
 
 
 class EvictionExplorer(Explorer):
@@ -77,4 +63,15 @@ class EvictionExplorer(Explorer):
             names=["A, back"],
             highlight_key="cached full block",
         )
-        return View(run, drawing, eviction_html(run))
+        rows = [f"A (prompt 0..{EVICTION_PROMPT - 1}): blocks {run.first}, then ends"]
+        for i, (blocks, evicted) in enumerate(zip(run.others, run.evicted, strict=True)):
+            rows.append(
+                f"R{i + 1} (its own prompt): blocks {blocks}, ends; evictions so far {evicted}"
+            )
+        rows.append(f"A again: blocks {run.returning}")
+        verdict = (
+            f"A's return hits <b>{run.hits} of its {run.cacheable}</b> full blocks; cached blocks "
+            f"evicted before it came back: {run.evicted[-1] if run.evicted else 0} "
+            f"(pool of {run.cache.allocator.num_blocks})"
+        )
+        return View(run, drawing, f"<pre>{html.escape(chr(10).join(rows))}</pre>{verdict}")

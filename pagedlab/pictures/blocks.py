@@ -81,17 +81,11 @@ class _Grid:
 def _block(d: Drawing, view: str, index: int, b: Box) -> None:
     """The block's id tab: dark with a white numeral, and a gap before the first slot, so the
     id never reads as one more slot ("4 | 1 2 3 4", not "4 1 2 3 4"). A highlighted block's
-    outline is drawn last, by :func:`_outline`, so no slot covers it."""
+    outline is drawn last, by :func:`pool_view`, so no slot covers it."""
     d.boxes[(view, index)] = b
     tab = Box(b.x, b.y, TAB - TAB_GAP, b.h)
     d.rects.append(Rect(tab, TAB_FACE, TAB_FACE, "tab", view, index, 0.6))
     d.labels.append(Label(tab.x + tab.w / 2, b.y + b.h / 2, str(index), 6.0, "white"))
-
-
-def _outline(d: Drawing, view: str, index: int) -> None:
-    """A thick outline around the whole block ``index`` (tab and slots): highlighted."""
-    b = d.boxes[(view, index)]
-    d.rects.append(Rect(b, "none", HIGHLIGHT, "outline", view, index, 1.8))
 
 
 def _slot(d: Drawing, view: str, index: int, b: Box, offset: int, w: float, color: str,
@@ -207,8 +201,10 @@ def pool_view(
             d.labels.append(
                 Label(badge.x + 0.11, badge.y + 0.07, f"×{refcounts[block]}", 6.0, "white")
             )
-    for block in sorted(set(highlight)):
-        _outline(d, "pool", block)
+    for block in sorted(set(highlight)):  # around the whole block, tab and slots
+        d.rects.append(
+            Rect(d.boxes[("pool", block)], "none", HIGHLIGHT, "outline", "pool", block, 1.8)
+        )
     return d
 
 

@@ -92,24 +92,20 @@ def sharing_state(
     return SharingState(mode, alloc, tables, copies, alloc.num_blocks - alloc.num_free, without)
 
 
-def sharing_html(state: SharingState) -> str:
-    counts = state.allocator.refcounts()
-    shared = {b: c for b, c in enumerate(counts) if c > 1}
-    listed = ", ".join(f"{b}: ×{c}" for b, c in shared.items()) or "none"
-    return (
-        f"<b>{state.mode}</b>, {len(state.tables)} sequences: "
-        f"blocks in use <b>{state.blocks_with}</b> (without sharing {state.blocks_without}, "
-        f"saved {100 * (1 - state.blocks_with / state.blocks_without):.0f} %), "
-        f"copy-on-writes {state.copies}<br>"
-        f"shared blocks (ref counts): {listed}"
-    )
-
-
 def sharing_view(mode: str, width: int, prompt_len: int, steps: int) -> View:
     """The sharing explorer's state, picture and readout for one setting."""
     s = sharing_state(mode, width, prompt_len, steps)
     title = f"{s.mode}: {len(s.tables)} sequences of one prompt"  # few distinct strings
-    return View(s, sharing_scene(s.allocator, s.tables, title=title), sharing_html(s))
+    shared = {b: c for b, c in enumerate(s.allocator.refcounts()) if c > 1}
+    listed = ", ".join(f"{b}: ×{c}" for b, c in shared.items()) or "none"
+    readout = (
+        f"<b>{s.mode}</b>, {len(s.tables)} sequences: "
+        f"blocks in use <b>{s.blocks_with}</b> (without sharing {s.blocks_without}, "
+        f"saved {100 * (1 - s.blocks_with / s.blocks_without):.0f} %), "
+        f"copy-on-writes {s.copies}<br>"
+        f"shared blocks (ref counts): {listed}"
+    )
+    return View(s, sharing_scene(s.allocator, s.tables, title=title), readout)
 
 
 # --- prefix caching --------------------------------------------------------------------------
@@ -139,23 +135,6 @@ def prefix_state(
     return PrefixState(cache, admissions)
 
 
-def prefix_html(state: PrefixState) -> str:
-    s = state.cache.stats
-    rows = "".join(
-        f"<tr><td>{i}</td><td>{len(a.hit_blocks)}</td><td>{a.miss_blocks}</td>"
-        f"<td>{a.computed_tokens}</td><td>{a.partial_tokens}</td>"
-        f"<td>{'yes' if a.recomputed_last_block else 'no'}</td></tr>"
-        for i, a in enumerate(state.admissions)
-    )
-    return (
-        "<table><tr><th>request</th><th>hit blocks</th><th>missed blocks</th>"
-        "<th>computed tokens</th><th>partial-block tokens</th><th>last block recomputed</th></tr>"
-        f"{rows}</table>hit rate <b>{100 * s.hit_rate:.0f} %</b> ({s.hit_tokens} of "
-        f"{s.query_tokens} prompt tokens), hits {s.hit_blocks}, misses {s.miss_blocks}, "
-        f"evictions {s.evictions}"
-    )
-
-
 def prefix_view(shared: int, prompt_len: int, requests: int, block_size: int) -> View:
     """The prefix-cache explorer's state, picture and readout for one setting."""
     st = prefix_state(shared, prompt_len, requests, block_size)
@@ -170,4 +149,18 @@ def prefix_view(shared: int, prompt_len: int, requests: int, block_size: int) ->
         title=title,
         caption="outlined: cached full blocks",
     )
-    return View(st, drawing, prefix_html(st))
+    s = st.cache.stats
+    rows = "".join(
+        f"<tr><td>{i}</td><td>{len(a.hit_blocks)}</td><td>{a.miss_blocks}</td>"
+        f"<td>{a.computed_tokens}</td><td>{a.partial_tokens}</td>"
+        f"<td>{'yes' if a.recomputed_last_block else 'no'}</td></tr>"
+        for i, a in enumerate(st.admissions)
+    )
+    readout = (
+        "<table><tr><th>request</th><th>hit blocks</th><th>missed blocks</th>"
+        "<th>computed tokens</th><th>partial-block tokens</th><th>last block recomputed</th></tr>"
+        f"{rows}</table>hit rate <b>{100 * s.hit_rate:.0f} %</b> ({s.hit_tokens} of "
+        f"{s.query_tokens} prompt tokens), hits {s.hit_blocks}, misses {s.miss_blocks}, "
+        f"evictions {s.evictions}"
+    )
+    return View(st, drawing, readout)
