@@ -1,10 +1,9 @@
 """The matplotlib half of a picture: a ``Canvas`` that shows a ``Drawing`` (its data half,
 :mod:`pagedlab.pictures.drawing`), and ``image`` / ``drawing_png`` for a cell.
 
-``Canvas.render(drawing)`` puts a drawing on one figure whose four collections (rectangles,
-shafts, arrowheads, glyphs) are replaced in place, text as cached glyph paths, so a redraw
-costs tens of milliseconds, not hundreds (a ``Text`` artist costs 2-4 ms). Sizes in inches
-(default 9 x 4.6); Agg only, no pyplot, no global state.
+``Canvas.render(drawing)`` replaces its figure's four collections (rectangles, shafts,
+arrowheads, glyphs) in place, text as cached glyph paths, so a redraw costs tens of
+milliseconds (a ``Text`` artist costs 2-4 ms). Inches (default 9 x 4.6); Agg only, no pyplot.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The one PNG encoder: a matplotlib figure -> PNG bytes; PNG bytes or pixels -> small PNG.
 
-Takes figures and bytes only (:mod:`pagedlab.pictures.canvas` renders a ``Drawing`` and
-imports this module). :func:`to_png` draws with Agg at the figure's dpi and :func:`rgb_png`
-writes the pixels (unfiltered, zlib level 1, no timestamp): same figure, same bytes.
-:func:`quantised_png` makes them small for static frames; :func:`save_png` writes the README's.
+:func:`to_png` draws with Agg at the figure's dpi and :func:`rgb_png` writes the pixels
+(unfiltered, zlib level 1, no timestamp): same figure, same bytes. :func:`quantised_png` makes
+them small for static frames; :func:`save_png` writes the README's.
 """
 
 from __future__ import annotations

@@ -25,7 +25,6 @@ from pagedlab.views.shown import View
 POOL_BLOCKS, BLOCK_SIZE = 32, 4
 PREFIX_POOL_BLOCKS, MAX_PROMPT = 16, 16  # the smallest pool drawn: 16 blocks stay readable
 
-
 MODES = ("parallel sampling", "beam search")
 
 SHARING_EXPLORER = Declaration(
