@@ -22,7 +22,7 @@ from pagedlab.grade.core import Function, Replay
 from pagedlab.grade.drivers import PARTS, Spec, replay_steps
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
-from pagedlab.memory.requests import Group, Request, StepResult
+from pagedlab.memory.requests import Group, Request, StepPlan
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.memory.swap_space import swap_in_need
 
@@ -169,7 +169,7 @@ def _recomputed(prompt_len: int, num_samples: int, generated: int) -> int:
     group = scheduler.add(Request("r", prompt_len, generated + 3, num_samples))
     while group.status != "running" or group.prefilling or group.generated < generated:
         scheduler.step()
-    scheduler._preempt(group, StepResult(scheduler.steps))  # the policy itself, as step() runs it
+    scheduler._preempt(group, StepPlan(scheduler.steps))  # the policy itself, as step() runs it
     return group.work
 
 
@@ -284,7 +284,7 @@ def _variant(**wrong: bool) -> Any:
     """The solution's policy with one common mistake switched on (a Mistake's answer)."""
 
     class Wrong(Scheduler):
-        def policy(self, out: StepResult) -> None:
+        def policy(self, out: StepPlan) -> None:
             if wrong.get("admit_while_swapped") or not self.swapped:
                 while self.waiting and self.admit(self.waiting[0], out):
                     pass

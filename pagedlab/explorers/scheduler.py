@@ -16,7 +16,7 @@ import ipywidgets as widgets
 
 from pagedlab.attention.swap import SwappingKV
 from pagedlab.explorers.base import Explorer, View
-from pagedlab.memory.requests import StepResult
+from pagedlab.memory.requests import StepPlan
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.scenes import scheduler_scene
@@ -33,7 +33,7 @@ class SchedulerState:
     chunked_prefill: bool
     step: int
     scheduler: Scheduler
-    result: StepResult | None  # the last step's result (None at step 0)
+    result: StepPlan | None  # the last step's result (None at step 0)
     sequences_checked: int  # running sequences whose K/V was read back, summed over steps
     total_steps: int  # steps this setting takes to finish every request
 

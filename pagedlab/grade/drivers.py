@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import PrefixCache
-from pagedlab.memory.requests import Request, StepResult
+from pagedlab.memory.requests import Request, StepPlan
 from pagedlab.memory.scheduler import Scheduler
 
 Spec = tuple[str, int, int, int]  # (name, prompt_len, output_len, num_samples)
@@ -264,7 +264,7 @@ class Steps:
         self.scheduler = cls(BlockAllocator(num_blocks, block_size), mode=mode)
         for spec in specs:
             self.scheduler.add(Request(*spec))
-        self.plan = StepResult(0)
+        self.plan = StepPlan(0)
 
     def apply(self, event: int) -> None:
         try:

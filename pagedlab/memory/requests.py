@@ -206,9 +206,6 @@ class StepPlan:
         return lines
 
 
-StepResult = StepPlan  # the name it had: a plan
-
-
 @dataclass
 class StepOutput:
     """What executing a plan computed: ``tokens[group][sample]``, the tokens it sampled (one

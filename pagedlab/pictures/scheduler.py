@@ -12,14 +12,14 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from pagedlab.attention.swap_cost import CostModel, SwapTiming
-from pagedlab.memory.requests import StepResult
+from pagedlab.memory.requests import StepPlan
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.pictures.scheduler_drawing import scheduler_drawing  # re-exported
 
 __all__ = ["plot_cost_model", "plot_swap_timings", "scheduler_drawing", "scheduler_image"]
 
 
-def scheduler_image(scheduler: Scheduler, result: StepResult | None = None) -> object:
+def scheduler_image(scheduler: Scheduler, result: StepPlan | None = None) -> object:
     """``scheduler_drawing(...)`` as an ``IPython.display.Image`` for a static notebook cell."""
     from pagedlab.pictures.canvas import image
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pagedlab.memory.requests import Group, StepResult
+from pagedlab.memory.requests import Group, StepPlan
 from pagedlab.memory.scheduler import Scheduler
 from pagedlab.pictures.drawing import FIG_W, Box, Drawing, Label, Rect
 from pagedlab.pictures.theme import FREE_COLOR, FREE_EDGE, HIGHLIGHT, INK, table_color, tint
@@ -101,7 +101,7 @@ def _queue(d: Drawing, y: float, name: str, groups: Sequence[Group], detail: boo
     return top - y + 0.3
 
 
-def scheduler_drawing(scheduler: Scheduler, result: StepResult | None = None) -> Drawing:
+def scheduler_drawing(scheduler: Scheduler, result: StepPlan | None = None) -> Drawing:
     """The whole scheduler after ``result`` (its last step), as a Drawing; reads only."""
     s, size = scheduler, scheduler.block_size
     device = _contents([(g, t.blocks, t.num_tokens) for g in s.running for t in g.tables], size)

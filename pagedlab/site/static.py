@@ -47,7 +47,7 @@ def enable() -> None:
     shell.display_formatter.ipython_display_formatter.for_type(Explorer, _show_static)
     html_formatter = shell.display_formatter.formatters["text/html"]
     html_formatter.for_type_by_name(
-        "pagedlab.exercises.core", "CheckResult", markup.check_result_printer()
+        "pagedlab.grade.cases", "CheckResult", markup.check_result_printer()
     )
 
 

@@ -19,7 +19,7 @@ from pagedlab.grade.cases import FAILED, PASSED, TODO, CheckResult
 from pagedlab.grade.core import Function
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import ROOT_HASH, block_hashes, chain_hash
-from pagedlab.memory.requests import StepResult
+from pagedlab.memory.requests import StepPlan
 from pagedlab.memory.scheduler import Scheduler
 
 NOTEBOOKS = [
@@ -816,7 +816,7 @@ def _sched_step(**wrong: bool) -> type[Scheduler]:
     prefill_only = wrong.get("prefill_only", True)
 
     class MyScheduler(Scheduler):
-        def admit_all(self, out: StepResult) -> None:
+        def admit_all(self, out: StepPlan) -> None:
             k = 0
             while k < len(self.waiting) and (on["admit_while_swapped"] or not self.swapped):
                 if not self.admit(self.waiting[k], out):
@@ -824,13 +824,13 @@ def _sched_step(**wrong: bool) -> type[Scheduler]:
                         return
                     k += 1
 
-        def swap_in_all(self, out: StepResult) -> None:
+        def swap_in_all(self, out: StepPlan) -> None:
             while self.swapped and self.swap_in(
                 self.swapped[-1 if on["swap_in_newest"] else 0], out
             ):
                 pass
 
-        def policy(self, out: StepResult) -> None:
+        def policy(self, out: StepPlan) -> None:
             if not on["admit_after"]:
                 self.admit_all(out)
                 if out.admitted and prefill_only:
@@ -928,17 +928,17 @@ def test_the_scheduler_step_driver_refuses_what_is_not_a_policy_of_its_own() -> 
         pass
 
     class Delegates(Scheduler):
-        def policy(self, out: StepResult) -> None:
+        def policy(self, out: StepPlan) -> None:
             super().policy(out)
 
     saved = getattr(Scheduler, "pol" + "icy")  # a reference taken before the replay
 
     class Hidden(Scheduler):  # neither the name policy nor super() in its code
-        def policy(self, out: StepResult) -> None:
+        def policy(self, out: StepPlan) -> None:
             saved(self, out)
 
     class Internal(Scheduler):  # the routines Scheduler's policy calls, called directly
-        def policy(self, out: StepResult) -> None:
+        def policy(self, out: StepPlan) -> None:
             if not self._admit_whole(out, 1 << 62):
                 self._decode(out, 1 << 62)
 

@@ -318,11 +318,11 @@ def test_paged_kernel_that_writes_the_next_heads_output_in_bounds() -> None:
 def test_scheduler_that_never_swaps() -> None:
     """A policy that preempts the right group, always by recompute: the swap-mode case shows
     it (the host pool had room)."""
-    from pagedlab.memory.requests import StepResult
+    from pagedlab.memory.requests import StepPlan
     from pagedlab.memory.scheduler import Scheduler
 
     class MyScheduler(Scheduler):
-        def policy(self, out: StepResult) -> None:
+        def policy(self, out: StepPlan) -> None:
             if not self.swapped:
                 while self.waiting and self.admit(self.waiting[0], out):
                     pass

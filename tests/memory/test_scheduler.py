@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pagedlab.checks import ArgumentTypeError
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
-from pagedlab.memory.requests import Request, StepOutput, StepResult
+from pagedlab.memory.requests import Request, StepOutput, StepPlan
 from pagedlab.memory.scheduler import Scheduler
 from tests.refuses import refuses
 
@@ -30,7 +30,7 @@ def scheduler(mode: str = "swap", chunked: bool = False, blocks: int = 14, size:
     return s
 
 
-def run_checked(s: Scheduler) -> list[StepResult]:
+def run_checked(s: Scheduler) -> list[StepPlan]:
     results = []
     while not s.done:
         result = s.step()
@@ -465,7 +465,7 @@ def test_policy_is_the_seam_a_subclass_overrides_and_its_blocks_refuse_a_group_e
     calls: list[int] = []
 
     class Idle(Scheduler):
-        def policy(self, out: StepResult) -> None:
+        def policy(self, out: StepPlan) -> None:
             calls.append(out.step)
 
     s = Idle(BlockAllocator(4, 4))
@@ -499,7 +499,7 @@ def test_a_policy_may_admit_a_group_behind_the_head() -> None:
     (cache-aware admission does) leaves both queues consistent and the head still waiting."""
 
     class Newest(Scheduler):
-        def policy(self, out: StepResult) -> None:
+        def policy(self, out: StepPlan) -> None:
             if self.waiting:
                 self.admit(self.waiting[-1], out)
 
