@@ -44,8 +44,9 @@ from pagedlab.scenes import (
     prefix_tokens,
     scheduler_scene,
 )
-from pagedlab.simulate import make_trace, paper_policies, simulate
-from pagedlab.simulate.policies import OneRequest
+from pagedlab.simulate.engine import simulate
+from pagedlab.simulate.policies import OneRequest, paper_policies
+from pagedlab.simulate.workload import make_trace
 from pagedlab.views.allocation import example_scene
 
 FILES = ("example_layout.png", "transition_4_to_5.png", "two_layouts.png", "allocation.gif")

@@ -8,34 +8,7 @@ the paper's (``pagedlab.paper``). Each module's docstring says what is and is no
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # the names below load on first use: numpy only when a numpy part is used
-    from pagedlab.simulate.accounting import CATEGORIES, FIG2, SimResult
-    from pagedlab.simulate.contiguous import BuddyAllocator, FirstFit, buddy_extent
-    from pagedlab.simulate.engine import simulate
-    from pagedlab.simulate.policies import (
-        PAPER_POOL_SLOTS,
-        OneRequest,
-        Policy,
-        orca_max,
-        orca_oracle,
-        orca_pow2,
-        paper_policies,
-        reserved_slots,
-        vllm,
-    )
-    from pagedlab.simulate.report import (
-        PAPER_MEAN_BATCH,
-        PAPER_TOKEN_SHARE,
-        SweepRow,
-        block_size_sweep,
-        breakdown_table,
-        compare_table,
-        sweep_table,
-    )
-    from pagedlab.simulate.step_cost import StepCost
-    from pagedlab.simulate.workload import MAX_LEN, WORKLOADS, Trace, make_trace
+from typing import Any
 
 # Each name's module. Importing ``pagedlab.simulate`` loads none of them, so its numpy-free
 # modules (``reservation``, ``contiguous``, ``validate``) import in a browser (Pyodide).
@@ -64,33 +37,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = [
-    "CATEGORIES",
-    "FIG2",
-    "MAX_LEN",
-    "PAPER_MEAN_BATCH",
-    "PAPER_POOL_SLOTS",
-    "PAPER_TOKEN_SHARE",
-    "WORKLOADS",
-    "BuddyAllocator",
-    "FirstFit",
-    "OneRequest",
-    "Policy",
-    "SimResult",
-    "StepCost",
-    "SweepRow",
-    "Trace",
-    "block_size_sweep",
-    "breakdown_table",
-    "buddy_extent",
-    "compare_table",
-    "make_trace",
-    "orca_max",
-    "orca_oracle",
-    "orca_pow2",
-    "paper_policies",
-    "reserved_slots",
-    "simulate",
-    "sweep_table",
-    "vllm",
-]
+__all__ = sorted(_HOMES)  # each name loads on first use: numpy only when a numpy part is used
