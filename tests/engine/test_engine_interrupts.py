@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -24,6 +23,7 @@ import torch
 import pagedlab
 from pagedlab.engine import Engine
 from pagedlab.model import TINY, TinyLlama, generate_contiguous, sample_contiguous
+from tests.engine.threaded import run_in_threads
 
 NEW = 6
 MODEL = TinyLlama(TINY, seed=11, init_std=0.3)
@@ -90,24 +90,15 @@ def test_threads_mixing_sample_and_generate_get_their_own_answers() -> None:
     engine = Engine(MODEL, 16, 4)
     want = [sample_contiguous(MODEL, p, NEW, 2, 0.8, 3, request=i) for i, p in enumerate(PROMPTS)]
     got: list[Any] = []
-    errors: list[BaseException] = []
 
     def call(i: int) -> None:
-        try:
-            for _ in range(3):
-                if i % 2:
-                    got.append(("g", engine.generate([PROMPTS[i]], 1)))
-                else:
-                    got.append(("s", engine.sample(PROMPTS, NEW, 2, 0.8, 3)))
-        except BaseException as e:  # pragma: no cover - reported below
-            errors.append(e)
+        for _ in range(3):
+            if i % 2:
+                got.append(("g", engine.generate([PROMPTS[i]], 1)))
+            else:
+                got.append(("s", engine.sample(PROMPTS, NEW, 2, 0.8, 3)))
 
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not errors
+    run_in_threads(call, 4, timeout_s=300)
     assert len(got) == 12
     assert all(out == want for kind, out in got if kind == "s")
     assert sorted(out for kind, out in got if kind == "g") == sorted(

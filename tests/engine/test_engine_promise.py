@@ -16,13 +16,12 @@ comes back) used to break, and checks it holds now:
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
 
 from pagedlab.engine import Engine
 from pagedlab.model import TINY, TinyLlama, generate_contiguous
+from tests.engine.threaded import run_in_threads
 
 NEW = 6
 
@@ -91,20 +90,11 @@ def test_an_error_mid_generation_frees_every_block(
 def test_threads_are_served_one_after_the_other() -> None:
     engine = Engine(MODEL, 10, 4, token_budget=8)
     results: dict[int, list[list[int]]] = {}
-    errors: list[BaseException] = []
 
     def call(i: int) -> None:
-        try:
-            results[i] = engine.generate([PROMPTS[i], PROMPTS[(i + 1) % 4]], NEW)
-        except BaseException as e:  # pragma: no cover - reported below
-            errors.append(e)
+        results[i] = engine.generate([PROMPTS[i], PROMPTS[(i + 1) % 4]], NEW)
 
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors
+    run_in_threads(call, 4, timeout_s=120)
     assert results == {i: [ORACLE[i], ORACLE[(i + 1) % 4]] for i in range(4)}
     assert engine.allocator.num_free == 10
 
