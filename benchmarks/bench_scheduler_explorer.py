@@ -18,7 +18,7 @@ import time
 
 from pagedlab.explorers import scheduler as module
 from pagedlab.explorers.scheduler import MAX_STEP, SchedulerExplorer, explorer_state
-from pagedlab.site import static
+from pagedlab.explorers.site import static
 
 CLOCK = time.perf_counter if "--wall" in sys.argv else time.thread_time
 

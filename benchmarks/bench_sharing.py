@@ -12,7 +12,7 @@ from pagedlab import BlockAllocator, BlockTable
 from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.sharing import beam_step, fork_samples
-from pagedlab.scenes import FIG9_STEP, figure9_before
+from pagedlab.pictures.scenes import FIG9_STEP, figure9_before
 
 
 def best_ms(run: Callable[[], object], repeat: int = 5) -> float:

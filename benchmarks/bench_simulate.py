@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from pagedlab import paper
+from pagedlab.ground import paper
 from pagedlab.simulate import (
     StepCost,
     block_size_sweep,

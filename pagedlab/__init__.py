@@ -1,16 +1,15 @@
 """pagedlab: learn PagedAttention with a real allocator, real block tables and a Triton kernel.
 
-One folder per layer (ARCHITECTURE.md is the map):
+One folder per topic (ARCHITECTURE.md is the map):
 
+- ``ground``: argument checks, the paper's numbers, the vLLM code the notebooks cite
 - ``memory``: the control plane (who holds which block); ``attention``: the data plane (where
   K/V live and how the kernel reads them); ``simulate``: memory at scale
 - ``model`` and ``engine``: a real Llama decoder on the pages, and the serving loop
-- ``pictures`` (state -> picture), ``views`` (one setting, no widgets), ``explorers``
-  (sliders -> state -> picture), ``exercises``;
-  ``site`` (the static site and its live pages: frames, markup, the browser's entry points)
-- ``scenes`` (every staged example; ``control_scenes``: those that need no torch),
-  ``figures`` (the README's pictures), ``paper`` (the paper's numbers), ``vllm_refs`` (the
-  vLLM code the notebooks cite), ``checks`` (argument checks)
+- ``frontier``: what engines do in 2026 (notebook 11) and past one engine (notebook 12)
+- ``pictures`` (state -> picture; ``scenes``, every staged example), ``exercises``, ``grade``
+- ``explorers`` (sliders -> state -> picture; ``views``: one setting, no widgets; ``site``:
+  the static site and its live pages; ``figures``: the README's pictures)
 
 The top level exports the state and the kernels; pictures and explorers import matplotlib
 and ipywidgets, so they load on demand.

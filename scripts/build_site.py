@@ -2,15 +2,15 @@
 
 Usage: python scripts/build_site.py [--out site] [--jobs N] [notebooks/NN_name.ipynb ...]
 
-Each page is its notebook as committed (executed; strict nbval checks that a fresh run gives
-these outputs), with two changes: each explorer's output is replaced by its static view
-(:func:`pagedlab.site.static.static_view` over the frames its class declares) and its live
-panel, and each exercise's first check gets its live exercise. The explorer is rebuilt from
-the settings its ``text/plain`` shows (``AllocationExplorer(block_size=4, length=5, ...)``),
-checked to draw the committed picture byte for byte; an explorer of a sweep or a model the
-notebook computed (07, 10) is rebuilt by its recipe (``RECIPES``: that computation alone) and
-checked to draw the committed readout too. Where one cannot be, the notebook is run again in a
-kernel that shows explorers statically (:func:`pagedlab.site.static.enable`). Then nbconvert's HTML
+Each page is its notebook as committed (executed; strict nbval checks that a fresh run gives these
+outputs), with two changes: each explorer's output is replaced by its static view
+(:func:`pagedlab.explorers.site.static.static_view` over the frames its class declares) and its live
+panel, and each exercise's first check gets its live exercise. The explorer is rebuilt from the
+settings its ``text/plain`` shows (``AllocationExplorer(block_size=4, length=5, ...)``), checked to
+draw the committed picture byte for byte; an explorer of a sweep or a model the notebook computed
+(07, 10) is rebuilt by its recipe (``RECIPES``: that computation alone) and checked to draw the
+committed readout too. Where one cannot be, the notebook is run again in a kernel that shows
+explorers statically (:func:`pagedlab.explorers.site.static.enable`). Then nbconvert's HTML
 exporter, with the widget state and a local require.js and widget manager instead of a CDN.
 ``index.html`` follows the README's notebook table (the same line and picture per notebook).
 
@@ -61,14 +61,13 @@ thread_env = runpy.run_path(str(ROOT / "pagedlab" / "model" / "threads.py"))["th
 #: ipywidgets (the live core's import-linter contract in pyproject.toml keeps the rest pure).
 NOT_SHIPPED = (
     "attention",
-    "explorers",
     "model",
     "engine",
-    "figures.py",
-    "site/static.py",
-    "site/markup.py",
+    "explorers/figures.py",
+    "explorers/site/static.py",
+    "explorers/site/markup.py",
 )
-ENABLE_STATIC = "import pagedlab.site.static\npagedlab.site.static.enable()"
+ENABLE_STATIC = "import pagedlab.explorers.site.static\npagedlab.explorers.site.static.enable()"
 NBVAL_MARKER = re.compile(r"^# NBVAL_[A-Z_]+[ \t]*\n?", re.MULTILINE)  # for the tests only
 CHECK = re.compile(r'EXERCISES\["(\w+)"\]\.check\(')  # a cell whose result is a check's
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -122,7 +121,8 @@ def write_sources(path: Path) -> None:
     sources = {}
     for file in sorted(package.rglob("*.py")):
         relative = file.relative_to(package)
-        if relative.parts[0] in NOT_SHIPPED or relative.as_posix() in NOT_SHIPPED:
+        widget = relative.parent.as_posix() == "explorers" and relative.name != "__init__.py"
+        if widget or relative.parts[0] in NOT_SHIPPED or relative.as_posix() in NOT_SHIPPED:
             continue
         sources[f"pagedlab/{relative.as_posix()}"] = file.read_text()
     path.write_text(json.dumps(sources))
@@ -130,8 +130,8 @@ def write_sources(path: Path) -> None:
 
 def block_size_explorer(literals: dict[str, Any], **settings: Any) -> Any:
     """Notebook 07's BlockSizeExplorer: the block-size sweep of its hour of ShareGPT."""
-    from pagedlab import paper
     from pagedlab.explorers.waste import BlockSizeExplorer
+    from pagedlab.ground import paper
     from pagedlab.simulate import block_size_sweep, make_trace
 
     trace = make_trace(rate=paper.FIG13_RATE, duration_s=3600.0, workload="sharegpt", seed=0)
@@ -204,7 +204,7 @@ def rebuilt_explorer(data: dict[str, Any], page: dict[str, Any]) -> Any:
     its ``text/plain`` gives (``Name(control=value, ...)``), through its recipe if it has one;
     :class:`NotRebuilt` unless the rebuilt one has that repr and draws the same picture (its
     ``image/png``, byte for byte) and, if rebuilt by a recipe, the committed readout."""
-    from pagedlab.site.registry import REGISTRY
+    from pagedlab.explorers.site.registry import REGISTRY
 
     shown = str(data.get("text/plain", ""))
     modules = {entry.name: entry.module for entry in REGISTRY}
@@ -246,7 +246,7 @@ def drawn(explorer: Any, declared: Any) -> tuple[dict, str, dict]:
     """``explorer``'s static view over ``declared``: its spec, text and widgets' states."""
     import ipywidgets as widgets
 
-    from pagedlab.site import static
+    from pagedlab.explorers.site import static
 
     if repr(explorer) not in DRAWN:
         before = set(widgets.Widget.get_manager_state()["state"])
@@ -260,7 +260,7 @@ def drawn(explorer: Any, declared: Any) -> tuple[dict, str, dict]:
 def static_outputs(output: Any, source: str, page: dict[str, Any]) -> list[Any]:
     """What the page shows for one committed ``output`` of a cell with ``source``; ``page``
     collects the widget states the page needs and the exercises it shows ("checked")."""
-    from pagedlab.site import markup, static
+    from pagedlab.explorers.site import markup, static
 
     data = output.get("data", {})
     explorer = rebuilt_explorer(data, page)

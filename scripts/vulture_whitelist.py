@@ -14,5 +14,7 @@ arg  # sys.settrace's callback arguments (grade/sandbox.py)
 cases_passed  # a field of an exercise's Result, for readers
 exercise_names  # called by the live site's Web Worker (scripts/site_template/live/worker.js)
 __getattr__  # a module's lazy attributes (PEP 562; simulate/__init__.py)
-lora_id, medium, lora_name  # vLLM's KV event fields, read by fields() (fleet/events.py: as_vllm)
-_.current_len  # what transformers' PagedAttentionCache reads of a request (oracles/hf_cache.py)
+# vLLM's KV event fields, read by fields() (frontier/fleet/events.py: as_vllm)
+lora_id, medium, lora_name
+# what transformers' PagedAttentionCache reads of a request (frontier/oracles/hf_cache.py)
+_.current_len

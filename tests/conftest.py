@@ -1,10 +1,10 @@
-"""Fixtures several tests share: the example of notebook 02, built by :mod:`pagedlab.scenes`,
-and SmolLM2's ``transformers`` oracle.
+"""Fixtures several tests share: the example of notebook 02, built by
+:mod:`pagedlab.pictures.scenes`, and SmolLM2's ``transformers`` oracle.
 
-The example (ARCHITECTURE.md): blocks of 4, a pool whose free list starts 4, 1, 0 because of
-what other requests did (:func:`pagedlab.scenes.example_history`), and a five-token sequence
-that lands in physical blocks 4 and 1. Each fixture builds fresh objects per test, so a test
-may mutate what it gets.
+The example (ARCHITECTURE.md): blocks of 4, a pool whose free list starts 4, 1, 0 because of what
+other requests did (:func:`pagedlab.pictures.scenes.example_history`), and a five-token sequence
+that lands in physical blocks 4 and 1. Each fixture builds fresh objects per test, so a test may
+mutate what it gets.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from pagedlab import scenes
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
+from pagedlab.pictures import scenes
 
 
 @pytest.fixture

@@ -1,10 +1,10 @@
-"""python -m pagedlab.figures writes its files, deterministically and small."""
+"""python -m pagedlab.explorers.figures writes its files, deterministically and small."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pagedlab.figures import FILES, NOTEBOOK_FILES, main
+from pagedlab.explorers.figures import FILES, NOTEBOOK_FILES, main
 
 
 def test_figures_command_writes_every_file_the_same_twice_and_small(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pagedlab.pictures.buddy import buddy_scene
-from pagedlab.scenes import (
+from pagedlab.pictures.scenes import (
     buddy_pow2_frames,
     lru_scene,
 )

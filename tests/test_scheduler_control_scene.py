@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pagedlab.control_scenes import scheduler_control_scene
-from pagedlab.scenes import SCHEDULER_POOL_BLOCKS, scheduler_scene
+from pagedlab.pictures.control_scenes import scheduler_control_scene
+from pagedlab.pictures.scenes import SCHEDULER_POOL_BLOCKS, scheduler_scene
 
 
 def _counts(scheduler: object) -> tuple:

@@ -24,7 +24,7 @@ from pagedlab.attention.validate import (
     check_seq_lens_and_tables,
     require_tensor,
 )
-from pagedlab.checks import ceil_div, check_int
+from pagedlab.ground.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 

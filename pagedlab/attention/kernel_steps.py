@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from pagedlab.attention.validate import INT32_MAX, int_list, require_tensor, validate_paged_inputs
-from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
+from pagedlab.ground.checks import ArgumentTypeError, ceil_div, check_int
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from pagedlab.attention.validate import (
     require_integers,
     require_tensor,
 )
-from pagedlab.checks import ArgumentTypeError, ceil_div, check_bool, check_int
+from pagedlab.ground.checks import ArgumentTypeError, ceil_div, check_bool, check_int
 
 SlotsLike = Sequence[int] | torch.Tensor
 

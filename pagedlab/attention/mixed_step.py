@@ -28,7 +28,7 @@ import torch
 
 from pagedlab.attention.batch import grow_in_turn
 from pagedlab.attention.validate import require_int_dtype, require_tensor
-from pagedlab.checks import ceil_div, check_int
+from pagedlab.ground.checks import ceil_div, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 

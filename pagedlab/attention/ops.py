@@ -38,7 +38,7 @@ from pagedlab.attention.validate import (
     int_list,
     validate_paged_inputs,
 )
-from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
+from pagedlab.ground.checks import ArgumentTypeError, ceil_div, check_int
 
 __all__ = [
     "PagedShapes",

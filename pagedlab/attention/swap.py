@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from pagedlab.attention.kv_cache import PagedKVCache
-from pagedlab.checks import check_int
+from pagedlab.ground.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite, blocks_to_append
 from pagedlab.memory.requests import Group, StepOutput, Work

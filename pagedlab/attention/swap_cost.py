@@ -27,7 +27,7 @@ import torch
 
 from pagedlab.attention.kv_cache import PagedKVCache
 from pagedlab.attention.swap import HostPool, copy_blocks
-from pagedlab.checks import ArgumentTypeError, ceil_div, check_int
+from pagedlab.ground.checks import ArgumentTypeError, ceil_div, check_int
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pagedlab.checks import ceil_div
+from pagedlab.ground.checks import ceil_div
 
 MAX_TILE = 1 << 20  # Triton's TRITON_MAX_TENSOR_NUMEL (1,048,576), without importing triton
 MAX_STEP_POSITIONS = 64  # positions one loop step folds in, at most

@@ -2,7 +2,7 @@
 
 :func:`validate_paged_inputs` is the one validation the attention functions and
 ``paged_attention_steps`` share: it applies the rules below in order and returns the sizes
-(:class:`PagedShapes`). A wrong *kind* raises :class:`~pagedlab.checks.ArgumentTypeError` (a
+(:class:`PagedShapes`). A wrong *kind* raises :class:`~pagedlab.ground.checks.ArgumentTypeError` (a
 ``TypeError`` that is also a ``ValueError``), a wrong *value* ``ValueError``; every message
 names the argument and the value, and nothing has run yet. NaN or inf stored in K, V or the
 query is data, not an error. The table rule is a few vectorised ops and one three-flag
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.ground.checks import ArgumentTypeError, check_int
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 INT32_MAX = 2**31 - 1

@@ -30,10 +30,10 @@ import torch
 
 from pagedlab.attention import PagedKVCache
 from pagedlab.attention.swap import host_cache
-from pagedlab.checks import ArgumentTypeError, check_int
 from pagedlab.engine import guard
 from pagedlab.engine.prefix import PrefixCachingScheduler
 from pagedlab.engine.runner import ForwardStats, ModelRunner
+from pagedlab.ground.checks import ArgumentTypeError, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Group, Request, StepPlan, execute

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from pagedlab.checks import ArgumentTypeError, check_bool, check_int
+from pagedlab.ground.checks import ArgumentTypeError, check_bool, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
 from pagedlab.memory.scheduler_checks import MODES, check_settings

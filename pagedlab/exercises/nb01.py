@@ -8,9 +8,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from pagedlab.checks import ceil_div
 from pagedlab.grade.cases import Mistake, cases
 from pagedlab.grade.core import Function
+from pagedlab.ground.checks import ceil_div
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.simulate.reservation import OneRequest

@@ -8,11 +8,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from pagedlab.checks import ceil_div
 from pagedlab.exercises.nb01 import fresh_table, table_with
 from pagedlab.grade.cases import Mistake, cases
 from pagedlab.grade.core import Function, Replay
 from pagedlab.grade.drivers import Event, table_log
+from pagedlab.ground.checks import ceil_div
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 

@@ -13,10 +13,10 @@ import torch
 
 from pagedlab.attention.kernel_steps import paged_attention_steps
 from pagedlab.attention.kv_cache import PagedKVCache
-from pagedlab.checks import ceil_div
 from pagedlab.grade.cases import Case, Mistake, cases, seed_of
 from pagedlab.grade.core import Function
 from pagedlab.grade.tensors import tensors_equal
+from pagedlab.ground.checks import ceil_div
 
 NB03 = "03_same_data_any_layout"
 

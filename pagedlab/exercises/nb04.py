@@ -12,10 +12,10 @@ import torch
 
 from pagedlab.attention.kernel_steps import paged_attention_steps
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
-from pagedlab.checks import ceil_div
 from pagedlab.exercises.nb03 import filled_cache
 from pagedlab.grade.cases import Case, Mistake, cases
 from pagedlab.grade.core import Function
+from pagedlab.ground.checks import ceil_div
 
 NB04 = "04_kernel_at_work"
 

@@ -12,11 +12,11 @@ import torch
 
 from pagedlab.attention import backend
 from pagedlab.attention.ops import block_tables_tensor, reference_attention
-from pagedlab.checks import ceil_div
 from pagedlab.exercises.nb04 import NB04
 from pagedlab.grade.cases import Case, Mistake, cases, seed_of
 from pagedlab.grade.core import Kernel
 from pagedlab.grade.tensors import paged_where, tensors_equal
+from pagedlab.ground.checks import ceil_div
 
 PUZZLE_STUB = """import triton
 import triton.language as tl

@@ -8,10 +8,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from pagedlab.checks import ceil_div
 from pagedlab.grade.cases import Mistake, cases
 from pagedlab.grade.core import Function, Replay
 from pagedlab.grade.drivers import ForkEvent, cow_log
+from pagedlab.ground.checks import ceil_div
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.savings import parallel_savings

@@ -8,10 +8,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from pagedlab.checks import ceil_div
 from pagedlab.exercises.nb01 import fresh_table
 from pagedlab.grade.cases import Mistake, cases
 from pagedlab.grade.core import Function
+from pagedlab.ground.checks import ceil_div
 from pagedlab.simulate import reservation
 
 NB07 = "07_memory_at_scale"

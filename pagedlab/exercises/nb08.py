@@ -12,9 +12,9 @@ import torch
 
 from pagedlab.attention.batch import batch_slot_mapping
 from pagedlab.attention.ops import block_tables_tensor
-from pagedlab.checks import ceil_div
 from pagedlab.grade.cases import Mistake, cases
 from pagedlab.grade.core import Function
+from pagedlab.ground.checks import ceil_div
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 

@@ -13,10 +13,10 @@ from typing import Any
 import torch
 
 from pagedlab.attention import reference_attention
-from pagedlab.checks import ceil_div
 from pagedlab.engine import Engine
 from pagedlab.grade.cases import Mistake, cases, per_salt
 from pagedlab.grade.core import Function
+from pagedlab.ground.checks import ceil_div
 from pagedlab.model import TINY, TinyLlama
 
 NB10 = "10_real_model"

@@ -1,5 +1,5 @@
-"""Notebook 11 (PagedAttention in 2026): the hit-rate law, and classifying a miss. Answers: a
-real :class:`pagedlab.PrefixCache` on vLLM's pool rule (``vllm_block_pool``; ``tests/oracles``
+"""Notebook 11 (PagedAttention in 2026): the hit-rate law, and classifying a miss. Answers: a real
+:class:`pagedlab.PrefixCache` on vLLM's pool rule (``vllm_block_pool``; ``tests/frontier/oracles``
 checks the same numbers against vLLM 0.34's ``KVCacheManager``) and ``MissClassifier``.
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from pagedlab.frontier.miss_reasons import REASONS, MissClassifier
+from pagedlab.frontier.peers import vllm_block_pool
 from pagedlab.grade.cases import Mistake, cases
 from pagedlab.grade.core import Function
-from pagedlab.memory.miss_reasons import REASONS, MissClassifier
-from pagedlab.memory.peers import vllm_block_pool
 from pagedlab.memory.prefix_cache import PrefixCache
 
 NB11 = "11_pagedattention_in_2026"
@@ -156,7 +156,7 @@ EXERCISES_11 = [
         "than a block, the last-token rule, evicted (a full block after the first miss takes "
         "the first miss's reason if its own hash is still cached).",
         cases=lambda: cases(_misses(), _miss_spec, 16, 1102, expect=miss_counts),
-        setup="from pagedlab.memory.miss_reasons import REASONS",
+        setup="from pagedlab.frontier.miss_reasons import REASONS",
         mistakes=[
             Mistake("a miss has a reason: the partly filled block, the last-token rule and "
                     "evicted blocks each get their own key.", _hits_only, "hits_only"),

@@ -1,14 +1,14 @@
 """Notebook 12's exercises: the KV-aware router's choice, and the bytes a disaggregated
-request moves. Expected answers: :func:`pagedlab.fleet.routing.kv_pick` and
-:func:`pagedlab.fleet.disagg.transfer_bytes` (the formula the notebook measures)."""
+request moves. Expected answers: :func:`pagedlab.frontier.fleet.routing.kv_pick` and
+:func:`pagedlab.frontier.fleet.disagg.transfer_bytes` (the formula the notebook measures)."""
 
 from __future__ import annotations
 
 import random
 
-from pagedlab.fleet.disagg import transfer_bytes
-from pagedlab.fleet.events import to_int
-from pagedlab.fleet.routing import kv_pick, leading_hits
+from pagedlab.frontier.fleet.disagg import transfer_bytes
+from pagedlab.frontier.fleet.events import to_int
+from pagedlab.frontier.fleet.routing import kv_pick, leading_hits
 from pagedlab.grade.cases import Mistake, cases
 from pagedlab.grade.core import Function
 from pagedlab.memory.prefix_cache import block_hashes

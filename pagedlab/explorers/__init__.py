@@ -1,6 +1,8 @@
 """Explorers: ipywidgets that compose state and pictures (sliders -> state -> picture).
 
 Every explorer derives from :class:`~pagedlab.explorers.base.Explorer` (its module docstring
-is the API). The site that shows them without a kernel is :mod:`pagedlab.site`, above this
-package. Their models come from :mod:`pagedlab.scenes` where others stage the same example.
+is the API). ``views`` holds each explorer's settings and declaration without widgets (the
+live core); ``site`` shows them without a kernel (it imports the explorers, never the
+reverse); ``figures`` draws the README's pictures. Their models come from
+:mod:`pagedlab.pictures.scenes` where others stage the same example.
 """

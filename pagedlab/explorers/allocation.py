@@ -1,8 +1,8 @@
 """The allocation explorer: sliders -> real allocator and block table -> picture -> kernel.
 
-The model is :func:`pagedlab.scenes.example_state` (a fresh pool, a real ``BlockTable``, the
-kernel's output memoised). A length the pool cannot hold is not an error: the readout
-explains the OutOfBlocksError.
+The model is :func:`pagedlab.pictures.scenes.example_state` (a fresh pool, a real ``BlockTable``,
+the kernel's output memoised). A length the pool cannot hold is not an error: the readout explains
+the OutOfBlocksError.
 """
 
 from __future__ import annotations
@@ -10,20 +10,20 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from pagedlab.explorers.base import Explorer, View
-from pagedlab.scenes import LAYOUTS, ExampleState, with_kernel_output
-from pagedlab.views.allocation import (
+from pagedlab.explorers.views.allocation import (
     ALLOCATION_EXPLORER,
     MAX_LENGTH,
     allocation_view,
     readout_html,
 )
+from pagedlab.pictures.scenes import LAYOUTS, ExampleState, with_kernel_output
 
 __all__ = ["LAYOUTS", "AllocationExplorer"]  # LAYOUTS: the notebooks import it from here
 
 
 class AllocationExplorer(Explorer):
     """Sliders for block size and length, a layout choice, Play/step, picture and readout;
-    ``.state`` (a :class:`~pagedlab.scenes.ExampleState`) is what the picture shows."""
+    ``.state`` (a :class:`~pagedlab.pictures.scenes.ExampleState`) is what the picture shows."""
 
     DECLARATION = ALLOCATION_EXPLORER
     ROWS = (("play", "step_button", "block_size", "length"), "layout")

@@ -19,7 +19,7 @@ control's widget by its name, ``.play`` where declared.
 
 Invariants: ``set`` is atomic (validated and computed before anything is assigned); a move
 shows state, then picture, then readout, the same way for every explorer (``_on_change``); a
-refusal is a :class:`pagedlab.checks.Refused`, the one error the base catches (its message is
+refusal is a :class:`pagedlab.ground.checks.Refused`, the one error the base catches (its message is
 the readout); callbacks never display, so strict nbval sees the same outputs in a saved and a
 live notebook.
 """
@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from pagedlab.checks import Refused, check_int
 from pagedlab.explorers.play import Player
+from pagedlab.explorers.views.controls import Control, Declaration, Slider, Toggle
+from pagedlab.explorers.views.shown import View as View  # one type: the live renders return it too
+from pagedlab.ground.checks import Refused, check_int
 from pagedlab.pictures.canvas import Canvas
 from pagedlab.pictures.drawing import Drawing
 from pagedlab.pictures.png import to_png
-from pagedlab.views.controls import Control, Declaration, Slider, Toggle
-from pagedlab.views.shown import View as View  # one type: the live renders return it too
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -205,7 +205,7 @@ class Explorer:
     def _on_change(self, _change: object) -> None:
         """A learner moved a control: state, picture, then ``finish`` and readout, ``DEFER_S``
         later for a browser's move (a held arrow key runs the slow part for the last move
-        only). Only a :class:`~pagedlab.checks.Refused` is caught: anything else is a bug."""
+        only). Only a :class:`~pagedlab.ground.checks.Refused` is caught: anything else is a bug."""
         if self._holding:
             return
         self._generation += 1

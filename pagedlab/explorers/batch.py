@@ -13,8 +13,8 @@ import torch
 from pagedlab.attention.batch import Batch, batch_slot_mapping, grow_batch
 from pagedlab.attention.ops import paged_attention, reference_attention
 from pagedlab.explorers.base import Explorer, View
+from pagedlab.explorers.views.controls import Declaration, Slider
 from pagedlab.pictures.blocks import scene
-from pagedlab.views.controls import Declaration, Slider
 
 
 def batch_lengths(num_seqs: int, longest: int) -> list[int]:

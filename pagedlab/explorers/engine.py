@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 from pagedlab.engine import Engine, EngineRun
 from pagedlab.explorers.base import Explorer, View
+from pagedlab.explorers.views.controls import Choice, Declaration, Play, Slider
 from pagedlab.memory.scheduler import MODES
 from pagedlab.model import TinyLlama, generate_contiguous
 from pagedlab.model.paged import DecodeAttention
 from pagedlab.pictures.drawing import Drawing
 from pagedlab.pictures.scheduler import scheduler_drawing
-from pagedlab.views.controls import Choice, Declaration, Play, Slider
 
 MAX_STEP = 80
 

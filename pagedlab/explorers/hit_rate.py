@@ -1,17 +1,18 @@
 """Notebook 11's explorers: why a prefix cache hits 0 %, and partial hits with copy-on-write.
 
-``HitRateExplorer`` classifies every prompt token of :func:`pagedlab.control_scenes.miss_workload`
-(:mod:`pagedlab.memory.miss_reasons`); ``PartialHitExplorer`` admits two prompts sharing 22
-tokens through ``PartialPrefixCache`` (vLLM 0.34's ``prefix_match_unit``, a divisor of 16).
+``HitRateExplorer`` classifies every prompt token of
+:func:`pagedlab.pictures.control_scenes.miss_workload` (:mod:`pagedlab.frontier.miss_reasons`);
+``PartialHitExplorer`` admits two prompts sharing 22 tokens through ``PartialPrefixCache`` (vLLM
+0.34's ``prefix_match_unit``, a divisor of 16).
 """
 
 from __future__ import annotations
 
-from pagedlab.control_scenes import PARTIAL_SHARED, miss_scene, partial_hit_scene
 from pagedlab.explorers.base import Explorer, View
-from pagedlab.memory.miss_reasons import REASONS
+from pagedlab.explorers.views.controls import Choice, Declaration, Play
+from pagedlab.frontier.miss_reasons import REASONS
+from pagedlab.pictures.control_scenes import PARTIAL_SHARED, miss_scene, partial_hit_scene
 from pagedlab.pictures.in_2026 import miss_bars, partial_hit
-from pagedlab.views.controls import Choice, Declaration, Play
 
 MISS_BLOCK_SIZES = (4, 8, 16, 32, 64, 128, 256, 512, 1024, 1056)
 UNITS = (1, 2, 4, 8, 16)

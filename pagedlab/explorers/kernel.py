@@ -1,7 +1,7 @@
 """KernelExplorer: sliders for a batch in a shuffled pool -> does the kernel still agree?
 
-Each setting stages :func:`pagedlab.scenes.kernel_batch`, draws its pool, then (the slow part)
-compares three results per sequence (:func:`batch_report`). Invariant checked on every
+Each setting stages :func:`pagedlab.pictures.scenes.kernel_batch`, draws its pool, then (the slow
+part) compares three results per sequence (:func:`batch_report`). Invariant checked on every
 setting: :func:`pagedlab.attention.batch.dense_attention` (never read through a block table),
 ``reference_attention`` and ``paged_attention`` agree within fp16 rounding (2e-3). Errors are
 printed as powers of ten, so the readout is the same on every run.
@@ -16,11 +16,11 @@ import torch
 
 from pagedlab.attention.batch import Batch, dense_attention
 from pagedlab.attention.ops import paged_attention, reference_attention
-from pagedlab.checks import check_int
 from pagedlab.explorers.base import Explorer, View
+from pagedlab.explorers.views.controls import Choice, Declaration, Slider
+from pagedlab.ground.checks import check_int
 from pagedlab.pictures.blocks import scene, sequence_names
-from pagedlab.scenes import kernel_batch
-from pagedlab.views.controls import Choice, Declaration, Slider
+from pagedlab.pictures.scenes import kernel_batch
 
 TOLERANCE = 2e-3  # about two fp16 steps near 1: the outputs are rounded to fp16 at the end
 HEAD_DIMS = (1, 8, 12, 16, 64)  # the explorer's head_dim choices (12: not a power of two)

@@ -1,5 +1,6 @@
-"""The notebook widget's Play: the explorer's declared :class:`~pagedlab.views.controls.Play`,
-run by an ``ipywidgets.Play`` on the axis's control (a slider's value, or a choice's index).
+"""The notebook widget's Play: the explorer's declared
+:class:`~pagedlab.explorers.views.controls.Play`, run by an ``ipywidgets.Play`` on the axis's
+control (a slider's value, or a choice's index).
 
 - ``"step"``: linked both ways in the browser (``jslink``); a move made by the kernel is
   mirrored, a browser move is not (it would echo back).
@@ -15,7 +16,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from pagedlab.views.controls import Control, Play, Slider
+from pagedlab.explorers.views.controls import Control, Play, Slider
 
 
 class Player:

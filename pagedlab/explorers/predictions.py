@@ -1,6 +1,6 @@
 """The Predict cells of notebooks 01, 02, 05, 06, 07, 09 and 12: each question's answer and
 explanation are computed here, from the same scene the next cell of the notebook builds
-(pagedlab.scenes, pagedlab.paper), so no notebook cell's source holds an answer.
+(pagedlab.pictures.scenes, pagedlab.ground.paper), so no notebook cell's source holds an answer.
 
 ``predict("05")`` returns the widget of notebook 05 (see :mod:`pagedlab.explorers.predict`).
 Every answer is read off real objects: a real allocator's free list, real ref counts after a
@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pagedlab import paper, scenes
 from pagedlab.explorers.predict import Predict
-from pagedlab.fleet.routing import BlockEngine, Router, multi_tenant_trace
+from pagedlab.frontier.fleet.routing import BlockEngine, Router, multi_tenant_trace
+from pagedlab.ground import paper
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.sharing import fork_samples
+from pagedlab.pictures import scenes
 from pagedlab.simulate.reservation import OneRequest
 
 

@@ -1,15 +1,15 @@
 """RouterExplorer (notebook 12): one multi-tenant trace through three routers, live.
 
-Each move reruns :func:`pagedlab.fleet.routing.route_trace` on the same seeded trace; the
+Each move reruns :func:`pagedlab.frontier.fleet.routing.route_trace` on the same seeded trace; the
 round-robin and least-loaded runs do not depend on ``overlap_weight`` (kept per engine count).
 """
 
 from __future__ import annotations
 
 from pagedlab.explorers.base import Explorer, View
-from pagedlab.fleet.routing import POLICIES, RouteStats, multi_tenant_trace, route_trace
+from pagedlab.explorers.views.controls import Choice, Declaration, Play
+from pagedlab.frontier.fleet.routing import POLICIES, RouteStats, multi_tenant_trace, route_trace
 from pagedlab.pictures.routing import routers_figure
-from pagedlab.views.controls import Choice, Declaration, Play
 
 WEIGHTS = (0, 1, 2, 4, 8, 16)
 ENGINES = (2, 3, 4, 5, 6)

@@ -16,11 +16,11 @@ import ipywidgets as widgets
 
 from pagedlab.attention.swap import SwappingKV
 from pagedlab.explorers.base import Explorer, View
+from pagedlab.explorers.views.scheduler import MAX_STEP, SCHEDULER_EXPLORER, check_controls, readout
 from pagedlab.memory.requests import StepPlan
 from pagedlab.memory.scheduler import Scheduler
+from pagedlab.pictures.scenes import scheduler_scene
 from pagedlab.pictures.scheduler import scheduler_drawing
-from pagedlab.scenes import scheduler_scene
-from pagedlab.views.scheduler import MAX_STEP, SCHEDULER_EXPLORER, check_controls, readout
 
 
 @dataclass(frozen=True)

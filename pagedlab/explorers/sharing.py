@@ -1,19 +1,24 @@
 """Explorers for sharing: sliders -> real allocator, block tables, prefix cache -> picture.
 
-``SharingExplorer`` and ``PrefixCacheExplorer`` run :mod:`pagedlab.views.sharing` (the live
-site runs it too); ``EvictionExplorer`` (notebook 6, widgets only) runs
-:func:`pagedlab.control_scenes.eviction_scene`.
+``SharingExplorer`` and ``PrefixCacheExplorer`` run :mod:`pagedlab.explorers.views.sharing` (the
+live site runs it too); ``EvictionExplorer`` (notebook 6, widgets only) runs
+:func:`pagedlab.pictures.control_scenes.eviction_scene`.
 """
 
 from __future__ import annotations
 
 import html
 
-from pagedlab.control_scenes import EVICTION_PROMPT, eviction_scene
 from pagedlab.explorers.base import Explorer, View
+from pagedlab.explorers.views.controls import Choice, Declaration, Play, Slider
+from pagedlab.explorers.views.sharing import (
+    PREFIX_EXPLORER,
+    SHARING_EXPLORER,
+    prefix_view,
+    sharing_view,
+)
+from pagedlab.pictures.control_scenes import EVICTION_PROMPT, eviction_scene
 from pagedlab.pictures.sharing import sharing_scene
-from pagedlab.views.controls import Choice, Declaration, Play, Slider
-from pagedlab.views.sharing import PREFIX_EXPLORER, SHARING_EXPLORER, prefix_view, sharing_view
 
 
 class SharingExplorer(Explorer):

@@ -13,14 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pagedlab.checks import check_int
 from pagedlab.explorers.base import Explorer, View
+from pagedlab.explorers.views.controls import Choice, Declaration, Play, Slider
+from pagedlab.ground.checks import check_int
 from pagedlab.pictures.at_scale import plot_block_sweep
 from pagedlab.pictures.png import to_png
 from pagedlab.pictures.reservation import reservation_scene
 from pagedlab.simulate.policies import OneRequest
 from pagedlab.simulate.report import SweepRow
-from pagedlab.views.controls import Choice, Declaration, Play, Slider
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 MAX_RESERVED = 2048

@@ -58,7 +58,7 @@ def read_cells(
 
 def _cells_of(path: Path, entries: set[str], first: int) -> list[Cell]:
     """The notebook's exercise cells, after one cell of the imports its other cells make at
-    their top level (``from pagedlab.checks import ceil_div``, ``import torch``): the names a
+    their top level (``from pagedlab.ground.checks import ceil_div``, ``import torch``): the names a
     learner uses as the notebook does, as JupyterLab ran them."""
     cells: list[Cell] = []
     imports: list[str] = []

@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from pagedlab.attention import backend
-from pagedlab.checks import ceil_div
 from pagedlab.grade.drivers import ADAPTERS, _named
+from pagedlab.ground.checks import ceil_div
 
 SENTINEL = -7.0  # what ``out`` holds where the kernel must not store
 GUARD = 2  # NaN blocks before and after each cache (and -1 rows around the table)

@@ -10,9 +10,9 @@ from typing import Any
 import torch
 
 from pagedlab.attention.ops import reference_attention
-from pagedlab.checks import ceil_div
 from pagedlab.grade.cases import Case
 from pagedlab.grade.kernel_drivers import SENTINEL
+from pagedlab.ground.checks import ceil_div
 
 
 def tensors_equal(expected: Any, got: Any) -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 GRADERS = ("pagedlab.exercises", "pagedlab.grade")
 ALLOWED = ("pagedlab.exercises", "pagedlab.grade.drivers", "pagedlab.grade.sandbox",
            "pagedlab.grade.wire", "pagedlab.grade.kernel_drivers")  # fmt: skip
-WATCHED = ("pagedlab.grade", "pagedlab.memory", "pagedlab.checks")
+WATCHED = ("pagedlab.grade", "pagedlab.memory", "pagedlab.ground.checks")
 SCANS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents")
 PAGEDLAB = os.sep + "pagedlab" + os.sep
 MIN_SHARED = 24  # bytes of bytecode: shorter functions may coincide honestly

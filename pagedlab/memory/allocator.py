@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from typing import Literal, cast
 
-from pagedlab.checks import Refused, check_choice, check_int
+from pagedlab.ground.checks import Refused, check_choice, check_int
 from pagedlab.memory.events import Event, EventKind, EventSource
 from pagedlab.memory.owner import (
     Owner,

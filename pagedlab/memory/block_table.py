@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
-from pagedlab.checks import ceil_div, check_int, slot_mapping
+from pagedlab.ground.checks import ceil_div, check_int, slot_mapping
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.owner import items_of
 

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from pagedlab.checks import check_choice
+from pagedlab.ground.checks import check_choice
 
 EventKind = Literal["allocate", "write", "share", "copy", "release", "free", "reuse"]
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.ground.checks import ArgumentTypeError, check_int
 
 MAX_NUM_BLOCKS = 2**20  # the largest pool: 1,048,576 blocks
 MAX_SLOTS = 2**31 - 1  # num_blocks * block_size bound: flat slot ids are int32

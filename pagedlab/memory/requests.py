@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from pagedlab.checks import ceil_div, check_int, slot_mapping
+from pagedlab.ground.checks import ceil_div, check_int, slot_mapping
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
 from pagedlab.memory.owner import MAX_NUM_BLOCKS, MAX_SLOTS
 

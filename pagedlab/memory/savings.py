@@ -16,8 +16,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pagedlab import paper
-from pagedlab.checks import ceil_div, check_choice, check_int
+from pagedlab.ground import paper
+from pagedlab.ground.checks import ceil_div, check_choice, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.sharing import beam_step, fork_samples

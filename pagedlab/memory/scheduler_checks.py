@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from pagedlab.checks import check_int
+from pagedlab.ground.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
 from pagedlab.memory.requests import STATUSES, Group, Request, StepOutput, StepPlan

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pagedlab.checks import check_int
+from pagedlab.ground.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite, blocks_to_append
 from pagedlab.memory.owner import items_of

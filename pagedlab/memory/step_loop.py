@@ -11,7 +11,7 @@ writer of a group's tokens: it appends them, ends a request at EOS and frees the
 
 from __future__ import annotations
 
-from pagedlab.checks import check_int
+from pagedlab.ground.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.requests import Group, KVHooks, Request, StepOutput, StepPlan, Work, execute
 from pagedlab.memory.scheduler_checks import (

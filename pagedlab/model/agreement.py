@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pagedlab.checks import ArgumentTypeError, check_bool, check_int
+from pagedlab.ground.checks import ArgumentTypeError, check_bool, check_int
 from pagedlab.model.checks import check_flat_attend, check_instance, check_token_ids
 from pagedlab.model.kv import causal_attention, invariant_attention
 from pagedlab.model.layers import project

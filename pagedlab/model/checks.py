@@ -2,7 +2,7 @@
 
 Every public function and method of :mod:`pagedlab.model` starts with one named guard, then
 runs its mechanism; nothing is validated inside the mechanism. A wrong kind raises
-:class:`~pagedlab.checks.ArgumentTypeError` (a ``TypeError``, also a ``ValueError``), a wrong
+:class:`~pagedlab.ground.checks.ArgumentTypeError` (a ``TypeError``, also a ``ValueError``), a wrong
 value ``ValueError``; every message names the argument and the value, and a refused call
 changes nothing. The checks take sizes or a config, not a ``TinyLlama`` (no import cycle).
 """
@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import torch
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.ground.checks import ArgumentTypeError, check_int
 from pagedlab.model.config import LlamaConfig
 
 T = TypeVar("T")

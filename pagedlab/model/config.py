@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 
-from pagedlab.checks import ArgumentTypeError, check_bool, check_int
+from pagedlab.ground.checks import ArgumentTypeError, check_bool, check_int
 
 IMPLIED: dict[str, object] = {
     "hidden_act": "silu",

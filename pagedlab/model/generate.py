@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from pagedlab.checks import check_int
+from pagedlab.ground.checks import check_int
 from pagedlab.model.checks import check_instance, check_length, check_token_ids
 from pagedlab.model.kv import ContiguousCache
 from pagedlab.model.layers import project

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.ground.checks import ArgumentTypeError, check_int
 from pagedlab.model.checks import check_instance
 
 _LAYER_NAMES = {

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import torch
 
-from pagedlab.checks import check_bool, check_int
+from pagedlab.ground.checks import check_bool, check_int
 from pagedlab.model.checks import check_flat_attend, check_qkv
 
 KEY_TILE = 64

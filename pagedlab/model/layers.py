@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pagedlab.checks import ArgumentTypeError, check_bool, check_int
+from pagedlab.ground.checks import ArgumentTypeError, check_bool, check_int
 from pagedlab.model.checks import check_instance, check_store
 from pagedlab.model.config import LlamaConfig, check_positive
 from pagedlab.model.kv import KVStore

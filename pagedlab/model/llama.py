@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from pagedlab.checks import check_int
+from pagedlab.ground.checks import check_int
 from pagedlab.model.checks import (
     check_id_tensor,
     check_positions,

@@ -31,7 +31,7 @@ import torch
 
 from pagedlab.attention import PagedKVCache, backend, block_tables_tensor, paged_attention
 from pagedlab.attention.ops import attend_pages
-from pagedlab.checks import ArgumentTypeError, ceil_div, check_bool, check_int, slot_mapping
+from pagedlab.ground.checks import ArgumentTypeError, ceil_div, check_bool, check_int, slot_mapping
 from pagedlab.model.checks import check_instance, check_qkv
 from pagedlab.model.kv import causal_attention, invariant_attention
 

@@ -21,7 +21,7 @@ import hashlib
 
 import torch
 
-from pagedlab.checks import ArgumentTypeError, check_int
+from pagedlab.ground.checks import ArgumentTypeError, check_int
 
 
 def check_temperature(temperature: object) -> float:

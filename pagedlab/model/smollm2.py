@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from pagedlab.checks import ArgumentTypeError, check_bool, check_int
+from pagedlab.ground.checks import ArgumentTypeError, check_bool, check_int
 from pagedlab.model.checks import check_instance, check_token_ids
 from pagedlab.model.gguf_file import read_llama_gguf
 from pagedlab.model.llama import TinyLlama

@@ -3,5 +3,6 @@
 Primitives: ``theme`` (the one Okabe-Ito palette), ``png`` (the one PNG encoder), ``drawing``
 (``Drawing``: rects, labels, arrows in inches; no numpy or matplotlib), ``canvas`` (renders a
 ``Drawing`` in place) and ``svg`` (the same ``Drawing`` for the live site); the other modules
-are scenes.
+are scenes. ``scenes`` stages every example the notebooks share; ``control_scenes``, those
+that need no torch (the live core).
 """

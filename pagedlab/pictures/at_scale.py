@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from pagedlab.paper import FIG2_BREAKDOWN
+from pagedlab.ground.paper import FIG2_BREAKDOWN
 from pagedlab.pictures.theme import CATEGORY_COLORS as COLORS
 from pagedlab.pictures.theme import HIGHLIGHT, PAPER, SIMULATED
 from pagedlab.simulate.accounting import FIG2, SimResult

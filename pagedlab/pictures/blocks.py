@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pagedlab.checks import ceil_div
+from pagedlab.ground.checks import ceil_div
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.pictures.drawing import FIG_H, Arrow, Box, Drawing, Label, Point, Rect, font_size

@@ -1,6 +1,6 @@
 """A buddy allocator splitting and merging, one frame per row (notebook 07, §6.1).
 
-``buddy_scene(frames)`` draws :class:`~pagedlab.scenes.BuddyFrame` snapshots over one slot
+``buddy_scene(frames)`` draws :class:`~pagedlab.pictures.scenes.BuddyFrame` snapshots over one slot
 axis and reads them only. Rect kinds: ``reserved``, ``rounding``, ``free-block``.
 """
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pagedlab.frontier.async_steps import Timeline
+from pagedlab.frontier.hybrid import HybridRequest
+from pagedlab.frontier.miss_reasons import REASONS, RequestMisses
+from pagedlab.frontier.partial_prefix import PartialAdmission
+from pagedlab.frontier.peers import TraceResult
 from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.async_steps import Timeline
-from pagedlab.memory.hybrid import HybridRequest
-from pagedlab.memory.miss_reasons import REASONS, RequestMisses
-from pagedlab.memory.partial_prefix import PartialAdmission
-from pagedlab.memory.peers import TraceResult
 from pagedlab.pictures.drawing import Arrow, Box, Drawing, Label, Rect, font_size
 from pagedlab.pictures.theme import FREE_COLOR, FREE_EDGE, INK, OTHER_COLOR, PALETTE
 

@@ -1,7 +1,8 @@
 """Notebook 12's routers, side by side: hit rate per router, and requests per engine under each.
 
-Reads runs (``pagedlab.fleet.routing.RouteStats``: ``policy``, ``hit_rate``, ``per_engine()``)
-and never changes them; the explorer and the README's figure draw the same picture.
+Reads runs (``pagedlab.frontier.fleet.routing.RouteStats``: ``policy``, ``hit_rate``,
+``per_engine()``) and never changes them; the explorer and the README's figure draw the same
+picture.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ tests): ``token``, ``pad``, ``index``, ``table-cell``, ``null``, ``worker-block`
 from __future__ import annotations
 
 from pagedlab.attention.mixed_step import PAD_SLOT_ID, MixedStep
-from pagedlab.checks import check_int
+from pagedlab.ground.checks import check_int
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.pictures.drawing import Arrow, Box, Drawing, Label, Rect
 from pagedlab.pictures.theme import FREE_COLOR, FREE_EDGE, INK, table_color, tint

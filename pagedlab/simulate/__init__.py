@@ -2,7 +2,7 @@
 
 ``make_trace`` builds a seeded synthetic workload, ``simulate`` runs one policy over it
 (event-driven, exact per step), ``compare_table`` / ``block_size_sweep`` put the results beside
-the paper's (``pagedlab.paper``). Each module's docstring says what is and is not modelled.
+the paper's (``pagedlab.ground.paper``). Each module's docstring says what is and is not modelled.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ _HOMES: dict[str, str] = {
         ("engine", "simulate"),
         ("policies", "PAPER_POOL_SLOTS OneRequest Policy paper_policies reserved_slots"),
         ("policies", "orca_max orca_oracle orca_pow2 vllm"),
-        ("report", "PAPER_MEAN_BATCH PAPER_TOKEN_SHARE SweepRow block_size_sweep"),
+        ("report", "PAPER_MEAN_BATCH SweepRow block_size_sweep"),
         ("report", "breakdown_table compare_table sweep_table"),
         ("step_cost", "StepCost"),
         ("workload", "MAX_LEN WORKLOADS Trace make_trace"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from pagedlab.checks import check_int
+from pagedlab.ground.checks import check_int
 
 
 def buddy_extent(slots: int) -> int:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pagedlab.checks import ceil_div, check_int
+from pagedlab.ground.checks import ceil_div, check_int
 from pagedlab.simulate.accounting import (
     CATEGORIES,
     FIG2,

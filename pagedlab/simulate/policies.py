@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pagedlab import paper
-from pagedlab.checks import ArgumentTypeError, check_choice, check_int
+from pagedlab.ground import paper
+from pagedlab.ground.checks import ArgumentTypeError, check_choice, check_int
 from pagedlab.simulate.contiguous import ALLOCATORS
 from pagedlab.simulate.reservation import RESERVATIONS as RESERVATIONS  # re-exported
 from pagedlab.simulate.reservation import OneRequest as OneRequest

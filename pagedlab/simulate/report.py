@@ -1,7 +1,7 @@
 """The paper's numbers beside ours (Fig. 2, Fig. 13), and the block-size trade-off.
 
 ``fig2_table`` and ``fig13_table`` (mean batch sizes; OPT-13B, ShareGPT, 2 req/s) print the
-paper's numbers (``pagedlab.paper``) beside ours; ``compare_table`` both, with the cause of
+paper's numbers (``pagedlab.ground.paper``) beside ours; ``compare_table`` both, with the cause of
 each difference (``GAP_NOTES``). ``block_size_sweep`` runs the paged policy per block size
 and reports Fig. 18b's trade-off: internal fragmentation (grows with B), table entries per
 sequence and sharing granularity (shrink and coarsen with B). Kernel speed is not simulated.
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pagedlab import paper
-from pagedlab.checks import ceil_div, check_int
+from pagedlab.ground import paper
+from pagedlab.ground.checks import ceil_div, check_int
 from pagedlab.simulate.accounting import CATEGORIES, FIG2, SimResult
 from pagedlab.simulate.engine import simulate
 from pagedlab.simulate.policies import BYTES_PER_TOKEN_OPT13B, PAPER_POOL_SLOTS, vllm
@@ -23,7 +23,6 @@ from pagedlab.simulate.step_cost import StepCost
 from pagedlab.simulate.validate import check_type
 from pagedlab.simulate.workload import Trace
 
-PAPER_TOKEN_SHARE = paper.FIG2_TOKEN_SHARE  # Fig. 2
 PAPER_MEAN_BATCH = paper.FIG13_MEAN_BATCH  # Fig. 13
 
 GAP_NOTES = {

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pagedlab import paper
-from pagedlab.checks import ceil_div, check_choice, check_int
+from pagedlab.ground import paper
+from pagedlab.ground.checks import ceil_div, check_choice, check_int
 from pagedlab.simulate.contiguous import buddy_extent
 
 MAX_LEN = paper.MAX_SEQ_LEN  # OPT's longest sequence (§3, §6.1); workload.MAX_LEN is this

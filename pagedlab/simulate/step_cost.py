@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pagedlab.checks import check_int
+from pagedlab.ground.checks import check_int
 from pagedlab.simulate.validate import check_real
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from pagedlab.checks import ArgumentTypeError
+from pagedlab.ground.checks import ArgumentTypeError
 
 
 def check_real(

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pagedlab import paper
-from pagedlab.checks import ArgumentTypeError, check_choice, check_int
+from pagedlab.ground import paper
+from pagedlab.ground.checks import ArgumentTypeError, check_choice, check_int
 from pagedlab.simulate.reservation import MAX_TOKENS as MAX_TOKENS  # re-exported
 from pagedlab.simulate.validate import check_real, check_type
 

@@ -15,8 +15,8 @@ from pagedlab.attention.mixed_step import (
     mixed_step,
     pagedlab_slots,
 )
+from pagedlab.pictures.scenes import MIXED_STEP_REQUESTS, mixed_v1_step
 from pagedlab.pictures.step import mixed_step_scene, tensor_parallel_scene
-from pagedlab.scenes import MIXED_STEP_REQUESTS, mixed_v1_step
 
 
 def test_the_notebook_step_tensors() -> None:

@@ -87,7 +87,7 @@ def _wait_result(page: Page, name: str, pattern: str) -> str:
 def test_a_setting_no_frame_holds_comes_from_the_real_allocator(
     browser: Browser, site: Site
 ) -> None:
-    from pagedlab.control_scenes import example_table
+    from pagedlab.pictures.control_scenes import example_table
 
     live = LivePage(browser, f"{site.url}/{PAGE}")
     page = live.page

@@ -4,8 +4,8 @@ later grade pass, and a top-level loop hung the page's worker)."""
 
 from __future__ import annotations
 
+from pagedlab.explorers.site import live
 from pagedlab.grade.core import Exercise
-from pagedlab.site import live
 
 RIGHT = "def my_blocks_needed(n, b):\n    return -(-n // b)\n"
 WRONG = "def my_blocks_needed(n, b):\n    return n // b\n"

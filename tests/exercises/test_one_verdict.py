@@ -18,14 +18,14 @@ from typing import Any
 import nbformat
 
 from pagedlab.exercises import EXERCISES
+from pagedlab.explorers.site import live
 from pagedlab.grade.cells import entry_of, notebook_imports, read_cells
 from pagedlab.grade.runner import grade
-from pagedlab.site import live
 from tests.exercises.test_grade import notebook, right_answer
 
 IMPORTS = {  # exercise -> (a cell of the notebook that imports, the exercise cell)
     "new_blocks": (
-        "from pagedlab.checks import ceil_div\n",
+        "from pagedlab.ground.checks import ceil_div\n",
         "def my_new_blocks(num_tokens, n, block_size):\n"
         "    return ceil_div(num_tokens + n, block_size) - ceil_div(num_tokens, block_size)\n",
     ),
@@ -97,7 +97,7 @@ def test_the_live_page_runs_the_notebooks_imports_as_instructor_mode_does() -> N
     entries = {entry_of(exercise) for exercise in EXERCISES.values()}
     prelude = notebook_imports(path, entries)
     assert read_cells([path], entries)[0].source == prelude
-    assert "from pagedlab.checks import ceil_div" in prelude
+    assert "from pagedlab.ground.checks import ceil_div" in prelude
     code = IMPORTS["new_blocks"][1]
     assert live.grade("new_blocks", code)["status"] == "failed"  # alone: a NameError
     got = live.grade("new_blocks", code, prelude)

@@ -7,8 +7,8 @@ import pytest
 from pagedlab import BlockAllocator, BlockTable
 from pagedlab.explorers.allocation import AllocationExplorer
 from pagedlab.memory.events import Event
-from pagedlab.scenes import LAYOUTS, make_allocator
-from pagedlab.scenes import example_state as explorer_state
+from pagedlab.pictures.scenes import LAYOUTS, make_allocator
+from pagedlab.pictures.scenes import example_state as explorer_state
 
 
 @pytest.fixture(scope="module")

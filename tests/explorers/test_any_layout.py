@@ -14,7 +14,7 @@ from pagedlab.explorers.any_layout import (
     moved_max_widget,
     place,
 )
-from pagedlab.scenes import example_history, kernel_output
+from pagedlab.pictures.scenes import example_history, kernel_output
 from tests.refuses import refuses
 
 KEYS = [0.0, 1.0, 0.5, 0.0, 2.0, 1.0, 0.0, 0.5, 3.0, 0.0]  # notebook 03's keys that grow

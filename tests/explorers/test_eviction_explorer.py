@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pagedlab.control_scenes import eviction_scene
 from pagedlab.explorers.sharing import EvictionExplorer
+from pagedlab.pictures.control_scenes import eviction_scene
 
 
 def test_a_large_pool_keeps_every_cached_block_and_a_small_one_evicts() -> None:

@@ -12,16 +12,16 @@ from collections.abc import Callable
 import ipywidgets as widgets
 import pytest
 
-from pagedlab.checks import Refused
 from pagedlab.explorers.allocation import AllocationExplorer
 from pagedlab.explorers.base import WIDGET_VIEW, Explorer, View
 from pagedlab.explorers.batch import BatchExplorer
 from pagedlab.explorers.engine import EngineExplorer
 from pagedlab.explorers.kernel import KernelExplorer
 from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
+from pagedlab.explorers.views.controls import Choice, Slider, Toggle
 from pagedlab.explorers.waste import BlockSizeExplorer, ReservationExplorer
+from pagedlab.ground.checks import Refused
 from pagedlab.simulate import block_size_sweep, make_trace
-from pagedlab.views.controls import Choice, Slider, Toggle
 
 
 def _block_size_explorer() -> BlockSizeExplorer:

@@ -8,7 +8,7 @@ import torch
 from pagedlab.attention import backend, reference_attention
 from pagedlab.attention.batch import dense_attention
 from pagedlab.explorers.kernel import KernelExplorer, error_bound, kernel_report
-from pagedlab.scenes import kernel_batch as shuffled_batch
+from pagedlab.pictures.scenes import kernel_batch as shuffled_batch
 
 
 def test_shuffled_batch_writes_every_token_where_its_table_says() -> None:

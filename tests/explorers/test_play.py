@@ -13,8 +13,8 @@ import pytest
 from pagedlab.explorers.base import Explorer, View
 from pagedlab.explorers.hit_rate import HitRateExplorer
 from pagedlab.explorers.sharing import EvictionExplorer
+from pagedlab.explorers.views.controls import Choice, Declaration, Play, Slider
 from pagedlab.pictures.drawing import Drawing
-from pagedlab.views.controls import Choice, Declaration, Play, Slider
 
 
 def test_a_step_play_on_a_slider_moves_the_slider_both_ways() -> None:

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from pagedlab.attention.swap import SwappingKV
-from pagedlab.checks import ArgumentTypeError
 from pagedlab.explorers.scheduler import (
     MAX_STEP,
     SchedulerExplorer,
@@ -17,9 +16,10 @@ from pagedlab.explorers.scheduler import (
     readout_html,
 )
 from pagedlab.explorers.scheduler import SchedulerState as ExplorerState
+from pagedlab.ground.checks import ArgumentTypeError
 from pagedlab.pictures.canvas import drawing_png as to_png
+from pagedlab.pictures.scenes import scheduler_scene
 from pagedlab.pictures.scheduler import scheduler_drawing
-from pagedlab.scenes import scheduler_scene
 from tests.explorers.test_explorers import assert_widgets_are_declarations
 
 

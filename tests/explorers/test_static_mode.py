@@ -8,8 +8,8 @@ from ipywidgets.widgets.widget import _instances
 from ipywidgets.widgets.widget_link import DirectionalLink, Link
 
 from pagedlab.explorers.allocation import AllocationExplorer
-from pagedlab.site import static
-from pagedlab.views.controls import Play
+from pagedlab.explorers.site import static
+from pagedlab.explorers.views.controls import Play
 from tests.refuses import refuses
 
 
@@ -91,7 +91,7 @@ def test_allocation_explorer_replays_in_static_mode() -> None:
 def test_the_live_page_reads_the_explorers_own_declarations() -> None:
     from pagedlab.explorers.scheduler import SchedulerExplorer
     from pagedlab.explorers.sharing import PrefixCacheExplorer, SharingExplorer
-    from pagedlab.site import live
+    from pagedlab.explorers.site import live
 
     for cls in (AllocationExplorer, SharingExplorer, PrefixCacheExplorer, SchedulerExplorer):
         assert cls.DECLARATION is not None and cls.DECLARATION.frames
@@ -99,7 +99,7 @@ def test_the_live_page_reads_the_explorers_own_declarations() -> None:
 
 
 def test_a_declaration_refuses_axes_that_are_not_its_controls() -> None:
-    from pagedlab.views.controls import Declaration, Slider
+    from pagedlab.explorers.views.controls import Declaration, Slider
 
     length = (Slider("length", 1, 8, "length", 5),)
     with pytest.raises(ValueError, match="'colour' is not a control"):

@@ -206,7 +206,7 @@ def test_append_token_is_append_tokens_of_one() -> None:
 
 
 def test_check_int_names_the_value_and_its_bounds() -> None:
-    from pagedlab.checks import check_int
+    from pagedlab.ground.checks import check_int
 
     assert check_int(4, "width", minimum=1, maximum=4) == 4
     with pytest.raises(ValueError, match="width must be <= 4, got 5"):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedlab.checks import ArgumentTypeError
+from pagedlab.ground.checks import ArgumentTypeError
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.requests import Request, StepOutput, StepPlan

@@ -19,7 +19,7 @@ from pagedlab.memory.savings import (
     savings_table,
 )
 from pagedlab.memory.sharing import beam_step, can_beam_step, fork_samples, holders
-from pagedlab.scenes import FIG9_STEP, figure8, figure9_before
+from pagedlab.pictures.scenes import FIG9_STEP, figure8, figure9_before
 from tests.memory.bad_calls import (
     IntCall,
     OtherCall,

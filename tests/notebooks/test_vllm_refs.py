@@ -1,5 +1,6 @@
-"""pagedlab.vllm_refs: every vLLM file and PR a notebook names is listed once; every V1 statement
-points at lines of the vLLM 0.34.0 wheel's file, and those names are in the installed copy."""
+"""pagedlab.ground.vllm_refs: every vLLM file and PR a notebook names is listed once; every V1
+statement points at lines of the vLLM 0.34.0 wheel's file, and those names are in the installed
+copy."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from pagedlab import vllm_refs
+from pagedlab.ground import vllm_refs
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 PATH = re.compile(r"\b((?:vllm|csrc)/[\w/]+\.(?:py|cu|cuh))\b")

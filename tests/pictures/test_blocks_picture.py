@@ -133,8 +133,8 @@ def test_other_scenes_read_state_and_never_write_it() -> None:
     from pagedlab.memory.sharing import fork_samples
     from pagedlab.pictures.canvas import drawing_png as to_png
     from pagedlab.pictures.reservation import reservation_scene
+    from pagedlab.pictures.scenes import figure8_prompt, kernel_batch
     from pagedlab.pictures.sharing import event_frames, sharing_scene
-    from pagedlab.scenes import figure8_prompt, kernel_batch
     from pagedlab.simulate.policies import OneRequest
 
     prompt = figure8_prompt()

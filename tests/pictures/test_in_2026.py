@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pagedlab.control_scenes import miss_scene
+from pagedlab.frontier.async_steps import run_async
+from pagedlab.frontier.hybrid import HybridRequest, group_layers
+from pagedlab.frontier.partial_prefix import PartialPrefixCache
+from pagedlab.frontier.peers import run_trace, vllm_block_pool
 from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.async_steps import run_async
-from pagedlab.memory.hybrid import HybridRequest, group_layers
-from pagedlab.memory.partial_prefix import PartialPrefixCache
-from pagedlab.memory.peers import run_trace, vllm_block_pool
 from pagedlab.pictures import in_2026 as pictures
 from pagedlab.pictures.canvas import drawing_png
+from pagedlab.pictures.control_scenes import miss_scene
 
 
 def _keyed(d) -> bool:  # type: ignore[no-untyped-def]

@@ -10,9 +10,7 @@ from pagedlab.explorers.sharing import PrefixCacheExplorer
 from pagedlab.memory.sharing import beam_step
 from pagedlab.pictures.blocks import POOL_BOX, scene
 from pagedlab.pictures.drawing import Box, Drawing, Label
-from pagedlab.pictures.sharing import Frame, event_frames, sharing_scene
-from pagedlab.pictures.theme import OTHER_COLOR, table_color
-from pagedlab.scenes import (
+from pagedlab.pictures.scenes import (
     FIG8_WORDS,
     FIG9_STEP,
     figure8_prompt,
@@ -20,6 +18,8 @@ from pagedlab.scenes import (
     kernel_batch,
     prefix_tokens,
 )
+from pagedlab.pictures.sharing import Frame, event_frames, sharing_scene
+from pagedlab.pictures.theme import OTHER_COLOR, table_color
 
 
 def _texts(d: Drawing) -> list[str]:

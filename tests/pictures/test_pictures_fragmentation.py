@@ -9,7 +9,7 @@ from pagedlab.pictures.canvas import drawing_png as to_png
 from pagedlab.pictures.drawing import Drawing, Label, stack
 from pagedlab.pictures.fragmentation import fig3_scene, fragmentation_scene, holes
 from pagedlab.pictures.reservation import reservation_scene
-from pagedlab.scenes import fragmented_pool
+from pagedlab.pictures.scenes import fragmented_pool
 from pagedlab.simulate.policies import OneRequest
 
 NAMES = ["R2", "R4", "R6", "R8"]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from pagedlab.pictures.scenes import mixed_v1_step
 from pagedlab.pictures.step import mixed_step_scene
 from pagedlab.pictures.theme import FREE_EDGE, INK
-from pagedlab.scenes import mixed_v1_step
 
 
 def test_unused_request_slots_are_drawn_faded_and_named_not_sent() -> None:

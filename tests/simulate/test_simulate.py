@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedlab import BlockAllocator, BlockTable, paper
+from pagedlab import BlockAllocator, BlockTable
+from pagedlab.ground import paper
 from pagedlab.simulate import (
     CATEGORIES,
     MAX_LEN,

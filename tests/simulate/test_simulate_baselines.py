@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from pagedlab import paper
+from pagedlab.ground import paper
 from pagedlab.simulate import (
     PAPER_POOL_SLOTS,
     BuddyAllocator,

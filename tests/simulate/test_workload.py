@@ -78,7 +78,7 @@ def test_bad_values(call: Callable[[], object], kind: type[Exception], words: st
 
 
 def test_wrong_kinds_are_type_errors_not_only_value_errors() -> None:
-    """A wrong kind is a TypeError; it is also a ValueError (pagedlab.checks' contract)."""
+    """A wrong kind is a TypeError; it is also a ValueError (pagedlab.ground.checks' contract)."""
     refuses(lambda: make_trace("2", 10.0), TypeError)
     refuses(lambda: make_trace("2", 10.0), ValueError)
 

@@ -130,7 +130,7 @@
     panel.dataset.roundTripMs = (performance.now() - begin).toFixed(1); // input -> page updated
   }
 
-  // Play: the explorer's declared Play (pagedlab.views.controls.Play). Python says which
+  // Play: the explorer's declared Play (pagedlab.explorers.views.controls.Play). Python says which
   // values one press shows (live.play: the mode and the values, as in the notebook's widget);
   // the page sets the axis's input to each in turn and redraws. Pressed again, or an input
   // moved by hand, it stops where it is.

@@ -21,11 +21,11 @@ async function start() {
     pyodide.FS.writeFile(`${SRC}/${path}`, text);
   }
   pyodide.runPython(`import sys; sys.path.insert(0, ${JSON.stringify(SRC)})`);
-  const live = pyodide.pyimport("pagedlab.site.live");
+  const live = pyodide.pyimport("pagedlab.explorers.site.live");
   const json = pyodide.pyimport("json");
   const call = (fn, ...args) => JSON.parse(json.dumps(fn(...args)));
   const exercises = call(live.exercise_names);
-  const explorers = call(pyodide.runPython("lambda: list(__import__('pagedlab.site.live', fromlist=['EXPLORERS']).EXPLORERS)"));
+  const explorers = call(pyodide.runPython("lambda: list(__import__('pagedlab.explorers.site.live', fromlist=['EXPLORERS']).EXPLORERS)"));
   return { pyodide, live, json, call, exercises, explorers, ms: performance.now() - begin };
 }
 
