@@ -219,6 +219,13 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         "13-30",
         first_read="491d923514ad9c40e665dc8deae57dd377cb88b0",
     ),
+    "gumbel_sampling": Ref(
+        "vllm/v1/worker/gpu/sample/gumbel.py",
+        ("murmur3_hash32", "gumbel_noised_argmax"),
+        "the GPU sampler's Gumbel-max noise is a hash of (seed, position, token): a seeded "
+        "request draws the same tokens whatever its batch.",
+        "105, 172",
+    ),
     "beam_search_offline": Ref(
         "vllm/entrypoints/generate/beam_search/offline.py",
         ("BeamSearchOfflineMixin.beam_search",),
