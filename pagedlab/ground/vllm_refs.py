@@ -222,8 +222,8 @@ REFS: Mapping[str, Ref] = MappingProxyType({
     "gumbel_sampling": Ref(
         "vllm/v1/worker/gpu/sample/gumbel.py",
         ("murmur3_hash32", "gumbel_noised_argmax"),
-        "the GPU sampler's Gumbel-max noise is a hash of (seed, position, token): a seeded "
-        "request draws the same tokens whatever its batch.",
+        "the GPU sampler's Gumbel-max noise is a hash of (seed, position, token): the noise a "
+        "seeded request draws does not depend on its batch (its logits still may).",
         "105, 172",
     ),
     "beam_search_offline": Ref(
