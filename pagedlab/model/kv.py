@@ -56,22 +56,26 @@ def invariant_attention(
 ) -> torch.Tensor:
     """:func:`causal_attention`, one query at a time, each over keys padded to ``KEY_TILE``.
 
-    Query ``i`` (position ``first + i``) reads keys ``0 .. first + i`` zero-padded to the next
-    multiple of ``KEY_TILE`` (the padding's scores are ``-inf``, weight 0): every shape, and
-    so every reduction order, is a function of that position alone.
+    Query ``i`` (position ``first + i``) reads keys ``0 .. first + i`` padded to the next
+    multiple of ``KEY_TILE`` (zeros past the keys there are, later positions' keys within the
+    tile; all past ``first + i`` score ``-inf``, weight 0): every shape, and so every reduction
+    order, is a function of that position alone. Queries in one tile share its padded K/V.
     """
     check_qkv(q, k, v, first)
     n, heads, d = q.shape
     group = heads // k.shape[1]
     out = torch.empty(n, heads, d, dtype=torch.float32, device=q.device)
+    tiles: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # padded length -> K, V [.., heads, d]
     for i in range(n):
         length = first + i + 1
         padded = -(-length // KEY_TILE) * KEY_TILE
-        keys = k.new_zeros(padded, *k.shape[1:], dtype=torch.float32)
-        values = torch.zeros_like(keys)
-        keys[:length], values[:length] = k[:length], v[:length]
-        keys = keys.repeat_interleave(group, dim=1)  # [padded, heads, d]
-        values = values.repeat_interleave(group, dim=1)
+        if padded not in tiles:
+            kv = k.new_zeros(2, padded, *k.shape[1:], dtype=torch.float32)
+            have = min(padded, len(k))
+            kv[0, :have], kv[1, :have] = k[:have], v[:have]
+            keys, values = kv.repeat_interleave(group, dim=2).unbind(0)
+            tiles[padded] = keys, values
+        keys, values = tiles[padded]
         scores = torch.einsum("hd,thd->ht", q[i].float(), keys) * d**-0.5
         scores[:, length:] = float("-inf")
         out[i] = torch.einsum("ht,thd->hd", torch.softmax(scores, dim=-1), values)

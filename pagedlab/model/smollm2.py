@@ -220,7 +220,8 @@ def _load(path: Path, cache: bool) -> tuple[dict[str, int | float], dict[str, to
                     )
                 shutil.rmtree(entry, ignore_errors=True)
         config, weights = read_llama_gguf(path)
-        tokenizer = _tokenizer_from(path.parent, path.name)
+        with _gguf_read_once():  # the tokenizer's reading parses the file in memory too
+            tokenizer = _tokenizer_from(path.parent, path.name)
         if cache:
             with contextlib.suppress(OSError):  # a folder we cannot write: no cache, same model
                 _write_entry(entry, config, weights, tokenizer)
