@@ -226,6 +226,13 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         "seeded request draws does not depend on its batch (its logits still may).",
         "105, 172",
     ),
+    "batch_invariant": Ref(
+        "vllm/model_executor/determinism/batch_invariant.py",
+        ("init_batch_invariance", "matmul_persistent"),
+        "VLLM_BATCH_INVARIANT=1 turns on kernels of one tile shape whatever the batch's rows "
+        "(matmul_persistent: 128 rows, the reduction in fixed steps).",
+        "284-340, 1516-1519",
+    ),
     "beam_search_offline": Ref(
         "vllm/entrypoints/generate/beam_search/offline.py",
         ("BeamSearchOfflineMixin.beam_search",),
