@@ -20,7 +20,7 @@ from torch import nn
 from pagedlab.ground.checks import ArgumentTypeError, check_bool, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
-from pagedlab.memory.scheduler_checks import MODES, check_settings
+from pagedlab.memory.step_loop import MODES
 from pagedlab.model.checks import check_length, check_token_ids
 from pagedlab.model.llama import TinyLlama
 from pagedlab.model.sampling import check_temperature
@@ -46,24 +46,19 @@ def weights_content(model: nn.Module) -> list[int]:
 def check_engine_settings(
     model: object,
     preemption: object,
-    token_budget: object,
     prefix_caching: object,
     batch_invariant: object,
-    chunked_prefill: object,
     host_blocks: object,
-) -> tuple[int | None, bool, int | None]:
-    """``Engine``'s settings, checked before anything is built; returns the token budget,
-    whether prefills are chunked (default: when there is a budget) and the host blocks."""
+) -> int | None:
+    """``Engine``'s settings but the scheduler's (its ``SchedulerConfig`` checks those), checked
+    before anything is built; returns the host blocks."""
     if not isinstance(model, TinyLlama):
         raise ArgumentTypeError(f"model must be a TinyLlama, got {type(model).__name__}")
     check_bool(batch_invariant, "batch_invariant")
     if preemption not in MODES:
         raise ValueError(f"preemption must be one of {MODES}, got {preemption!r}")
     check_bool(prefix_caching, "prefix_caching")
-    chunked = token_budget is not None if chunked_prefill is None else chunked_prefill
-    budget = check_settings(preemption, token_budget, chunked)
-    host = None if host_blocks is None else check_int(host_blocks, "host_blocks", 1)
-    return budget, bool(chunked), host
+    return None if host_blocks is None else check_int(host_blocks, "host_blocks", 1)
 
 
 def check_start(
