@@ -98,9 +98,8 @@ class Engine:
         batched torch on a CPU (:func:`pagedlab.model.paged.default_decode_attention`; pass
         :func:`pagedlab.paged_attention` to run the kernel here, in Triton's interpreter);
         ``host_blocks``: the swap space, default as many blocks as the device pool (§4.5's
-        bound); ``batch_invariant``: every token bit-identical to the oracle's (module doc).
-        ``preemption``, ``token_budget`` and ``chunked_prefill`` (default: on with a budget)
-        make ``self.config``, the :class:`SchedulerConfig` of every run's scheduler."""
+        bound); ``batch_invariant``: every token bit-identical to the oracle's (module doc);
+        ``chunked_prefill``: on with a budget by default. Each run's scheduler: ``self.config``."""
         settings = (preemption, prefix_caching, batch_invariant, host_blocks)
         host_blocks = guard.check_engine_settings(model, *settings)
         chunked = token_budget is not None if chunked_prefill is None else chunked_prefill

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from pagedlab.ground.checks import ArgumentTypeError, check_bool, check_int
+from pagedlab.ground.checks import ArgumentTypeError, check_bool, check_choice, check_int
 from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.capacity import prefill_need
+from pagedlab.memory.requests import Request
+from pagedlab.memory.scheduler_checks import check_request
 from pagedlab.memory.step_loop import MODES
 from pagedlab.model.checks import check_length, check_token_ids
 from pagedlab.model.llama import TinyLlama
@@ -55,8 +56,7 @@ def check_engine_settings(
     if not isinstance(model, TinyLlama):
         raise ArgumentTypeError(f"model must be a TinyLlama, got {type(model).__name__}")
     check_bool(batch_invariant, "batch_invariant")
-    if preemption not in MODES:
-        raise ValueError(f"preemption must be one of {MODES}, got {preemption!r}")
+    check_choice(preemption, "preemption", MODES)
     check_bool(prefix_caching, "prefix_caching")
     return None if host_blocks is None else check_int(host_blocks, "host_blocks", 1)
 
@@ -80,20 +80,7 @@ def check_start(
     new = check_int(max_new_tokens, "max_new_tokens", minimum=1)
     samples = check_int(n, "n", minimum=1)
     temp, seed = check_temperature(temperature), check_int(seed, "seed", minimum=0)
-    if token_budget is not None and samples > token_budget:
-        raise ValueError(
-            f"n = {samples} samples decode {samples} tokens a step, more than "
-            f"token_budget = {token_budget}"
-        )
-    for i, ids in enumerate(checked):
+    for i, ids in enumerate(checked):  # the last new token's K/V is never stored: new - 1
         check_length(model.max_positions, ids, new, f"prompts[{i}]")
-        need = prefill_need(len(ids), new - 1, samples, pool.block_size)
-        if need > pool.num_blocks:
-            what = f" x {samples} samples" if samples > 1 else ""
-            raise ValueError(
-                f"prompts[{i}] ({len(ids)} tokens) + max_new_tokens {new}{what} stores "
-                f"{len(ids) + new - 1} positions of K/V (the last new token's are never "
-                f"stored): {need} blocks of {pool.block_size}, more than the pool's "
-                f"{pool.num_blocks}"
-            )
+        check_request(Request(f"prompts[{i}]", len(ids), new - 1, samples), {}, pool, token_budget)
     return checked, new, samples, temp, seed

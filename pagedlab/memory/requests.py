@@ -64,21 +64,18 @@ class Group:
         a (re)prefill, in order: the prompt, then each sample's generated tokens
         |<------------------------------ work ----------------------------->|
         |<-- prefilled -->|<--- recompute_left --->|<- never computed yet ->|
-        | K/V written     | K/V dropped by a       | the rest of a fresh    |
-        | (cache hits too)| preemption: redone     | prompt                 |
+        | K/V (hits too)  | K/V dropped, redone    | a fresh prompt's rest  |
         sample s's table once prefilled (its samples decode, finish together)
         |<-- prompt_len -->|<-- generated -->|  generated <= output_len
         |<----------- num_tokens ----------->|<- rest of its last block ->|
         |<------------- len(blocks) * block_size: the slots held -------->|
 
-    Mid-prefill ``work == prompt_len + num_samples * generated`` and sample 0's table holds
-    ``min(prefilled, num_tokens)`` tokens; prefix-cache hits count as prefilled. vLLM's
-    ``num_computed_tokens`` (``v1/request.py:191``) counts decodes too and drops to 0 at a
-    preemption (``v1/core/sched/scheduler.py:1876``); ``prefilled`` counts one prefill's
-    ``work``, ``recompute_left`` has no vLLM twin, and a vLLM request is one sample
-    (``v1/engine/llm_engine.py:302`` fans ``n`` out). ``token_ids[s]`` is sample ``s``'s token
-    ids, prompt first (empty when the scheduler runs without token ids, as in the
-    simulations); the prefix cache hashes them. Invariants
+    Mid-prefill ``work == prompt_len + num_samples * generated``; sample 0's table holds
+    ``min(prefilled, num_tokens)``. vLLM's ``num_computed_tokens`` (``v1/request.py:191``)
+    counts decodes too and drops to 0 at a preemption (``v1/core/sched/scheduler.py:1876``);
+    ``recompute_left`` has no vLLM twin; a vLLM request is one sample (``n`` fanned out,
+    ``v1/engine/llm_engine.py:302``). ``token_ids[s]``: sample ``s``'s ids, prompt first (none
+    without token ids, as in the simulations; the prefix cache hashes them). Invariants
     (``Scheduler.check_invariants`` asserts them): ``running``: ``tables`` holds one device
     table per sample (one until the prompt is prefilled: the samples fork from it then),
     ``host`` is empty; ``swapped``: no table, ``host`` holds each sample's host block list,

@@ -212,9 +212,7 @@ class Scheduler(StepLoop):
         """Admit waiting groups FCFS, whole prefills, while memory and the budget allow."""
         while self.waiting:
             group = self.waiting[0]
-            if out.admitted and group.work > budget:
-                break
-            if not self.admit(group, out):
+            if out.admitted and group.work > budget or not self.admit(group, out):
                 break
             budget -= group.prefilled
         return bool(out.admitted)
@@ -222,8 +220,7 @@ class Scheduler(StepLoop):
     def _admit_chunks(self, out: StepPlan, budget: int) -> None:
         while self.waiting and budget > 0:
             group = self.waiting[0]
-            first = min(budget, group.work)
-            if self._fit(None, first) == 0:
+            if self._fit(None, min(budget, group.work)) == 0:
                 break
             self._start(group, out)
             budget -= self._prefill(group, out, budget, may_preempt=False)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pagedlab.ground.checks import check_bool, check_int
+from pagedlab.ground.checks import check_bool, check_choice, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.requests import Group, KVHooks, Request, StepOutput, StepPlan, Work, execute
 from pagedlab.memory.scheduler_checks import (
@@ -33,19 +33,17 @@ MODES = ("swap", "recompute")
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """How a scheduler decides, fixed when built and checked once, here (each refusal names the
-    value). vLLM's is ``SchedulerConfig`` (``vllm/config/scheduler.py:24``), which its
-    scheduler reads as ``self.scheduler_config`` (``v1/core/sched/scheduler.py:99``).
+    """How a scheduler decides, checked once, here (each refusal names the value): vLLM's
+    ``SchedulerConfig`` (``vllm/config/scheduler.py:24``; its scheduler reads it as
+    ``self.scheduler_config``, ``v1/core/sched/scheduler.py:99``), less what pagedlab lacks.
 
     - ``mode``: how a running group is preempted, ``"swap"`` (to the host pool) or
-      ``"recompute"``. vLLM V1 has no such field: it preempts by recompute only.
-    - ``token_budget``: tokens computed per step, at most (None: no limit; one group's whole
+      ``"recompute"``; no vLLM field: V1 preempts by recompute only.
+    - ``token_budget``: tokens computed per step at most (None: no limit; one group's whole
       prefill always fits): ``max_num_batched_tokens`` (``config/scheduler.py:47``).
     - ``chunked_prefill``: decodes first, then prefill chunks within the budget (so it needs
       one): ``enable_chunked_prefill`` (``config/scheduler.py:146``, True by default there).
-
-    The pools, the K/V store and the prefix cache are no scheduling settings: vLLM's prefix
-    caching is ``CacheConfig.enable_prefix_caching`` (``vllm/config/cache.py:267``).
+    Prefix caching is no scheduler setting (``CacheConfig``, ``vllm/config/cache.py:267``).
     """
 
     mode: str = "recompute"
@@ -53,12 +51,10 @@ class SchedulerConfig:
     chunked_prefill: bool = False
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        check_choice(self.mode, "mode", MODES)
         check_bool(self.chunked_prefill, "chunked_prefill")
         if self.token_budget is not None:
-            budget = check_int(self.token_budget, "token_budget", 1)
-            object.__setattr__(self, "token_budget", budget)
+            check_int(self.token_budget, "token_budget", 1)
         elif self.chunked_prefill:
             raise ValueError("chunked_prefill needs a token_budget (tokens per step), got None")
 
@@ -83,8 +79,7 @@ class StepLoop:
     ) -> None:
         host = check_scheduler_args(allocator, host, kv)
         self.config, self.device, self.host, self.kv = check_config(config), allocator, host, kv
-        self._pools = (allocator, host)
-        self._kv_checked: object = kv
+        self._pools, self._kv_checked = (allocator, host), kv
         self.block_size = allocator.block_size
         self.waiting: list[Group] = []  # FCFS order (preempted-by-recompute groups at the front)
         self.running: list[Group] = []  # arrival order: the last one is preempted first
@@ -131,8 +126,10 @@ class StepLoop:
         return results
 
     def _stop(self, group: Group) -> None:
+        """``group`` ends: out of its queue (if still in one), its blocks freed, finished."""
         queue = {"running": self.running, "waiting": self.waiting, "swapped": self.swapped}
-        queue[group.status].remove(group)
+        if group in queue[group.status]:
+            queue[group.status].remove(group)
         for table in group.tables:
             table.free()
         for blocks in group.host:
@@ -174,12 +171,9 @@ class StepLoop:
         A pending plan is dropped, its pieces never computed (:meth:`_dropped` for each)."""
         for w in self._plan.work if self._plan else []:
             self._dropped(self.groups[w.group], [w])
-        for group in self._finishing:
-            group.status = "running"
-            self.running.append(group)
-        self._finishing, self._plan, self._before = [], None, {}
-        for group in [*self.running, *self.waiting, *self.swapped]:
+        for group in [*self._finishing, *self.running, *self.waiting, *self.swapped]:
             self._stop(group)
+        self._finishing, self._plan, self._before = [], None, {}
         self._free_after_step = (self.device.num_free, self.host.num_free)
 
     def _schedule(self) -> StepPlan:
@@ -194,10 +188,7 @@ class StepLoop:
             for ids, new in zip(self.groups[name].token_ids, per_sample, strict=True):
                 ids += new
         for group in self._finishing:
-            for table in group.tables:
-                table.free()
-            group.tables, group.status, group.finished_at = [], "finished", self.steps
-            self.finished.append(group)
+            self._stop(group)
         self._finishing = []
         for name, per_sample in output.tokens.items():
             group = self.groups[name]

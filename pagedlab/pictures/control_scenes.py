@@ -230,9 +230,8 @@ def scheduler_control_scene(
     host: BlockAllocator | None = None,
     kv: KVHooks | None = None,
 ) -> Scheduler:
-    """Notebook 9's scene, queued: a host pool as large as the device pool and, by default, no K/V
-    store (every block decision the same; :func:`pagedlab.pictures.scenes.scheduler_scene` adds
-    K/V)."""
+    """Notebook 9's scene, queued; by default no K/V store (every block decision the same:
+    :func:`pagedlab.pictures.scenes.scheduler_scene` adds K/V) and the scheduler's host pool."""
     config = SchedulerConfig(mode, token_budget, chunked_prefill)
     scheduler = Scheduler(BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size), config, host, kv)
     for request in SCHEDULER_REQUESTS:

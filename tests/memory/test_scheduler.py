@@ -415,7 +415,7 @@ def test_pools_the_scheduler_cannot_own_are_refused_when_built() -> None:
 
 @pytest.mark.parametrize("mode", [None, 1, ["swap"], "SWAP"])
 def test_a_mode_that_is_not_a_mode_is_named(mode) -> None:
-    with pytest.raises(ValueError, match="mode must be one of"):
+    with pytest.raises(ValueError, match=r"mode must be (a str, )?one of"):
         Scheduler(BlockAllocator(4, 2), SchedulerConfig(mode=mode))
 
 
