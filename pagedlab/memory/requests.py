@@ -64,7 +64,7 @@ class Group:
         a (re)prefill, in order: the prompt, then each sample's generated tokens
         |<------------------------------ work ----------------------------->|
         |<-- prefilled -->|<--- recompute_left --->|<- never computed yet ->|
-        | K/V (hits too)  | K/V dropped, redone    | a fresh prompt's rest  |
+        | K/V, cache hits | K/V dropped, redone    | a fresh prompt's rest  |
         sample s's table once prefilled (its samples decode, finish together)
         |<-- prompt_len -->|<-- generated -->|  generated <= output_len
         |<----------- num_tokens ----------->|<- rest of its last block ->|

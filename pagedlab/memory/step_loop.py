@@ -34,11 +34,11 @@ MODES = ("swap", "recompute")
 @dataclass(frozen=True)
 class SchedulerConfig:
     """How a scheduler decides, checked once, here (each refusal names the value): vLLM's
-    ``SchedulerConfig`` (``vllm/config/scheduler.py:24``; its scheduler reads it as
-    ``self.scheduler_config``, ``v1/core/sched/scheduler.py:99``), less what pagedlab lacks.
+    ``SchedulerConfig`` (``vllm/config/scheduler.py:24``, read by its scheduler as
+    ``self.scheduler_config``, ``v1/core/sched/scheduler.py:99``), cut to pagedlab's settings.
 
     - ``mode``: how a running group is preempted, ``"swap"`` (to the host pool) or
-      ``"recompute"``; no vLLM field: V1 preempts by recompute only.
+      ``"recompute"``; no vLLM field: V1 only recomputes (``_preempt_request``, ``:1853``).
     - ``token_budget``: tokens computed per step at most (None: no limit; one group's whole
       prefill always fits): ``max_num_batched_tokens`` (``config/scheduler.py:47``).
     - ``chunked_prefill``: decodes first, then prefill chunks within the budget (so it needs
