@@ -16,7 +16,7 @@ import time
 
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.requests import Request
-from pagedlab.memory.scheduler import Scheduler
+from pagedlab.memory.scheduler import Scheduler, SchedulerConfig
 
 NUM_REQUESTS = 1_000
 MAX_PROMPT, MAX_OUTPUT = 512, 256
@@ -40,9 +40,9 @@ def make_trace(seed: int = 0) -> list[Request]:
 def run(mode: str, chunked: bool) -> tuple[Scheduler, float]:
     scheduler = Scheduler(
         BlockAllocator(NUM_BLOCKS, BLOCK_SIZE),
-        mode=mode,
-        token_budget=BUDGET if chunked else None,
-        chunked_prefill=chunked,
+        SchedulerConfig(
+            mode=mode, token_budget=BUDGET if chunked else None, chunked_prefill=chunked
+        ),
     )
     for request in make_trace():
         scheduler.add(request)

@@ -37,7 +37,7 @@ from pagedlab.ground.checks import ArgumentTypeError, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Group, Request, StepPlan, execute
-from pagedlab.memory.scheduler import Scheduler
+from pagedlab.memory.scheduler import Scheduler, SchedulerConfig
 from pagedlab.model.llama import TinyLlama
 from pagedlab.model.paged import DecodeAttention
 from pagedlab.model.sampling import sample_generator
@@ -98,15 +98,15 @@ class Engine:
         batched torch on a CPU (:func:`pagedlab.model.paged.default_decode_attention`; pass
         :func:`pagedlab.paged_attention` to run the kernel here, in Triton's interpreter);
         ``host_blocks``: the swap space, default as many blocks as the device pool (§4.5's
-        bound); ``batch_invariant``: every token bit-identical to the oracle's (module doc)."""
-        settings = (preemption, token_budget, prefix_caching, batch_invariant, chunked_prefill)
-        budget, chunked_prefill, host_blocks = guard.check_engine_settings(
-            model, *settings, host_blocks
-        )
+        bound); ``batch_invariant``: every token bit-identical to the oracle's (module doc);
+        ``chunked_prefill``: on with a budget by default. Each run's scheduler: ``self.config``."""
+        settings = (preemption, prefix_caching, batch_invariant, host_blocks)
+        host_blocks = guard.check_engine_settings(model, *settings)
+        chunked = token_budget is not None if chunked_prefill is None else chunked_prefill
+        self.config = SchedulerConfig(preemption, token_budget, chunked)
         self.model, self.batch_invariant = model, batch_invariant
         self.allocator = BlockAllocator(num_blocks, block_size)  # validates both
-        self.preemption, self.token_budget = preemption, budget
-        self.chunked_prefill, self.prefix_caching = chunked_prefill, prefix_caching
+        self.prefix_caching = prefix_caching
         self.host = BlockAllocator(num_blocks if host_blocks is None else host_blocks, block_size)
         param, shape = next(model.parameters()), (block_size, model.num_kv_heads, model.head_dim)
         with torch.inference_mode(False):  # the pages are written outside inference mode too
@@ -140,10 +140,9 @@ class Engine:
 
     def _scheduler(self) -> Scheduler:
         """A scheduler without K/V hooks: the engine executes its plans (``ModelRunner``)."""
-        args = (self.preemption, self.token_budget, self.chunked_prefill, self.host)
         if self.prefix_cache is not None:
-            return PrefixCachingScheduler(self.allocator, self.prefix_cache, *args)
-        return Scheduler(self.allocator, *args)
+            return PrefixCachingScheduler(self.allocator, self.prefix_cache, self.config, self.host)
+        return Scheduler(self.allocator, self.config, self.host)
 
     def start(
         self,
@@ -175,7 +174,7 @@ class Engine:
                 raise
 
     def _check_start(self, *args: object) -> tuple[list[list[int]], int, int, float, int]:
-        return guard.check_start(self.model, self.allocator, self.token_budget, *args)
+        return guard.check_start(self.model, self.allocator, self.config.token_budget, *args)
 
     def _check_idle(self) -> None:
         if self._active is not None:

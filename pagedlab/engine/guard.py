@@ -17,10 +17,11 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from pagedlab.ground.checks import ArgumentTypeError, check_bool, check_int
+from pagedlab.ground.checks import ArgumentTypeError, check_bool, check_choice, check_int
 from pagedlab.memory.allocator import BlockAllocator
-from pagedlab.memory.capacity import prefill_need
-from pagedlab.memory.scheduler_checks import MODES, check_settings
+from pagedlab.memory.requests import Request
+from pagedlab.memory.scheduler_checks import check_request
+from pagedlab.memory.step_loop import MODES
 from pagedlab.model.checks import check_length, check_token_ids
 from pagedlab.model.llama import TinyLlama
 from pagedlab.model.sampling import check_temperature
@@ -46,24 +47,18 @@ def weights_content(model: nn.Module) -> list[int]:
 def check_engine_settings(
     model: object,
     preemption: object,
-    token_budget: object,
     prefix_caching: object,
     batch_invariant: object,
-    chunked_prefill: object,
     host_blocks: object,
-) -> tuple[int | None, bool, int | None]:
-    """``Engine``'s settings, checked before anything is built; returns the token budget,
-    whether prefills are chunked (default: when there is a budget) and the host blocks."""
+) -> int | None:
+    """``Engine``'s settings but the scheduler's (its ``SchedulerConfig`` checks those), checked
+    before anything is built; returns the host blocks."""
     if not isinstance(model, TinyLlama):
         raise ArgumentTypeError(f"model must be a TinyLlama, got {type(model).__name__}")
     check_bool(batch_invariant, "batch_invariant")
-    if preemption not in MODES:
-        raise ValueError(f"preemption must be one of {MODES}, got {preemption!r}")
+    check_choice(preemption, "preemption", MODES)
     check_bool(prefix_caching, "prefix_caching")
-    chunked = token_budget is not None if chunked_prefill is None else chunked_prefill
-    budget = check_settings(preemption, token_budget, chunked)
-    host = None if host_blocks is None else check_int(host_blocks, "host_blocks", 1)
-    return budget, bool(chunked), host
+    return None if host_blocks is None else check_int(host_blocks, "host_blocks", 1)
 
 
 def check_start(
@@ -85,20 +80,7 @@ def check_start(
     new = check_int(max_new_tokens, "max_new_tokens", minimum=1)
     samples = check_int(n, "n", minimum=1)
     temp, seed = check_temperature(temperature), check_int(seed, "seed", minimum=0)
-    if token_budget is not None and samples > token_budget:
-        raise ValueError(
-            f"n = {samples} samples decode {samples} tokens a step, more than "
-            f"token_budget = {token_budget}"
-        )
-    for i, ids in enumerate(checked):
+    for i, ids in enumerate(checked):  # the last new token's K/V is never stored: new - 1
         check_length(model.max_positions, ids, new, f"prompts[{i}]")
-        need = prefill_need(len(ids), new - 1, samples, pool.block_size)
-        if need > pool.num_blocks:
-            what = f" x {samples} samples" if samples > 1 else ""
-            raise ValueError(
-                f"prompts[{i}] ({len(ids)} tokens) + max_new_tokens {new}{what} stores "
-                f"{len(ids) + new - 1} positions of K/V (the last new token's are never "
-                f"stored): {need} blocks of {pool.block_size}, more than the pool's "
-                f"{pool.num_blocks}"
-            )
+        check_request(Request(f"prompts[{i}]", len(ids), new - 1, samples), {}, pool, token_budget)
     return checked, new, samples, temp, seed

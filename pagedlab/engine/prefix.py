@@ -20,7 +20,7 @@ from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Group, StepPlan, Work
-from pagedlab.memory.scheduler import KVHooks, Scheduler
+from pagedlab.memory.scheduler import KVHooks, Scheduler, SchedulerConfig
 
 
 class PrefixCachingScheduler(Scheduler):
@@ -33,15 +33,13 @@ class PrefixCachingScheduler(Scheduler):
         self,
         allocator: BlockAllocator,
         cache: PrefixCache,
-        mode: str = "recompute",
-        token_budget: int | None = None,
-        chunked_prefill: bool = False,
+        config: SchedulerConfig = SchedulerConfig(),
         host: BlockAllocator | None = None,
         kv: KVHooks | None = None,
     ) -> None:
         if not isinstance(cache, PrefixCache) or cache.allocator is not allocator:
             raise ValueError("cache must be a PrefixCache watching the scheduler's allocator")
-        super().__init__(allocator, mode, token_budget, chunked_prefill, host, kv)
+        super().__init__(allocator, config, host, kv)
         self.cache = cache
         self.hit_tokens = 0  # tokens whose K/V came from the cache, over every admission
 

@@ -3,11 +3,11 @@
 the real :class:`pagedlab.memory.scheduler.Scheduler` and ``swap_in_need`` on a real host pool.
 
 The capstone: a subclass of the real Scheduler whose ``policy`` (the seam) is the learner's:
-FCFS with whole prefills and no token budget (the paper's §4.5, what ``Scheduler(pool,
-mode=...)`` runs), preempting by recompute or (mode "swap") by swapping, from the building
-blocks; everything else is the real class. Each case: seeded requests on a small pool, stepped
-to the end by both (:func:`~pagedlab.grade.drivers.replay_steps`), compared after every step.
-Torch-free: the live site grades these.
+FCFS with whole prefills and no token budget (the paper's §4.5, what
+``Scheduler(pool, SchedulerConfig(mode))`` runs), preempting by recompute or (mode "swap") by
+swapping, from the building blocks; everything else is the real class. Each case: seeded
+requests on a small pool, stepped to the end by both (:func:`~pagedlab.grade.drivers.replay_steps`),
+compared after every step. Torch-free: the live site grades these.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def _victims(rng: random.Random) -> tuple[Any, ...]:
 def _recomputed(prompt_len: int, num_samples: int, generated: int) -> int:
     """Run a real scheduler until each sample generated ``generated`` tokens, preempt."""
     pool = BlockAllocator(4 * num_samples * (prompt_len + generated + 2), 4)
-    scheduler = Scheduler(pool, mode="recompute")
+    scheduler = Scheduler(pool)  # preempts by recompute
     group = scheduler.add(Request("r", prompt_len, generated + 3, num_samples))
     while group.status != "running" or group.prefilling or group.generated < generated:
         scheduler.step()

@@ -22,7 +22,7 @@ from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Request, StepPlan
-from pagedlab.memory.scheduler import Scheduler
+from pagedlab.memory.scheduler import Scheduler, SchedulerConfig
 
 Spec = tuple[str, int, int, int]  # (name, prompt_len, output_len, num_samples)
 Log = list[tuple[Any, ...]]
@@ -256,12 +256,12 @@ PARTS = ("admitted", "decoded", "preempted", "swapped_out", "swapped_in", "finis
 
 
 class Steps:
-    """Requests in arrival order, stepped by ``cls(pool, mode=mode)``: pagedlab's Scheduler
-    or a learner's subclass (its own ``policy``). Observed after each step: :data:`PARTS`."""
+    """Requests in arrival order, stepped by ``cls(pool, SchedulerConfig(mode))``: pagedlab's
+    Scheduler or a learner's subclass (its own ``policy``). Observed after each step: PARTS."""
 
     def __init__(self, cls: type[Scheduler], num_blocks: int, block_size: int,
                  specs: list[Spec], mode: str) -> None:  # fmt: skip
-        self.scheduler = cls(BlockAllocator(num_blocks, block_size), mode=mode)
+        self.scheduler = cls(BlockAllocator(num_blocks, block_size), SchedulerConfig(mode))
         for spec in specs:
             self.scheduler.add(Request(*spec))
         self.plan = StepPlan(0)

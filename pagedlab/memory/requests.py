@@ -5,11 +5,6 @@ request (nano-vllm's ``Sequence``): only :meth:`Scheduler.update` and the schedu
 write it. A :class:`StepPlan` is one step's plan (nothing computed while deciding); an executor
 (:func:`execute`, through a store's :class:`KVHooks`) carries it out and returns a
 :class:`StepOutput`, the sampled tokens, writing nothing into a group.
-
-Token accounting: a sample's table holds ``prompt_len + generated`` tokens; a prefill writes
-the prompt's K/V, each decode step writes one more token's K/V and counts it as generated;
-``output_len = 0`` finishes at the end of the prefill. All samples of a group decode together,
-so they always hold the same number of tokens and finish together.
 """
 
 from __future__ import annotations
@@ -63,8 +58,24 @@ class Request:
 class Group:
     """The scheduler's state for one request (a sequence group). Written by the scheduler only.
 
-    ``token_ids[s]`` is sample ``s``'s token ids, prompt first (empty when the scheduler runs
-    without token ids, as in the simulations); the prefix cache hashes them. Invariants
+    Its counters, drawn as vLLM's ``allocate_slots`` draws its own ("Blocks layout",
+    ``vllm/v1/core/kv_cache_manager.py:450``; ``tests/memory/test_group_counters.py``)::
+
+        a (re)prefill, in order: the prompt, then each sample's generated tokens
+        |<------------------------------ work ----------------------------->|
+        |<-- prefilled -->|<--- recompute_left --->|<- never computed yet ->|
+        | K/V, cache hits | K/V dropped, redone    | a fresh prompt's rest  |
+        sample s's table once prefilled (its samples decode, finish together)
+        |<-- prompt_len -->|<-- generated -->|  generated <= output_len
+        |<----------- num_tokens ----------->|<- rest of its last block ->|
+        |<------------- len(blocks) * block_size: the slots held -------->|
+
+    Mid-prefill ``work == prompt_len + num_samples * generated``; sample 0's table holds
+    ``min(prefilled, num_tokens)``. vLLM's ``num_computed_tokens`` (``v1/request.py:191``)
+    counts decodes too and drops to 0 at a preemption (``v1/core/sched/scheduler.py:1876``);
+    ``recompute_left`` has no vLLM twin; a vLLM request is one sample (``n`` fanned out,
+    ``v1/engine/llm_engine.py:302``). ``token_ids[s]``: sample ``s``'s ids, prompt first (none
+    without token ids, as in the simulations; the prefix cache hashes them). Invariants
     (``Scheduler.check_invariants`` asserts them): ``running``: ``tables`` holds one device
     table per sample (one until the prompt is prefilled: the samples fork from it then),
     ``host`` is empty; ``swapped``: no table, ``host`` holds each sample's host block list,

@@ -26,7 +26,8 @@ from pagedlab.memory.capacity import prefill_need, samples_need, tokens_that_fit
 from pagedlab.memory.requests import BlockCopy, Group, StepPlan, Work
 from pagedlab.memory.requests import KVHooks as KVHooks  # the executor, re-exported
 from pagedlab.memory.requests import execute as execute
-from pagedlab.memory.scheduler_checks import MODES as MODES  # the modes: "swap", "recompute"
+from pagedlab.memory.step_loop import MODES as MODES  # the modes: "swap", "recompute"
+from pagedlab.memory.step_loop import SchedulerConfig as SchedulerConfig
 from pagedlab.memory.step_loop import StepLoop
 from pagedlab.memory.swap_space import swap_in, swap_in_need, swap_out
 
@@ -57,8 +58,8 @@ class Scheduler(StepLoop):
           the waiting prompts. (The paper stops admitting "until all preempted sequences are
           completed"; pagedlab, like vLLM V0, admits again once nothing is swapped out.)
         """
-        budget = self.token_budget if self.token_budget is not None else 1 << 62
-        if not self.chunked_prefill and not self.swapped and self._admit_whole(out, budget):
+        chunked, budget = self.config.chunked_prefill, self.config.token_budget or 1 << 62
+        if not chunked and not self.swapped and self._admit_whole(out, budget):
             return  # a prefill step: decodes wait (no chunked prefill)
         budget = self._decode(out, budget)
         for group in [g for g in self.running if g.prefilling]:
@@ -67,7 +68,7 @@ class Scheduler(StepLoop):
         if not out.preempted:
             while self.swapped and self.swap_in(self.swapped[0], out):
                 pass  # the oldest first, while their blocks and next token fit
-            if self.chunked_prefill and not self.swapped:
+            if chunked and not self.swapped:
                 self._admit_chunks(out, budget)
 
     # --- the building blocks a policy decides with ------------------------------------------------
@@ -211,9 +212,7 @@ class Scheduler(StepLoop):
         """Admit waiting groups FCFS, whole prefills, while memory and the budget allow."""
         while self.waiting:
             group = self.waiting[0]
-            if out.admitted and group.work > budget:
-                break
-            if not self.admit(group, out):
+            if out.admitted and group.work > budget or not self.admit(group, out):
                 break
             budget -= group.prefilled
         return bool(out.admitted)
@@ -221,8 +220,7 @@ class Scheduler(StepLoop):
     def _admit_chunks(self, out: StepPlan, budget: int) -> None:
         while self.waiting and budget > 0:
             group = self.waiting[0]
-            first = min(budget, group.work)
-            if self._fit(None, first) == 0:
+            if self._fit(None, min(budget, group.work)) == 0:
                 break
             self._start(group, out)
             budget -= self._prefill(group, out, budget, may_preempt=False)

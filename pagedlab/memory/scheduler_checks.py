@@ -11,42 +11,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from pagedlab.ground.checks import check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.capacity import prefill_need
 from pagedlab.memory.requests import STATUSES, Group, Request, StepOutput, StepPlan
 
 HOOKS = ("swap_out", "swap_in", "copy", "forward")
-MODES = ("swap", "recompute")
 
 
-def check_settings(mode: object, token_budget: object, chunked_prefill: object) -> int | None:
-    """The scheduler's settings, checked (when built, and before each step: they are
-    attributes a learner can reassign); returns the token budget."""
-    if not isinstance(mode, str) or mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if not isinstance(chunked_prefill, bool):
-        raise TypeError(f"chunked_prefill must be a bool, got {chunked_prefill!r}")
-    budget = None if token_budget is None else check_int(token_budget, "token_budget", 1)
-    if chunked_prefill and budget is None:
-        raise ValueError("chunked_prefill needs a token_budget (tokens per step), got None")
-    return budget
-
-
-def check_scheduler_args(
-    allocator: object,
-    mode: object,
-    token_budget: object,
-    chunked_prefill: object,
-    host: object,
-    kv: object,
-) -> tuple[BlockAllocator, int | None]:
-    """A new scheduler's arguments, checked (``kv`` by :func:`check_hooks`); returns its host
-    pool (a fresh one the size of the device pool when ``host`` is None: §4.5's bound) and
-    its token budget."""
+def check_scheduler_args(allocator: object, host: object, kv: object) -> BlockAllocator:
+    """A new scheduler's pools and ``kv`` (:func:`check_hooks`), checked; returns its host pool
+    (a fresh one the size of the device pool when ``host`` is None: §4.5's bound)."""
     if not isinstance(allocator, BlockAllocator):
         raise TypeError(f"allocator must be a BlockAllocator, got {type(allocator).__name__}")
-    budget = check_settings(mode, token_budget, chunked_prefill)
     if host is None:
         host = BlockAllocator(allocator.num_blocks, allocator.block_size)
     if not isinstance(host, BlockAllocator):
@@ -60,7 +36,7 @@ def check_scheduler_args(
     check_fresh_pool(allocator, "allocator")
     check_fresh_pool(host, "host")
     check_hooks(kv, allocator, host)
-    return host, budget
+    return host
 
 
 def check_request(

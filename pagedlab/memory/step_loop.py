@@ -11,7 +11,9 @@ writer of a group's tokens: it appends them, ends a request at EOS and frees the
 
 from __future__ import annotations
 
-from pagedlab.ground.checks import check_int
+from dataclasses import dataclass
+
+from pagedlab.ground.checks import check_bool, check_choice, check_int
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.requests import Group, KVHooks, Request, StepOutput, StepPlan, Work, execute
 from pagedlab.memory.scheduler_checks import (
@@ -21,33 +23,63 @@ from pagedlab.memory.scheduler_checks import (
     check_pool_unchanged,
     check_request,
     check_scheduler_args,
-    check_settings,
     check_tables,
     check_update,
     held_counts,
 )
 
+MODES = ("swap", "recompute")
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """How a scheduler decides, checked once, here (each refusal names the value): vLLM's
+    ``SchedulerConfig`` (``vllm/config/scheduler.py:24``, read by its scheduler as
+    ``self.scheduler_config``, ``v1/core/sched/scheduler.py:99``), cut to pagedlab's settings.
+
+    - ``mode``: how a running group is preempted, ``"swap"`` (to the host pool) or
+      ``"recompute"``; no vLLM field: V1 only recomputes (``_preempt_request``, ``:1853``).
+    - ``token_budget``: tokens computed per step at most (None: no limit; one group's whole
+      prefill always fits): ``max_num_batched_tokens`` (``config/scheduler.py:47``).
+    - ``chunked_prefill``: decodes first, then prefill chunks within the budget (so it needs
+      one): ``enable_chunked_prefill`` (``config/scheduler.py:146``, True by default there).
+    Prefix caching is no scheduler setting (``CacheConfig``, ``vllm/config/cache.py:267``).
+    """
+
+    mode: str = "recompute"
+    token_budget: int | None = None
+    chunked_prefill: bool = False
+
+    def __post_init__(self) -> None:
+        check_choice(self.mode, "mode", MODES)
+        check_bool(self.chunked_prefill, "chunked_prefill")
+        if self.token_budget is not None:
+            check_int(self.token_budget, "token_budget", 1)
+        elif self.chunked_prefill:
+            raise ValueError("chunked_prefill needs a token_budget (tokens per step), got None")
+
+
+def check_config(config: object) -> SchedulerConfig:
+    if not isinstance(config, SchedulerConfig):
+        raise TypeError(f"config must be a SchedulerConfig, got {config!r}")
+    return config
+
 
 class StepLoop:
     """Queues, counters and the step loop over ``allocator`` (the device pool) and ``host`` (the
-    swap space; a fresh one its size by default); a subclass decides each step in ``policy``."""
+    swap space; a fresh one its size by default), set by ``config`` (checked again before each
+    step: it may be replaced by another); a subclass decides each step in ``policy``."""
 
     def __init__(
         self,
         allocator: BlockAllocator,
-        mode: str = "recompute",
-        token_budget: int | None = None,
-        chunked_prefill: bool = False,
+        config: SchedulerConfig = SchedulerConfig(),
         host: BlockAllocator | None = None,
         kv: KVHooks | None = None,
     ) -> None:
-        host, budget = check_scheduler_args(
-            allocator, mode, token_budget, chunked_prefill, host, kv
-        )
-        self.device, self.host, self.kv = allocator, host, kv
-        self._pools = (allocator, host)
-        self._kv_checked: object = kv
-        self.mode, self.token_budget, self.chunked_prefill = mode, budget, chunked_prefill
+        host = check_scheduler_args(allocator, host, kv)
+        self.config, self.device, self.host, self.kv = check_config(config), allocator, host, kv
+        self._pools, self._kv_checked = (allocator, host), kv
         self.block_size = allocator.block_size
         self.waiting: list[Group] = []  # FCFS order (preempted-by-recompute groups at the front)
         self.running: list[Group] = []  # arrival order: the last one is preempted first
@@ -65,10 +97,15 @@ class StepLoop:
         """Decide one step into ``out`` (the subclass's)."""
         raise NotImplementedError
 
+    @property
+    def mode(self) -> str:
+        """``config.mode``, "swap" or "recompute" (what notebook 09's policies read)."""
+        return self.config.mode
+
     def add(self, request: Request) -> Group:
         """Queue ``request`` (FCFS: behind everything already added); returns its group.
         Refuses a request that could never run (:func:`.scheduler_checks.check_request`)."""
-        check_request(request, self.groups, self.device, self.token_budget)
+        check_request(request, self.groups, self.device, self.config.token_budget)
         group = Group(request, order=len(self.groups), work=request.prompt_len)
         self.groups[request.name] = group
         self.waiting.append(group)
@@ -89,8 +126,10 @@ class StepLoop:
         return results
 
     def _stop(self, group: Group) -> None:
+        """``group`` ends: out of its queue (if still in one), its blocks freed, finished."""
         queue = {"running": self.running, "waiting": self.waiting, "swapped": self.swapped}
-        queue[group.status].remove(group)
+        if group in queue[group.status]:
+            queue[group.status].remove(group)
         for table in group.tables:
             table.free()
         for blocks in group.host:
@@ -132,12 +171,9 @@ class StepLoop:
         A pending plan is dropped, its pieces never computed (:meth:`_dropped` for each)."""
         for w in self._plan.work if self._plan else []:
             self._dropped(self.groups[w.group], [w])
-        for group in self._finishing:
-            group.status = "running"
-            self.running.append(group)
-        self._finishing, self._plan, self._before = [], None, {}
-        for group in [*self.running, *self.waiting, *self.swapped]:
+        for group in [*self._finishing, *self.running, *self.waiting, *self.swapped]:
             self._stop(group)
+        self._finishing, self._plan, self._before = [], None, {}
         self._free_after_step = (self.device.num_free, self.host.num_free)
 
     def _schedule(self) -> StepPlan:
@@ -152,10 +188,7 @@ class StepLoop:
             for ids, new in zip(self.groups[name].token_ids, per_sample, strict=True):
                 ids += new
         for group in self._finishing:
-            for table in group.tables:
-                table.free()
-            group.tables, group.status, group.finished_at = [], "finished", self.steps
-            self.finished.append(group)
+            self._stop(group)
         self._finishing = []
         for name, per_sample in output.tokens.items():
             group = self.groups[name]
@@ -190,7 +223,7 @@ class StepLoop:
                 f"step {self._plan.step} was scheduled and not completed: execute its plan "
                 f"and call update(plan, output) first"
             )
-        check_settings(self.mode, self.token_budget, self.chunked_prefill)
+        check_config(self.config)
         if self.device is not self._pools[0] or self.host is not self._pools[1]:
             raise ValueError(
                 "device and host cannot be replaced after the scheduler is built: its groups "

@@ -16,7 +16,7 @@ from pagedlab.memory.allocator import BlockAllocator, FreeRule, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable, CopyOnWrite
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Request
-from pagedlab.memory.scheduler import KVHooks, Scheduler
+from pagedlab.memory.scheduler import KVHooks, Scheduler, SchedulerConfig
 from pagedlab.memory.sharing import beam_step, fork_samples
 
 # --- the example (ARCHITECTURE.md): block size 4, length 5, physical blocks 4 and 1 ------------
@@ -230,17 +230,10 @@ def scheduler_control_scene(
     host: BlockAllocator | None = None,
     kv: KVHooks | None = None,
 ) -> Scheduler:
-    """Notebook 9's scene, queued: a host pool as large as the device pool and, by default, no K/V
-    store (every block decision the same; :func:`pagedlab.pictures.scenes.scheduler_scene` adds
-    K/V)."""
-    scheduler = Scheduler(
-        BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size),
-        mode=mode,
-        token_budget=token_budget,
-        chunked_prefill=chunked_prefill,
-        host=BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size) if host is None else host,
-        kv=kv,
-    )
+    """Notebook 9's scene, queued; by default no K/V store (every block decision the same:
+    :func:`pagedlab.pictures.scenes.scheduler_scene` adds K/V) and the scheduler's host pool."""
+    config = SchedulerConfig(mode, token_budget, chunked_prefill)
+    scheduler = Scheduler(BlockAllocator(SCHEDULER_POOL_BLOCKS, block_size), config, host, kv)
     for request in SCHEDULER_REQUESTS:
         scheduler.add(request)
     return scheduler

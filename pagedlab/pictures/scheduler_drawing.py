@@ -117,8 +117,8 @@ def scheduler_drawing(scheduler: Scheduler, result: StepPlan | None = None) -> D
         for name in result.swapped_out:
             lit_host += s.groups[name].host_blocks()
     d = Drawing()
-    mode = s.mode + (f", budget {s.token_budget}" if s.token_budget is not None else "")
-    mode += ", chunked prefill" if s.chunked_prefill else ""
+    budget = f", budget {s.config.token_budget}" if s.config.token_budget else ""
+    mode = s.mode + budget + (", chunked prefill" if s.config.chunked_prefill else "")
     step = result.step if result is not None else s.steps
     d.labels.append(Label(0.15, 4.42, f"step {step} · {mode}", 9.5, ha="left"))
     pools = (

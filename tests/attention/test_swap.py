@@ -20,7 +20,7 @@ from pagedlab.attention.swap_cost import CostModel, measure_swap
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.requests import Request
-from pagedlab.memory.scheduler import Scheduler
+from pagedlab.memory.scheduler import Scheduler, SchedulerConfig
 from tests.refuses import refuses
 
 
@@ -106,9 +106,7 @@ def test_scheduler_keeps_every_sequences_kv_exact(mode: str, chunked: bool) -> N
     store = SwappingKV(device, HostPool.like(device))
     s = Scheduler(
         BlockAllocator(14, 4),
-        mode=mode,
-        token_budget=16 if chunked else None,
-        chunked_prefill=chunked,
+        SchedulerConfig(mode=mode, token_budget=16 if chunked else None, chunked_prefill=chunked),
         host=store.host.allocator,
         kv=store,
     )
@@ -295,7 +293,9 @@ def test_hooks_that_do_not_fit_the_pools_are_refused_when_built() -> None:
 def test_hooks_replaced_after_build_are_refused_before_the_step() -> None:
     device = PagedKVCache(8, 2, 1, 2)
     store = SwappingKV(device, HostPool.like(device))
-    s = Scheduler(BlockAllocator(8, 2), mode="swap", host=store.host.allocator, kv=store)
+    s = Scheduler(
+        BlockAllocator(8, 2), SchedulerConfig(mode="swap"), host=store.host.allocator, kv=store
+    )
     s.add(Request("A", 3, 4))
     s.step()
     small = PagedKVCache(4, 2, 1, 2)

@@ -41,7 +41,7 @@ def test_a_pool_that_holds_what_is_stored_is_enough() -> None:
     engine = Engine(MODEL, 1, 4)
     assert engine.generate([PROMPTS[1][:3]], 2) == [generate_contiguous(MODEL, PROMPTS[1][:3], 2)]
     assert engine.generate([PROMPTS[1]], 1) == [ORACLE[1][:1]]  # 4 + 1 new: 4 stored
-    with pytest.raises(ValueError, match=r"stores 5 positions .*: 2 blocks of 4, more than"):
+    with pytest.raises(ValueError, match=r"2 blocks of 4 \(1 sample\(s\) x 5 tokens, .* pool's 1"):
         engine.generate([PROMPTS[1]], 2)
     assert engine.allocator.num_free == 1
 

@@ -327,7 +327,7 @@ def test_sample_bad_input_changes_nothing() -> None:
         engine.sample([S_PROMPTS[0]], 2, temperature=-1.0)
     with pytest.raises(ValueError, match="more than token_budget = 2"):
         engine.sample([S_PROMPTS[0]], 2, n=3)
-    with pytest.raises(ValueError, match="x 2 samples stores 27 positions .*: 10 blocks of 4"):
+    with pytest.raises(ValueError, match=r"10 blocks of 4 \(2 sample\(s\) x 27 tokens, "):
         engine.sample([[1] * 16], 12, n=2)
     with pytest.raises(TypeError, match="temperature must be a number"):
         sample_contiguous(MODEL, S_PROMPTS[0], 2, temperature="hot")  # type: ignore[arg-type]

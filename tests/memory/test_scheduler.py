@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -12,7 +13,7 @@ from pagedlab.ground.checks import ArgumentTypeError
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.block_table import BlockTable
 from pagedlab.memory.requests import Request, StepOutput, StepPlan
-from pagedlab.memory.scheduler import Scheduler
+from pagedlab.memory.scheduler import Scheduler, SchedulerConfig
 from tests.refuses import refuses
 
 SCENE = [("A", 10, 14, 1), ("B", 6, 10, 2), ("C", 14, 8, 1), ("D", 5, 12, 1), ("E", 8, 9, 1)]
@@ -21,9 +22,7 @@ SCENE = [("A", 10, 14, 1), ("B", 6, 10, 2), ("C", 14, 8, 1), ("D", 5, 12, 1), ("
 def scheduler(mode: str = "swap", chunked: bool = False, blocks: int = 14, size: int = 4):
     s = Scheduler(
         BlockAllocator(blocks, size),
-        mode=mode,
-        token_budget=16 if chunked else None,
-        chunked_prefill=chunked,
+        SchedulerConfig(mode=mode, token_budget=16 if chunked else None, chunked_prefill=chunked),
     )
     for name, prompt, output, samples in SCENE:
         s.add(Request(name, prompt, output, samples))
@@ -68,7 +67,7 @@ def test_the_most_recent_group_is_preempted_first() -> None:
 
 
 def test_groups_move_together() -> None:
-    s = Scheduler(BlockAllocator(12, 2), mode="swap")
+    s = Scheduler(BlockAllocator(12, 2), SchedulerConfig(mode="swap"))
     s.add(Request("old", 4, 12))
     pair = s.add(Request("pair", 3, 6, num_samples=2))
     seen_swapped = False
@@ -87,7 +86,7 @@ def test_groups_move_together() -> None:
 
 
 def test_swapped_sequence_comes_back_on_new_blocks() -> None:
-    s = Scheduler(BlockAllocator(6, 2), mode="swap")
+    s = Scheduler(BlockAllocator(6, 2), SchedulerConfig(mode="swap"))
     s.add(Request("A", 4, 6))
     b = s.add(Request("B", 4, 6))
     before = None
@@ -106,9 +105,7 @@ def test_swapped_sequence_comes_back_on_new_blocks() -> None:
 def test_fcfs_order_of_completion_for_equal_lengths(mode: str, chunked: bool) -> None:
     s = Scheduler(
         BlockAllocator(10, 2),
-        mode=mode,
-        token_budget=8 if chunked else None,
-        chunked_prefill=chunked,
+        SchedulerConfig(mode=mode, token_budget=8 if chunked else None, chunked_prefill=chunked),
     )
     for i in range(6):
         s.add(Request(f"r{i}", 5, 7))
@@ -119,7 +116,7 @@ def test_fcfs_order_of_completion_for_equal_lengths(mode: str, chunked: bool) ->
 
 
 def test_recompute_counts_prompt_and_generated_tokens() -> None:
-    s = Scheduler(BlockAllocator(6, 2), mode="recompute")
+    s = Scheduler(BlockAllocator(6, 2), SchedulerConfig(mode="recompute"))
     s.add(Request("A", 4, 6))
     b = s.add(Request("B", 4, 6))
     while not s.done:
@@ -134,7 +131,9 @@ def test_recompute_counts_prompt_and_generated_tokens() -> None:
 
 def test_chunked_prefill_keeps_decoding_beside_a_long_prompt() -> None:
     def stalls(chunked: bool) -> int:
-        s = Scheduler(BlockAllocator(64, 4), token_budget=16, chunked_prefill=chunked)
+        s = Scheduler(
+            BlockAllocator(64, 4), SchedulerConfig(token_budget=16, chunked_prefill=chunked)
+        )
         s.add(Request("short", 4, 20))
         s.step()  # short's prefill
         s.add(Request("long", 96, 4))
@@ -159,8 +158,27 @@ def test_chunked_prefill_keeps_decoding_beside_a_long_prompt() -> None:
     ],
 )
 def test_bad_settings(kwargs: dict, error: type, words: str) -> None:
+    host = kwargs.pop("host", None)
     with pytest.raises(error, match=words):
-        Scheduler(BlockAllocator(4, 4), **kwargs)
+        Scheduler(BlockAllocator(4, 4), SchedulerConfig(**kwargs), host)
+
+
+@pytest.mark.parametrize("config", ["swap", None, {"mode": "swap"}])
+def test_a_config_that_is_not_a_config_is_named(config: object) -> None:
+    with pytest.raises(TypeError, match="config must be a SchedulerConfig"):
+        Scheduler(BlockAllocator(4, 4), config)  # type: ignore[arg-type]
+
+
+def test_one_config_travels_frozen_and_mode_reads_it() -> None:
+    config = SchedulerConfig("swap", 8, True)
+    s = Scheduler(BlockAllocator(8, 2), config)
+    assert s.config is config and s.mode == "swap" and SchedulerConfig().mode == "recompute"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.mode = "recompute"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        s.mode = "recompute"  # type: ignore[misc]
+    with pytest.raises(ArgumentTypeError, match="token_budget must be an integer, got True"):
+        SchedulerConfig(token_budget=True)
 
 
 def test_bad_requests_change_nothing() -> None:
@@ -203,9 +221,11 @@ def test_random_traces_keep_every_rule(
 ) -> None:
     s = Scheduler(
         BlockAllocator(blocks, size),
-        mode=mode,
-        token_budget=budget if budget is not None or not chunked else 8,
-        chunked_prefill=chunked,
+        SchedulerConfig(
+            mode=mode,
+            token_budget=budget if budget is not None or not chunked else 8,
+            chunked_prefill=chunked,
+        ),
         host=BlockAllocator(host_blocks, size),  # small swap spaces fall back to recompute
     )
     for i, (prompt, output, samples) in enumerate(reqs):
@@ -226,7 +246,9 @@ def test_swap_space_as_large_as_the_device_can_still_run_out() -> None:
     """§4.5 bounds the swap space by the device pool; groups swapped at different times can
     need more. Here C (8 blocks) is swapped out, A and B grow into the freed blocks, and B (5
     blocks) must go too: 13 host blocks on a 10-block device. pagedlab recomputes B instead."""
-    s = Scheduler(BlockAllocator(10, 1), mode="swap")  # host pool: 10 blocks, like the device
+    s = Scheduler(
+        BlockAllocator(10, 1), SchedulerConfig(mode="swap")
+    )  # host pool: 10 blocks, like the device
     s.add(Request("A", 1, 9))
     b = s.add(Request("B", 1, 9))
     s.add(Request("C", 8, 2))
@@ -239,7 +261,7 @@ def test_swap_space_as_large_as_the_device_can_still_run_out() -> None:
 
 
 def test_a_recompute_is_one_prefill_over_prompt_and_generated() -> None:
-    s = Scheduler(BlockAllocator(14, 2), mode="recompute")
+    s = Scheduler(BlockAllocator(14, 2), SchedulerConfig(mode="recompute"))
     for i in range(5):
         s.add(Request(f"r{i}", 5, 7, num_samples=1 + i % 2))
     recomputes = 0
@@ -345,7 +367,7 @@ def test_a_block_freed_behind_a_table_is_refused_before_the_step(whole_table: bo
 
 
 def test_a_host_block_freed_behind_a_swapped_group_is_refused() -> None:
-    s = Scheduler(BlockAllocator(4, 2), mode="swap")
+    s = Scheduler(BlockAllocator(4, 2), SchedulerConfig(mode="swap"))
     s.add(Request("A", 1, 7))
     b = s.add(Request("B", 3, 3))
     while b.status != "swapped":
@@ -360,7 +382,7 @@ def test_a_host_block_freed_behind_a_swapped_group_is_refused() -> None:
 @pytest.mark.parametrize("pool", ["device", "host"])
 def test_outside_holders_are_refused_not_a_livelock(pool: str) -> None:
     """Before: run() preempted tens of thousands of times, then an unnamed RuntimeError."""
-    s = Scheduler(BlockAllocator(8, 2), mode="swap")
+    s = Scheduler(BlockAllocator(8, 2), SchedulerConfig(mode="swap"))
     s.add(Request("a", 4, 8))
     s.add(Request("b", 4, 8))
     s.step()
@@ -393,8 +415,8 @@ def test_pools_the_scheduler_cannot_own_are_refused_when_built() -> None:
 
 @pytest.mark.parametrize("mode", [None, 1, ["swap"], "SWAP"])
 def test_a_mode_that_is_not_a_mode_is_named(mode) -> None:
-    with pytest.raises(ValueError, match="mode must be one of"):
-        Scheduler(BlockAllocator(4, 2), mode=mode)
+    with pytest.raises(ValueError, match=r"mode must be (a str, )?one of"):
+        Scheduler(BlockAllocator(4, 2), SchedulerConfig(mode=mode))
 
 
 def test_max_steps_names_itself() -> None:
@@ -409,10 +431,8 @@ def test_max_steps_names_itself() -> None:
 @pytest.mark.parametrize(
     ("name", "value", "kind", "words"),
     [
-        ("mode", "SWAP", ValueError, "mode must be one of"),
-        ("token_budget", 0, ValueError, "token_budget must be >= 1, got 0"),
-        ("token_budget", 2.5, TypeError, "token_budget must be an integer"),
-        ("chunked_prefill", 1, TypeError, "chunked_prefill must be a bool"),
+        ("config", "swap", TypeError, "config must be a SchedulerConfig, got 'swap'"),
+        ("config", None, TypeError, "config must be a SchedulerConfig, got None"),
         ("device", BlockAllocator(8, 2), ValueError, "cannot be replaced"),
         ("host", BlockAllocator(8, 2), ValueError, "cannot be replaced"),
     ],
@@ -420,7 +440,9 @@ def test_max_steps_names_itself() -> None:
 def test_settings_reassigned_after_build_are_refused_before_the_step(
     name: str, value: object, kind: type[Exception], words: str
 ) -> None:
-    s = Scheduler(BlockAllocator(8, 2), mode="swap", token_budget=4, chunked_prefill=True)
+    s = Scheduler(
+        BlockAllocator(8, 2), SchedulerConfig(mode="swap", token_budget=4, chunked_prefill=True)
+    )
     s.add(Request("a", 3, 4))
     s.step()
     before, original = state_of(s), getattr(s, name)
@@ -447,7 +469,7 @@ def test_requests_no_pool_could_hold_are_named(kwargs: dict, words: str) -> None
 
 
 def test_a_table_grown_behind_the_scheduler_is_refused() -> None:
-    s = Scheduler(BlockAllocator(16, 2), token_budget=4, chunked_prefill=True)
+    s = Scheduler(BlockAllocator(16, 2), SchedulerConfig(token_budget=4, chunked_prefill=True))
     s.add(Request("a", 7, 3, num_samples=2))
     s.step()  # 4 of the 7 prompt tokens
     s.running[0].tables[0].append_tokens(1)

@@ -18,7 +18,7 @@ from pagedlab.engine.prefix import PrefixCachingScheduler
 from pagedlab.memory.allocator import BlockAllocator
 from pagedlab.memory.prefix_cache import PrefixCache
 from pagedlab.memory.requests import Group, Request, StepOutput, Work
-from pagedlab.memory.scheduler import Scheduler, execute
+from pagedlab.memory.scheduler import Scheduler, SchedulerConfig, execute
 from tests.memory.test_scheduler_refuses_hostile_use import FakeKV, expected
 from tests.refuses import refuses
 
@@ -79,7 +79,10 @@ def test_hooks_run_after_the_decision_in_the_executor_order(workload: tuple[Any,
     blocks, size, mode, budget, chunked, specs = workload
     kv = Recorder(size)
     s = Scheduler(
-        BlockAllocator(blocks, size), mode, budget, chunked, BlockAllocator(blocks, size), kv
+        BlockAllocator(blocks, size),
+        SchedulerConfig(mode, budget, chunked),
+        BlockAllocator(blocks, size),
+        kv,
     )
     kv.scheduler = s
     for spec in specs:
@@ -137,7 +140,7 @@ def test_a_group_preempted_after_it_decoded_leaves_the_plan(
 
     monkeypatch.setattr(Scheduler, "_unschedule", record)
     kv = FakeKV(4)
-    s = Scheduler(BlockAllocator(3, 4), "swap", 8, True, BlockAllocator(3, 4), kv)
+    s = Scheduler(BlockAllocator(3, 4), SchedulerConfig("swap", 8, True), BlockAllocator(3, 4), kv)
     for spec in [("A", 4, 4, 2), ("B", 7, 1, 1), ("C", 3, 2, 1), ("D", 3, 2, 1)]:
         s.add(Request(*spec))
     d = s.groups["D"]
@@ -163,7 +166,9 @@ def test_a_copy_from_a_block_the_plan_writes_is_computed_instead() -> None:
     before the forward writes it, so there is no copy; its piece starts at the block's first
     position instead, and the K/V read back."""
     kv = FakeKV(4)
-    s = Scheduler(BlockAllocator(6, 4), "recompute", 32, host=BlockAllocator(9, 4), kv=kv)
+    s = Scheduler(
+        BlockAllocator(6, 4), SchedulerConfig("recompute", 32), host=BlockAllocator(9, 4), kv=kv
+    )
     s.add(Request("r0", 3, 4))
     s.add(Request("r1", 11, 2, 2))
     redone = []
@@ -181,7 +186,9 @@ def test_a_prefix_scheduled_in_a_step_is_hit_in_that_step() -> None:
     """A prefix-caching scheduler registers a full block when its K/V is scheduled: a
     request admitted later in the same step (nothing computed yet) starts on it."""
     device = BlockAllocator(16, 4)
-    s = PrefixCachingScheduler(device, PrefixCache(device), token_budget=32, chunked_prefill=True)
+    s = PrefixCachingScheduler(
+        device, PrefixCache(device), SchedulerConfig(token_budget=32, chunked_prefill=True)
+    )
     prompt = tuple(range(10, 24))  # 14 tokens: three full blocks
     s.add(Request("A", 14, 2, prompt=prompt))
     s.add(Request("B", 15, 2, prompt=prompt[:12] + (1, 2, 3)))
@@ -211,7 +218,9 @@ def test_blocks_registered_for_work_taken_back_are_forgotten(
 
     monkeypatch.setattr(Scheduler, "_unschedule", record)
     size, device, kv = 3, BlockAllocator(4, 3), FakeKV(3)
-    s = PrefixCachingScheduler(device, PrefixCache(device), "swap", 3, True, BlockAllocator(4, 3))
+    s = PrefixCachingScheduler(
+        device, PrefixCache(device), SchedulerConfig("swap", 3, True), BlockAllocator(4, 3)
+    )
     for name, prompt, output in [("A", 2, 6), ("B", 9, 2), ("C", 4, 1), ("D", 2, 3)]:
         s.add(Request(name, prompt, output, prompt=(7,) * prompt))
     while not s.done:
@@ -252,7 +261,9 @@ def test_a_preempted_groups_tokens_return_to_the_token_budget() -> None:
     budget. Here, in step 12, B and D decode (1 + 2 tokens), then C's prefill needs D's
     blocks: D is preempted, its 2 tokens leave the plan, and C prefills 8, so the step uses
     all 9 tokens of its budget (without the refund C got 6 and 2 tokens went unused)."""
-    scheduler = Scheduler(BlockAllocator(10, 4), mode="swap", token_budget=9, chunked_prefill=True)
+    scheduler = Scheduler(
+        BlockAllocator(10, 4), SchedulerConfig(mode="swap", token_budget=9, chunked_prefill=True)
+    )
     specs = [("A", 15, 7, 2), ("B", 9, 6, 1), ("C", 17, 1, 1), ("D", 8, 6, 2), ("E", 7, 9, 2),
              ("F", 20, 4, 3)]  # fmt: skip
     for spec in specs:
@@ -270,7 +281,7 @@ def test_update_is_the_only_writer_and_ends_a_request_at_eos() -> None:
     """The executor returns tokens and writes none; ``update`` appends them, ends a request
     whose sample 0 drew EOS (its blocks freed, ``plan.finished`` names it) and frees the
     finished; ``abort`` then ends every other request, and both pools are whole."""
-    s = Scheduler(BlockAllocator(8, 2), "swap", host=BlockAllocator(8, 2))
+    s = Scheduler(BlockAllocator(8, 2), SchedulerConfig("swap"), host=BlockAllocator(8, 2))
     for name in "AB":
         s.add(Request(name, 3, 4, prompt=(1, 2, 3)))
     plan = s.schedule()

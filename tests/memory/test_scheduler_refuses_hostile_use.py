@@ -36,7 +36,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 from pagedlab.memory.allocator import BlockAllocator, OutOfBlocksError
 from pagedlab.memory.block_table import CopyOnWrite
 from pagedlab.memory.requests import Group, Request, StepOutput, Work
-from pagedlab.memory.scheduler import Scheduler
+from pagedlab.memory.scheduler import Scheduler, SchedulerConfig
 from tests.machine_steps import PICK, check, choose, integer, one_of, run_random, setup, step
 from tests.refuses import refuses
 
@@ -107,9 +107,7 @@ class SchedulerMisuse(RuleBasedStateMachine):
         self.kv = FakeKV(size)
         self.s = Scheduler(
             BlockAllocator(blocks, size),
-            mode=mode,
-            token_budget=budget,
-            chunked_prefill=chunked,
+            SchedulerConfig(mode=mode, token_budget=budget, chunked_prefill=chunked),
             host=BlockAllocator(host_blocks, size),
             kv=self.kv,
         )
@@ -152,7 +150,9 @@ class SchedulerMisuse(RuleBasedStateMachine):
         if self._refused(lambda: self.s.add(request)):
             blocks, size = self.s.device.num_blocks, self.s.block_size
             too_big = samples * -(-(prompt + output) // size) > blocks
-            too_wide = self.s.token_budget is not None and samples > self.s.token_budget
+            too_wide = (
+                self.s.config.token_budget is not None and samples > self.s.config.token_budget
+            )
             assert too_big or too_wide, f"{request} refused though it fits"
 
     @step(pre=lambda m: not m.s.done, times=integer(1, 4))
@@ -227,8 +227,8 @@ class SchedulerMisuse(RuleBasedStateMachine):
 
     @step(
         setting=one_of(
-            [("mode", "SWAP"), ("mode", None), ("token_budget", 0), ("token_budget", 1.5),
-             ("chunked_prefill", "yes"), ("device", None), ("host", "other")]
+            [("config", "swap"), ("config", None), ("config", {"token_budget": 0}),
+             ("device", None), ("host", "other")]
         )
     )  # fmt: skip
     def reassign_a_setting(self, setting: tuple[str, object]) -> None:
@@ -253,8 +253,8 @@ class SchedulerMisuse(RuleBasedStateMachine):
         bad = [None, "r", 3, ("a", 1, 1), Request("huge", blocks * self.s.block_size, 1)]
         if self.s.groups:
             bad.append(Request(choose(list(self.s.groups), pick), 1, 1))  # a name already used
-        if self.s.token_budget is not None:
-            bad.append(Request("wide", 1, 1, self.s.token_budget + 1))
+        if self.s.config.token_budget is not None:
+            bad.append(Request("wide", 1, 1, self.s.config.token_budget + 1))
         assert self._refused(lambda: self.s.add(choose(bad, pick)))  # type: ignore[arg-type]
 
     @step(bad=one_of(BAD_INTS))
@@ -271,11 +271,14 @@ class SchedulerMisuse(RuleBasedStateMachine):
             lambda: Scheduler(used),
             lambda: Scheduler(BlockAllocator(blocks, size), host=used),
             lambda: Scheduler(used, host=used),
-            lambda: Scheduler(BlockAllocator(blocks, size), mode=choose(["SWAP", None, 1], pick)),
             lambda: Scheduler(
-                BlockAllocator(blocks, size), token_budget=choose(BAD_INTS[:-2], pick)
+                BlockAllocator(blocks, size), SchedulerConfig(mode=choose(["SWAP", None, 1], pick))
             ),
-            lambda: Scheduler(BlockAllocator(blocks, size), chunked_prefill=True),
+            lambda: Scheduler(
+                BlockAllocator(blocks, size),
+                SchedulerConfig(token_budget=choose(BAD_INTS[:-2], pick)),
+            ),
+            lambda: Scheduler(BlockAllocator(blocks, size), SchedulerConfig(chunked_prefill=True)),
             lambda: Scheduler(BlockAllocator(blocks, size), host=BlockAllocator(4, size + 1)),
             lambda: Scheduler(BlockAllocator(blocks, size), kv=object()),  # type: ignore[arg-type]
         ]
