@@ -85,9 +85,10 @@ def fragmentation_scene(
     need = len(newcomer.blocks)
     widest = max(gaps, key=lambda g: g[1], default=(0, 0))
     start = min(widest[0], n - need)
+    fits = widest[1] >= need
     outline = box("need", start, need)
     d.rects.append(Rect(outline, "none", NEWCOMER, "need", "contiguous", None, 1.6))
-    verdict = "fits" if widest[1] >= need else f"no hole of {need * size} slots: external fragmentation"
+    verdict = "fits" if fits else f"no hole of {need * size} slots: external fragmentation"
     d.labels.append(Label(outline.x + outline.w + 0.08, outline.y + CELL_H / 2,
                           f"newcomer needs {need * size} adjacent slots: {verdict}", 7.0,
                           ha="left"))  # fmt: skip

@@ -240,20 +240,19 @@ class _Run:
         return self.result()
 
     def result(self) -> SimResult:
-        steps = self.steps
         history = None
         if self.record:
             history = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in self.rows.items()}
         return SimResult(
             policy=self.policy,
             pool_slots=self.pool,
-            steps=steps,
+            steps=self.steps,
             sim_time_s=self.t,
             finished=self.finished,
             admitted=self.admitted,
             preemptions=self.preemptions,
-            mean_batch=self.batch_steps / steps if steps else 0.0,
-            mean_slots={k: (v / steps if steps else 0.0) for k, v in self.sums.items()},
+            mean_batch=self.batch_steps / self.steps if self.steps else 0.0,
+            mean_slots={k: (v / self.steps if self.steps else 0.0) for k, v in self.sums.items()},
             history=history,
         )
 
