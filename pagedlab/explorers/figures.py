@@ -67,14 +67,10 @@ COLORS = 96
 RUNNING = ("R2", "R4", "R6", "R8")  # fragmented_pool's running requests
 
 
-def _picture(canvas: Canvas, state: ExampleState, note: str) -> np.ndarray:
-    return canvas.render(example_scene(state, note)).rgb()
-
-
-def _note(state: ExampleState, layout_name: bool = False) -> str:
+def _picture(canvas: Canvas, state: ExampleState, layout_name: bool = False) -> np.ndarray:
     check = f"kernel output {state.output:.3f} = (L+1)/2" if state.output is not None else ""
     where = f"{state.layout} layout: " if layout_name else ""
-    return f"{where}{state.caption}; {check}"
+    return canvas.render(example_scene(state, f"{where}{state.caption}; {check}")).rgb()
 
 
 def _save_png(frames: list[np.ndarray], path: Path) -> None:
@@ -89,14 +85,13 @@ def write_figures(directory: Path | str = "figures") -> list[Path]:
     example_layout = LAYOUTS[1]
     paths = [out / name for name in FILES]
     five = example_state(4, 5, example_layout)
-    _save_png([_picture(canvas, five, _note(five))], paths[0])
+    _save_png([_picture(canvas, five)], paths[0])
     four = example_state(4, 4, example_layout)
-    _save_png([_picture(canvas, four, _note(four)), _picture(canvas, five, _note(five))], paths[1])
+    _save_png([_picture(canvas, four), _picture(canvas, five)], paths[1])
     ascending = example_state(4, 5, LAYOUTS[0])
-    frames = [_picture(canvas, s, _note(s, True)) for s in (ascending, five)]
-    _save_png(frames, paths[2])
+    _save_png([_picture(canvas, s, layout_name=True) for s in (ascending, five)], paths[2])
     states = [example_state(4, n, example_layout) for n in range(1, 17)]
-    rgb = [_picture(canvas, s, _note(s)) for s in states]
+    rgb = [_picture(canvas, s) for s in states]
     palette_image = Image.fromarray(rgb[-1]).quantize(COLORS, method=Image.Quantize.MEDIANCUT)
     gif = [
         Image.fromarray(frame).quantize(palette=palette_image, dither=Image.Dither.NONE)
@@ -168,9 +163,8 @@ def write_notebook_figures(directory: Path | str = "figures") -> list[Path]:
     """One picture per notebook for the README (see the module docstring)."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    pictures = _first_frames()
     paths = [out / name for name in NOTEBOOK_FILES]
-    for png, path in zip(pictures, paths, strict=True):
+    for png, path in zip(_first_frames(), paths, strict=True):
         _save_png([np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))], path)
     return paths
 

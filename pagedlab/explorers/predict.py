@@ -89,9 +89,7 @@ class Predict(widgets.VBox):
         if isinstance(self.answer, str):
             return text
         if isinstance(self.answer, list):
-            if not _INT_LIST.fullmatch(text):
-                return None
-            return [int(n) for n in _INT.findall(text)]
+            return [int(n) for n in _INT.findall(text)] if _INT_LIST.fullmatch(text) else None
         return int(text) if _INT.fullmatch(text) else None
 
     def verdict(self, guess: str) -> bool | None:
@@ -99,9 +97,7 @@ class Predict(widgets.VBox):
         value = self.parse(guess)
         if value is None:
             return None
-        if isinstance(self.answer, str):
-            return value == self.answer  # a choice, compared exactly
-        return type(value) is type(self.answer) and value == self.answer
+        return type(value) is type(self.answer) and value == self.answer  # a choice: exactly
 
     # --- callbacks: only feedback.value changes --------------------------------------------
     def reveal_guess(self) -> None:

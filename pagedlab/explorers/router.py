@@ -44,10 +44,9 @@ class RouterExplorer(Explorer):
 
     def render(self, overlap_weight: int, num_engines: int) -> View:
         runs = self.runs(overlap_weight, num_engines)
-        fig = routers_figure(runs, num_engines)
         readout = " · ".join(
             f"{r.policy}: hit <b>{100 * r.hit_rate:.1f} %</b>, prefill {r.prefill_tokens:,} "
             f"tokens, imbalance {r.imbalance:.2f}, mean TTFT {1000 * r.mean_ttft:.1f} ms"
             for r in runs
         )
-        return View(runs, fig, readout)
+        return View(runs, routers_figure(runs, num_engines), readout)

@@ -85,9 +85,8 @@ def explorer_state(
     )
     run = _run(mode, size, budget, chunked)
     run.extend_to(step)
-    if step < len(run.states):
-        return copy.deepcopy(run.states[step])
-    return copy.deepcopy(replace(run.states[-1], step=step))  # finished before ``step``
+    last = run.states[min(step, len(run.states) - 1)]  # the last: finished before ``step``
+    return copy.deepcopy(replace(last, step=step))
 
 
 def readout_html(state: SchedulerState) -> str:

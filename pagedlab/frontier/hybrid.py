@@ -173,8 +173,7 @@ def block_size_floor(
             partial.finish_step()
             partial.free(admission.request)
             hits += admission.hit_tokens
-        pool = BlockAllocator(blocks, size)
-        table = BlockTable(pool)
+        table = BlockTable(BlockAllocator(blocks, size))  # one short request's blocks
         table.append_tokens(check_int(short, "short", minimum=1))
         share = len(table.blocks) / blocks
         rows.append(FloorRow(size, blocks, cache.stats.hit_rate, hits / query, share))

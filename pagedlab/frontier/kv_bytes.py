@@ -34,13 +34,11 @@ class KVModel:
     window: int = 0
     source: str = ""
 
-    def values_per_token_layer(self) -> int:
-        return self.latent if self.latent else 2 * self.kv_heads * self.head_dim
-
     def bytes_per_token(self, dtype: str = "bf16") -> int:
         """Every layer's K/V of one token, as stored (a sliding layer's too, while in window)."""
         check_choice(dtype, "dtype", tuple(DTYPE_BYTES))
-        return self.layers * self.values_per_token_layer() * DTYPE_BYTES[dtype]
+        per_layer = self.latent or 2 * self.kv_heads * self.head_dim  # values (MLA: the latent)
+        return self.layers * per_layer * DTYPE_BYTES[dtype]
 
 
 MODELS: dict[str, KVModel] = {

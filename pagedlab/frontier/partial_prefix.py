@@ -163,10 +163,9 @@ class PartialPrefixCache:
 
     def finish_step(self) -> list[BlockCopy]:
         """The worker ran this step's copies: drop the references kept for them."""
-        done = []
+        done = self.pending_copies
         for keeper, copy in self._pending:
             self._alloc.free_many([copy.dst, copy.src], keeper)
-            done.append(copy)
         self._pending = []
         return done
 

@@ -79,11 +79,8 @@ class Progress:
             line += f" (to do: {', '.join(self.todo)})"
         return line
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # IPython's pretty printer shows it too (one line)
         return self.text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text)
 
 
 def progress(notebook: str, exercises: list[Exercise]) -> Progress:

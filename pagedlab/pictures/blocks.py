@@ -171,17 +171,16 @@ def pool_view(
     show = font_size(w, max(contents.values(), key=len, default="0")) >= MIN_SIZE
     for block in range(allocator.num_blocks):
         b = grid.block(block)
+        _block(d, "pool", block, b)
         lit = block in highlight
         if block not in owner:
             free = refcounts[block] == 0
             face = FREE_COLOR if free else OTHER_COLOR
-            _block(d, "pool", block, b)
             rest = Box(b.x + TAB, b.y, b.w - TAB, b.h)
             kind = "free-block" if free else "other-block"
             d.rects.append(Rect(rest, face, HIGHLIGHT if lit else FREE_EDGE, kind, "pool", block))
             continue
         color = table_color(owner[block])
-        _block(d, "pool", block, b)
         filled = []
         for offset in range(size):
             label = contents.get((block, offset))

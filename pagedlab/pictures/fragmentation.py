@@ -97,10 +97,9 @@ def fragmentation_scene(
         d.rects.append(Rect(cell_box, NEWCOMER, INK, "newcomer", "paged", b, 0.9))
         d.labels.append(Label(cell_box.x + cell / 2, cell_box.y + CELL_H / 2, f"N{logical}", 6.5))
     taken = owners.keys() | set(newcomer.blocks)
-    for b in range(n):
+    for b in range(n):  # free blocks, and every physical block's number under the paged row
         if b not in taken:
             d.rects.append(Rect(box("paged", b, 1), FREE_COLOR, FREE_EDGE, "free", "paged", b))
-    for b in range(n):  # physical block numbers under the paged row
         d.labels.append(Label(X0 + (b + 0.5) * cell, ROW_Y["paged"] - 0.12, str(b), 6.0))
     for row, text in (("contiguous", "contiguous allocator"), ("paged", "paged (blocks)")):
         d.labels.append(Label(X0 - 0.08, ROW_Y[row] + CELL_H / 2, text, 7.5, ha="right"))

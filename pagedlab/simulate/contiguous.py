@@ -105,20 +105,19 @@ class FirstFit:
     def used(self) -> int:
         return sum(self._sizes)
 
+    def _gaps(self) -> list[tuple[int, int]]:
+        """``(end, next start)`` around each place a hole may be: before extent i, then the tail."""
+        ends = [0] + [s + z for s, z in zip(self._starts, self._sizes, strict=True)]
+        return list(zip(ends, [*self._starts, self.size], strict=True))
+
     def alloc(self, slots: int) -> int | None:
         """Place ``slots`` slots at the lowest fitting address; None (no change) if no hole fits."""
         n = check_int(slots, "slots", minimum=1)
-        end = 0
-        for i, (s, z) in enumerate(zip(self._starts, self._sizes, strict=True)):
-            if s - end >= n:
+        for i, (end, start) in enumerate(self._gaps()):
+            if start - end >= n:
                 self._starts.insert(i, end)
                 self._sizes.insert(i, n)
                 return end
-            end = s + z
-        if self.size - end >= n:
-            self._starts.append(end)
-            self._sizes.append(n)
-            return end
         return None
 
     def free(self, start: int) -> None:
@@ -130,14 +129,7 @@ class FirstFit:
 
     def holes(self) -> list[int]:
         """Sizes of the free holes, in address order."""
-        out, end = [], 0
-        for s, z in zip(self._starts, self._sizes, strict=True):
-            if s > end:
-                out.append(s - end)
-            end = s + z
-        if self.size > end:
-            out.append(self.size - end)
-        return out
+        return [start - end for end, start in self._gaps() if start > end]
 
 
 ALLOCATORS: dict[str, type[BuddyAllocator] | type[FirstFit]] = {

@@ -69,14 +69,10 @@ class _Batch:
         for name in self.FIELDS:
             setattr(self, name, np.concatenate([getattr(self, name), getattr(other, name)]))
 
-    def keep(self, mask: np.ndarray) -> None:
-        """Keep only the requests where ``mask`` is True, in order."""
+    def keep(self, mask: np.ndarray | slice) -> None:
+        """Keep only the requests ``mask`` selects (True, or in the slice), in order."""
         for name in self.FIELDS:
             setattr(self, name, getattr(self, name)[mask])
-
-    def drop_newest(self) -> None:
-        for name in self.FIELDS:
-            setattr(self, name, getattr(self, name)[:-1])
 
     def advance(self, k: int) -> None:
         self.length += k
@@ -134,11 +130,11 @@ class _Run:
     def preempt_newest(self) -> None:
         """Paged: while the next step needs more blocks than the pool has, recompute the newest."""
         b = self.batch
-        self.blocks_next = int(_sum_ceil(b.length + 1, self.B))
+        self.blocks_next = int((-(-(b.length + 1) // self.B)).sum())  # sum of ceil: blocks held
         while self.blocks_next > self.nblocks:
             victim, length = int(b.request[-1]), int(b.length[-1])
             self.context[victim], self.steps_left[victim] = length, int(b.steps_left[-1])
-            b.drop_newest()
+            b.keep(slice(-1))  # drop the newest
             self.blocks_next -= ceil_div(length + 1, self.B)
             self.queue.appendleft(victim)
             self.preemptions += 1
@@ -244,27 +240,21 @@ class _Run:
         return self.result()
 
     def result(self) -> SimResult:
-        steps = self.steps
         history = None
         if self.record:
             history = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in self.rows.items()}
         return SimResult(
             policy=self.policy,
             pool_slots=self.pool,
-            steps=steps,
+            steps=self.steps,
             sim_time_s=self.t,
             finished=self.finished,
             admitted=self.admitted,
             preemptions=self.preemptions,
-            mean_batch=self.batch_steps / steps if steps else 0.0,
-            mean_slots={k: (v / steps if steps else 0.0) for k, v in self.sums.items()},
+            mean_batch=self.batch_steps / self.steps if self.steps else 0.0,
+            mean_slots={k: (v / self.steps if self.steps else 0.0) for k, v in self.sums.items()},
             history=history,
         )
-
-
-def _sum_ceil(a: np.ndarray, b: int) -> int:
-    """``sum(ceil(a / b))`` over an integer array (blocks held by sequences of lengths ``a``)."""
-    return int((-(-a // b)).sum())
 
 
 def _check_fits(trace: Trace, policy: Policy, slots: int) -> None:

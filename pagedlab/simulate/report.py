@@ -40,7 +40,6 @@ GAP_NOTES = {
     "cannot use yet. Its batch size depends on our step-time model, chosen so that Little's "
     "law gives about the paper's batch at 2 req/s (see StepCost): not an independent check",
 }
-_SEGMENTS = ("tokens", "reserved", "internal", "external")
 _HEADS = ("tokens", "reserved", "internal", "ext.+others")
 
 
@@ -66,13 +65,13 @@ def fig2_table(results: Sequence[SimResult]) -> str:
         name, ours, pool = r.policy.name, r.fig2_shares(), r.shares()
         if name in paper.FIG2_BREAKDOWN:
             row = paper.FIG2_BREAKDOWN[name]
-            lines.append(f"{name:<14}{'paper':<6}" + "".join(_pct(row[c]) for c in _SEGMENTS))
+            lines.append(f"{name:<14}{'paper':<6}" + "".join(_pct(row[c]) for c in FIG2))
             name = ""
         busy = 1 - pool["idle"]
         parts = (pool["rounding"] / busy, pool["external"] / busy) if busy > 0 else (0.0, 0.0)
         lines.append(
             f"{name:<14}{'ours':<6}"
-            + "".join(_pct(ours[c]) for c in _SEGMENTS)
+            + "".join(_pct(ours[c]) for c in FIG2)
             + f" | {100 * parts[0]:7.1f}% {100 * parts[1]:5.1f}% {100 * pool['idle']:5.1f}%"
         )
     lines.append(

@@ -89,15 +89,9 @@ class Trace:
             check_type(value, field_name, np.ndarray)
             if value.ndim != 1:
                 raise ValueError(f"{field_name} must be 1-D, got shape {value.shape}")
-        for field_name in ("prompt", "output"):
-            if getattr(self, field_name).dtype.kind not in "iu":
-                raise ArgumentTypeError(
-                    f"{field_name} must hold integers, got dtype {getattr(self, field_name).dtype}"
-                )
-        if self.arrival.dtype.kind not in "iuf":
-            raise ArgumentTypeError(
-                f"arrival must hold real numbers, got dtype {self.arrival.dtype}"
-            )
+            kinds, what = ("iuf", "real numbers") if field_name == "arrival" else ("iu", "integers")
+            if value.dtype.kind not in kinds:
+                raise ArgumentTypeError(f"{field_name} must hold {what}, got dtype {value.dtype}")
         if not np.all(np.isfinite(self.arrival)) or np.any(self.arrival < 0):
             raise ValueError("arrival times must be finite and >= 0")
         n = len(self.arrival)

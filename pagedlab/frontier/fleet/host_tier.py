@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
+from itertools import takewhile
 
 import torch
 
@@ -89,11 +90,7 @@ class TieredCache:
         size = self.device.block_size
         chain = self.cache.hashes(tokens)[: (len(tokens) - 1) // size]
         hits, _ = self.cache.lookup(tokens)
-        on_host = []
-        for block_hash in chain[len(hits) :]:
-            if block_hash not in self.on_host:
-                break
-            on_host.append(block_hash)
+        on_host = list(takewhile(self.on_host.__contains__, chain[len(hits) :]))  # a run
         for block_hash in on_host:  # most recently used: write-backs below evict others
             self.on_host.move_to_end(block_hash)
         self._stored.clear()

@@ -199,13 +199,8 @@ def kv_pick(
 
 def leading_hits(tokens: Sequence[int], block_size: int, held: set[int]) -> int:
     """Leading full blocks of ``tokens`` whose hash is in ``held``, the last token excluded."""
-    limit = (len(tokens) - 1) // block_size
-    count = 0
-    for h in block_hashes(tokens[: limit * block_size], block_size):
-        if to_int(h) not in held:
-            break
-        count += 1
-    return count
+    hashes = block_hashes(tokens[: (len(tokens) - 1) // block_size * block_size], block_size)
+    return next((i for i, h in enumerate(hashes) if to_int(h) not in held), len(hashes))
 
 
 @dataclass
