@@ -15,7 +15,7 @@ oracle, draws by :mod:`pagedlab.model.sampling`'s protocol.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -31,7 +31,7 @@ from pagedlab.model.sampling import check_temperature, draw, sample_generator
 def generate_contiguous(model: TinyLlama, prompt: list[int], max_new_tokens: int) -> list[int]:
     """Greedy: the ``max_new_tokens`` tokens after ``prompt`` (new tokens only)."""
     ids, n = _check_generate(model, prompt, max_new_tokens)
-    return _run_contiguous(model, ids, n, lambda logits: int(torch.argmax(logits)))
+    return _run_contiguous(model, ids, n, [lambda logits: int(torch.argmax(logits))])[0]
 
 
 @torch.no_grad()
@@ -44,7 +44,8 @@ def sample_contiguous(
     seed: int = 0,
     request: int = 0,
 ) -> list[list[int]]:
-    """The sampling oracle: ``n`` samples of ``prompt``, each run alone on its own cache.
+    """The sampling oracle: ``n`` samples of ``prompt``, each run alone on its own cache (a
+    copy of the one prefill's: the same bits as its own prefill, every token computed as if alone).
 
     Sample ``s`` draws its tokens from ``sample_generator(seed, request, s)``, one draw per
     token (:mod:`pagedlab.model.sampling`); ``request`` is the prompt's index in an
@@ -55,15 +56,15 @@ def sample_contiguous(
     ids, new, samples, temp, seed, request = _check_sample(
         model, prompt, max_new_tokens, n, temperature, seed, request
     )
-    out = []
+    picks = []
     for s in range(samples):
         generator = sample_generator(seed, request, s)
 
         def pick(logits: torch.Tensor, g: torch.Generator = generator) -> int:
             return draw(logits, g, temp)
 
-        out.append(_run_contiguous(model, ids, new, pick))
-    return out
+        picks.append(pick)
+    return _run_contiguous(model, ids, new, picks)
 
 
 def _check_generate(model: object, prompt: object, max_new_tokens: object) -> tuple[list[int], int]:
@@ -97,19 +98,24 @@ def _check_sample(
 
 
 def _run_contiguous(
-    model: TinyLlama, ids: list[int], n: int, pick: Callable[[torch.Tensor], int]
-) -> list[int]:
-    """One prefill, then one token per step on a ContiguousCache; ``pick`` chooses each."""
+    model: TinyLlama, ids: list[int], n: int, picks: Sequence[Callable[[torch.Tensor], int]]
+) -> list[list[int]]:
+    """One prefill on a ContiguousCache, then per pick its own run of one token a step on its own
+    copy of that cache (``attend`` replaces a layer's tensors, never writes into them)."""
     device = next(model.parameters()).device
-    cache = ContiguousCache(model.num_layers, batch_invariant=True)
-    new: list[int] = []
-    pending, first = ids, 0
-    while len(new) < n:
-        tokens = torch.tensor(pending, device=device)
-        positions = torch.arange(first, first + len(pending), device=device)
-        h = model.hidden(tokens, positions, cache)
-        token = pick(project(model.lm_head, h[-1:], batch_invariant=True)[0])
-        new.append(token)
-        first += len(pending)
-        pending = [token]
-    return new
+    prefilled = ContiguousCache(model.num_layers, batch_invariant=True)
+    h = model.hidden(
+        torch.tensor(ids, device=device), torch.arange(len(ids), device=device), prefilled
+    )
+    last = project(model.lm_head, h[-1:], batch_invariant=True)[0]
+    runs = []
+    for pick in picks:
+        cache = ContiguousCache(model.num_layers, batch_invariant=True)
+        cache.keys, cache.values = list(prefilled.keys), list(prefilled.values)
+        new = [pick(last)]
+        while len(new) < n:
+            position = torch.tensor([len(ids) + len(new) - 1], device=device)
+            h = model.hidden(torch.tensor(new[-1:], device=device), position, cache)
+            new.append(pick(project(model.lm_head, h, batch_invariant=True)[0]))
+        runs.append(new)
+    return runs
