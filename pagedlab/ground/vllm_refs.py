@@ -229,8 +229,7 @@ REFS: Mapping[str, Ref] = MappingProxyType({
     "batch_invariant": Ref(
         "vllm/model_executor/determinism/batch_invariant.py",
         ("init_batch_invariance", "matmul_persistent"),
-        "VLLM_BATCH_INVARIANT=1 turns on kernels of one tile shape whatever the batch's rows "
-        "(matmul_persistent: 128 rows, the reduction in fixed steps).",
+        "VLLM_BATCH_INVARIANT=1: products on one tile shape (128 rows) whatever the batch's.",
         "284-340, 1516-1519",
     ),
     "beam_search_offline": Ref(
@@ -250,18 +249,16 @@ REFS: Mapping[str, Ref] = MappingProxyType({
     "async_scheduler": Ref(
         "vllm/v1/core/sched/async_scheduler.py",
         ("AsyncScheduler", "num_output_placeholders"),
-        "AsyncScheduler._update_after_schedule adds output placeholders for every scheduled "
-        "decode (num_output_placeholders): the next step is planned before this step's token "
-        "exists.",
+        "AsyncScheduler._update_after_schedule adds an output placeholder per scheduled decode "
+        "(num_output_placeholders): the next step is planned before this step's token exists.",
         "10, 18-41",
         first_read="014b23503270d029739d400ec4c14ba0714bdcd8",
     ),
     "worker_block_table": Ref(
         "vllm/v1/worker/block_table.py",
         ("BlockTable", "BlockTable.compute_slot_mapping", "MultiGroupBlockTable"),
-        "gone by 0.34.0 (Model Runner V1 removed; not in the wheel). As read at its commit: "
-        "an int32 [max_num_reqs, max_num_blocks_per_req] table per group, and "
-        "compute_slot_mapping in numpy.",
+        "gone by 0.34.0 (Model Runner V1 removed). As read at its commit: an int32 "
+        "[max_num_reqs, max_num_blocks_per_req] table per group, compute_slot_mapping in numpy.",
         engine="gone",
         commit="a4cd9d0d28bdb41db8dfe0acdafac2bf2f608630",
     ),
@@ -307,7 +304,6 @@ REFS: Mapping[str, Ref] = MappingProxyType({
         commit="60b652b79cabe13e4059b5d5084bfed6eafc3cf1",
     ),
 })  # fmt: skip
-"""Every vLLM file the notebooks name, by key."""
 
 PULL_REQUESTS: Mapping[int, PullRequest] = MappingProxyType({
     33710: PullRequest(
@@ -420,10 +416,9 @@ HF_REFS: Mapping[str, HFRef] = MappingProxyType({
 
 def ref(key: str) -> Ref:
     """The entry ``key`` of :data:`REFS`; KeyError names the keys there are."""
-    try:
-        return REFS[key]
-    except KeyError:
-        raise KeyError(f"no vLLM reference {key!r}; there are {sorted(REFS)}") from None
+    if key not in REFS:
+        raise KeyError(f"no vLLM reference {key!r}; there are {sorted(REFS)}")
+    return REFS[key]
 
 
 def statement(key: str) -> str:
