@@ -296,9 +296,10 @@ def _gguf_read_once() -> Iterator[None]:
     maps: dict[tuple[Any, int], Any] = {}
 
     def one_reader(path: Any, mode: Any = "r") -> Any:  # read only, whatever the mode
-        if os.fspath(path) not in readers:
-            readers[os.fspath(path)] = open_reader(path)
-        return readers[os.fspath(path)]
+        key = os.fspath(path)
+        if key not in readers:
+            readers[key] = open_reader(path)
+        return readers[key]
 
     def one_map(arch: Any, n_blocks: int) -> Any:
         if (arch, n_blocks) not in maps:
