@@ -229,8 +229,8 @@ REFS: Mapping[str, Ref] = MappingProxyType({
     "batch_invariant": Ref(
         "vllm/model_executor/determinism/batch_invariant.py",
         ("init_batch_invariance", "matmul_persistent"),
-        "VLLM_BATCH_INVARIANT=1: products on one tile shape (128 rows) whatever the batch's.",
-        "284-340, 1516-1519",
+        "VLLM_BATCH_INVARIANT=1: fixed-tile products (Ampere, ROCm), else cuBLAS with split-K off.",
+        "284-340, 1387-1421, 1516-1519",
     ),
     "beam_search_offline": Ref(
         "vllm/entrypoints/generate/beam_search/offline.py",
