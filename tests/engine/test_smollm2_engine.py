@@ -42,7 +42,7 @@ def oracles(
     model, tokenizer, prompts = smollm2
     hf = smollm2_transformers
     pad = tokenizer.pad_token_id
-    hf_tokens = [transformers_greedy(hf, p, NEW, pad) for p in prompts]
+    hf_tokens = transformers_greedy(hf, prompts, NEW, pad)  # one left-padded batch
     return hf_tokens, [generate_contiguous(model, p, NEW) for p in prompts]
 
 
@@ -134,5 +134,6 @@ def test_a_forged_near_tie_flips_the_batch_and_batch_invariance_settles_it(smoll
     batched = Engine(tie.model, 12, 16).generate(prompts, 1)[tie.index]
     invariant = Engine(tie.model, 12, 16, batch_invariant=True).generate(prompts, 1)[tie.index]
     assert batched != alone == invariant
+    assert alone == [tie.oracle_token] and batched == [tie.batched_token]  # what it reports
     divergence = first_divergence(tie.model, prompts[tie.index], alone, batched)
     assert divergence is not None and divergence.near_tie

@@ -66,12 +66,15 @@ def chat_ids(tokenizer: Any, text: str) -> list[int]:
 def greedy(ours: tuple[TinyLlama, Any], oracle: Any) -> list[tuple[list[int], list[int]]]:
     """(pagedlab's new tokens, transformers' new tokens) per prompt of PROMPTS."""
     model, tokenizer = ours
-    pairs = []
-    for text in PROMPTS:
-        ids = chat_ids(tokenizer, text)
-        theirs = smollm2.transformers_greedy(oracle, ids, NEW_TOKENS, tokenizer.pad_token_id)
-        pairs.append((generate_contiguous(model, ids, NEW_TOKENS), theirs))
-    return pairs
+    prompts = [chat_ids(tokenizer, text) for text in PROMPTS]
+    pad = tokenizer.pad_token_id
+    return [  # transformers one prompt at a time: each prompt's bits alone, no batch between them
+        (
+            generate_contiguous(model, ids, NEW_TOKENS),
+            smollm2.transformers_greedy(oracle, [ids], NEW_TOKENS, pad)[0],
+        )
+        for ids in prompts
+    ]
 
 
 def test_config_is_smollm2_135m_with_hugging_face_names(ours: tuple[TinyLlama, Any]) -> None:
