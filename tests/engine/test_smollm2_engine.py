@@ -1,12 +1,12 @@
 """SmolLM2 through the engine: the tokens of transformers reading the same file, whatever the
 pages did (preemption by recompute and by swap, prefix caching, chunked prefill).
 
-Two oracles: ``transformers``' own reading of the GGUF (``generate``, one prompt at a time)
-and ``generate_contiguous`` (one request alone, computed as if alone). The default engine
-must agree with both up to a near-tie (the first different token at a logit gap <= 1e-4);
-``batch_invariant=True`` must equal ``generate_contiguous`` token for token. Also: the
-Triton kernel, run on the engine's own pages at every decode, matches the torch path, and a
-forged near-tie is decided the oracle's way by ``batch_invariant=True``.
+Two oracles: ``transformers``' own reading of the GGUF (``generate``, the prompts in one
+left-padded batch) and ``generate_contiguous`` (one request alone, computed as if alone). The
+default engine must agree with both up to a near-tie (the first different token at a logit
+gap <= 1e-4); ``batch_invariant=True`` must equal ``generate_contiguous`` token for token.
+Also: the Triton kernel, run on the engine's own pages at every decode, matches the torch
+path, and a forged near-tie is decided the oracle's way by ``batch_invariant=True``.
 """
 
 from __future__ import annotations
