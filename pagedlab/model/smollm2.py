@@ -321,7 +321,8 @@ def transformers_greedy(
 ) -> list[list[int]]:
     """``hf.generate`` greedily on all ``prompts`` in one batch: each prompt's
     ``max_new_tokens`` new tokens, in order. The batch is left-padded with ``pad`` under an
-    explicit attention mask, as transformers asks of a decoder-only model; its ``generate``
+    explicit attention mask, as transformers asks of a decoder-only model (explicit: SmolLM2's
+    pad token, ``<|im_end|>``, also stands inside every chat prompt); its ``generate``
     derives each row's positions from that mask (``cumsum - 1``, transformers 5.24,
     ``generation/utils.py:907-929``), so padding shifts no position. A row's bits may differ
     from its prompt's alone (a batch's rounding): they agree up to a near-tie."""
