@@ -21,7 +21,12 @@ from dataclasses import dataclass
 import torch
 
 from pagedlab.ground.checks import ArgumentTypeError, check_bool, check_int
-from pagedlab.model.checks import check_flat_attend, check_instance, check_token_ids
+from pagedlab.model.checks import (
+    check_flat_attend,
+    check_instance,
+    check_prompts,
+    check_token_ids,
+)
 from pagedlab.model.kv import causal_attention, invariant_attention
 from pagedlab.model.layers import project
 from pagedlab.model.llama import TinyLlama
@@ -78,12 +83,7 @@ def _check_prompts(
     """A TinyLlama, one or more prompts of its token ids (each within max_positions), and a
     bool."""
     llama = check_instance(model, TinyLlama, "model")
-    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
-        raise ArgumentTypeError(f"prompts must be a list of prompts, got {prompts!r}")
-    if not prompts:
-        raise ValueError("prompts must hold at least one prompt, got []")
-    vocab = llama.vocab_size
-    checked = [check_token_ids(p, f"prompts[{i}]", vocab) for i, p in enumerate(prompts)]
+    checked = check_prompts(prompts, llama.vocab_size)
     for i, p in enumerate(checked):
         if len(p) > llama.max_positions:
             raise ValueError(

@@ -43,6 +43,15 @@ def check_token_ids(
     return [check_int(t, f"{name}[{i}]", 0, top) for i, t in enumerate(tokens)]
 
 
+def check_prompts(prompts: object, vocab_size: int | None) -> list[list[int]]:
+    """One or more prompts, each checked by :func:`check_token_ids` (named ``prompts[i]``)."""
+    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
+        raise ArgumentTypeError(f"prompts must be a list of prompts, got {prompts!r}")
+    if not prompts:
+        raise ValueError("prompts must hold at least one prompt, got []")
+    return [check_token_ids(p, f"prompts[{i}]", vocab_size) for i, p in enumerate(prompts)]
+
+
 def check_length(max_positions: int, prompt: list[int], max_new_tokens: object, name: str) -> int:
     """``max_new_tokens`` >= 1 and room for it within ``max_position_embeddings``."""
     n = check_int(max_new_tokens, "max_new_tokens", minimum=1)

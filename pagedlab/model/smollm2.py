@@ -28,14 +28,14 @@ import shutil
 import threading
 import warnings
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from pagedlab.ground.checks import ArgumentTypeError, check_bool, check_int
-from pagedlab.model.checks import check_instance, check_token_ids
+from pagedlab.model.checks import check_instance, check_prompts
 from pagedlab.model.gguf_file import open_reader, read_llama_gguf
 from pagedlab.model.llama import TinyLlama
 
@@ -355,10 +355,8 @@ def _check_greedy(
     ``max_new_tokens >= 1``, a pad token id >= 0."""
     if not callable(getattr(hf, "generate", None)):
         raise ArgumentTypeError(f"hf must be a transformers model, got {type(hf).__name__}")
-    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence) or not prompts:
-        raise ValueError(f"prompts must be a non-empty list of token-id lists, got {prompts!r}")
     return (
-        [check_token_ids(p, f"prompts[{i}]", None) for i, p in enumerate(prompts)],
+        check_prompts(prompts, None),
         check_int(max_new_tokens, "max_new_tokens", minimum=1),
         check_int(pad, "pad", minimum=0),
     )
